@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "icrc.h"
+
+#include <cstring>
+
+#include <isa-l/crc.h>
+
+#include "bth.h"
+#include "ipv4.h"
+#include "ipv6.h"
+#include "udp.h"
+
+namespace droce::wire {
+
+namespace {
+constexpr std::size_t kMaxIpv4Header = 60;
+constexpr std::size_t kMaskedPrefixMax = kMaxIpv4Header + sizeof(UdpHdr) + sizeof(Bth);
+
+std::uint32_t crc_continue(std::uint32_t crc, const std::uint8_t* p, std::size_t n) noexcept {
+    // crc32_gzip_refl takes and returns the finished (inverted) CRC, like zlib's crc32(), so
+    // consecutive calls continue one CRC across buffers.
+    return crc32_gzip_refl(crc, const_cast<std::uint8_t*>(p), n);
+}
+} // namespace
+
+std::uint32_t icrc_compute(std::span<const std::uint8_t> l3, bool ipv6) noexcept {
+    std::size_t ip_len;
+    if (ipv6) {
+        ip_len = sizeof(Ipv6Hdr);
+    } else {
+        if (l3.empty()) return 0;
+        ip_len = (l3[0] & 0xfu) * 4u;
+        if (ip_len < sizeof(Ipv4Hdr)) return 0;
+    }
+    const std::size_t prefix = ip_len + sizeof(UdpHdr) + sizeof(Bth);
+    if (l3.size() < prefix) return 0;
+
+    // The variant fields are masked in a copy: the packet itself is never written.
+    std::uint8_t masked[kMaskedPrefixMax];
+    std::memcpy(masked, l3.data(), prefix);
+    if (ipv6) {
+        masked[0] |= 0x0f; // traffic class (high nibble) — the version nibble stays
+        masked[1] = masked[2] = masked[3] = 0xff; // rest of traffic class and the flow label
+        masked[7] = 0xff; // hop limit
+    } else {
+        masked[1] = 0xff;                // TOS
+        masked[8] = 0xff;                // TTL
+        masked[10] = masked[11] = 0xff;  // header checksum
+    }
+    masked[ip_len + 6] = masked[ip_len + 7] = 0xff;    // UDP checksum
+    masked[ip_len + sizeof(UdpHdr) + 4] = 0xff;        // BTH FECN, BECN, resv6
+
+    static constexpr std::uint8_t kLrhStandIn[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    std::uint32_t crc = crc_continue(0, kLrhStandIn, sizeof kLrhStandIn);
+    crc = crc_continue(crc, masked, prefix);
+    crc = crc_continue(crc, l3.data() + prefix, l3.size() - prefix);
+    return crc;
+}
+
+} // namespace droce::wire

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * Invariant CRC of a RoCEv2 packet, IBTA Annex A17.3.3 (IPv4 and IPv6).
+ *
+ * The ICRC is the CRC-32 of zlib/Ethernet (reflected polynomial 0xEDB88320, inverted result) over
+ *   8 bytes of 0xFF (standing in for the IB LRH), then
+ *   the IP header with the variant fields set to all ones (IPv4: TOS, TTL, header checksum; IPv6:
+ *   traffic class, flow label, hop limit; the version nibble is kept), then
+ *   the UDP header with its checksum set to all ones, then
+ *   the BTH with its FECN/BECN/reserved byte (byte 4) set to all ones, then
+ *   everything after the BTH up to the ICRC: extension headers, payload and pad.
+ * It is stored on the wire least significant byte first. droce computes it with ISA-L's
+ * crc32_gzip_refl; generation and verification both call icrc_compute().
+ */
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace droce::wire {
+
+/**
+ * Computes the ICRC of one packet.
+ *
+ * @param l3  the bytes from the first byte of the IP header up to (not including) the ICRC field.
+ *            Must hold a whole IP header (IPv4 IHL × 4 bytes, or 40 for IPv6), a UDP header and a BTH.
+ * @param ipv6 true if @p l3 starts with an IPv6 header, false for IPv4.
+ * @return the ICRC as a host integer; store it with store_icrc(). Returns 0 if @p l3 is too short
+ *         to hold the covered headers (callers check lengths first; parse_frame() always does).
+ * Thread safety: pure function.
+ */
+[[nodiscard]] std::uint32_t icrc_compute(std::span<const std::uint8_t> l3, bool ipv6) noexcept;
+
+/** Writes @p icrc to @p dst (4 bytes) in wire order, least significant byte first. */
+inline void store_icrc(std::uint8_t* dst, std::uint32_t icrc) noexcept {
+    for (int i = 0; i < 4; ++i) dst[i] = static_cast<std::uint8_t>(icrc >> (8 * i));
+}
+/** Reads a wire-order ICRC from @p src (4 bytes). */
+[[nodiscard]] inline std::uint32_t load_icrc(const std::uint8_t* src) noexcept {
+    return static_cast<std::uint32_t>(src[0]) | static_cast<std::uint32_t>(src[1]) << 8 |
+           static_cast<std::uint32_t>(src[2]) << 16 | static_cast<std::uint32_t>(src[3]) << 24;
+}
+
+} // namespace droce::wire

@@ -1,0 +1,317 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "packet.h"
+
+#include <cstring>
+
+#include "icrc.h"
+
+namespace droce::wire {
+
+namespace {
+
+constexpr std::string_view kRejectNames[] = {
+#define DROCE_REJECT_NAME(name, text) #name,
+    DROCE_REJECT_REASONS(DROCE_REJECT_NAME)
+#undef DROCE_REJECT_NAME
+};
+constexpr std::string_view kRejectTexts[] = {
+#define DROCE_REJECT_TEXT(name, text) text,
+    DROCE_REJECT_REASONS(DROCE_REJECT_TEXT)
+#undef DROCE_REJECT_TEXT
+};
+
+template <typename T>
+const T* header_at(std::span<const std::uint8_t> f, std::size_t off) noexcept {
+    // Headers are byte arrays (alignment 1), so viewing the buffer through them is well defined.
+    return reinterpret_cast<const T*>(f.data() + off);
+}
+
+std::uint32_t ones_sum(const std::uint8_t* p, std::size_t n, std::uint32_t sum) noexcept {
+    for (std::size_t i = 0; i + 1 < n; i += 2) sum += static_cast<std::uint32_t>(p[i] << 8 | p[i + 1]);
+    if (n & 1) sum += static_cast<std::uint32_t>(p[n - 1] << 8);
+    return sum;
+}
+
+std::uint16_t fold(std::uint32_t sum) noexcept {
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    return static_cast<std::uint16_t>(~sum);
+}
+
+} // namespace
+
+std::string_view to_string(RejectReason r) noexcept {
+    auto i = static_cast<std::size_t>(r);
+    return i < kNumRejectReasons ? kRejectNames[i] : std::string_view("invalid");
+}
+
+std::string_view describe(RejectReason r) noexcept {
+    auto i = static_cast<std::size_t>(r);
+    return i < kNumRejectReasons ? kRejectTexts[i] : std::string_view("invalid");
+}
+
+std::uint16_t ipv4_header_checksum(const void* hdr, unsigned len) noexcept {
+    return fold(ones_sum(static_cast<const std::uint8_t*>(hdr), len, 0));
+}
+
+const char* aeth_kind_name(AethKind kind) noexcept {
+    switch (kind) {
+    case AethKind::ack: return "ACK";
+    case AethKind::rnr_nak: return "RNR NAK";
+    case AethKind::nak: return "NAK";
+    case AethKind::reserved: break;
+    }
+    return "reserved";
+}
+
+const char* nak_code_name(std::uint8_t code) noexcept {
+    switch (static_cast<NakCode>(code)) {
+    case NakCode::psn_sequence_error: return "psn_sequence_error";
+    case NakCode::invalid_request: return "invalid_request";
+    case NakCode::remote_access_error: return "remote_access_error";
+    case NakCode::remote_operational_error: return "remote_operational_error";
+    case NakCode::invalid_rd_request: return "invalid_rd_request";
+    }
+    return "reserved";
+}
+
+RejectReason parse_frame(std::span<const std::uint8_t> f, ParsedFrame& out, ParseOptions opts) noexcept {
+    out = ParsedFrame{};
+    out.frame = f;
+    std::size_t off = sizeof(EthHdr);
+    if (f.size() < off) return RejectReason::too_short;
+    out.eth = header_at<EthHdr>(f, 0);
+    std::uint16_t et = out.eth->ether_type.get();
+    if (et == kEtherTypeVlan) {
+        if (f.size() < off + sizeof(VlanTag)) return RejectReason::too_short;
+        out.vlan = header_at<VlanTag>(f, off);
+        et = out.vlan->ether_type.get();
+        off += sizeof(VlanTag);
+    }
+    out.ether_type = et;
+    out.l3_offset = static_cast<std::uint16_t>(off);
+
+    std::size_t l3_end; // one past the last byte the IP header says belongs to the packet
+    if (et == kEtherTypeIpv4) {
+        if (f.size() < off + sizeof(Ipv4Hdr)) return RejectReason::too_short;
+        const auto* ip = header_at<Ipv4Hdr>(f, off);
+        out.ipv4 = ip;
+        if (ip->version() != 4) return RejectReason::bad_ip_version;
+        const std::size_t ihl = ip->header_length();
+        const std::size_t total = ip->total_length.get();
+        if (ihl < sizeof(Ipv4Hdr) || total < ihl || off + total > f.size())
+            return RejectReason::bad_ip_length;
+        if ((ip->flags_frag.get() & 0x3fff) != 0) return RejectReason::ip_fragment;
+        if (ip->protocol != kIpProtoUdp) return RejectReason::not_udp;
+        l3_end = off + total;
+        off += ihl;
+    } else if (et == kEtherTypeIpv6) {
+        if (f.size() < off + sizeof(Ipv6Hdr)) return RejectReason::too_short;
+        const auto* ip = header_at<Ipv6Hdr>(f, off);
+        out.ipv6 = ip;
+        if (ip->version() != 6) return RejectReason::bad_ip_version;
+        l3_end = off + sizeof(Ipv6Hdr) + ip->payload_length.get();
+        if (l3_end > f.size()) return RejectReason::bad_ip_length;
+        if (ip->next_header != kIpProtoUdp) return RejectReason::not_udp;
+        off += sizeof(Ipv6Hdr);
+    } else {
+        return RejectReason::not_ip;
+    }
+
+    if (l3_end < off + sizeof(UdpHdr)) return RejectReason::too_short;
+    out.udp = header_at<UdpHdr>(f, off);
+    if (out.udp->dst_port.get() != kRoceV2Port) return RejectReason::not_roce_port;
+    if (out.udp->length.get() != l3_end - off) return RejectReason::bad_udp_length;
+    off += sizeof(UdpHdr);
+
+    if (l3_end < off + sizeof(Bth) + kIcrcSize) return RejectReason::too_short;
+    out.bth = header_at<Bth>(f, off);
+    if (out.bth->tver() != kBthTver) return RejectReason::bad_bth_version;
+    const OpcodeInfo& info = kOpcodeTable[out.bth->opcode_byte];
+    if (!info.known) return RejectReason::unknown_opcode;
+    out.info = &info;
+    off += sizeof(Bth);
+
+    const std::size_t icrc_off = l3_end - kIcrcSize;
+    if (icrc_off < off + info.ext_length) return RejectReason::length_mismatch;
+    // Extension headers in IBTA order (table 39 / §9.2.1).
+    auto take = [&]<typename T>(const T*& p, OpFlags flag) {
+        if (info.is(flag)) {
+            p = header_at<T>(f, off);
+            off += sizeof(T);
+        }
+    };
+    take(out.deth, OpFlags::deth);
+    take(out.reth, OpFlags::reth);
+    take(out.atomic_eth, OpFlags::atomic_eth);
+    take(out.aeth, OpFlags::aeth);
+    take(out.atomic_ack_eth, OpFlags::atomic_ack_eth);
+    take(out.immdt, OpFlags::immdt);
+    take(out.ieth, OpFlags::ieth);
+    take(out.cnp, OpFlags::cnp);
+
+    const std::size_t padded = icrc_off - off;
+    const unsigned pad = out.bth->pad_count();
+    out.pad = static_cast<std::uint8_t>(pad);
+    if (!info.is(OpFlags::payload) && padded != 0) return RejectReason::length_mismatch;
+    if (pad > padded || (padded & 3u) != 0) return RejectReason::pad_mismatch;
+    out.payload = f.subspan(off, padded - pad);
+    out.icrc_wire = load_icrc(f.data() + icrc_off);
+
+    if (opts.verify_icrc) {
+        out.icrc_checked = true;
+        out.icrc_computed = icrc_compute(f.subspan(out.l3_offset, icrc_off - out.l3_offset), out.ipv6 != nullptr);
+        if (out.icrc_computed != out.icrc_wire) return RejectReason::bad_icrc;
+    }
+    return RejectReason::ok;
+}
+
+std::size_t path_header_length(const PathHeaders& path) noexcept {
+    return sizeof(EthHdr) + (path.has_vlan ? sizeof(VlanTag) : 0) +
+           (path.ipv6 ? sizeof(Ipv6Hdr) : sizeof(Ipv4Hdr)) + sizeof(UdpHdr);
+}
+
+std::size_t frame_length(const PathHeaders& path, Opcode op, std::size_t payload_len) noexcept {
+    return path_header_length(path) + sizeof(Bth) + opcode_info(op).ext_length +
+           ((payload_len + 3) & ~std::size_t{3}) + kIcrcSize;
+}
+
+std::size_t build_frame(const PathHeaders& path, const PacketFields& pf,
+                        std::span<const std::span<const std::uint8_t>> payload,
+                        std::span<std::uint8_t> out) noexcept {
+    std::size_t payload_len = 0;
+    for (auto s : payload) payload_len += s.size();
+    const OpcodeInfo& info = opcode_info(pf.opcode);
+    if (!info.known) return 0;
+    const std::size_t total = frame_length(path, pf.opcode, payload_len);
+    const std::size_t l3_off = sizeof(EthHdr) + (path.has_vlan ? sizeof(VlanTag) : 0);
+    const std::size_t ip_len = path.ipv6 ? sizeof(Ipv6Hdr) : sizeof(Ipv4Hdr);
+    if (total > out.size() || total - l3_off > 0xffff) return 0;
+    std::uint8_t* p = out.data();
+
+    auto* eth = reinterpret_cast<EthHdr*>(p);
+    eth->dst = path.dst_mac;
+    eth->src = path.src_mac;
+    std::size_t off = sizeof(EthHdr);
+    const std::uint16_t l3_type = path.ipv6 ? kEtherTypeIpv6 : kEtherTypeIpv4;
+    if (path.has_vlan) {
+        eth->ether_type.set(kEtherTypeVlan);
+        auto* tag = reinterpret_cast<VlanTag*>(p + off);
+        tag->tci.set(path.vlan_tci);
+        tag->ether_type.set(l3_type);
+        off += sizeof(VlanTag);
+    } else {
+        eth->ether_type.set(l3_type);
+    }
+
+    const std::size_t l3_total = total - l3_off;
+    const std::size_t udp_len = l3_total - ip_len;
+    if (path.ipv6) {
+        auto* ip = reinterpret_cast<Ipv6Hdr*>(p + off);
+        ip->set_vtc_flow(path.tos, path.flow_label);
+        ip->payload_length.set(udp_len);
+        ip->next_header = kIpProtoUdp;
+        ip->hop_limit = path.ttl;
+        ip->src = path.src_ip;
+        ip->dst = path.dst_ip;
+    } else {
+        auto* ip = reinterpret_cast<Ipv4Hdr*>(p + off);
+        ip->version_ihl = 0x45;
+        ip->tos = path.tos;
+        ip->total_length.set(l3_total);
+        ip->id.set(0);
+        ip->flags_frag.set(kIpv4DontFragment);
+        ip->ttl = path.ttl;
+        ip->protocol = kIpProtoUdp;
+        ip->checksum.set(0);
+        std::memcpy(ip->src.data(), path.src_ip.data() + 12, 4);
+        std::memcpy(ip->dst.data(), path.dst_ip.data() + 12, 4);
+        ip->checksum.set(ipv4_header_checksum(ip, sizeof(Ipv4Hdr)));
+    }
+    off += ip_len;
+
+    auto* udp = reinterpret_cast<UdpHdr*>(p + off);
+    udp->src_port.set(path.udp_sport);
+    udp->dst_port.set(kRoceV2Port);
+    udp->length.set(udp_len);
+    udp->checksum.set(0);
+    off += sizeof(UdpHdr);
+
+    const unsigned pad = static_cast<unsigned>(-payload_len & 3u);
+    auto* bth = reinterpret_cast<Bth*>(p + off);
+    bth->set_opcode(pf.opcode);
+    bth->set_flags(pf.solicited, pf.mig_req, pad, kBthTver);
+    bth->pkey.set(pf.pkey);
+    bth->set_fecn_becn(pf.fecn, pf.becn);
+    bth->set_dest_qp(pf.dest_qp);
+    bth->set_ack_req(pf.ack_req);
+    bth->set_psn(pf.psn);
+    off += sizeof(Bth);
+
+    if (info.is(OpFlags::deth)) {
+        auto* h = reinterpret_cast<Deth*>(p + off);
+        h->qkey.set(pf.qkey);
+        h->reserved = 0;
+        h->set_src_qp(pf.src_qp);
+        off += sizeof(Deth);
+    }
+    if (info.is(OpFlags::reth)) {
+        auto* h = reinterpret_cast<Reth*>(p + off);
+        h->va.set(pf.va);
+        h->rkey.set(pf.rkey);
+        h->dma_len.set(pf.dma_len);
+        off += sizeof(Reth);
+    }
+    if (info.is(OpFlags::atomic_eth)) {
+        auto* h = reinterpret_cast<AtomicEth*>(p + off);
+        h->va.set(pf.va);
+        h->rkey.set(pf.rkey);
+        h->swap_add.set(pf.swap_add);
+        h->compare.set(pf.compare);
+        off += sizeof(AtomicEth);
+    }
+    if (info.is(OpFlags::aeth)) {
+        auto* h = reinterpret_cast<Aeth*>(p + off);
+        h->syndrome = pf.syndrome;
+        h->set_msn(pf.msn);
+        off += sizeof(Aeth);
+    }
+    if (info.is(OpFlags::atomic_ack_eth)) {
+        reinterpret_cast<AtomicAckEth*>(p + off)->orig_rem_data.set(pf.orig_rem_data);
+        off += sizeof(AtomicAckEth);
+    }
+    if (info.is(OpFlags::immdt)) {
+        reinterpret_cast<ImmDt*>(p + off)->imm.set(pf.imm);
+        off += sizeof(ImmDt);
+    }
+    if (info.is(OpFlags::ieth)) {
+        reinterpret_cast<Ieth*>(p + off)->rkey.set(pf.inv_rkey);
+        off += sizeof(Ieth);
+    }
+    if (info.is(OpFlags::cnp)) {
+        std::memset(p + off, 0, sizeof(CnpBody));
+        off += sizeof(CnpBody);
+    }
+    for (auto s : payload) {
+        if (!s.empty()) std::memcpy(p + off, s.data(), s.size());
+        off += s.size();
+    }
+    std::memset(p + off, 0, pad);
+    off += pad;
+
+    store_icrc(p + off, icrc_compute(std::span<const std::uint8_t>(p + l3_off, off - l3_off), path.ipv6));
+    off += kIcrcSize;
+
+    if (path.ipv6) {
+        // Pseudo-header: addresses, UDP length, next header; then the whole UDP datagram.
+        const auto* ip = reinterpret_cast<const Ipv6Hdr*>(p + l3_off);
+        std::uint32_t sum = ones_sum(ip->src.data(), 32, 0);
+        sum += static_cast<std::uint32_t>(udp_len >> 16) + static_cast<std::uint32_t>(udp_len & 0xffff);
+        sum += kIpProtoUdp;
+        sum = ones_sum(reinterpret_cast<const std::uint8_t*>(udp), udp_len, sum);
+        std::uint16_t c = fold(sum);
+        udp->checksum.set(c == 0 ? 0xffff : c);
+    }
+    return off;
+}
+
+} // namespace droce::wire

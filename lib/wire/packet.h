@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * Parsing and building whole RoCEv2 frames: Ethernet [802.1Q] / IPv4 or IPv6 / UDP 4791 / BTH /
+ * extension headers / payload / pad / ICRC (IBTA Vol 1 ch. 9, Annex A17).
+ *
+ * Parsing works on a read-only view and never reads outside it. The checks run in a fixed order
+ * (CONVENTIONS.md rule 9): lengths, IP, UDP, BTH version, opcode table, extension and pad lengths,
+ * ICRC; the first failure is the reject reason. Nothing here allocates, throws or locks.
+ */
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "aeth.h"
+#include "atomic_ack_eth.h"
+#include "atomic_eth.h"
+#include "bth.h"
+#include "cnp.h"
+#include "deth.h"
+#include "eth.h"
+#include "ieth.h"
+#include "immdt.h"
+#include "ipv4.h"
+#include "ipv6.h"
+#include "opcode.h"
+#include "reth.h"
+#include "udp.h"
+
+namespace droce::wire {
+
+/** Bytes of the ICRC trailer. */
+inline constexpr std::size_t kIcrcSize = 4;
+
+// clang-format off
+/** X(name, description) of every outcome of parse_frame(); the first, ok, is not a reject. */
+#define DROCE_REJECT_REASONS(X)                                                                    \
+    X(ok,              "accepted")                                                                 \
+    X(too_short,       "frame ends before a header it announces")                                  \
+    X(not_ip,          "EtherType is neither IPv4 nor IPv6")                                       \
+    X(bad_ip_version,  "IP version field disagrees with the EtherType")                            \
+    X(bad_ip_length,   "IP header or total length is impossible or exceeds the frame")             \
+    X(ip_fragment,     "IPv4 fragment; RoCEv2 is never fragmented")                                \
+    X(not_udp,         "IP protocol / next header is not UDP")                                     \
+    X(not_roce_port,   "UDP destination port is not 4791")                                         \
+    X(bad_udp_length,  "UDP length disagrees with the IP length")                                  \
+    X(bad_bth_version, "BTH TVer is not 0")                                                        \
+    X(unknown_opcode,  "BTH opcode is not in the opcode table")                                    \
+    X(length_mismatch, "packet too short for its extension headers, or payload on an opcode without one") \
+    X(pad_mismatch,    "pad count exceeds the payload, or payload plus pad is not a multiple of 4") \
+    X(bad_icrc,        "ICRC does not match the packet")
+// clang-format on
+
+enum class RejectReason : std::uint8_t {
+#define DROCE_REJECT_ENUM(name, text) name,
+    DROCE_REJECT_REASONS(DROCE_REJECT_ENUM)
+#undef DROCE_REJECT_ENUM
+};
+
+inline constexpr std::size_t kNumRejectReasons = 0
+#define DROCE_REJECT_COUNT(name, text) +1
+    DROCE_REJECT_REASONS(DROCE_REJECT_COUNT)
+#undef DROCE_REJECT_COUNT
+    ;
+
+/** Enumerator name of @p r, e.g. "bad_icrc". */
+[[nodiscard]] std::string_view to_string(RejectReason r) noexcept;
+/** One-sentence explanation of @p r. */
+[[nodiscard]] std::string_view describe(RejectReason r) noexcept;
+
+/** Per-reason counters for frames seen by a receive path. Not thread safe: one per thread/queue. */
+struct ParseCounters {
+    std::array<std::uint64_t, kNumRejectReasons> by_reason{};
+    void count(RejectReason r) noexcept { ++by_reason[static_cast<std::size_t>(r)]; }
+    [[nodiscard]] std::uint64_t operator[](RejectReason r) const noexcept {
+        return by_reason[static_cast<std::size_t>(r)];
+    }
+};
+
+/**
+ * A parsed frame: pointers into the caller's buffer, valid while that buffer lives.
+ * Header pointers are null when the header is absent. Fields are filled as far as parsing got, so a
+ * frame rejected for bad_icrc still shows all its headers (droce-trace prints them).
+ */
+struct ParsedFrame {
+    std::span<const std::uint8_t> frame;
+    const EthHdr* eth = nullptr;
+    const VlanTag* vlan = nullptr;
+    const Ipv4Hdr* ipv4 = nullptr;
+    const Ipv6Hdr* ipv6 = nullptr;
+    const UdpHdr* udp = nullptr;
+    const Bth* bth = nullptr;
+    const Deth* deth = nullptr;
+    const Reth* reth = nullptr;
+    const AtomicEth* atomic_eth = nullptr;
+    const Aeth* aeth = nullptr;
+    const AtomicAckEth* atomic_ack_eth = nullptr;
+    const ImmDt* immdt = nullptr;
+    const Ieth* ieth = nullptr;
+    const CnpBody* cnp = nullptr;
+    const OpcodeInfo* info = nullptr;
+    std::span<const std::uint8_t> payload; ///< payload bytes, pad excluded
+    std::uint16_t ether_type = 0;  ///< the innermost EtherType (after any 802.1Q tag)
+    std::uint16_t l3_offset = 0;   ///< byte offset of the IP header in the frame
+    std::uint8_t pad = 0;          ///< pad bytes between payload and ICRC (0..3)
+    std::uint32_t icrc_wire = 0;   ///< the ICRC found in the frame
+    std::uint32_t icrc_computed = 0; ///< the ICRC droce computes for it (0 if not verified)
+    bool icrc_checked = false;
+};
+
+struct ParseOptions {
+    bool verify_icrc = true;
+};
+
+/**
+ * Parses and checks one Ethernet frame.
+ * @param frame the whole frame from the destination MAC; bytes past the IP length (Ethernet padding)
+ *              are ignored.
+ * @param[out] out headers found; reset first.
+ * @return RejectReason::ok, or the first rule the frame broke.
+ * Thread safety: pure; reads only inside @p frame.
+ */
+[[nodiscard]] RejectReason parse_frame(std::span<const std::uint8_t> frame, ParsedFrame& out,
+                                       ParseOptions opts = {}) noexcept;
+
+/**
+ * Addressing of one path: everything below the BTH. A QP prepares one per path at modify time so
+ * that the per-packet build only fills the BTH and what follows.
+ * IPv4 addresses live in the last four bytes of src_ip/dst_ip (the IPv4-mapped GID layout).
+ */
+struct PathHeaders {
+    MacAddr src_mac{};
+    MacAddr dst_mac{};
+    bool has_vlan = false;
+    std::uint16_t vlan_tci = 0;
+    bool ipv6 = false;
+    Ipv6Addr src_ip{};
+    Ipv6Addr dst_ip{};
+    std::uint8_t tos = 0;          ///< IPv4 TOS / IPv6 traffic class: DSCP << 2 | ECN
+    std::uint8_t ttl = 64;         ///< IPv4 TTL / IPv6 hop limit
+    std::uint32_t flow_label = 0;  ///< IPv6 only, 20 bits
+    std::uint16_t udp_sport = 0xc000;
+};
+
+/**
+ * Values of the BTH and of every extension header. build_frame() writes only the headers the
+ * opcode carries (opcode table) and ignores the other fields. Values are host order.
+ */
+struct PacketFields {
+    Opcode opcode = Opcode::RC_SEND_ONLY;
+    bool solicited = false;
+    bool mig_req = false;
+    std::uint16_t pkey = kDefaultPkey;
+    bool fecn = false;
+    bool becn = false;
+    std::uint32_t dest_qp = 0; ///< 24 bits
+    bool ack_req = false;
+    Psn psn;
+    // DETH
+    std::uint32_t qkey = 0;
+    std::uint32_t src_qp = 0;
+    // RETH (va, rkey also used by AtomicETH)
+    std::uint64_t va = 0;
+    std::uint32_t rkey = 0;
+    std::uint32_t dma_len = 0;
+    // AtomicETH
+    std::uint64_t swap_add = 0;
+    std::uint64_t compare = 0;
+    // AETH
+    std::uint8_t syndrome = 0;
+    std::uint32_t msn = 0;
+    // AtomicAckETH
+    std::uint64_t orig_rem_data = 0;
+    // ImmDt
+    std::uint32_t imm = 0;
+    // IETH
+    std::uint32_t inv_rkey = 0;
+};
+
+/** Bytes below the BTH for @p path: Ethernet [+ 802.1Q] + IP + UDP. */
+[[nodiscard]] std::size_t path_header_length(const PathHeaders& path) noexcept;
+
+/** Bytes of a whole frame for @p path, opcode @p op and @p payload_len payload bytes (pad and ICRC included). */
+[[nodiscard]] std::size_t frame_length(const PathHeaders& path, Opcode op, std::size_t payload_len) noexcept;
+
+/**
+ * Builds one frame into @p out: headers, the payload gathered from @p payload in order, the pad
+ * (BTH PadCnt set to match, pad bytes zero), and the ICRC. The IPv4 header checksum is computed
+ * here. The UDP checksum is 0 on IPv4 (A17.3.2 allows it) and computed on IPv6, where RFC 8200
+ * forbids a zero checksum.
+ * @return bytes written, or 0 when @p out is too small or the frame would exceed 65535 bytes of IP.
+ * Thread safety: pure; writes only @p out.
+ */
+[[nodiscard]] std::size_t build_frame(const PathHeaders& path, const PacketFields& fields,
+                                      std::span<const std::span<const std::uint8_t>> payload,
+                                      std::span<std::uint8_t> out) noexcept;
+
+/** Convenience overload for one contiguous payload. */
+[[nodiscard]] inline std::size_t build_frame(const PathHeaders& path, const PacketFields& fields,
+                                             std::span<const std::uint8_t> payload,
+                                             std::span<std::uint8_t> out) noexcept {
+    return build_frame(path, fields, std::span<const std::span<const std::uint8_t>>(&payload, 1), out);
+}
+
+} // namespace droce::wire
