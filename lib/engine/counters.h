@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * Transport counters, named as users know them from `rdma statistic` (rxe hw counters) and mlx5
+ * hardware counters (CONVENTIONS.md rule 20). An enum plus an increment helper; one set per QP and
+ * one per device. Written only by the engine thread; readers on other threads see a recent value.
+ */
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace droce {
+
+// clang-format off
+#define DROCE_COUNTERS(X) \
+    X(sent_pkts)                   /* packets transmitted */ \
+    X(rcvd_pkts)                   /* valid RoCE packets received for a QP */ \
+    X(out_of_sequence)             /* responder: request PSN ahead of the expected PSN */ \
+    X(packet_seq_err)              /* requester: NAK PSN sequence error received */ \
+    X(duplicate_request)           /* responder: request PSN behind the expected PSN */ \
+    X(seq_naks_sent)               /* responder: NAK PSN sequence error sent */ \
+    X(rnr_naks_sent)               /* responder: RNR NAK sent (no receive WQE) */ \
+    X(rnr_naks_rcvd)               /* requester: RNR NAK received */ \
+    X(rnr_nak_retry_err)           /* requester: rnr_retry exhausted */ \
+    X(local_ack_timeout_err)       /* requester: local ACK timer expired */ \
+    X(retry_exceeded_err)          /* requester: retry_cnt exhausted */ \
+    X(retransmitted_pkts)          /* requester: packets sent again */ \
+    X(implied_nak_seq_err)         /* requester: READ/atomic response skipped PSNs: implied NAK */ \
+    X(acks_sent)                   /* responder: ACKNOWLEDGE packets sent */ \
+    X(acks_rcvd)                   /* requester: ACKNOWLEDGE packets received */ \
+    X(req_remote_access_errors)    /* requester: NAK remote access error received */ \
+    X(req_remote_invalid_request)  /* requester: NAK invalid request received */ \
+    X(req_remote_operational_error)/* requester: NAK remote operational error received */ \
+    X(resp_remote_access_errors)   /* responder: NAK remote access error sent */ \
+    X(resp_invalid_request)        /* responder: NAK invalid request sent */ \
+    X(resp_local_length_error)     /* responder: message longer than the receive WQE */ \
+    X(req_local_length_error)      /* requester: READ response longer than requested */ \
+    X(local_protection_err)        /* requester: an SGE failed the lkey check */ \
+    X(completer_retry_err)         /* requester: response that matches no outstanding WQE, dropped */ \
+    X(rx_dropped_bad_qp)           /* receive: no QP with this dest QPN, or QP in a state that drops */ \
+    X(rx_dropped_bad_icrc)         /* receive: ICRC mismatch, dropped silently */ \
+    X(rx_dropped_malformed)        /* receive: frame rejected by the parser for another reason */ \
+    X(tx_no_buffer)                /* transmit deferred: no buffer or the port queue was full */ \
+    X(flushed_wqes)                /* WQEs completed with WR_FLUSH_ERR */ \
+    X(np_ecn_marked_roce_packets)  /* reserved for DCQCN */ \
+    X(np_cnp_sent)                 /* reserved for DCQCN */ \
+    X(rp_cnp_handled)              /* reserved for DCQCN */
+// clang-format on
+
+enum class Counter : std::uint16_t {
+#define DROCE_COUNTER_ENUM(name) name,
+    DROCE_COUNTERS(DROCE_COUNTER_ENUM)
+#undef DROCE_COUNTER_ENUM
+    count_
+};
+
+inline constexpr std::size_t kNumCounters = static_cast<std::size_t>(Counter::count_);
+
+inline constexpr std::string_view kCounterNames[kNumCounters] = {
+#define DROCE_COUNTER_NAME(name) #name,
+    DROCE_COUNTERS(DROCE_COUNTER_NAME)
+#undef DROCE_COUNTER_NAME
+};
+
+[[nodiscard]] constexpr std::string_view to_string(Counter c) noexcept {
+    return static_cast<std::size_t>(c) < kNumCounters ? kCounterNames[static_cast<std::size_t>(c)] : "unknown";
+}
+
+struct Counters {
+    std::array<std::uint64_t, kNumCounters> v{};
+    void inc(Counter c, std::uint64_t n = 1) noexcept { v[static_cast<std::size_t>(c)] += n; }
+    [[nodiscard]] std::uint64_t operator[](Counter c) const noexcept { return v[static_cast<std::size_t>(c)]; }
+};
+
+} // namespace droce

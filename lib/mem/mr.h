@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * Protection domains and memory regions: the lkey/rkey table and the one access check every byte
+ * movement goes through (IBTA Vol 1 §10.6, §9.7.4.1.x for remote access; C9-88 for zero length).
+ *
+ * A key is (index << 8) | tag. The tag is bumped every time an index is reused, so a key from a
+ * deregistered (or re-registered) region never matches again. lkey == rkey for every MR, as in rxe.
+ *
+ * Thread rules: register/deregister are control-path calls made while the engine does not run
+ * concurrently (quiescence rule of DESIGN.md); check() and find() are datapath calls, lock free and
+ * allocation free.
+ */
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+namespace droce::mem {
+
+/** A protection domain. Objects carry a pointer to theirs; an MR is usable only through a QP of the same PD. */
+struct Pd {
+    std::uint32_t handle = 0;
+};
+
+/** A registered memory region. Owned by its MrTable; the memory itself stays the application's. */
+struct Mr {
+    std::uint32_t lkey = 0;
+    std::uint32_t rkey = 0;
+    const Pd* pd = nullptr;
+    std::uint64_t iova = 0;    ///< first virtual address as the peer and the SGEs name it
+    std::uint64_t length = 0;  ///< bytes
+    std::uint8_t* host = nullptr; ///< host address of iova
+    std::uint32_t access = 0;  ///< rc::AccessFlags
+    bool valid = false;
+};
+
+// clang-format off
+#define DROCE_MEM_CHECKS(X) \
+    X(ok)            /* access allowed */ \
+    X(invalid_key)   /* no valid MR has this key (never registered, deregistered, stale tag) */ \
+    X(pd_mismatch)   /* MR belongs to another protection domain */ \
+    X(out_of_range)  /* [va, va+len) is not inside the MR, or wraps */ \
+    X(access_denied) /* MR lacks the required access flag */
+// clang-format on
+
+enum class MemCheck : std::uint8_t {
+#define DROCE_MEM_ENUM(name) name,
+    DROCE_MEM_CHECKS(DROCE_MEM_ENUM)
+#undef DROCE_MEM_ENUM
+};
+[[nodiscard]] std::string_view to_string(MemCheck c) noexcept;
+
+class MrTable {
+public:
+    /** A table of up to @p capacity regions (indexes 1..capacity; key 0 is never valid). */
+    explicit MrTable(std::uint32_t capacity);
+    MrTable(const MrTable&) = delete;
+    MrTable& operator=(const MrTable&) = delete;
+
+    /**
+     * Registers @p length bytes at host address @p addr, named @p iova by SGEs and peers.
+     * @param access rc::AccessFlags. Remote write or remote atomic without local write is EINVAL (IBTA
+     *        C10-18.x, as ibv_reg_mr).
+     * @param[out] err 0, or EINVAL (null pd, null addr with nonzero length, bad flags, iova+length wraps),
+     *        ENOMEM (table full).
+     * @return the region, or nullptr with *err set.
+     */
+    [[nodiscard]] Mr* register_mr(const Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
+                                  std::uint32_t access, int* err) noexcept;
+
+    /** Invalidates @p mr; its keys never match again. Null is a no-op. @return 0 or EINVAL (not ours / not valid). */
+    int deregister(Mr* mr) noexcept;
+
+    /** The valid MR named by @p key, or nullptr. */
+    [[nodiscard]] Mr* find(std::uint32_t key) noexcept;
+
+    /**
+     * Checks an access of @p len bytes at @p va through @p key on behalf of a QP in @p pd.
+     * @param access_needed AccessFlags the access needs (kAccessLocalWrite for local writes, remote
+     *        read/write/atomic for a peer; 0 for a local read, which every MR allows).
+     * @param[out] host on ok, host address of @p va.
+     * The caller decides zero-length exemptions (C9-88): a len of 0 is still checked here.
+     */
+    [[nodiscard]] MemCheck check(std::uint32_t key, const Pd* pd, std::uint64_t va, std::uint64_t len,
+                                 std::uint32_t access_needed, std::uint8_t** host) noexcept;
+
+private:
+    struct Slot {
+        Mr mr;
+        std::uint8_t tag = 0;
+    };
+    std::uint32_t capacity_;
+    std::unique_ptr<Slot[]> slots_;
+    std::uint32_t next_free_hint_ = 1;
+};
+
+} // namespace droce::mem

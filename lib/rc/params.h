@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * Limits and default knobs of the RC transport, in one place (CONVENTIONS.md rule 5).
+ * Where a value matches Linux rxe (rxe_param.h) or IBTA, the comment says so.
+ */
+#pragma once
+
+#include <cstdint>
+
+namespace droce::rc {
+
+inline constexpr std::uint32_t kMaxSge = 16;             ///< SGEs per send or receive WQE
+inline constexpr std::uint32_t kMaxInlineData = 256;     ///< bytes of inline data per send WQE
+inline constexpr std::uint32_t kMaxQpWr = 4096;          ///< WQEs per SQ or RQ (power of two)
+inline constexpr std::uint32_t kMaxCqe = 65536;          ///< CQEs per CQ
+inline constexpr std::uint32_t kMaxQp = 1024;            ///< QPs per device
+inline constexpr std::uint32_t kFirstQpn = 0x11;         ///< first QPN handed out (QP0/QP1 are special; rxe also starts at 17)
+inline constexpr std::uint32_t kMaxMr = 4096;            ///< memory regions per device
+inline constexpr std::uint32_t kMaxRdAtomic = 16;        ///< max_rd_atomic / max_dest_rd_atomic ceiling
+inline constexpr std::uint64_t kMaxMsgSize = 1ull << 31; ///< bytes per message (IBTA: RETH DMA length is 31 bits usable)
+inline constexpr std::uint32_t kMaxPktPerAck = 64;       ///< AckReq at least every N packets (rxe RXE_MAX_PKT_PER_ACK)
+inline constexpr std::uint32_t kPsnWindow = 1024;        ///< unacknowledged packets a requester keeps in flight
+inline constexpr std::uint32_t kAckTimeoutMinNs = 4096;  ///< local ACK timeout unit: 4.096 us × 2^timeout (IBTA §9.7.6.1.3)
+
+/** Path MTU codes as ibv_mtu numbers them (1 = 256 B .. 5 = 4096 B). */
+enum class Mtu : std::uint8_t { mtu256 = 1, mtu512 = 2, mtu1024 = 3, mtu2048 = 4, mtu4096 = 5 };
+[[nodiscard]] constexpr std::uint32_t mtu_bytes(Mtu m) noexcept { return 128u << static_cast<unsigned>(m); }
+
+/** Local ACK timeout in ns for the 5-bit QP attribute @p timeout; 0 means the timer is disabled. */
+[[nodiscard]] constexpr std::uint64_t ack_timeout_ns(std::uint8_t timeout) noexcept {
+    return timeout == 0 ? 0 : static_cast<std::uint64_t>(kAckTimeoutMinNs) << (timeout & 31u);
+}
+
+/**
+ * Minimum RNR NAK timer in ns for the 5-bit code carried in an RNR NAK syndrome (IBTA table 45,
+ * §9.7.5.2.8): code 0 is 655.36 ms, 1 is 0.01 ms ... 31 is 491.52 ms.
+ */
+[[nodiscard]] std::uint64_t rnr_timer_ns(std::uint8_t code) noexcept;
+
+} // namespace droce::rc

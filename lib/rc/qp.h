@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * The RC queue pair and completion queue as the engine holds them, and the transport's entry points.
+ *
+ * Roles follow Linux rxe (CONVENTIONS.md rule 2): requester.cc turns send WQEs into request packets;
+ * completer.cc turns ACKs, NAKs and responses into completions and drives retransmission and the
+ * ACK/RNR timers; responder.cc checks and executes incoming requests and answers them.
+ *
+ * Thread rules: every function here runs on the engine thread (or on the application thread in
+ * inline-progress mode, never both at once). None allocates, locks or throws.
+ */
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "common/spsc_ring.h"
+#include "engine/clock.h"
+#include "engine/counters.h"
+#include "mem/mr.h"
+#include "rc/types.h"
+#include "wire/packet.h"
+
+namespace droce::rc {
+
+struct Qp;
+
+/** A completion queue: an SPSC ring from the engine (producer) to the application (consumer). */
+struct Cq {
+    SpscRing<Cqe> ring;
+    std::uint32_t cqn = 0;
+    bool overflowed = false; ///< a CQE was lost because the ring was full (IBV_EVENT_CQ_ERR)
+};
+
+/**
+ * Pushes @p cqe on @p cq. Returns false (and marks the CQ overflowed) when the ring is full.
+ * Engine thread only.
+ */
+bool cq_push(Cq& cq, const Cqe& cqe) noexcept;
+
+/**
+ * What the transport needs from its device. Set up once per device; passed by reference to every
+ * transport call.
+ */
+struct TransportCtx {
+    Clock* clock = nullptr;
+    mem::MrTable* mrs = nullptr;
+    Counters* dev_counters = nullptr;
+    /**
+     * Builds and transmits one packet of @p qp on the path the QP's path selector gives for
+     * @p fields.psn, with the payload gathered from @p payload (spans into registered memory or
+     * WQE inline data, already checked by the caller).
+     * @return false when no buffer or queue space is free now; nothing was sent and the caller must
+     *         keep its state so the packet is sent later (the requester simply does not advance).
+     */
+    bool (*emit)(void* emit_ctx, Qp& qp, const wire::PacketFields& fields,
+                 std::span<const std::span<const std::uint8_t>> payload) noexcept = nullptr;
+    void* emit_ctx = nullptr;
+};
+
+/** Requester-side state (rxe: qp->req). */
+struct RequesterState {
+    std::uint32_t next_wqe = 0;     ///< free-running SQ index of the WQE being (or next to be) sent
+    Psn next_psn;                   ///< PSN of the next packet to send
+    std::uint32_t noack_pkts = 0;   ///< packets since the last AckReq
+    std::uint32_t rd_atomic_inflight = 0; ///< READ/atomic requests awaiting a response (≤ max_rd_atomic)
+    std::uint64_t ack_deadline_ns = 0;    ///< local ACK timer deadline; 0 = not armed
+    std::uint64_t rnr_deadline_ns = 0;    ///< RNR wait deadline; 0 = not waiting
+    std::uint8_t retry_left = 7;          ///< retry_cnt budget left for the current PSN
+    std::uint8_t rnr_retry_left = 7;      ///< rnr_retry budget left (7 = infinite)
+};
+
+/** Completer-side state (rxe: qp->comp). */
+struct CompleterState {
+    Psn oldest_unacked; ///< first PSN not yet acknowledged
+    std::uint32_t last_msn = 0;
+};
+
+/** One responder resource: a READ or atomic kept for replay of a duplicate (rxe: resp_res). */
+struct ResponderResource {
+    bool valid = false;
+    bool is_atomic = false;
+    Psn first_psn;
+    Psn last_psn;
+    std::uint64_t va = 0;
+    std::uint32_t rkey = 0;
+    std::uint32_t length = 0;
+    std::uint64_t atomic_orig = 0; ///< value returned by the atomic, replayed on a duplicate
+    std::uint32_t msn = 0;
+};
+
+/** Responder-side state (rxe: qp->resp). */
+struct ResponderState {
+    Psn expected_psn;
+    std::uint32_t msn = 0;          ///< messages completed (24 bits on the wire)
+    bool sent_psn_nak = false;      ///< a PSN-sequence NAK went out; stay silent until in order
+    wire::Opcode last_opcode = wire::Opcode::RC_SEND_ONLY; ///< for the opcode sequence check
+    bool in_send = false;           ///< between SEND FIRST and LAST
+    bool in_write = false;          ///< between RDMA WRITE FIRST and LAST
+    // current message
+    bool have_recv_wqe = false;     ///< a receive WQE is taken for the current SEND
+    std::uint32_t recv_offset = 0;  ///< bytes placed into the current receive WQE
+    std::uint64_t write_va = 0;     ///< next VA of the current RDMA WRITE
+    std::uint32_t write_rkey = 0;
+    std::uint32_t write_remaining = 0; ///< bytes of the RETH DMA length not yet received
+    ResponderResource resources[kMaxRdAtomic];
+    std::uint32_t next_resource = 0;   ///< ring index of the next resource to overwrite
+    // READ responses in progress (a long READ is sent in pieces as the tx path allows)
+    bool read_active = false;
+    ResponderResource read;            ///< the READ being answered
+    Psn read_next_psn;
+    std::uint32_t read_offset = 0;
+};
+
+/** The per-QP pacer hook: DCQCN will set the rate; RC with no rate limit always allows. */
+struct Pacer {
+    std::uint64_t next_send_ns = 0; ///< earliest time the next packet may leave; 0 = no pacing
+};
+
+/** An RC queue pair. Created and modified by the control path; run by the engine. */
+struct Qp {
+    std::uint32_t qpn = 0;
+    QpState state = QpState::reset;
+    QpAttr attr;
+    QpCap cap;
+    const mem::Pd* pd = nullptr;
+    Cq* send_cq = nullptr;
+    Cq* recv_cq = nullptr;
+    bool sq_sig_all = false;
+    SpscRing<SendWqe> sq;  ///< app → engine; consumer index = oldest WQE not yet completed
+    SpscRing<RecvWqe> rq;  ///< app → engine
+    std::uint32_t mtu = 1024;           ///< path MTU in bytes (from attr.path_mtu)
+    wire::PathHeaders path;             ///< RC has one path; MRC will hold several
+    Pacer pacer;
+    Counters counters;
+    RequesterState req;
+    CompleterState comp;
+    ResponderState resp;
+    bool loopback_peer = false;
+};
+
+// ---- requester.cc ----
+/**
+ * Sends packets of posted WQEs while the PSN window (kPsnWindow), max_rd_atomic, fences, the pacer
+ * and the tx path allow, at most @p budget packets. Arms the local ACK timer when it sends a packet
+ * that needs an acknowledgement. Only in RTS (and SQD until the current message ends).
+ * @return packets sent.
+ */
+std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noexcept;
+
+// ---- completer.cc ----
+/** Handles an ACKNOWLEDGE, ATOMIC ACKNOWLEDGE or READ RESPONSE for @p qp (IBTA §9.7.5.1, rxe_comp.c). */
+void completer_receive(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) noexcept;
+/** Fires the local ACK timer and the RNR timer of @p qp when their deadlines have passed. */
+void completer_timers(Qp& qp, TransportCtx& ctx) noexcept;
+/** Earliest pending deadline of @p qp in ns, or 0 if none (the engine sleeps until then). */
+[[nodiscard]] std::uint64_t completer_next_deadline(const Qp& qp) noexcept;
+
+// ---- responder.cc ----
+/** Handles a request packet for @p qp (IBTA §9.7.5.2, rxe_resp.c). */
+void responder_receive(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) noexcept;
+/** Continues a long READ response that the tx path could not take at once. */
+void responder_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noexcept;
+
+// ---- qp.cc ----
+/**
+ * Moves @p qp to ERR (if it is not there) and completes every outstanding send and receive WQE with
+ * WR_FLUSH_ERR, signaled or not (IBTA §10.7.3.1). Idempotent: WQEs are flushed exactly once.
+ */
+void qp_enter_error(Qp& qp, TransportCtx& ctx) noexcept;
+
+} // namespace droce::rc

@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * Work requests, completions and QP attributes of droce's native API. Numeric values of every enum
+ * equal their libibverbs counterparts (ibv_wr_opcode, ibv_wc_status, ibv_wc_opcode, ibv_qp_state,
+ * ibv_qp_attr_mask, ibv_access_flags, ibv_send_flags), so the verbs layer converts by cast.
+ */
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "rc/params.h"
+#include "wire/packet.h"
+#include "wire/psn.h"
+
+namespace droce::rc {
+
+using wire::Psn;
+
+// clang-format off
+#define DROCE_WR_OPCODES(X) \
+    X(rdma_write, 0) X(rdma_write_with_imm, 1) X(send, 2) X(send_with_imm, 3) X(rdma_read, 4) \
+    X(atomic_cmp_and_swp, 5) X(atomic_fetch_and_add, 6) X(local_inv, 7) X(bind_mw, 8) X(send_with_inv, 9)
+
+#define DROCE_WC_STATUSES(X) \
+    X(success, 0) X(loc_len_err, 1) X(loc_qp_op_err, 2) X(loc_eec_op_err, 3) X(loc_prot_err, 4) \
+    X(wr_flush_err, 5) X(mw_bind_err, 6) X(bad_resp_err, 7) X(loc_access_err, 8) X(rem_inv_req_err, 9) \
+    X(rem_access_err, 10) X(rem_op_err, 11) X(retry_exc_err, 12) X(rnr_retry_exc_err, 13) \
+    X(loc_rdd_viol_err, 14) X(rem_inv_rd_req_err, 15) X(rem_abort_err, 16) X(inv_eecn_err, 17) \
+    X(inv_eec_state_err, 18) X(fatal_err, 19) X(resp_timeout_err, 20) X(general_err, 21)
+
+#define DROCE_WC_OPCODES(X) \
+    X(send, 0) X(rdma_write, 1) X(rdma_read, 2) X(comp_swap, 3) X(fetch_add, 4) X(bind_mw, 5) \
+    X(local_inv, 6) X(recv, 128) X(recv_rdma_with_imm, 129)
+
+#define DROCE_QP_STATES(X) X(reset, 0) X(init, 1) X(rtr, 2) X(rts, 3) X(sqd, 4) X(sqe, 5) X(err, 6)
+// clang-format on
+
+#define DROCE_ENUM_ENTRY(name, value) name = value,
+enum class WrOpcode : std::uint8_t { DROCE_WR_OPCODES(DROCE_ENUM_ENTRY) };
+enum class WcStatus : std::uint8_t { DROCE_WC_STATUSES(DROCE_ENUM_ENTRY) };
+enum class WcOpcode : std::uint8_t { DROCE_WC_OPCODES(DROCE_ENUM_ENTRY) };
+enum class QpState : std::uint8_t { DROCE_QP_STATES(DROCE_ENUM_ENTRY) };
+#undef DROCE_ENUM_ENTRY
+
+[[nodiscard]] std::string_view to_string(WrOpcode v) noexcept;
+[[nodiscard]] std::string_view to_string(WcStatus v) noexcept;
+[[nodiscard]] std::string_view to_string(WcOpcode v) noexcept;
+[[nodiscard]] std::string_view to_string(QpState v) noexcept;
+
+/** Send flags (ibv_send_flags values). */
+enum SendFlags : std::uint32_t {
+    kSendFence = 1u << 0,
+    kSendSignaled = 1u << 1,
+    kSendSolicited = 1u << 2,
+    kSendInline = 1u << 3,
+};
+
+/** Access flags of an MR or a QP (ibv_access_flags values). */
+enum AccessFlags : std::uint32_t {
+    kAccessLocalWrite = 1u << 0,
+    kAccessRemoteWrite = 1u << 1,
+    kAccessRemoteRead = 1u << 2,
+    kAccessRemoteAtomic = 1u << 3,
+    kAccessMwBind = 1u << 4,
+    kAccessZeroBased = 1u << 5,
+    kAccessOnDemand = 1u << 6,
+    kAccessHugetlb = 1u << 7,
+    kAccessRelaxedOrdering = 1u << 20,
+};
+
+/** wc_flags (ibv_wc_flags values). */
+enum WcFlags : std::uint32_t { kWcGrh = 1u << 0, kWcWithImm = 1u << 1, kWcWithInv = 1u << 3 };
+
+/** One scatter/gather element: @p length bytes at virtual address @p addr of the MR named by @p lkey. */
+struct Sge {
+    std::uint64_t addr = 0;
+    std::uint32_t length = 0;
+    std::uint32_t lkey = 0;
+};
+
+/** Engine-private progress of a send WQE. */
+enum class WqeState : std::uint8_t { posted, sending, sent, done };
+
+/**
+ * A send work request as posted, plus the requester's and completer's private state.
+ * Ownership: written by the application thread until published on the SQ ring; from then on owned
+ * by the engine until the completer releases the slot. Inline data is copied in at post time, so the
+ * application's buffer is free as soon as post returns.
+ */
+struct SendWqe {
+    // ---- as posted (ibv_send_wr) ----
+    std::uint64_t wr_id = 0;
+    WrOpcode opcode = WrOpcode::send;
+    std::uint32_t send_flags = 0;   ///< SendFlags
+    std::uint32_t imm_data = 0;     ///< host order value of the ImmDt (verbs: __be32, converted by the verbs layer)
+    std::uint32_t invalidate_rkey = 0;
+    std::uint64_t remote_addr = 0;  ///< RDMA / atomic target VA
+    std::uint32_t rkey = 0;
+    std::uint64_t compare_add = 0;  ///< atomic compare (CAS) or addend (FETCH_ADD)
+    std::uint64_t swap = 0;         ///< atomic swap value (CAS)
+    std::uint32_t num_sge = 0;
+    Sge sg_list[kMaxSge];
+    std::uint32_t length = 0;       ///< total bytes of the message (sum of SGE lengths, or inline length)
+    std::uint8_t inline_data[kMaxInlineData];
+
+    // ---- engine-private ----
+    WqeState state = WqeState::posted;
+    Psn first_psn;                 ///< PSN of the first packet of this message
+    Psn last_psn;                  ///< PSN of the last packet (READ: last expected response PSN)
+    std::uint32_t npkts = 0;       ///< packets of this message (READ: response packets expected)
+    std::uint32_t sent_bytes = 0;  ///< requester: bytes sent so far (resumes segmentation)
+    std::uint32_t recv_bytes = 0;  ///< completer, READ: bytes of response data placed so far
+    std::uint64_t atomic_result = 0;
+    WcStatus status = WcStatus::success; ///< set by the completer when the WQE fails
+};
+
+/**
+ * A receive work request: where an incoming SEND (or the immediate of WRITE with immediate) lands.
+ * Ownership as SendWqe, on the RQ ring.
+ */
+struct RecvWqe {
+    std::uint64_t wr_id = 0;
+    std::uint32_t num_sge = 0;
+    Sge sg_list[kMaxSge];
+    std::uint32_t length = 0; ///< total capacity in bytes
+};
+
+/** A completion, with what ibv_wc carries. */
+struct Cqe {
+    std::uint64_t wr_id = 0;
+    WcStatus status = WcStatus::success;
+    WcOpcode opcode = WcOpcode::send;
+    std::uint32_t vendor_err = 0;
+    std::uint32_t byte_len = 0;
+    std::uint32_t imm_data = 0;   ///< host order; valid when wc_flags has kWcWithImm (or the invalidated rkey with kWcWithInv)
+    std::uint32_t qp_num = 0;
+    std::uint32_t src_qp = 0;
+    std::uint32_t wc_flags = 0;
+    std::uint16_t pkey_index = 0;
+    std::uint16_t slid = 0;
+    std::uint8_t sl = 0;
+    std::uint8_t dlid_path_bits = 0;
+};
+
+/** ibv_qp_attr_mask bits. */
+enum QpAttrMask : std::uint32_t {
+    kQpState = 1u << 0,
+    kQpCurState = 1u << 1,
+    kQpEnSqdAsyncNotify = 1u << 2,
+    kQpAccessFlags = 1u << 3,
+    kQpPkeyIndex = 1u << 4,
+    kQpPort = 1u << 5,
+    kQpQkey = 1u << 6,
+    kQpAv = 1u << 7,
+    kQpPathMtu = 1u << 8,
+    kQpTimeout = 1u << 9,
+    kQpRetryCnt = 1u << 10,
+    kQpRnrRetry = 1u << 11,
+    kQpRqPsn = 1u << 12,
+    kQpMaxQpRdAtomic = 1u << 13,
+    kQpAltPath = 1u << 14,
+    kQpMinRnrTimer = 1u << 15,
+    kQpSqPsn = 1u << 16,
+    kQpMaxDestRdAtomic = 1u << 17,
+    kQpPathMigState = 1u << 18,
+    kQpCap = 1u << 19,
+    kQpDestQpn = 1u << 20,
+};
+
+/** Where the peer is: the address vector of ibv_ah_attr reduced to what RoCEv2 needs. */
+struct AddressVector {
+    wire::Ipv6Addr dgid{};   ///< peer GID: IPv4-mapped (::ffff:a.b.c.d) or IPv6
+    wire::MacAddr dmac{};    ///< peer MAC (resolved by ARP/ND in the engine, or given)
+    std::uint8_t sgid_index = 0;
+    std::uint8_t port_num = 1;    ///< 1-based port (plane)
+    std::uint8_t traffic_class = 0;
+    std::uint8_t hop_limit = 64;
+    std::uint32_t flow_label = 0;
+    std::uint8_t sl = 0;
+};
+
+/** QP attributes (ibv_qp_attr's fields that an RC QP on RoCEv2 uses). */
+struct QpAttr {
+    QpState qp_state = QpState::reset;
+    QpState cur_qp_state = QpState::reset;
+    Mtu path_mtu = Mtu::mtu1024;
+    std::uint32_t qkey = 0;
+    std::uint32_t rq_psn = 0;
+    std::uint32_t sq_psn = 0;
+    std::uint32_t dest_qp_num = 0;
+    std::uint32_t qp_access_flags = 0;
+    std::uint16_t pkey_index = 0;
+    std::uint8_t max_rd_atomic = 1;
+    std::uint8_t max_dest_rd_atomic = 1;
+    std::uint8_t min_rnr_timer = 0;
+    std::uint8_t port_num = 1;
+    std::uint8_t timeout = 14;
+    std::uint8_t retry_cnt = 7;
+    std::uint8_t rnr_retry = 7;
+    bool sq_draining = false;
+    AddressVector ah_attr;
+};
+
+/** QP creation capabilities (ibv_qp_cap). */
+struct QpCap {
+    std::uint32_t max_send_wr = 128;
+    std::uint32_t max_recv_wr = 128;
+    std::uint32_t max_send_sge = 1;
+    std::uint32_t max_recv_sge = 1;
+    std::uint32_t max_inline_data = 0;
+};
+
+} // namespace droce::rc
