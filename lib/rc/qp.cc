@@ -1,3 +1,69 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "qp.h"
 
+namespace droce::rc {
+
+bool cq_push(Cq& cq, const Cqe& cqe) noexcept {
+    if (cq.ring.free_slots() == 0) {
+        cq.overflowed = true;
+        return false;
+    }
+    cq.ring.producer_slot() = cqe;
+    cq.ring.publish();
+    return true;
+}
+
+WcOpcode wc_opcode_of(WrOpcode op) noexcept {
+    switch (op) {
+    case WrOpcode::rdma_write:
+    case WrOpcode::rdma_write_with_imm: return WcOpcode::rdma_write;
+    case WrOpcode::rdma_read: return WcOpcode::rdma_read;
+    case WrOpcode::atomic_cmp_and_swp: return WcOpcode::comp_swap;
+    case WrOpcode::atomic_fetch_and_add: return WcOpcode::fetch_add;
+    case WrOpcode::local_inv: return WcOpcode::local_inv;
+    case WrOpcode::bind_mw: return WcOpcode::bind_mw;
+    case WrOpcode::send:
+    case WrOpcode::send_with_imm:
+    case WrOpcode::send_with_inv: break;
+    }
+    return WcOpcode::send;
+}
+
+void qp_enter_error(Qp& qp, TransportCtx& ctx) noexcept {
+    qp.state = QpState::err;
+    qp.attr.qp_state = QpState::err;
+    qp.req.ack_deadline_ns = 0;
+    qp.req.rnr_deadline_ns = 0;
+    qp.resp.read_active = false;
+    // Every WQE still on the SQ completes once, in order, with WR_FLUSH_ERR, signaled or not
+    // (IBTA §10.7.3.1: error completions are always generated). A WQE the completer already failed
+    // carries its own status and was completed before this call released it.
+    while (qp.sq.ready() > 0) {
+        SendWqe& w = qp.sq.slot(qp.sq.consumer_index());
+        Cqe c{};
+        c.wr_id = w.wr_id;
+        c.status = WcStatus::wr_flush_err;
+        c.opcode = wc_opcode_of(w.opcode);
+        c.qp_num = qp.qpn;
+        if (qp.send_cq) cq_push(*qp.send_cq, c);
+        qp.counters.inc(Counter::flushed_wqes);
+        if (ctx.dev_counters) ctx.dev_counters->inc(Counter::flushed_wqes);
+        qp.sq.release();
+    }
+    qp.req.next_wqe = qp.sq.consumer_index();
+    while (qp.rq.ready() > 0) {
+        RecvWqe& w = qp.rq.slot(qp.rq.consumer_index());
+        Cqe c{};
+        c.wr_id = w.wr_id;
+        c.status = WcStatus::wr_flush_err;
+        c.opcode = WcOpcode::recv;
+        c.qp_num = qp.qpn;
+        if (qp.recv_cq) cq_push(*qp.recv_cq, c);
+        qp.counters.inc(Counter::flushed_wqes);
+        if (ctx.dev_counters) ctx.dev_counters->inc(Counter::flushed_wqes);
+        qp.rq.release();
+    }
+    qp.resp.have_recv_wqe = false;
+}
+
+} // namespace droce::rc
