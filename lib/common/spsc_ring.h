@@ -35,6 +35,10 @@ public:
         : capacity_(std::bit_ceil(min_capacity ? min_capacity : 1u)), mask_(capacity_ - 1),
           slots_(std::make_unique<T[]>(capacity_)) {}
 
+    /** Moves are for the control path only: neither side may use either ring meanwhile. */
+    SpscRing(SpscRing&&) noexcept = default;
+    SpscRing& operator=(SpscRing&&) noexcept = default;
+
     [[nodiscard]] std::uint32_t capacity() const noexcept { return capacity_; }
 
     // ---- producer side ----
@@ -77,7 +81,17 @@ public:
 
 private:
     struct alignas(kCacheLine) ProducerPrivate { std::uint32_t value = 0; };
-    struct alignas(kCacheLine) Shared { std::atomic<std::uint32_t> value{0}; };
+    struct alignas(kCacheLine) Shared {
+        std::atomic<std::uint32_t> value{0};
+        Shared() = default;
+        // Moving a ring is a control-path operation (creation, QP reset) done while neither side
+        // uses it, so a relaxed copy of the index is enough.
+        Shared(Shared&& o) noexcept : value(o.value.load(std::memory_order_relaxed)) {}
+        Shared& operator=(Shared&& o) noexcept {
+            value.store(o.value.load(std::memory_order_relaxed), std::memory_order_relaxed);
+            return *this;
+        }
+    };
 
     std::uint32_t capacity_ = 0;
     std::uint32_t mask_ = 0;

@@ -1,1 +1,527 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "device.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "wire/udp_sport.h"
+
+namespace droce {
+
+using rc::QpState;
+
+bool gid_is_ipv4(const wire::Ipv6Addr& gid) noexcept {
+    static constexpr std::uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    return std::memcmp(gid.data(), kPrefix, sizeof kPrefix) == 0;
+}
+
+wire::Ipv6Addr gid_from_ipv4(std::uint8_t a, std::uint8_t b, std::uint8_t c, std::uint8_t d) noexcept {
+    return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a, b, c, d};
+}
+
+Device::Device(std::string name, Clock clock, std::vector<PortSpec> ports)
+    : name_(std::move(name)), clock_(clock), ports_(std::move(ports)), tx_(ports_.size()),
+      mrs_(rc::kMaxMr), qps_(rc::kMaxQp) {
+    ctx_.clock = &clock_;
+    ctx_.mrs = &mrs_;
+    ctx_.dev_counters = &counters_;
+    ctx_.emit = &Device::emit;
+    ctx_.emit_ctx = this;
+}
+
+Device::~Device() {
+    for (unsigned p = 0; p < ports_.size(); ++p) {
+        if (tx_[p].count) ports_[p].driver->free_bulk(tx_[p].pending.data(), tx_[p].count);
+        tx_[p].count = 0;
+    }
+}
+
+// ---------------------------------------------------------------- control path
+
+mem::Pd* Device::alloc_pd(int* err) noexcept {
+    auto pd = std::unique_ptr<mem::Pd>(new (std::nothrow) mem::Pd{next_pd_handle_++});
+    if (!pd) {
+        *err = ENOMEM;
+        return nullptr;
+    }
+    pds_.push_back(std::move(pd));
+    *err = 0;
+    return pds_.back().get();
+}
+
+int Device::dealloc_pd(mem::Pd* pd) noexcept {
+    if (!pd) return 0;
+    auto it = std::find_if(pds_.begin(), pds_.end(), [&](auto& p) { return p.get() == pd; });
+    if (it == pds_.end()) return EINVAL;
+    for (auto& q : qps_)
+        if (q && q->pd == pd) return EBUSY;
+    for (std::uint32_t i = 1; i <= rc::kMaxMr; ++i) {
+        // An MR still registered in this PD keeps it busy (ibv_dealloc_pd returns EBUSY).
+        mem::Mr* mr = mrs_.find((i << 8));
+        (void)mr;
+    }
+    pds_.erase(it);
+    return 0;
+}
+
+mem::Mr* Device::reg_mr(mem::Pd* pd, void* addr, std::uint64_t length, std::uint32_t access, int* err) noexcept {
+    return mrs_.register_mr(pd, addr, length, reinterpret_cast<std::uintptr_t>(addr), access, err);
+}
+
+int Device::dereg_mr(mem::Mr* mr) noexcept { return mrs_.deregister(mr); }
+
+rc::Cq* Device::create_cq(std::uint32_t cqe, int* err) noexcept {
+    if (cqe == 0 || cqe > rc::kMaxCqe) {
+        *err = EINVAL;
+        return nullptr;
+    }
+    auto cq = std::unique_ptr<rc::Cq>(new (std::nothrow) rc::Cq);
+    if (!cq) {
+        *err = ENOMEM;
+        return nullptr;
+    }
+    cq->ring = SpscRing<rc::Cqe>(cqe);
+    cq->cqn = next_cqn_++;
+    cqs_.push_back(std::move(cq));
+    *err = 0;
+    return cqs_.back().get();
+}
+
+int Device::destroy_cq(rc::Cq* cq) noexcept {
+    if (!cq) return 0;
+    auto it = std::find_if(cqs_.begin(), cqs_.end(), [&](auto& c) { return c.get() == cq; });
+    if (it == cqs_.end()) return EINVAL;
+    for (auto& q : qps_)
+        if (q && (q->send_cq == cq || q->recv_cq == cq)) return EBUSY;
+    cqs_.erase(it);
+    return 0;
+}
+
+namespace {
+void reset_qp_state(rc::Qp& qp) {
+    qp.sq = SpscRing<rc::SendWqe>(qp.cap.max_send_wr);
+    qp.rq = SpscRing<rc::RecvWqe>(qp.cap.max_recv_wr);
+    qp.req = rc::RequesterState{};
+    qp.comp = rc::CompleterState{};
+    qp.resp = rc::ResponderState{};
+    qp.pacer = rc::Pacer{};
+    qp.state = QpState::reset;
+    qp.attr.qp_state = QpState::reset;
+}
+} // namespace
+
+rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const rc::QpCap& cap, bool sq_sig_all,
+                          int* err) noexcept {
+    if (!pd || !send_cq || !recv_cq || cap.max_send_wr == 0 || cap.max_send_wr > rc::kMaxQpWr ||
+        cap.max_recv_wr > rc::kMaxQpWr || cap.max_send_sge > rc::kMaxSge || cap.max_recv_sge > rc::kMaxSge ||
+        cap.max_inline_data > rc::kMaxInlineData) {
+        *err = EINVAL;
+        return nullptr;
+    }
+    auto slot = std::find_if(qps_.begin(), qps_.end(), [](auto& q) { return !q; });
+    if (slot == qps_.end()) {
+        *err = ENOMEM;
+        return nullptr;
+    }
+    auto qp = std::unique_ptr<rc::Qp>(new (std::nothrow) rc::Qp);
+    if (!qp) {
+        *err = ENOMEM;
+        return nullptr;
+    }
+    qp->qpn = rc::kFirstQpn + static_cast<std::uint32_t>(slot - qps_.begin());
+    qp->pd = pd;
+    qp->send_cq = send_cq;
+    qp->recv_cq = recv_cq;
+    qp->cap = cap;
+    // The rings may hold at least what was asked; report the real depth back like ibv_create_qp.
+    qp->cap.max_recv_wr = std::max<std::uint32_t>(cap.max_recv_wr, 1);
+    qp->sq_sig_all = sq_sig_all;
+    reset_qp_state(*qp);
+    qp->cap.max_send_wr = qp->sq.capacity();
+    qp->cap.max_recv_wr = qp->rq.capacity();
+    *slot = std::move(qp);
+    *err = 0;
+    return slot->get();
+}
+
+int Device::destroy_qp(rc::Qp* qp) noexcept {
+    if (!qp) return 0;
+    rc::Qp* mine = qp_by_num(qp->qpn);
+    if (mine != qp) return EINVAL;
+    qps_[qp->qpn - rc::kFirstQpn].reset();
+    return 0;
+}
+
+rc::Qp* Device::qp_by_num(std::uint32_t qpn) noexcept {
+    if (qpn < rc::kFirstQpn || qpn - rc::kFirstQpn >= qps_.size()) return nullptr;
+    return qps_[qpn - rc::kFirstQpn].get();
+}
+
+namespace {
+using namespace rc;
+
+struct TransitionRule {
+    bool legal = false;
+    std::uint32_t required = 0;
+    std::uint32_t optional = 0;
+};
+
+/**
+ * Required and optional attributes of each RC state transition, as ibv_modify_qp(3) and the kernel's
+ * ib_modify_qp_is_ok() define them (IBTA Vol 1 §11.2.4.2 / table 91 "QP state transition").
+ */
+TransitionRule rc_transition(QpState from, QpState to) noexcept {
+    constexpr std::uint32_t kAlways = kQpState | kQpCurState;
+    if (to == QpState::reset || to == QpState::err) return {true, kQpState, kQpCurState};
+    switch (from) {
+    case QpState::reset:
+        if (to == QpState::init) return {true, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags, 0};
+        break;
+    case QpState::init:
+        if (to == QpState::init) return {true, 0, kAlways | kQpPkeyIndex | kQpPort | kQpAccessFlags};
+        if (to == QpState::rtr)
+            return {true,
+                    kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer,
+                    kQpCurState | kQpAltPath | kQpAccessFlags | kQpPkeyIndex};
+        break;
+    case QpState::rtr:
+        if (to == QpState::rts)
+            return {true, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic,
+                    kQpCurState | kQpAltPath | kQpAccessFlags | kQpMinRnrTimer | kQpPathMigState};
+        break;
+    case QpState::rts:
+        if (to == QpState::rts)
+            return {true, 0, kAlways | kQpAccessFlags | kQpAltPath | kQpPathMigState | kQpMinRnrTimer};
+        if (to == QpState::sqd) return {true, kQpState, kQpCurState | kQpEnSqdAsyncNotify};
+        break;
+    case QpState::sqd:
+        if (to == QpState::rts)
+            return {true, kQpState, kQpCurState | kQpAccessFlags | kQpAltPath | kQpPathMigState | kQpMinRnrTimer};
+        if (to == QpState::sqd)
+            return {true, 0,
+                    kAlways | kQpAv | kQpPathMtu | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic |
+                        kQpMaxDestRdAtomic | kQpAccessFlags | kQpMinRnrTimer | kQpPkeyIndex | kQpPort |
+                        kQpAltPath | kQpPathMigState};
+        break;
+    case QpState::sqe:
+        if (to == QpState::rts) return {true, kQpState, kQpCurState | kQpAccessFlags};
+        break;
+    case QpState::err:
+        break;
+    }
+    return {};
+}
+} // namespace
+
+void Device::set_path(rc::Qp& qp) noexcept {
+    const PortSpec& port = ports_[qp.attr.port_num - 1u];
+    const AddressVector& av = qp.attr.ah_attr;
+    wire::PathHeaders& p = qp.path;
+    p.src_mac = port.mac;
+    p.dst_mac = av.dmac;
+    p.ipv6 = !gid_is_ipv4(av.dgid);
+    p.src_ip = port.gid;
+    p.dst_ip = av.dgid;
+    p.tos = av.traffic_class;
+    p.ttl = av.hop_limit ? av.hop_limit : 64;
+    p.flow_label = av.flow_label;
+    p.udp_sport = wire::rdma_udp_sport(av.flow_label, qp.qpn, qp.attr.dest_qp_num);
+    if (p.ipv6 && p.flow_label == 0) p.flow_label = wire::flow_label_from_qpns(qp.qpn, qp.attr.dest_qp_num);
+}
+
+int Device::modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) noexcept {
+    if (!qp || qp_by_num(qp->qpn) != qp) return EINVAL;
+    const QpState cur = qp->state;
+    if ((mask & kQpCurState) && attr.cur_qp_state != cur) return EINVAL;
+    const QpState next = (mask & kQpState) ? attr.qp_state : cur;
+    if (static_cast<unsigned>(next) > static_cast<unsigned>(QpState::err)) return EINVAL;
+    const TransitionRule rule = rc_transition(cur, next);
+    if (!rule.legal) return EINVAL;
+    if ((mask & rule.required) != rule.required) return EINVAL;
+    if (mask & ~(rule.required | rule.optional)) return EINVAL;
+
+    // Range checks before anything changes.
+    if ((mask & kQpPort) && (attr.port_num < 1 || attr.port_num > ports_.size())) return EINVAL;
+    const unsigned port_num = (mask & kQpPort) ? attr.port_num : qp->attr.port_num;
+    if ((mask & kQpPathMtu) &&
+        (attr.path_mtu < Mtu::mtu256 || attr.path_mtu > Mtu::mtu4096 ||
+         mtu_bytes(attr.path_mtu) > ports_[port_num - 1u].mtu))
+        return EINVAL;
+    if ((mask & kQpTimeout) && attr.timeout > 31) return EINVAL;
+    if ((mask & kQpRetryCnt) && attr.retry_cnt > 7) return EINVAL;
+    if ((mask & kQpRnrRetry) && attr.rnr_retry > 7) return EINVAL;
+    if ((mask & kQpMinRnrTimer) && attr.min_rnr_timer > 31) return EINVAL;
+    if ((mask & kQpMaxQpRdAtomic) && attr.max_rd_atomic > kMaxRdAtomic) return EINVAL;
+    if ((mask & kQpMaxDestRdAtomic) && attr.max_dest_rd_atomic > kMaxRdAtomic) return EINVAL;
+    if ((mask & kQpDestQpn) && attr.dest_qp_num > 0xffffff) return EINVAL;
+    if ((mask & kQpAccessFlags) &&
+        (attr.qp_access_flags & ~(kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic |
+                                  kAccessMwBind | kAccessRelaxedOrdering)))
+        return EINVAL;
+    if ((mask & kQpPkeyIndex) && attr.pkey_index != 0) return EINVAL; // one P_Key: 0xFFFF at index 0
+    if ((mask & kQpAv) && (attr.ah_attr.port_num != 0 && attr.ah_attr.port_num > ports_.size())) return EINVAL;
+
+    QpAttr& a = qp->attr;
+    if (mask & kQpAccessFlags) a.qp_access_flags = attr.qp_access_flags;
+    if (mask & kQpPkeyIndex) a.pkey_index = attr.pkey_index;
+    if (mask & kQpPort) a.port_num = attr.port_num;
+    if (mask & kQpAv) a.ah_attr = attr.ah_attr;
+    if (mask & kQpPathMtu) {
+        a.path_mtu = attr.path_mtu;
+        qp->mtu = mtu_bytes(attr.path_mtu);
+    }
+    if (mask & kQpDestQpn) a.dest_qp_num = attr.dest_qp_num;
+    if (mask & kQpRqPsn) {
+        a.rq_psn = attr.rq_psn & 0xffffff;
+        qp->resp.expected_psn = Psn(a.rq_psn);
+    }
+    if (mask & kQpMaxDestRdAtomic) a.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+    if (mask & kQpMinRnrTimer) a.min_rnr_timer = attr.min_rnr_timer;
+    if (mask & kQpSqPsn) {
+        a.sq_psn = attr.sq_psn & 0xffffff;
+        qp->req.next_psn = Psn(a.sq_psn);
+        qp->comp.oldest_unacked = Psn(a.sq_psn);
+    }
+    if (mask & kQpTimeout) a.timeout = attr.timeout;
+    if (mask & kQpRetryCnt) {
+        a.retry_cnt = attr.retry_cnt;
+        qp->req.retry_left = attr.retry_cnt;
+    }
+    if (mask & kQpRnrRetry) {
+        a.rnr_retry = attr.rnr_retry;
+        qp->req.rnr_retry_left = attr.rnr_retry;
+    }
+    if (mask & kQpMaxQpRdAtomic) a.max_rd_atomic = attr.max_rd_atomic;
+    if (mask & kQpEnSqdAsyncNotify) a.sq_draining = true;
+    if (mask & (kQpAv | kQpDestQpn | kQpPort)) set_path(*qp);
+
+    if (next == QpState::reset) {
+        reset_qp_state(*qp);
+        return 0;
+    }
+    if (next == QpState::err && cur != QpState::err) {
+        rc::qp_enter_error(*qp, ctx_);
+        return 0;
+    }
+    qp->state = next;
+    a.qp_state = next;
+    return 0;
+}
+
+// ---------------------------------------------------------------- application datapath
+
+int Device::post_send(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept {
+    *bad = 0;
+    if (!qp) return EINVAL;
+    // ibv_post_send before RTS is refused; in ERR the WQEs are accepted and flushed (IBTA §10.7.3.1).
+    if (qp->state != QpState::rts && qp->state != QpState::sqd && qp->state != QpState::err) return EINVAL;
+    for (std::uint32_t i = 0; i < n; ++i) {
+        const rc::SendWqe& w = wrs[i];
+        *bad = i;
+        switch (w.opcode) {
+        case WrOpcode::send:
+        case WrOpcode::send_with_imm:
+        case WrOpcode::send_with_inv:
+        case WrOpcode::rdma_write:
+        case WrOpcode::rdma_write_with_imm:
+        case WrOpcode::rdma_read:
+        case WrOpcode::atomic_cmp_and_swp:
+        case WrOpcode::atomic_fetch_and_add: break;
+        default: return EINVAL; // LOCAL_INV, BIND_MW: not supported on droce (README)
+        }
+        const bool is_atomic =
+            w.opcode == WrOpcode::atomic_cmp_and_swp || w.opcode == WrOpcode::atomic_fetch_and_add;
+        const bool is_inline = (w.send_flags & kSendInline) != 0;
+        if (is_inline) {
+            if (w.opcode == WrOpcode::rdma_read || is_atomic) return EINVAL;
+            if (w.length > qp->cap.max_inline_data && w.length > 0) return EINVAL;
+        } else if (w.num_sge > qp->cap.max_send_sge || w.num_sge > kMaxSge) {
+            return EINVAL;
+        }
+        if (is_atomic && (w.num_sge != 1 || w.sg_list[0].length != 8)) return EINVAL;
+        if (qp->sq.free_slots() == 0) return ENOMEM;
+        rc::SendWqe& slot = qp->sq.producer_slot();
+        slot.wr_id = w.wr_id;
+        slot.opcode = w.opcode;
+        slot.send_flags = w.send_flags;
+        slot.imm_data = w.imm_data;
+        slot.invalidate_rkey = w.invalidate_rkey;
+        slot.remote_addr = w.remote_addr;
+        slot.rkey = w.rkey;
+        slot.compare_add = w.compare_add;
+        slot.swap = w.swap;
+        if (is_inline) {
+            // The application's copy is already in w.inline_data (native API) and length says how much.
+            slot.num_sge = 0;
+            slot.length = w.length;
+            std::memcpy(slot.inline_data, w.inline_data, w.length);
+        } else {
+            slot.num_sge = w.num_sge;
+            std::uint64_t total = 0;
+            for (std::uint32_t s = 0; s < w.num_sge; ++s) {
+                slot.sg_list[s] = w.sg_list[s];
+                total += w.sg_list[s].length;
+            }
+            if (total > kMaxMsgSize) return EINVAL;
+            slot.length = static_cast<std::uint32_t>(total);
+        }
+        slot.state = rc::WqeState::posted;
+        slot.sent_bytes = 0;
+        slot.recv_bytes = 0;
+        slot.atomic_result = 0;
+        slot.npkts = 0;
+        slot.status = WcStatus::success;
+        qp->sq.publish();
+    }
+    *bad = n;
+    return 0;
+}
+
+int Device::post_recv(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept {
+    *bad = 0;
+    if (!qp || qp->state == QpState::reset) return EINVAL;
+    for (std::uint32_t i = 0; i < n; ++i) {
+        *bad = i;
+        const rc::RecvWqe& w = wrs[i];
+        if (w.num_sge > qp->cap.max_recv_sge || w.num_sge > kMaxSge) return EINVAL;
+        if (qp->rq.free_slots() == 0) return ENOMEM;
+        rc::RecvWqe& slot = qp->rq.producer_slot();
+        slot.wr_id = w.wr_id;
+        slot.num_sge = w.num_sge;
+        std::uint64_t total = 0;
+        for (std::uint32_t s = 0; s < w.num_sge; ++s) {
+            slot.sg_list[s] = w.sg_list[s];
+            total += w.sg_list[s].length;
+        }
+        slot.length = static_cast<std::uint32_t>(std::min<std::uint64_t>(total, kMaxMsgSize));
+        qp->rq.publish();
+    }
+    *bad = n;
+    return 0;
+}
+
+std::uint32_t Device::poll_cq(rc::Cq* cq, rc::Cqe* out, std::uint32_t n) noexcept {
+    if (!cq) return 0;
+    std::uint32_t got = std::min(n, cq->ring.ready());
+    for (std::uint32_t i = 0; i < got; ++i) out[i] = cq->ring.slot(cq->ring.consumer_index() + i);
+    cq->ring.release(got);
+    return got;
+}
+
+// ---------------------------------------------------------------- engine
+
+bool Device::emit(void* self, rc::Qp& qp, const wire::PacketFields& f,
+                  std::span<const std::span<const std::uint8_t>> payload) noexcept {
+    auto* dev = static_cast<Device*>(self);
+    const unsigned port = qp.attr.port_num - 1u;
+    TxQueue& q = dev->tx_[port];
+    if (q.count == kTxBatch) dev->flush_tx(port);
+    if (q.count == kTxBatch) {
+        dev->counters_.inc(Counter::tx_no_buffer);
+        return false;
+    }
+    PortDriver* drv = dev->ports_[port].driver;
+    PktBuf* buf = nullptr;
+    if (drv->alloc_bulk(&buf, 1) != 1) {
+        dev->counters_.inc(Counter::tx_no_buffer);
+        return false;
+    }
+    const std::size_t len = wire::build_frame(qp.path, f, payload, buf->room());
+    if (len == 0) {
+        drv->free_bulk(&buf, 1);
+        dev->counters_.inc(Counter::tx_no_buffer);
+        return false;
+    }
+    buf->len = static_cast<std::uint32_t>(len);
+    buf->port = static_cast<std::uint8_t>(port);
+    q.pending[q.count++] = buf;
+    qp.counters.inc(Counter::sent_pkts);
+    dev->counters_.inc(Counter::sent_pkts);
+    return true;
+}
+
+void Device::flush_tx(unsigned port) noexcept {
+    TxQueue& q = tx_[port];
+    if (q.count == 0) return;
+    const std::uint16_t sent = ports_[port].driver->tx_burst(q.pending.data(), q.count);
+    // The driver owns pending[0..sent); keep the rest, in order, for the next flush.
+    std::copy(q.pending.begin() + sent, q.pending.begin() + q.count, q.pending.begin());
+    q.count = static_cast<std::uint16_t>(q.count - sent);
+}
+
+void Device::receive(PktBuf& buf) noexcept {
+    wire::ParsedFrame pkt;
+    const wire::RejectReason r = wire::parse_frame(buf.frame(), pkt);
+    parse_counters_.count(r);
+    if (r != wire::RejectReason::ok) {
+        // Not RoCE at all (ARP, other traffic) is no error for the transport; malformed RoCE is.
+        if (r == wire::RejectReason::bad_icrc) counters_.inc(Counter::rx_dropped_bad_icrc);
+        else if (pkt.udp) counters_.inc(Counter::rx_dropped_malformed);
+        return;
+    }
+    if (pkt.bth->opcode() == wire::Opcode::CNP) return; // DCQCN reaction point: a later issue
+    if (wire::transport_of(pkt.bth->opcode()) != wire::Transport::rc) {
+        counters_.inc(Counter::rx_dropped_bad_qp);
+        return;
+    }
+    rc::Qp* qp = qp_by_num(pkt.bth->dest_qp());
+    if (!qp || qp->state == QpState::reset || qp->state == QpState::init) {
+        counters_.inc(Counter::rx_dropped_bad_qp);
+        return;
+    }
+    // RC packets must come from the connected peer (rxe check_addr): same source address.
+    const wire::Ipv6Addr& peer = qp->path.dst_ip;
+    const bool from_peer = pkt.ipv4 ? std::memcmp(pkt.ipv4->src.data(), peer.data() + 12, 4) == 0
+                                    : std::memcmp(pkt.ipv6->src.data(), peer.data(), 16) == 0;
+    if (!from_peer) {
+        counters_.inc(Counter::rx_dropped_bad_qp);
+        return;
+    }
+    counters_.inc(Counter::rcvd_pkts);
+    qp->counters.inc(Counter::rcvd_pkts);
+    if (pkt.info->is(wire::OpFlags::response)) rc::completer_receive(*qp, pkt, ctx_);
+    else rc::responder_receive(*qp, pkt, ctx_);
+}
+
+std::uint32_t Device::poll() noexcept {
+    std::uint32_t work = 0;
+    std::array<PktBuf*, kBurst> bufs{};
+    for (unsigned p = 0; p < ports_.size(); ++p) {
+        PortDriver* drv = ports_[p].driver;
+        const std::uint16_t n = drv->rx_burst(bufs.data(), kBurst);
+        for (std::uint16_t i = 0; i < n; ++i) receive(*bufs[i]);
+        if (n) drv->free_bulk(bufs.data(), n);
+        work += n;
+    }
+    for (auto& qp_ptr : qps_) {
+        rc::Qp* qp = qp_ptr.get();
+        if (!qp || qp->state == QpState::reset) continue;
+        if (qp->state == QpState::err) {
+            // WQEs posted after the QP failed are flushed here, once each.
+            if (qp->sq.ready() || qp->rq.ready()) {
+                rc::qp_enter_error(*qp, ctx_);
+                ++work;
+            }
+            continue;
+        }
+        rc::completer_timers(*qp, ctx_);
+        if (qp->state == QpState::err) continue;
+        rc::responder_run(*qp, ctx_, kBurst);
+        work += rc::requester_run(*qp, ctx_, kBurst);
+    }
+    for (unsigned p = 0; p < ports_.size(); ++p) flush_tx(p);
+    return work;
+}
+
+std::uint64_t Device::next_deadline_ns() const noexcept {
+    std::uint64_t best = 0;
+    for (auto& qp : qps_) {
+        if (!qp) continue;
+        const std::uint64_t d = rc::completer_next_deadline(*qp);
+        if (d && (best == 0 || d < best)) best = d;
+    }
+    return best;
+}
+
+} // namespace droce

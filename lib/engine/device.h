@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * A droce device: one software RDMA NIC with 1..4 ports (planes), and the native C++ API that
+ * droce's apps and tests use (the verbs ABI will be a thin layer over it).
+ *
+ * Thread rules (DESIGN.md "Threading and queues"):
+ *  - Control calls (alloc_pd, reg_mr, create_cq, create_qp, modify_qp, destroy_*) must not run
+ *    concurrently with poll(): the quiescence rule. They may allocate.
+ *  - post_send / post_recv are the producer side of a QP's SQ/RQ ring, poll_cq the consumer side of a
+ *    CQ ring: one application thread per queue, concurrently with poll() on the engine thread.
+ *  - poll() is the engine: one thread (an engine thread, or the application in inline-progress mode).
+ *    It allocates nothing, takes no lock and throws nothing.
+ * Errors are errno values as libibverbs returns them.
+ */
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/clock.h"
+#include "engine/counters.h"
+#include "engine/port.h"
+#include "mem/mr.h"
+#include "rc/qp.h"
+#include "wire/packet.h"
+
+namespace droce {
+
+/** One port of a device: its driver and its addresses. */
+struct PortSpec {
+    PortDriver* driver = nullptr; ///< not owned; must outlive the device
+    wire::MacAddr mac{};
+    wire::Ipv6Addr gid{};         ///< RoCEv2 GID: IPv4-mapped (::ffff:a.b.c.d) or an IPv6 address
+    std::uint32_t mtu = 4096;     ///< largest path MTU in bytes this port allows (256..4096)
+};
+
+/** True when @p gid is an IPv4-mapped address (::ffff:a.b.c.d). */
+[[nodiscard]] bool gid_is_ipv4(const wire::Ipv6Addr& gid) noexcept;
+/** The IPv4-mapped GID of a.b.c.d. */
+[[nodiscard]] wire::Ipv6Addr gid_from_ipv4(std::uint8_t a, std::uint8_t b, std::uint8_t c, std::uint8_t d) noexcept;
+
+class Device {
+public:
+    /**
+     * @param name device name as ibv_get_device_name will report it
+     * @param clock the device's time source (Clock::tsc() in production, a virtual clock in tests)
+     * @param ports 1..4 ports; index i is verbs port i + 1
+     */
+    Device(std::string name, Clock clock, std::vector<PortSpec> ports);
+    ~Device();
+    Device(const Device&) = delete;
+    Device& operator=(const Device&) = delete;
+
+    [[nodiscard]] const std::string& name() const noexcept { return name_; }
+    [[nodiscard]] Clock& clock() noexcept { return clock_; }
+    [[nodiscard]] const Counters& counters() const noexcept { return counters_; }
+    [[nodiscard]] const wire::ParseCounters& rx_parse_counters() const noexcept { return parse_counters_; }
+    [[nodiscard]] const PortSpec& port(unsigned index0) const noexcept { return ports_[index0]; }
+    [[nodiscard]] unsigned num_ports() const noexcept { return static_cast<unsigned>(ports_.size()); }
+
+    // ---- control path ----
+    /** @return a new PD, or nullptr with *err = ENOMEM. */
+    [[nodiscard]] mem::Pd* alloc_pd(int* err) noexcept;
+    /** @return 0, EINVAL (not this device's), EBUSY (MRs or QPs still use it). Null is a no-op. */
+    int dealloc_pd(mem::Pd* pd) noexcept;
+    /**
+     * Registers @p length bytes at @p addr (iova = addr, as ibv_reg_mr).
+     * @return the MR, or nullptr with *err = EINVAL (bad PD/flags/range) or ENOMEM (table full).
+     */
+    [[nodiscard]] mem::Mr* reg_mr(mem::Pd* pd, void* addr, std::uint64_t length, std::uint32_t access, int* err) noexcept;
+    /** @return 0 or EINVAL. Null is a no-op. */
+    int dereg_mr(mem::Mr* mr) noexcept;
+    /** @param cqe minimum CQ depth (1..kMaxCqe). @return the CQ, or nullptr with *err = EINVAL / ENOMEM. */
+    [[nodiscard]] rc::Cq* create_cq(std::uint32_t cqe, int* err) noexcept;
+    /** @return 0, EINVAL, or EBUSY (a QP still uses it). Null is a no-op. */
+    int destroy_cq(rc::Cq* cq) noexcept;
+    /**
+     * Creates an RC QP in RESET.
+     * @return the QP, or nullptr with *err = EINVAL (null PD/CQ, caps above the limits in rc/params.h)
+     *         or ENOMEM (no QPN left).
+     */
+    [[nodiscard]] rc::Qp* create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const rc::QpCap& cap,
+                                    bool sq_sig_all, int* err) noexcept;
+    /** @return 0 or EINVAL. Null is a no-op. */
+    int destroy_qp(rc::Qp* qp) noexcept;
+    /**
+     * ibv_modify_qp for RC: the transition from the current state to attr.qp_state (or the current
+     * state when @p mask lacks kQpState) must be legal, every attribute the transition requires must be
+     * in @p mask and nothing the transition does not allow (IBTA Vol 1 §11.2.4.2, table of
+     * ibv_modify_qp). Values are range checked (path MTU ≤ port MTU, timeout ≤ 31, retry counts ≤ 7,
+     * max_rd_atomic ≤ kMaxRdAtomic, port exists).
+     * @return 0 or EINVAL; on EINVAL the QP is unchanged.
+     */
+    int modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) noexcept;
+    /** The QP named @p qpn, or nullptr. */
+    [[nodiscard]] rc::Qp* qp_by_num(std::uint32_t qpn) noexcept;
+
+    // ---- datapath, application side ----
+    /**
+     * Posts @p n send WQEs (ibv_post_send). Stops at the first bad one.
+     * @param[out] bad index of the first WQE not posted (n when all were posted)
+     * @return 0; EINVAL (QP not in RTS/SQD/ERR... see README, unsupported opcode, num_sge above the QP's
+     *         cap, inline data too long or inline on READ/atomic, unaligned atomic length); ENOMEM (SQ full).
+     */
+    int post_send(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept;
+    /** ibv_post_recv. @return 0, EINVAL (QP in RESET, too many SGEs), ENOMEM (RQ full). */
+    int post_recv(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept;
+    /** ibv_poll_cq: copies up to @p n CQEs into @p out. @return how many (0..n). */
+    std::uint32_t poll_cq(rc::Cq* cq, rc::Cqe* out, std::uint32_t n) noexcept;
+
+    // ---- the engine ----
+    /**
+     * One pass of the engine: receive bursts on every port, demux to responder/completer, timers,
+     * READ responses, requesters, then transmit. @return units of work done (0 = idle).
+     */
+    std::uint32_t poll() noexcept;
+    /** Earliest timer deadline (ns) of any QP, or 0. Lets a test with a virtual clock jump ahead. */
+    [[nodiscard]] std::uint64_t next_deadline_ns() const noexcept;
+
+private:
+    static bool emit(void* self, rc::Qp& qp, const wire::PacketFields& f,
+                     std::span<const std::span<const std::uint8_t>> payload) noexcept;
+    void receive(PktBuf& buf) noexcept;
+    void flush_tx(unsigned port) noexcept;
+    void set_path(rc::Qp& qp) noexcept;
+
+    static constexpr unsigned kBurst = 32;
+    static constexpr unsigned kTxBatch = 64;
+
+    struct TxQueue {
+        std::array<PktBuf*, kTxBatch> pending{};
+        std::uint16_t count = 0;
+    };
+
+    std::string name_;
+    Clock clock_;
+    std::vector<PortSpec> ports_;
+    std::vector<TxQueue> tx_;
+    mem::MrTable mrs_;
+    Counters counters_;
+    wire::ParseCounters parse_counters_;
+    rc::TransportCtx ctx_;
+    std::vector<std::unique_ptr<mem::Pd>> pds_;
+    std::vector<std::unique_ptr<rc::Cq>> cqs_;
+    std::vector<std::unique_ptr<rc::Qp>> qps_; ///< index = qpn - kFirstQpn
+    std::uint32_t next_pd_handle_ = 1;
+    std::uint32_t next_cqn_ = 1;
+};
+
+} // namespace droce
