@@ -104,6 +104,7 @@ struct ResponderState {
     std::uint64_t write_va = 0;     ///< next VA of the current RDMA WRITE
     std::uint32_t write_rkey = 0;
     std::uint32_t write_remaining = 0; ///< bytes of the RETH DMA length not yet received
+    std::uint32_t write_length = 0;    ///< RETH DMA length of the current RDMA WRITE (byte_len of WRITE with immediate)
     ResponderResource resources[kMaxRdAtomic];
     std::uint32_t next_resource = 0;   ///< ring index of the next resource to overwrite
     // READ responses in progress (a long READ is sent in pieces as the tx path allows)
