@@ -59,6 +59,20 @@ struct TransportCtx {
     void* emit_ctx = nullptr;
 };
 
+/**
+ * What the requester sent at one PSN, kept so a retransmission (go-back-N today, selective repeat
+ * for MRC later) can find the WQE and byte offset of any unacknowledged PSN without a scan.
+ * Indexed by psn & (kPsnWindow - 1); @ref psn tells a live entry from a stale one. A READ request
+ * records only its request PSN (its response PSNs are derived from the WQE).
+ */
+struct PsnSendState {
+    Psn psn;                    ///< PSN this entry describes
+    std::uint32_t wqe_index = 0; ///< free-running SQ index of the WQE
+    std::uint32_t offset = 0;   ///< byte offset of the packet in its message
+    std::uint8_t path = 0;      ///< path the packet left on (RC: always 0)
+    bool valid = false;
+};
+
 /** Requester-side state (rxe: qp->req). */
 struct RequesterState {
     std::uint32_t next_wqe = 0;     ///< free-running SQ index of the WQE being (or next to be) sent
@@ -69,6 +83,9 @@ struct RequesterState {
     std::uint64_t rnr_deadline_ns = 0;    ///< RNR wait deadline; 0 = not waiting
     std::uint8_t retry_left = 7;          ///< retry_cnt budget left for the current PSN
     std::uint8_t rnr_retry_left = 7;      ///< rnr_retry budget left (7 = infinite)
+    bool retransmitting = false;          ///< go-back-N in progress: PSNs below resend_until were sent before
+    Psn resend_until;                     ///< one past the highest PSN ever sent, while retransmitting
+    PsnSendState psn_ring[kPsnWindow];    ///< per-PSN send state of the in-flight window
 };
 
 /** Completer-side state (rxe: qp->comp). */
