@@ -20,10 +20,10 @@ wire::Ipv6Addr gid_from_ipv4(std::uint8_t a, std::uint8_t b, std::uint8_t c, std
     return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a, b, c, d};
 }
 
-Device::Device(std::string name, Clock clock, std::vector<PortSpec> ports)
-    : name_(std::move(name)), clock_(clock), ports_(std::move(ports)), tx_(ports_.size()),
+Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
+    : name_(std::move(name)), clock_(&clock), ports_(std::move(ports)), tx_(ports_.size()),
       mrs_(rc::kMaxMr), qps_(rc::kMaxQp) {
-    ctx_.clock = &clock_;
+    ctx_.clock = clock_;
     ctx_.mrs = &mrs_;
     ctx_.dev_counters = &counters_;
     ctx_.emit = &Device::emit;

@@ -47,16 +47,17 @@ class Device {
 public:
     /**
      * @param name device name as ibv_get_device_name will report it
-     * @param clock the device's time source (Clock::tsc() in production, a virtual clock in tests)
+     * @param clock the device's time source (Clock::tsc() in production, a virtual clock in tests);
+     *        not owned, must outlive the device. Devices and a sim fabric in one test share one clock.
      * @param ports 1..4 ports; index i is verbs port i + 1
      */
-    Device(std::string name, Clock clock, std::vector<PortSpec> ports);
+    Device(std::string name, Clock& clock, std::vector<PortSpec> ports);
     ~Device();
     Device(const Device&) = delete;
     Device& operator=(const Device&) = delete;
 
     [[nodiscard]] const std::string& name() const noexcept { return name_; }
-    [[nodiscard]] Clock& clock() noexcept { return clock_; }
+    [[nodiscard]] Clock& clock() noexcept { return *clock_; }
     [[nodiscard]] const Counters& counters() const noexcept { return counters_; }
     [[nodiscard]] const wire::ParseCounters& rx_parse_counters() const noexcept { return parse_counters_; }
     [[nodiscard]] const PortSpec& port(unsigned index0) const noexcept { return ports_[index0]; }
@@ -137,7 +138,7 @@ private:
     };
 
     std::string name_;
-    Clock clock_;
+    Clock* clock_;
     std::vector<PortSpec> ports_;
     std::vector<TxQueue> tx_;
     mem::MrTable mrs_;
