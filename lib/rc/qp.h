@@ -92,6 +92,7 @@ struct RequesterState {
 struct CompleterState {
     Psn oldest_unacked; ///< first PSN not yet acknowledged
     std::uint32_t last_msn = 0;
+    bool retry_started = false; ///< a NAK/implied NAK already caused go-back-N; until progress, later ones are ignored
 };
 
 /** One responder resource: a READ or atomic kept for replay of a duplicate (rxe: resp_res). */
