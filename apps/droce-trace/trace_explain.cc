@@ -1,0 +1,519 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "trace_explain.h"
+
+#include <cstdio>
+
+#include "aeth_decode.h"
+
+namespace droce::trace {
+
+namespace wire = droce::wire;
+using wire::OpFlags;
+
+std::string format_rnr_timer(std::uint8_t code) {
+    char buf[32];
+    const std::uint32_t us = rnr_timer_usec(code);
+    std::snprintf(buf, sizeof buf, "%u.%02u ms", us / 1000u, (us % 1000u) / 10u);
+    return buf;
+}
+
+std::string describe_opcode(wire::Opcode op) {
+    const wire::OpcodeInfo& info = wire::opcode_info(op);
+    if (!info.known) return "an opcode droce does not know";
+    if (info.is(OpFlags::cnp)) {
+        return "CNP, congestion notification packet (RoCEv2 Annex A17.9): a receiver that got "
+               "ECN-CE marked packets tells the sending QP, named in dest_qp, to lower its rate "
+               "(the DCQCN reaction point decides by how much).";
+    }
+    std::string s;
+    const bool imm = info.is(OpFlags::immdt);
+    if (info.is(OpFlags::send)) {
+        s = "SEND: the payload goes into the buffer of the next receive WQE the responder's "
+            "consumer posted";
+    } else if (info.is(OpFlags::write)) {
+        s = "RDMA WRITE: the payload is placed directly in the responder's memory at the address "
+            "named by the RETH of the message's first packet, without the responder's CPU";
+        if (imm) {
+            s += "; with immediate, the last packet also consumes a receive WQE so the responder "
+                 "gets a completion carrying the immediate data";
+        }
+    } else if (info.is(OpFlags::read) && info.is(OpFlags::request)) {
+        s = "RDMA READ request: asks the responder to send back dma_length bytes of its memory; the "
+            "data returns in READ RESPONSE packets numbered from this PSN on, so the request uses "
+            "up one PSN per response packet";
+    } else if (info.is(OpFlags::read)) {
+        s = "RDMA READ response: data flowing back to the requester for a READ request; the "
+            "First, Last and Only packets carry an AETH, Middle packets do not";
+    } else if (op == wire::Opcode::RC_COMPARE_SWAP) {
+        s = "COMPARE & SWAP: the responder atomically compares the 8 bytes at the target address "
+            "with compare_data and, if they are equal, replaces them with swap_data; the old "
+            "value comes back in an ATOMIC ACKNOWLEDGE";
+    } else if (op == wire::Opcode::RC_FETCH_ADD) {
+        s = "FETCH & ADD: the responder atomically adds add_data to the 8 bytes at the target "
+            "address; the old value comes back in an ATOMIC ACKNOWLEDGE";
+    } else if (op == wire::Opcode::RC_ATOMIC_ACKNOWLEDGE) {
+        s = "ATOMIC ACKNOWLEDGE: the responder's answer to an atomic request, carrying the value "
+            "the target held before the operation";
+    } else if (op == wire::Opcode::RC_ACKNOWLEDGE) {
+        s = "ACKNOWLEDGE: the responder reports on the requests up to this PSN; the AETH says "
+            "whether this is an ACK, an RNR NAK or a NAK";
+    } else {
+        s = "an operation droce-trace has no sentence for";
+    }
+    // Message position matters for the multi-packet operations: SEND, WRITE and READ responses.
+    if (info.is(OpFlags::send) || info.is(OpFlags::write) || info.is(OpFlags::read | OpFlags::response)) {
+        if (info.is(OpFlags::only)) {
+            s += "; this packet is a whole message";
+        } else if (info.is(OpFlags::first)) {
+            s += "; this is the first packet of a multi-packet message";
+        } else if (info.is(OpFlags::middle)) {
+            s += "; this is a middle packet of a message";
+        } else if (info.is(OpFlags::last)) {
+            s += "; this is the last packet of a message";
+        }
+    }
+    if (imm && info.is(OpFlags::send)) {
+        s += "; with immediate, 4 bytes of immediate data go to the responder's completion";
+    }
+    if (info.is(OpFlags::ieth)) {
+        s += "; with invalidate, the responder invalidates the R_Key in the IETH once the message "
+             "is complete";
+    }
+    s += '.';
+    if (info.is(OpFlags::completes)) s += " The responder generates a completion for it.";
+    switch (wire::transport_of(op)) {
+    case wire::Transport::rc:
+        s += " RC, reliable connection: every request is acknowledged and retransmitted if lost.";
+        break;
+    case wire::Transport::uc:
+        s += " UC, unreliable connection: never acknowledged; a lost packet loses its message.";
+        break;
+    case wire::Transport::ud:
+        s += " UD, unreliable datagram: one-packet messages to any QP that knows the Q_Key; never "
+             "acknowledged.";
+        break;
+    default: break;
+    }
+    return s;
+}
+
+namespace {
+
+std::string nak_meaning(std::uint8_t code) {
+    switch (static_cast<wire::NakCode>(code)) {
+    case wire::NakCode::psn_sequence_error:
+        return "PSN sequence error: a request arrived with a PSN past the one the responder "
+               "expected, so something was lost; the requester goes back and resends from the PSN "
+               "of this NAK";
+    case wire::NakCode::invalid_request:
+        return "invalid request: the responder cannot carry out this request (an opcode the QP "
+               "does not allow, a length over the limit, or a malformed packet); the requester's "
+               "work request completes with an error";
+    case wire::NakCode::remote_access_error:
+        return "remote access error: the R_Key, the address range or the access rights of the "
+               "memory region do not allow this RDMA or atomic; the requester's work request "
+               "completes with an error";
+    case wire::NakCode::remote_operational_error:
+        return "remote operational error: the responder hit a fault of its own and could not "
+               "complete the request; the requester's work request completes with an error";
+    case wire::NakCode::invalid_rd_request:
+        return "invalid RD request: a reliable-datagram request was refused (RD is not used over "
+               "RoCE)";
+    }
+    return "reserved NAK code " + std::to_string(code) + ": no meaning is defined for it";
+}
+
+} // namespace
+
+std::string describe_syndrome(std::uint8_t syndrome) {
+    const std::uint8_t low = syndrome & 0x1fu;
+    switch (static_cast<wire::AethKind>(syndrome >> 5)) {
+    case wire::AethKind::ack: {
+        if (low == wire::kAethCreditsInvalid) {
+            return "ACK; credit count 31 = end-to-end credits not in use";
+        }
+        const std::uint32_t credits = aeth_credits(low).value_or(0);
+        return "ACK; credit count " + std::to_string(low) + " = the responder has " +
+               std::to_string(credits) + " receive WQE" + (credits == 1 ? "" : "s") +
+               " posted (end-to-end flow control: the requester may send that many more SEND "
+               "messages)";
+    }
+    case wire::AethKind::rnr_nak:
+        return "RNR NAK: responder had no receive WQE; retry after the encoded minimum RNR timer (" +
+               std::to_string(low) + " = " + format_rnr_timer(low) + ")";
+    case wire::AethKind::nak: return "NAK: " + nak_meaning(low);
+    case wire::AethKind::reserved: break;
+    }
+    return "reserved syndrome (bits 7:5 = 010): a responder never sends it";
+}
+
+namespace {
+
+std::string skip_sentence(const DecodedFrame& d) {
+    switch (d.skip) {
+    case SkipKind::link_type:
+        return "This capture's link type is " + link_type_name(d.raw.link_type) +
+               ", not Ethernet; droce-trace decodes RoCEv2 in Ethernet captures only, so every "
+               "frame of the file is skipped.";
+    case SkipKind::truncated:
+        return "The frame ends before its protocol can be told, so it is not decoded.";
+    case SkipKind::ieee8023:
+        return "An IEEE 802.3 frame whose type field is a length, carrying LLC (spanning tree, "
+               "for example); link-level housekeeping, not RoCE.";
+    case SkipKind::arp:
+        return "ARP maps an IPv4 address to a MAC address. A RoCE endpoint needs that answer "
+               "before it can address its first packet to a peer, but ARP itself is not RoCE.";
+    case SkipKind::roce_v1:
+        return "RoCE v1 carries the InfiniBand GRH straight over Ethernet (EtherType 0x8915), so "
+               "it cannot cross an IP router; droce speaks only RoCEv2, which runs over UDP.";
+    case SkipKind::mac_control:
+        return "A MAC control frame: PAUSE or priority flow control (PFC), which stops a sender "
+               "on one link, per priority for PFC, so that a lossless RoCE class does not drop.";
+    case SkipKind::lldp:
+        return "LLDP announces a port's neighbour and, with DCBX, the PFC and ETS settings a "
+               "lossless RoCE network depends on; it is not RoCE traffic.";
+    case SkipKind::unknown_ethertype:
+        return "An EtherType droce-trace does not know; not RoCEv2.";
+    case SkipKind::ip_fragment:
+        return "A later fragment of a fragmented IP packet; RoCEv2 packets are never fragmented.";
+    case SkipKind::icmp:
+        return "ICMP carries IPv4 errors and echo (ping); not RoCE.";
+    case SkipKind::icmpv6:
+        return "ICMPv6 carries IPv6 neighbour discovery (the IPv6 counterpart of ARP), multicast "
+               "listener reports, errors and echo; not RoCE.";
+    case SkipKind::tcp:
+        return "TCP is not RoCE, but RDMA programs often use a TCP connection beside it to swap "
+               "QP numbers, PSNs, addresses and R_Keys before the RDMA traffic starts.";
+    case SkipKind::udp:
+        return "A UDP datagram whose destination port is not 4791, so it is not RoCEv2.";
+    case SkipKind::other_ip:
+        return "An IP protocol other than UDP; RoCEv2 always rides on UDP.";
+    case SkipKind::none: break;
+    }
+    return "Not RoCEv2.";
+}
+
+void add(std::vector<Explanation>& v, unsigned depth, std::string header, std::string text) {
+    v.push_back(Explanation{depth, std::move(header), std::move(text)});
+}
+
+void explain_ip(const wire::ParsedFrame& p, std::vector<Explanation>& v) {
+    const bool v6 = p.ipv6 != nullptr;
+    const unsigned tclass = v6 ? p.ipv6->traffic_class() : p.ipv4->tos;
+    add(v, 0, v6 ? "IPv6" : "IPv4",
+        "The IP header carries RoCEv2 across routers, which RoCE v1 could not cross; the ICRC "
+        "ignores the fields routers rewrite (" +
+            std::string(v6 ? "traffic class, flow label, hop limit" : "TOS, TTL, checksum") + ").");
+    add(v, 1, "dscp",
+        std::to_string(tclass >> 2) +
+            ": selects the switches' traffic class; RoCE is usually given a lossless, PFC-protected one.");
+    std::string ecn = std::string(ecn_name(tclass & 3u)) + ": ";
+    switch (tclass & 3u) {
+    case 0:
+        ecn += "the sender does not take part in ECN, so a congested switch cannot mark the packet; it "
+               "can only pause the link (PFC) or drop it.";
+        break;
+    case 1:
+    case 2:
+        ecn += "the sender takes part in ECN; a congested switch marks the packet CE instead of "
+               "dropping it.";
+        break;
+    default:
+        ecn += "a switch on the path was congested; the receiver (DCQCN notification point) "
+               "answers with a CNP to the sending QP, at most one per QP per interval.";
+        break;
+    }
+    add(v, 1, "ecn", std::move(ecn));
+}
+
+void explain_udp(const wire::UdpHdr& u, bool ipv4, std::vector<Explanation>& v) {
+    std::string s = "Destination port 4791 marks the datagram as RoCEv2. The source port (" +
+                    std::to_string(u.src_port.get()) +
+                    ") means nothing to the receiver: it is flow entropy that ECMP switches hash "
+                    "to choose a path, kept fixed per QP so that a QP's packets stay in order.";
+    if (ipv4 && u.checksum.get() == 0) {
+        s += " The UDP checksum is 0 (unused): the ICRC already covers the packet end to end.";
+    }
+    add(v, 0, "UDP", std::move(s));
+}
+
+std::string qp_sentence(const wire::Bth& b, const wire::OpcodeInfo* info) {
+    const std::uint32_t qp = b.dest_qp();
+    std::string s = hex(qp, 6) + ": ";
+    if (info != nullptr && info->is(OpFlags::cnp)) {
+        return s + "in a CNP this is the sender's QP that must slow down.";
+    }
+    s += "the queue pair at the receiver this packet belongs to";
+    if (qp == 1) {
+        s += "; QP 1 is the General Services Interface, where management datagrams (MADs) such as "
+             "the connection manager's requests arrive";
+    } else if (qp == 0) {
+        s += "; QP 0 is the Subnet Management Interface, which RoCE does not use";
+    }
+    return s + '.';
+}
+
+std::string psn_sentence(const wire::ParsedFrame& p) {
+    const wire::Bth& b = *p.bth;
+    const wire::OpcodeInfo* info = p.info;
+    const std::string psn = std::to_string(b.psn().value()) + ": ";
+    if (info == nullptr) return psn + "24-bit packet sequence number.";
+    if (info->is(OpFlags::cnp)) return psn + "a CNP is not part of any sequence; the field is unused.";
+    const wire::Transport t = wire::transport_of(b.opcode());
+    if (t == wire::Transport::ud) {
+        return psn + "UD packets carry a PSN, but a UD receiver does not check it.";
+    }
+    if (t == wire::Transport::uc) {
+        return psn + "a UC receiver uses the PSN only to notice a missing packet and drop the rest "
+                     "of that message; nothing is resent.";
+    }
+    if (info->is(OpFlags::read | OpFlags::response)) {
+        return psn + "READ responses are numbered on from the PSN of their READ request, one per "
+                     "packet.";
+    }
+    if (p.aeth != nullptr && info->is(OpFlags::response)) {
+        switch (p.aeth->kind()) {
+        case wire::AethKind::ack:
+            return psn + "every request packet up to and including this PSN has been received and "
+                         "carried out.";
+        case wire::AethKind::rnr_nak:
+            return psn + "the request the responder could not take; the requester resends from it "
+                         "once the RNR timer has run out.";
+        case wire::AethKind::nak:
+            return psn + "the PSN the NAK refers to; after a sequence error it is the PSN the "
+                         "responder expected next, where the requester resumes.";
+        case wire::AethKind::reserved: break;
+        }
+    }
+    return psn + "the 24-bit sequence number of this request packet; the responder expects "
+                 "consecutive PSNs and answers a gap with a NAK (PSN sequence error).";
+}
+
+std::string ack_req_sentence(const wire::Bth& b, const wire::OpcodeInfo* info) {
+    const bool set = b.ack_req();
+    const std::string state = set ? "set: " : "clear: ";
+    const wire::Transport t = wire::transport_of(b.opcode());
+    if (info != nullptr && info->is(OpFlags::cnp)) return state + "a CNP is never acknowledged.";
+    if (t == wire::Transport::uc || t == wire::Transport::ud) {
+        return state + "UC and UD packets are never acknowledged, so the bit has no effect.";
+    }
+    if (info != nullptr && info->is(OpFlags::response)) {
+        return state + "the bit means something only on requests; responses leave it clear.";
+    }
+    if (set) {
+        return state + "the requester asks the responder to acknowledge now; it sets the bit on the "
+                       "last packet of a message and from time to time inside long ones, so that its "
+                       "window of unacknowledged packets keeps moving.";
+    }
+    return state + "no immediate acknowledgement is asked for; the responder may wait and cover "
+                   "this packet with the ACK of a later one (coalescing).";
+}
+
+std::string pad_sentence(const wire::ParsedFrame& p) {
+    const std::size_t n = p.payload.size();
+    const unsigned pad = p.pad;
+    std::string s = std::to_string(pad) + ": ";
+    if (pad == 0) {
+        s += n == 0 ? std::string("no payload, so nothing to pad")
+                    : "the " + std::to_string(n) + "-byte payload already ends on a 4-byte boundary";
+    } else {
+        s += std::to_string(pad) + " zero byte" + (pad == 1 ? "" : "s") + " follow the " +
+             std::to_string(n) +
+             "-byte payload so that payload and pad fill whole 4-byte words; the receiver "
+             "discards them";
+    }
+    return s + '.';
+}
+
+void explain_bth(const DecodedFrame& d, std::vector<Explanation>& v) {
+    const wire::ParsedFrame& p = d.parsed;
+    const wire::Bth& b = *p.bth;
+    add(v, 0, "BTH",
+        "Base Transport Header, first in every RoCEv2 packet: it says what the packet does, which "
+        "queue pair receives it and where it falls in that QP's packet sequence.");
+    add(v, 1, "opcode",
+        hex(b.opcode_byte, 2) + " " + (p.info != nullptr ? std::string(p.info->name) : "unknown") + ": " +
+            (p.info != nullptr ? describe_opcode(b.opcode()) : std::string("not in the opcode table.")));
+    add(v, 1, "dest_qp", qp_sentence(b, p.info));
+    add(v, 1, "psn", psn_sentence(p));
+    add(v, 1, "ack_req", ack_req_sentence(b, p.info));
+    if (p.info != nullptr && p.info->is(OpFlags::payload) &&
+        (d.kind == FrameKind::roce || d.reason == wire::RejectReason::bad_icrc)) {
+        add(v, 1, "pad_count", pad_sentence(p));
+    }
+    if (b.se()) {
+        add(v, 1, "se",
+            "set (solicited event): if the responder's consumer armed its CQ for solicited "
+            "completions only, this message's completion wakes it.");
+    }
+    if (b.fecn()) {
+        add(v, 1, "fecn", "set: forward explicit congestion notification; congestion was seen on the way here.");
+    }
+    if (b.becn()) {
+        add(v, 1, "becn",
+            p.cnp != nullptr ? "set: backward explicit congestion notification; every CNP carries it."
+                             : "set: the receiver is told that the path back to it is congested.");
+    }
+    add(v, 1, "p_key",
+        hex(b.pkey.get(), 4) +
+            (b.pkey.get() == wire::kDefaultPkey
+                 ? ": the default partition, full membership; RoCE rarely uses others."
+                 : ": a partition key; a receiver drops packets whose P_Key is not in its table."));
+}
+
+void explain_deth(const wire::Deth& h, std::vector<Explanation>& v) {
+    add(v, 0, "DETH",
+        "Datagram Extended Transport Header: what a UD receiver needs to accept a datagram and "
+        "to answer it.");
+    const std::uint32_t qkey = h.qkey.get();
+    std::string s = hex(qkey, 8) + ": must match the Q_Key of the receiving QP, or the datagram is dropped";
+    if (qkey & 0x80000000u) {
+        s += "; the high bit makes it a controlled key that only privileged senders may use";
+        if (qkey == 0x80010000u) s += " (0x80010000 is the well-known Q_Key of QP 1)";
+    }
+    add(v, 1, "q_key", s + '.');
+    add(v, 1, "src_qp", hex(h.src_qp(), 6) + ": the sending QP, so the receiver knows where to reply.");
+}
+
+void explain_reth(const wire::Reth& r, const wire::OpcodeInfo* info, std::vector<Explanation>& v) {
+    const bool read = info != nullptr && info->is(OpFlags::read);
+    add(v, 0, "RETH",
+        std::string("RDMA Extended Transport Header: which responder memory the RDMA ") +
+            (read ? "reads from" : "writes to") + " and how much of it; only the first packet of a message carries it.");
+    add(v, 1, "va", hex(r.va.get(), 16) + ": the virtual address of the first byte at the responder.");
+    add(v, 1, "r_key",
+        hex(r.rkey.get(), 8) + ": must name a memory region registered at the responder with remote " +
+            (read ? "read" : "write") + " access that covers the whole range, or the answer is a NAK "
+            "remote access error.");
+    std::string len = std::to_string(r.dma_len.get()) + ": bytes in the whole message, not in this packet";
+    if (r.dma_len.get() == 0) {
+        len += "; a zero-length operation moves no data but is ordered and acknowledged like any other";
+    } else if (read) {
+        len += "; they come back in as many READ RESPONSE packets as the path MTU requires";
+    }
+    add(v, 1, "dma_length", len + '.');
+}
+
+void explain_atomic_eth(const wire::AtomicEth& a, wire::Opcode op, std::vector<Explanation>& v) {
+    const bool cmp_swap = op == wire::Opcode::RC_COMPARE_SWAP;
+    add(v, 0, "AtomicETH",
+        "Atomic Extended Transport Header: the target and the operands of one 8-byte atomic "
+        "operation, carried out at the responder as a single indivisible step.");
+    const std::uint64_t va = a.va.get();
+    std::string s = hex(va, 16) + ": the target address at the responder; it must be 8-byte aligned";
+    if ((va & 7u) != 0) s += ", and this one is not, so the responder must answer NAK invalid request";
+    add(v, 1, "va", s + '.');
+    add(v, 1, "r_key", hex(a.rkey.get(), 8) + ": must name a memory region with remote atomic access.");
+    if (cmp_swap) {
+        add(v, 1, "swap_data", hex(a.swap_add.get(), 16) + ": written to the target if the compare succeeds.");
+        add(v, 1, "compare_data", hex(a.compare.get(), 16) + ": compared with the 8 bytes at the target.");
+    } else {
+        add(v, 1, "add_data", hex(a.swap_add.get(), 16) + ": added to the 8 bytes at the target (wrapping).");
+        add(v, 1, "compare_data", hex(a.compare.get(), 16) + ": unused by FETCH & ADD.");
+    }
+}
+
+void explain_aeth(const wire::Aeth& a, std::vector<Explanation>& v) {
+    add(v, 0, "AETH",
+        "ACK Extended Transport Header: the responder's verdict on the requests up to this PSN, "
+        "and how many messages it has completed.");
+    add(v, 1, "syndrome", hex(a.syndrome, 2) + ": " + describe_syndrome(a.syndrome) + '.');
+    add(v, 1, "msn",
+        std::to_string(a.msn()) +
+            ": message sequence number, the count of messages the responder has completed on this "
+            "QP (modulo 2^24); the requester retires its work requests up to it.");
+}
+
+std::string icrc_bytes(std::uint32_t icrc) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%02x %02x %02x %02x", icrc & 0xffu, (icrc >> 8) & 0xffu,
+                  (icrc >> 16) & 0xffu, icrc >> 24);
+    return buf;
+}
+
+std::string icrc_sentence(const wire::ParsedFrame& p) {
+    const std::string value = hex(p.icrc_wire, 8) + " (bytes " + icrc_bytes(p.icrc_wire) + " on the wire)";
+    if (p.icrc_computed == p.icrc_wire) {
+        return "Invariant CRC " + value +
+               " matches. It covers the IP, UDP and transport headers, with every field a router "
+               "may rewrite masked out, and the payload: it catches corruption anywhere between "
+               "the two endpoints, where the Ethernet FCS covers one link only.";
+    }
+    return "ICRC BAD: the packet carries " + value + " but its contents give " + hex(p.icrc_computed, 8) +
+           ". A receiver drops it without a word; the requester's retransmit timer recovers it.";
+}
+
+} // namespace
+
+std::vector<Explanation> explain_frame(const DecodedFrame& d) {
+    std::vector<Explanation> v;
+    if (d.kind == FrameKind::skipped) {
+        add(v, 0, "skipped", skip_sentence(d));
+        return v;
+    }
+    const wire::ParsedFrame& p = d.parsed;
+    if (p.vlan != nullptr) {
+        add(v, 0, "802.1Q",
+            "VLAN " + std::to_string(p.vlan->vid()) + ", priority (PCP) " + std::to_string(p.vlan->pcp()) +
+                ": PFC pauses traffic per priority, so the PCP decides whether this packet rides "
+                "a lossless class.");
+    }
+    if (p.ipv4 != nullptr || p.ipv6 != nullptr) explain_ip(p, v);
+    if (p.udp != nullptr) explain_udp(*p.udp, p.ipv4 != nullptr, v);
+    if (p.bth != nullptr) explain_bth(d, v);
+    if (p.deth != nullptr) explain_deth(*p.deth, v);
+    if (p.reth != nullptr) explain_reth(*p.reth, p.info, v);
+    if (p.atomic_eth != nullptr) explain_atomic_eth(*p.atomic_eth, p.bth->opcode(), v);
+    if (p.aeth != nullptr) explain_aeth(*p.aeth, v);
+    if (p.atomic_ack_eth != nullptr) {
+        add(v, 0, "AtomicAckETH",
+            "Atomic Acknowledge Extended Transport Header: the result of an atomic operation.");
+        add(v, 1, "orig_remote_data",
+            hex(p.atomic_ack_eth->orig_rem_data.get(), 16) +
+                ": the 8 bytes at the target before the atomic ran (a compare & swap succeeded if "
+                "this equals its compare data).");
+    }
+    if (p.immdt != nullptr) {
+        add(v, 0, "ImmDt",
+            "Immediate Data Extended Transport Header: 4 bytes for the responder's consumer that "
+            "travel with the message.");
+        add(v, 1, "imm_data",
+            hex(p.immdt->imm.get(), 8) +
+                ": handed to the responder's completion (wc.imm_data) instead of being written to "
+                "memory; it consumes a receive WQE.");
+    }
+    if (p.ieth != nullptr) {
+        add(v, 0, "IETH", "Invalidate Extended Transport Header: a key the responder must retire.");
+        add(v, 1, "r_key",
+            hex(p.ieth->rkey.get(), 8) +
+                ": invalidated at the responder when this SEND completes, so the buffer it opened "
+                "can no longer be reached remotely.");
+    }
+    if (p.cnp != nullptr) {
+        add(v, 0, "CNP",
+            "16 reserved bytes. A CNP says only which QP should slow down, not by how much: the "
+            "rate cut is up to the sender's DCQCN reaction point.");
+    }
+    if (p.icrc_checked) add(v, 0, "ICRC", icrc_sentence(p));
+    if (d.kind == FrameKind::rejected) {
+        add(v, 0, "rejected",
+            std::string(wire::to_string(d.reason)) + ": " + std::string(wire::describe(d.reason)) +
+                ". A receiver drops such a frame without answering it.");
+    }
+    return v;
+}
+
+std::string format_explained(const DecodedFrame& d) {
+    std::string out = format_text(d);
+    for (const Explanation& e : explain_frame(d)) {
+        out += '\n';
+        out += std::string(4 + 2 * e.depth, ' ');
+        out += e.header;
+        const std::size_t width = e.depth == 0 ? 12 : 10;
+        out += std::string(e.header.size() < width ? width - e.header.size() : 1, ' ');
+        out += e.text;
+    }
+    return out;
+}
+
+} // namespace droce::trace

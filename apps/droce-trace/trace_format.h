@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * droce-trace's formatter: one captured frame in, one line of text or one JSON object out.
+ *
+ * decode_frame() sorts a frame into one of three kinds:
+ *  - roce: a RoCEv2 packet (UDP destination port 4791) that wire::parse_frame() accepted;
+ *  - rejected: a RoCEv2 packet that parse_frame() refused; it is shown with every header parsing
+ *    reached and the reject reason;
+ *  - skipped: anything else (ARP, TCP, other UDP, RoCE v1, non-Ethernet link types ...), named by
+ *    its protocol.
+ * format_text() and format_json() render a decoded frame; trace_explain.h adds the sentences of
+ * `--explain`.
+ *
+ * Field names are IBTA's (Vol 1 ch. 9), lower-cased with underscores, and the text line uses the
+ * same names as the JSON, so one vocabulary serves both. JSON numbers: every field of 32 bits or
+ * fewer is a JSON number; 64-bit fields (virtual addresses, atomic operands) are "0x%016x" strings
+ * because most JSON readers keep only 53 bits of an integer.
+ *
+ * Nothing here is on a datapath: these functions allocate and may throw std::bad_alloc.
+ * All functions are pure (no shared state) and safe to call from several threads at once.
+ */
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "wire/packet.h"
+
+namespace droce::trace {
+
+/** pcap link type of Ethernet captures (DLT_EN10MB / LINKTYPE_ETHERNET). */
+inline constexpr int kLinkTypeEthernet = 1;
+
+/** One captured frame as the capture reader hands it over. The bytes are borrowed, not owned. */
+struct RawFrame {
+    std::uint64_t index = 0;             ///< 1-based position in the capture (Wireshark's frame number)
+    int link_type = kLinkTypeEthernet;   ///< pcap DLT_* value of the capture file
+    std::span<const std::uint8_t> bytes; ///< the captured bytes (may be fewer than wire_length)
+    std::uint32_t wire_length = 0;       ///< the frame's length on the wire, in bytes
+};
+
+/** How droce-trace treats a frame. */
+enum class FrameKind : std::uint8_t {
+    roce,     ///< an accepted RoCEv2 packet
+    rejected, ///< a RoCEv2 packet (UDP destination port 4791) that parse_frame() rejected
+    skipped,  ///< not RoCEv2
+};
+
+/** What a skipped frame is; selects its explanation. */
+enum class SkipKind : std::uint8_t {
+    none,              ///< not skipped
+    link_type,         ///< the capture is not Ethernet (ERF, InfiniBand, Linux cooked ...)
+    truncated,         ///< too short to name its protocol
+    ieee8023,          ///< 802.3 length field instead of an EtherType (LLC: STP and friends)
+    arp,               ///< EtherType 0x0806
+    roce_v1,           ///< EtherType 0x8915: IB GRH directly over Ethernet
+    mac_control,       ///< EtherType 0x8808: PAUSE and priority flow control
+    lldp,              ///< EtherType 0x88cc
+    unknown_ethertype, ///< any other EtherType
+    ip_fragment,       ///< an IP fragment that is not the first one
+    icmp,              ///< IPv4 ICMP
+    icmpv6,            ///< IPv6 ICMP
+    tcp,               ///< TCP segment
+    udp,               ///< UDP datagram not addressed to port 4791
+    other_ip,          ///< another IP protocol (IGMP, ESP, SCTP ...)
+};
+
+/**
+ * A decoded frame. Holds pointers into RawFrame::bytes (through @ref parsed): valid only while
+ * those bytes are.
+ */
+struct DecodedFrame {
+    RawFrame raw;
+    FrameKind kind = FrameKind::skipped;
+    /** parse_frame()'s verdict: ok for roce, the reason for rejected; for skipped, informative only. */
+    wire::RejectReason reason = wire::RejectReason::ok;
+    /** Headers found. For skipped IP frames the IP header is set, so addresses can be shown. */
+    wire::ParsedFrame parsed;
+    SkipKind skip = SkipKind::none;
+    /** For skipped frames: the protocol, e.g. "ARP", "TCP port 9000", "link type ERF". */
+    std::string what;
+    std::optional<std::uint16_t> src_port; ///< TCP/UDP ports of a skipped frame, when visible
+    std::optional<std::uint16_t> dst_port;
+    std::uint16_t ether_type = 0; ///< innermost EtherType seen (0 when none)
+};
+
+/**
+ * Decodes one frame: runs wire::parse_frame() (with ICRC verification) on Ethernet frames and
+ * classifies what is not RoCEv2. RoCEv2 is recognised by UDP destination port 4791 alone,
+ * whatever the source port.
+ * @param raw the frame; its bytes must outlive the result.
+ * @return the decoded frame (never fails: anything unrecognised is skipped with a name).
+ */
+[[nodiscard]] DecodedFrame decode_frame(const RawFrame& raw);
+
+/**
+ * Formats one line (no trailing newline):
+ *   index, [802.1Q tag], IP source > destination, [ECN], UDP ports, opcode name, dest_qp, psn,
+ *   ack_req, [se, fecn, becn, p_key when not default], each extension header with its fields,
+ *   payload and pad lengths, then "ICRC ok" or "ICRC BAD ..." and, for rejected frames,
+ *   "rejected <reason> (<description>)"; skipped frames end in "skipped (<what>)".
+ */
+[[nodiscard]] std::string format_text(const DecodedFrame& frame);
+
+/**
+ * Formats one JSON object for the frame (JSON Lines when dumped one per line); keys keep the
+ * order below. Keys:
+ * "index", "length", "status" ("ok", "rejected", "skipped"), "eth", "vlan", "ip", "udp",
+ * the BTH fields at top level ("opcode", "opcode_value", "se", "m", "pad_count", "tver", "p_key",
+ * "fecn", "becn", "dest_qp", "ack_req", "psn"), one object per extension header ("deth", "reth",
+ * "atomic_eth", "aeth", "atomic_ack_eth", "ieth", "cnp"), "imm_data", "payload_length", "icrc"
+ * ("ok"/"bad"), "icrc_value" (the CRC as a number), "icrc_wire_bytes" (hex, as on the wire),
+ * "reject" and "reject_description" for rejected frames, "skipped" (and ports) for skipped ones.
+ * @param explain add an "explain" array of {"header", "text"} objects (see trace_explain.h).
+ */
+[[nodiscard]] nlohmann::ordered_json format_json(const DecodedFrame& frame, bool explain = false);
+
+/** Name of a pcap link type (pcap_datalink_val_to_name), or "DLT <n>" when libpcap has none. */
+[[nodiscard]] std::string link_type_name(int link_type);
+
+/** "0x" followed by @p digits lower-case hex digits of @p v. */
+[[nodiscard]] std::string hex(std::uint64_t v, int digits);
+
+/** Name of an IP ECN codepoint: "Not-ECT", "ECT(1)", "ECT(0)", "CE". */
+[[nodiscard]] const char* ecn_name(unsigned ecn) noexcept;
+
+} // namespace droce::trace
