@@ -1,3 +1,327 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * The RC requester (IBTA Vol 1 §9.7.1-§9.7.4, the role of rxe_req.c): turns send WQEs into request
+ * packets.
+ *
+ * A WQE is picked up at qp.req.next_wqe. On its first packet it is checked (opcode, lengths, lkeys)
+ * and given its PSN range: SEND / WRITE take one PSN per MTU-sized packet (a zero-length message is
+ * one ONLY packet); a READ REQUEST takes as many PSNs as response packets it asks for; an atomic one.
+ * Each packet then passes, in order: the PSN window (kPsnWindow), the pacer, the path selector and the
+ * tx hook. When the tx hook refuses, nothing changes, so the same packet is built again next time.
+ *
+ * Go-back-N (done by the completer) rewinds next_wqe / next_psn and the WQE's sent_bytes; this file
+ * then simply sends again from there, with the same PSNs and the same segmentation.
+ *
+ * WQE states: posted (no PSN yet) -> sending (PSNs given, packets going out) -> sent (all packets out
+ * at least once; a rewind puts it back to sending). A WQE that fails a local check becomes done with
+ * its error status; it completes when it is the oldest WQE (here, or in the completer after the WQEs
+ * before it were acknowledged).
+ *
+ * Datapath: no allocation, exception or lock.
+ */
+#include <algorithm>
+#include <array>
+#include <span>
+
 #include "qp.h"
 
+namespace droce::rc {
+
+WcOpcode wc_opcode_of(WrOpcode op) noexcept; // qp.cc
+
+namespace {
+
+using wire::Opcode;
+using wire::PacketFields;
+
+constexpr std::uint32_t kPsnRingMask = kPsnWindow - 1;
+static_assert((kPsnWindow & kPsnRingMask) == 0, "kPsnWindow must be a power of two");
+
+void count(Qp& qp, TransportCtx& ctx, Counter c) noexcept {
+    qp.counters.inc(c);
+    if (ctx.dev_counters) ctx.dev_counters->inc(c);
+}
+
+/**
+ * The path a packet of @p qp with PSN @p psn leaves on. RC has one path (qp.path, index 0); MRC will
+ * spray here. The index is recorded per PSN so that a retransmission can pick another one.
+ */
+std::uint8_t select_path(const Qp& /*qp*/, Psn /*psn*/) noexcept { return 0; }
+
+bool is_read(const SendWqe& w) noexcept { return w.opcode == WrOpcode::rdma_read; }
+bool is_atomic(const SendWqe& w) noexcept {
+    return w.opcode == WrOpcode::atomic_cmp_and_swp || w.opcode == WrOpcode::atomic_fetch_and_add;
+}
+bool is_send(const SendWqe& w) noexcept {
+    return w.opcode == WrOpcode::send || w.opcode == WrOpcode::send_with_imm || w.opcode == WrOpcode::send_with_inv;
+}
+
+/** Packets (and PSNs) of a SEND/WRITE of @p len bytes, or response packets of a READ of @p len bytes. */
+std::uint32_t packets_of(std::uint32_t len, std::uint32_t mtu) noexcept {
+    return len == 0 ? 1u : static_cast<std::uint32_t>((static_cast<std::uint64_t>(len) + mtu - 1) / mtu);
+}
+
+/**
+ * Local checks of a WQE before its first packet; the one place that decides a requester-side
+ * completion error (CONVENTIONS rule 11).
+ */
+WcStatus check_wqe(Qp& qp, TransportCtx& ctx, const SendWqe& w) noexcept {
+    std::uint32_t access = 0;
+    switch (w.opcode) {
+    case WrOpcode::send:
+    case WrOpcode::send_with_imm:
+    case WrOpcode::send_with_inv:
+    case WrOpcode::rdma_write:
+    case WrOpcode::rdma_write_with_imm:
+        break;
+    case WrOpcode::rdma_read:
+        // The response data is written into the local SGEs: they need local write (IBTA §10.6.3.3).
+        // rxe finds out only when the first response arrives; checking before the request leaves
+        // avoids a remote READ whose data could never be placed.
+        access = kAccessLocalWrite;
+        break;
+    case WrOpcode::atomic_cmp_and_swp:
+    case WrOpcode::atomic_fetch_and_add:
+        // IBTA §9.4.5: the atomic target must be 8-byte aligned, the result is one 8-byte local buffer.
+        // rxe refuses such a WR in post_send (EINVAL); a WQE that reaches the engine anyway is an
+        // invalid work request: Local QP Operation Error, as mlx5 reports a malformed WQE.
+        if (w.remote_addr & 7u) return WcStatus::loc_qp_op_err;
+        if (w.num_sge != 1 || w.sg_list[0].length != 8 || (w.send_flags & kSendInline)) return WcStatus::loc_len_err;
+        access = kAccessLocalWrite;
+        break;
+    case WrOpcode::local_inv:
+    case WrOpcode::bind_mw:
+        return WcStatus::loc_qp_op_err; // not a wire operation; this engine does not execute them
+    }
+    if (w.length > kMaxMsgSize) return WcStatus::loc_len_err; // IBTA C9-? / max_msg_sz: Local Length Error
+    if (w.send_flags & kSendInline) {
+        if (is_read(w) || is_atomic(w)) return WcStatus::loc_qp_op_err;
+        if (w.length > kMaxInlineData) return WcStatus::loc_len_err;
+        return WcStatus::success;
+    }
+    if (w.num_sge > kMaxSge) return WcStatus::loc_qp_op_err;
+    std::uint64_t total = 0;
+    for (std::uint32_t i = 0; i < w.num_sge; ++i) {
+        const Sge& s = w.sg_list[i];
+        total += s.length;
+        if (s.length == 0) continue; // C9-88: a zero-length buffer is never checked
+        std::uint8_t* host = nullptr;
+        if (ctx.mrs->check(s.lkey, qp.pd, s.addr, s.length, access, &host) != mem::MemCheck::ok)
+            return WcStatus::loc_prot_err; // lkey, PD, bounds or access: Local Protection Error (§10.6.3)
+    }
+    if (total != w.length || total > kMaxMsgSize) return WcStatus::loc_len_err;
+    return WcStatus::success;
+}
+
+/**
+ * Gathers @p len bytes at message offset @p off of @p w into spans @p out.
+ * @return number of spans, or -1 when an SGE no longer passes its lkey check.
+ */
+int gather(Qp& qp, TransportCtx& ctx, SendWqe& w, std::uint32_t off, std::uint32_t len,
+           std::array<std::span<const std::uint8_t>, kMaxSge>& out) noexcept {
+    if (len == 0) return 0;
+    if (w.send_flags & kSendInline) {
+        out[0] = std::span<const std::uint8_t>(w.inline_data + off, len);
+        return 1;
+    }
+    int n = 0;
+    std::uint32_t pos = 0; // message offset of SGE i
+    for (std::uint32_t i = 0; i < w.num_sge && len > 0; ++i) {
+        const Sge& s = w.sg_list[i];
+        if (off >= pos + s.length) {
+            pos += s.length;
+            continue;
+        }
+        const std::uint32_t in_sge = off - pos;
+        const std::uint32_t take = std::min(len, s.length - in_sge);
+        std::uint8_t* host = nullptr;
+        if (ctx.mrs->check(s.lkey, qp.pd, s.addr + in_sge, take, 0, &host) != mem::MemCheck::ok) return -1;
+        out[static_cast<std::size_t>(n++)] = std::span<const std::uint8_t>(host, take);
+        off += take;
+        len -= take;
+        pos += s.length;
+    }
+    return len == 0 ? n : -1;
+}
+
+/**
+ * @p w failed a local check. It completes with @p status once it is the oldest WQE: now if nothing
+ * before it is outstanding, else in the completer after the earlier WQEs (completions stay in order).
+ * The QP then goes to ERR (IBTA §10.7.3.1: error completions are always generated).
+ */
+void fail_local(Qp& qp, TransportCtx& ctx, SendWqe& w, WcStatus status) noexcept {
+    if (status == WcStatus::loc_prot_err) count(qp, ctx, Counter::local_protection_err);
+    w.status = status;
+    w.state = WqeState::done;
+    if (qp.sq.consumer_index() != qp.req.next_wqe) return;
+    Cqe c{};
+    c.wr_id = w.wr_id;
+    c.status = status;
+    c.opcode = wc_opcode_of(w.opcode);
+    c.qp_num = qp.qpn;
+    if (qp.send_cq) cq_push(*qp.send_cq, c);
+    qp.sq.release();
+    qp_enter_error(qp, ctx);
+}
+
+/** Request opcode of packet @p pkt_first/@p pkt_last of a SEND or WRITE (IBTA table 39). */
+Opcode send_write_opcode(const SendWqe& w, bool first, bool last) noexcept {
+    const bool only = first && last;
+    switch (w.opcode) {
+    case WrOpcode::send:
+        return only ? Opcode::RC_SEND_ONLY : first ? Opcode::RC_SEND_FIRST : last ? Opcode::RC_SEND_LAST : Opcode::RC_SEND_MIDDLE;
+    case WrOpcode::send_with_imm:
+        return only ? Opcode::RC_SEND_ONLY_WITH_IMMEDIATE
+               : first ? Opcode::RC_SEND_FIRST
+               : last  ? Opcode::RC_SEND_LAST_WITH_IMMEDIATE
+                       : Opcode::RC_SEND_MIDDLE;
+    case WrOpcode::send_with_inv:
+        return only ? Opcode::RC_SEND_ONLY_WITH_INVALIDATE
+               : first ? Opcode::RC_SEND_FIRST
+               : last  ? Opcode::RC_SEND_LAST_WITH_INVALIDATE
+                       : Opcode::RC_SEND_MIDDLE;
+    case WrOpcode::rdma_write_with_imm:
+        return only ? Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE
+               : first ? Opcode::RC_RDMA_WRITE_FIRST
+               : last  ? Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE
+                       : Opcode::RC_RDMA_WRITE_MIDDLE;
+    default:
+        return only ? Opcode::RC_RDMA_WRITE_ONLY
+               : first ? Opcode::RC_RDMA_WRITE_FIRST
+               : last  ? Opcode::RC_RDMA_WRITE_LAST
+                       : Opcode::RC_RDMA_WRITE_MIDDLE;
+    }
+}
+
+} // namespace
+
+std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noexcept {
+    if (qp.state != QpState::rts && qp.state != QpState::sqd) return 0;
+    const std::uint64_t now = ctx.clock->now_ns();
+    RequesterState& req = qp.req;
+    if (req.rnr_deadline_ns != 0) {
+        // RNR wait (IBTA §9.7.5.2.8): nothing leaves before the timer the responder asked for.
+        if (now < req.rnr_deadline_ns) return 0;
+        req.rnr_deadline_ns = 0;
+    }
+    const std::uint32_t mtu = qp.mtu;
+    std::uint32_t sent = 0;
+    std::array<std::span<const std::uint8_t>, kMaxSge> spans;
+
+    while (sent < budget) {
+        if (req.next_wqe == qp.sq.producer_index()) break;
+        SendWqe& w = qp.sq.slot(req.next_wqe);
+        if (w.state == WqeState::done) break; // failed locally: waits for the completer, QP goes to ERR
+
+        if (w.state == WqeState::posted) {
+            // A new message. SQD: finish the current message, start no new one (IBTA §10.3.1.x).
+            if (qp.state == QpState::sqd) break;
+            const bool rd_atomic = is_read(w) || is_atomic(w);
+            // Fence: wait until every earlier READ / atomic has completed (IBTA §10.8.3.3).
+            if ((w.send_flags & kSendFence) && req.rd_atomic_inflight > 0) break;
+            if (rd_atomic && req.rd_atomic_inflight >= std::max<std::uint32_t>(1, qp.attr.max_rd_atomic)) break;
+            if (req.next_psn.distance_from(qp.comp.oldest_unacked) >= static_cast<std::int32_t>(kPsnWindow)) break;
+            const WcStatus st = check_wqe(qp, ctx, w);
+            if (st != WcStatus::success) {
+                w.npkts = 0;
+                fail_local(qp, ctx, w, st);
+                break;
+            }
+            w.first_psn = req.next_psn;
+            w.npkts = is_atomic(w) ? 1u : packets_of(w.length, mtu);
+            w.last_psn = w.first_psn + (w.npkts - 1);
+            w.sent_bytes = 0;
+            w.recv_bytes = 0;
+            w.status = WcStatus::success;
+            w.state = WqeState::sending;
+            if (rd_atomic) ++req.rd_atomic_inflight;
+        }
+
+        // ---- one packet ----
+        if (req.next_psn.distance_from(qp.comp.oldest_unacked) >= static_cast<std::int32_t>(kPsnWindow)) break;
+        if (qp.pacer.next_send_ns != 0 && now < qp.pacer.next_send_ns) break;
+
+        PacketFields f{};
+        f.dest_qp = qp.attr.dest_qp_num;
+        f.psn = req.next_psn;
+        const std::uint32_t off = w.sent_bytes;
+        std::uint32_t payload_len = 0;
+        std::uint32_t npsn = 1;
+        bool last = true;
+        int nspans = 0;
+        if (is_read(w)) {
+            // One READ REQUEST for the rest of the message (after go-back-N, from va + offset).
+            const std::uint32_t rem = w.length - off;
+            f.opcode = Opcode::RC_RDMA_READ_REQUEST;
+            f.va = w.remote_addr + off;
+            f.rkey = w.rkey;
+            f.dma_len = rem;
+            npsn = packets_of(rem, mtu);
+        } else if (is_atomic(w)) {
+            f.opcode = w.opcode == WrOpcode::atomic_cmp_and_swp ? Opcode::RC_COMPARE_SWAP : Opcode::RC_FETCH_ADD;
+            f.va = w.remote_addr;
+            f.rkey = w.rkey;
+            f.swap_add = w.opcode == WrOpcode::atomic_cmp_and_swp ? w.swap : w.compare_add;
+            f.compare = w.opcode == WrOpcode::atomic_cmp_and_swp ? w.compare_add : 0;
+        } else {
+            payload_len = std::min(w.length - off, mtu);
+            const bool first = off == 0;
+            last = off + payload_len == w.length;
+            f.opcode = send_write_opcode(w, first, last);
+            if (first && !is_send(w)) { // RETH on WRITE FIRST / ONLY: the whole DMA length
+                f.va = w.remote_addr;
+                f.rkey = w.rkey;
+                f.dma_len = w.length;
+            }
+            if (last) {
+                f.imm = w.imm_data;
+                f.inv_rkey = w.invalidate_rkey;
+                // SE only on the last packet of a SEND or an RDMA WRITE with immediate (IBTA §9.2.3).
+                f.solicited = (w.send_flags & kSendSolicited) &&
+                              (is_send(w) || w.opcode == WrOpcode::rdma_write_with_imm);
+            }
+            nspans = gather(qp, ctx, w, off, payload_len, spans);
+            if (nspans < 0) { // the MR went away under a message in progress
+                fail_local(qp, ctx, w, WcStatus::loc_prot_err);
+                break;
+            }
+        }
+        // AckReq on the last packet of a message and at least every kMaxPktPerAck packets (rxe);
+        // READ requests and atomics are ONLY packets, so they always carry it.
+        f.ack_req = last || req.noack_pkts + 1 >= kMaxPktPerAck;
+
+        const std::uint8_t path = select_path(qp, f.psn);
+        if (!ctx.emit(ctx.emit_ctx, qp, f,
+                      std::span<const std::span<const std::uint8_t>>(spans.data(), static_cast<std::size_t>(nspans)))) {
+            count(qp, ctx, Counter::tx_no_buffer); // state untouched: the same packet goes next time
+            break;
+        }
+
+        PsnSendState& e = req.psn_ring[f.psn.value() & kPsnRingMask];
+        e.psn = f.psn;
+        e.wqe_index = req.next_wqe;
+        e.offset = off;
+        e.path = path;
+        e.valid = true;
+
+        if (req.retransmitting) {
+            if (f.psn < req.resend_until) count(qp, ctx, Counter::retransmitted_pkts);
+        }
+        req.next_psn += npsn;
+        if (req.retransmitting && req.next_psn >= req.resend_until) req.retransmitting = false;
+        req.noack_pkts = f.ack_req ? 0 : req.noack_pkts + 1;
+        w.sent_bytes = is_read(w) ? w.length : off + payload_len;
+        if (last) {
+            w.state = WqeState::sent;
+            ++req.next_wqe;
+        }
+        count(qp, ctx, Counter::sent_pkts);
+        if (qp.attr.timeout != 0 && req.ack_deadline_ns == 0)
+            req.ack_deadline_ns = now + ack_timeout_ns(qp.attr.timeout);
+        ++sent;
+    }
+    return sent;
+}
+
+} // namespace droce::rc
