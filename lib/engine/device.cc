@@ -437,7 +437,6 @@ bool Device::emit(void* self, rc::Qp& qp, const wire::PacketFields& f,
     buf->port = static_cast<std::uint8_t>(port);
     q.pending[q.count++] = buf;
     qp.counters.inc(Counter::sent_pkts);
-    dev->counters_.inc(Counter::sent_pkts);
     return true;
 }
 
@@ -478,7 +477,6 @@ void Device::receive(PktBuf& buf) noexcept {
         counters_.inc(Counter::rx_dropped_bad_qp);
         return;
     }
-    counters_.inc(Counter::rcvd_pkts);
     qp->counters.inc(Counter::rcvd_pkts);
     if (pkt.info->is(wire::OpFlags::response)) rc::completer_receive(*qp, pkt, ctx_);
     else rc::responder_receive(*qp, pkt, ctx_);
@@ -512,6 +510,14 @@ std::uint32_t Device::poll() noexcept {
     }
     for (unsigned p = 0; p < ports_.size(); ++p) flush_tx(p);
     return work;
+}
+
+Counters Device::total_counters() const noexcept {
+    Counters sum = counters_;
+    for (auto& qp : qps_)
+        if (qp)
+            for (std::size_t i = 0; i < kNumCounters; ++i) sum.v[i] += qp->counters.v[i];
+    return sum;
 }
 
 std::uint64_t Device::next_deadline_ns() const noexcept {

@@ -58,7 +58,10 @@ public:
 
     [[nodiscard]] const std::string& name() const noexcept { return name_; }
     [[nodiscard]] Clock& clock() noexcept { return *clock_; }
+    /** Device-level counters: events that belong to no QP (drops before demux, tx buffer shortage). */
     [[nodiscard]] const Counters& counters() const noexcept { return counters_; }
+    /** Device counters plus the counters of every live QP: what `rdma statistic` shows for a device. */
+    [[nodiscard]] Counters total_counters() const noexcept;
     [[nodiscard]] const wire::ParseCounters& rx_parse_counters() const noexcept { return parse_counters_; }
     [[nodiscard]] const PortSpec& port(unsigned index0) const noexcept { return ports_[index0]; }
     [[nodiscard]] unsigned num_ports() const noexcept { return static_cast<unsigned>(ports_.size()); }

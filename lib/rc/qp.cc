@@ -29,7 +29,7 @@ WcOpcode wc_opcode_of(WrOpcode op) noexcept {
     return WcOpcode::send;
 }
 
-void qp_enter_error(Qp& qp, TransportCtx& ctx) noexcept {
+void qp_enter_error(Qp& qp, TransportCtx& /*ctx*/) noexcept {
     qp.state = QpState::err;
     qp.attr.qp_state = QpState::err;
     qp.req.ack_deadline_ns = 0;
@@ -47,7 +47,6 @@ void qp_enter_error(Qp& qp, TransportCtx& ctx) noexcept {
         c.qp_num = qp.qpn;
         if (qp.send_cq) cq_push(*qp.send_cq, c);
         qp.counters.inc(Counter::flushed_wqes);
-        if (ctx.dev_counters) ctx.dev_counters->inc(Counter::flushed_wqes);
         qp.sq.release();
     }
     qp.req.next_wqe = qp.sq.consumer_index();
@@ -60,7 +59,6 @@ void qp_enter_error(Qp& qp, TransportCtx& ctx) noexcept {
         c.qp_num = qp.qpn;
         if (qp.recv_cq) cq_push(*qp.recv_cq, c);
         qp.counters.inc(Counter::flushed_wqes);
-        if (ctx.dev_counters) ctx.dev_counters->inc(Counter::flushed_wqes);
         qp.rq.release();
     }
     qp.resp.have_recv_wqe = false;

@@ -46,6 +46,8 @@ bool cq_push(Cq& cq, const Cqe& cqe) noexcept;
 struct TransportCtx {
     Clock* clock = nullptr;
     mem::MrTable* mrs = nullptr;
+    /** Device counters, for events that belong to no QP. Per-QP events go to Qp::counters only, so
+     *  Device::total_counters() (device + every QP) counts each event once. */
     Counters* dev_counters = nullptr;
     /**
      * Builds and transmits one packet of @p qp on the path the QP's path selector gives for
