@@ -7,9 +7,9 @@
  *
  * In-flight frames of a link live in a ring in send order. Delivery times along a link never
  * decrease (serialisation is FIFO and the delay is added after), so a receiver scans each incoming
- * ring from its head and stops at the first frame not yet due. A held-back (reordered) frame stays in
- * place and is skipped until it is released; frames delivered from behind it leave tombstones that
- * the head steps over once everything before them is gone.
+ * ring from its head and stops at the first frame not yet due. A held-back (reordered) frame stays
+ * in place and is skipped until it is released; frames delivered from behind it leave tombstones
+ * that the head steps over once everything before them is gone.
  */
 #include "sim/fabric.h"
 
@@ -30,22 +30,26 @@ namespace droce::sim {
 
 std::string_view to_string(LinkCounter c) noexcept {
     switch (c) {
-#define DROCE_SIM_NAME(name) \
-    case LinkCounter::name: return #name;
+#define DROCE_SIM_NAME(name)                                                                       \
+    case LinkCounter::name:                                                                        \
+        return #name;
         DROCE_SIM_LINK_COUNTERS(DROCE_SIM_NAME)
 #undef DROCE_SIM_NAME
-    case LinkCounter::count_: break;
+    case LinkCounter::count_:
+        break;
     }
     return "unknown";
 }
 
 std::string_view to_string(PortCounter c) noexcept {
     switch (c) {
-#define DROCE_SIM_NAME(name) \
-    case PortCounter::name: return #name;
+#define DROCE_SIM_NAME(name)                                                                       \
+    case PortCounter::name:                                                                        \
+        return #name;
         DROCE_SIM_PORT_COUNTERS(DROCE_SIM_NAME)
 #undef DROCE_SIM_NAME
-    case PortCounter::count_: break;
+    case PortCounter::count_:
+        break;
     }
     return "unknown";
 }
@@ -104,13 +108,16 @@ Layout layout_of(const PktBuf& b) noexcept {
 /** ECN bits of an IP frame, or -1 for a non-IP frame. */
 int ecn_of(const PktBuf& b, const Layout& ly) noexcept {
     if (ly.ipv4) return reinterpret_cast<const wire::Ipv4Hdr*>(b.data + ly.l3)->ecn();
-    if (ly.ipv6) return static_cast<int>(reinterpret_cast<const wire::Ipv6Hdr*>(b.data + ly.l3)->traffic_class() & 3u);
+    if (ly.ipv6)
+        return static_cast<int>(
+            reinterpret_cast<const wire::Ipv6Hdr*>(b.data + ly.l3)->traffic_class() & 3u);
     return -1;
 }
 
 constexpr unsigned kEcnCe = 3;
 
-/** Marks an ECT frame CE (IP header only; ICRC unchanged as it masks these bits). True if marked. */
+/** Marks an ECT frame CE (IP header only; ICRC unchanged as it masks these bits). True if marked.
+ */
 bool mark_ce(PktBuf& b, const Layout& ly) noexcept {
     const int ecn = ecn_of(b, ly);
     if (ecn != 1 && ecn != 2) return false;
@@ -149,27 +156,27 @@ enum class EntryState : std::uint8_t { live, held, gone };
 /** One frame in flight on a link. */
 struct Entry {
     PktBuf* buf = nullptr;
-    std::uint64_t deliver_ns = 0;   ///< receivable from this time
+    std::uint64_t deliver_ns = 0;    ///< receivable from this time
     std::uint64_t hold_until_ns = 0; ///< held frames: released at this time at the latest
-    std::uint64_t seq = 0;          ///< fabric-wide send order: tie-break between links
-    std::uint16_t hold_left = 0;    ///< held frames: later frames still to be delivered before it
+    std::uint64_t seq = 0;           ///< fabric-wide send order: tie-break between links
+    std::uint16_t hold_left = 0;     ///< held frames: later frames still to be delivered before it
     EntryState state = EntryState::gone;
 };
 
 struct Link {
     LinkConfig cfg;
     LinkStats stats;
-    Entry* ring = nullptr; ///< link_slots entries in Impl::entries
-    std::uint64_t head = 0; ///< first entry not yet gone
-    std::uint64_t tail = 0; ///< next entry to fill
-    std::uint64_t busy_until_ps = 0;  ///< end of serialisation of the last frame, ps since t0
+    Entry* ring = nullptr;             ///< link_slots entries in Impl::entries
+    std::uint64_t head = 0;            ///< first entry not yet gone
+    std::uint64_t tail = 0;            ///< next entry to fill
+    std::uint64_t busy_until_ps = 0;   ///< end of serialisation of the last frame, ps since t0
     std::uint64_t last_deliver_ns = 0; ///< delivery time of the last frame: FIFO floor
 };
 
 } // namespace
 
 class SimPort final : public PortDriver {
-public:
+  public:
     SimPort(Fabric::Impl* fabric, std::uint32_t endpoint, std::uint32_t plane) noexcept
         : fabric_(fabric), endpoint_(endpoint), plane_(plane) {}
     std::uint16_t alloc_bulk(PktBuf** bufs, std::uint16_t n) noexcept override;
@@ -179,7 +186,7 @@ public:
     [[nodiscard]] std::uint32_t max_frame() const noexcept override;
     [[nodiscard]] bool link_up() const noexcept override;
 
-private:
+  private:
     Fabric::Impl* fabric_;
     std::uint32_t endpoint_;
     std::uint32_t plane_;
@@ -205,14 +212,15 @@ struct Fabric::Impl {
     std::uint32_t free_top = 0;
 
     std::vector<Entry> entries;
-    std::vector<Link> links; ///< index (plane * E + from) * E + to
+    std::vector<Link> links;    ///< index (plane * E + from) * E + to
     std::vector<SimPort> ports; ///< index endpoint * P + plane
     std::vector<PortStats> port_stats;
 
     Impl(Clock* c, const FabricConfig& cfg)
         : clock(c), n_endpoints(cfg.endpoints), n_planes(cfg.planes), capacity(cfg.buffer_capacity),
-          slots(std::bit_ceil(cfg.link_slots)), t0_ns(c->now_ns()), rng(cfg.seed), n_bufs(cfg.pool_buffers),
-          mem(std::make_unique_for_overwrite<std::uint8_t[]>(static_cast<std::size_t>(n_bufs) * capacity)),
+          slots(std::bit_ceil(cfg.link_slots)), t0_ns(c->now_ns()), rng(cfg.seed),
+          n_bufs(cfg.pool_buffers), mem(std::make_unique_for_overwrite<std::uint8_t[]>(
+                                        static_cast<std::size_t>(n_bufs) * capacity)),
           bufs(n_bufs), free_stack(n_bufs), is_free(n_bufs, 1) {
         for (std::uint32_t i = 0; i < n_bufs; ++i) {
             bufs[i].data = mem.get() + static_cast<std::size_t>(i) * capacity;
@@ -230,7 +238,8 @@ struct Fabric::Impl {
         }
         ports.reserve(static_cast<std::size_t>(n_endpoints) * n_planes);
         for (std::uint32_t e = 0; e < n_endpoints; ++e)
-            for (std::uint32_t p = 0; p < n_planes; ++p) ports.emplace_back(this, e, p);
+            for (std::uint32_t p = 0; p < n_planes; ++p)
+                ports.emplace_back(this, e, p);
         port_stats.resize(ports.size());
     }
 
@@ -264,7 +273,8 @@ struct Fabric::Impl {
     std::int64_t index_of(const PktBuf* b) const noexcept {
         const auto a = reinterpret_cast<std::uintptr_t>(b);
         const auto base = reinterpret_cast<std::uintptr_t>(bufs.data());
-        if (b == nullptr || a < base || a >= base + static_cast<std::uintptr_t>(n_bufs) * sizeof(PktBuf) ||
+        if (b == nullptr || a < base ||
+            a >= base + static_cast<std::uintptr_t>(n_bufs) * sizeof(PktBuf) ||
             (a - base) % sizeof(PktBuf) != 0)
             return -1;
         return static_cast<std::int64_t>((a - base) / sizeof(PktBuf));
@@ -314,13 +324,15 @@ struct Fabric::Impl {
     static std::uint64_t backlog_bytes(const Link& l, std::uint64_t now_ps) noexcept {
         if (!(l.cfg.bandwidth_gbps > 0.0) || l.busy_until_ps <= now_ps) return 0;
         // ps × Gb/s = 10^-3 bits; / 8000 gives bytes.
-        return static_cast<std::uint64_t>(static_cast<double>(l.busy_until_ps - now_ps) * l.cfg.bandwidth_gbps / 8000.0);
+        return static_cast<std::uint64_t>(static_cast<double>(l.busy_until_ps - now_ps) *
+                                          l.cfg.bandwidth_gbps / 8000.0);
     }
 
     bool red_decides_mark(const LinkConfig& c, std::uint64_t q) noexcept {
         if (q >= c.kmax_bytes) return true;
         if (q < c.kmin_bytes) return false;
-        const double frac = static_cast<double>(q - c.kmin_bytes) / static_cast<double>(c.kmax_bytes - c.kmin_bytes);
+        const double frac = static_cast<double>(q - c.kmin_bytes) /
+                            static_cast<double>(c.kmax_bytes - c.kmin_bytes);
         return chance(c.pmax * frac);
     }
 
@@ -364,7 +376,8 @@ struct Fabric::Impl {
         }
         const Layout ly = layout_of(*b);
         b->ecn_ce = ecn_of(*b, ly) == static_cast<int>(kEcnCe);
-        if (c.ecn && red_decides_mark(c, queued) && mark_ce(*b, ly)) l.stats.inc(LinkCounter::ecn_marked);
+        if (c.ecn && red_decides_mark(c, queued) && mark_ce(*b, ly))
+            l.stats.inc(LinkCounter::ecn_marked);
         if (chance(c.corrupt)) {
             corrupt(*b, ly);
             l.stats.inc(LinkCounter::corrupted);
@@ -373,7 +386,8 @@ struct Fabric::Impl {
         // Serialise after whatever is queued, then propagate.
         std::uint64_t finish_ps = std::max(now_ps, l.busy_until_ps);
         if (c.bandwidth_gbps > 0.0)
-            finish_ps += static_cast<std::uint64_t>(std::llround(static_cast<double>(b->len) * 8000.0 / c.bandwidth_gbps));
+            finish_ps += static_cast<std::uint64_t>(
+                std::llround(static_cast<double>(b->len) * 8000.0 / c.bandwidth_gbps));
         l.busy_until_ps = finish_ps;
         std::uint64_t deliver = t0_ns + (finish_ps + 999u) / 1000u + c.delay_ns;
         deliver = std::max({deliver, now_ns, l.last_deliver_ns}); // FIFO even if delay shrank
@@ -432,7 +446,8 @@ struct Fabric::Impl {
                 send_on_link(link(e, last, p), b, now);
                 continue;
             }
-            if (dst[0] != 0x02 || dst[1] != 0 || dst[2] != 0 || dst[3] != 0 || dst[4] >= n_endpoints || dst[5] != p) {
+            if (dst[0] != 0x02 || dst[1] != 0 || dst[2] != 0 || dst[3] != 0 ||
+                dst[4] >= n_endpoints || dst[5] != p) {
                 ps.inc(PortCounter::tx_no_route);
                 pool_put(b);
                 continue;
@@ -448,7 +463,8 @@ struct Fabric::Impl {
         for (std::uint64_t pos = l.head; pos != l.tail; ++pos) {
             const Entry& en = l.ring[pos & (slots - 1)];
             if (en.state == EntryState::gone) continue;
-            if (en.state == EntryState::held && en.hold_left > 0 && now < en.hold_until_ns) continue;
+            if (en.state == EntryState::held && en.hold_left > 0 && now < en.hold_until_ns)
+                continue;
             return en.deliver_ns <= now ? pos : l.tail;
         }
         return l.tail;
@@ -464,7 +480,8 @@ struct Fabric::Impl {
         PktBuf* b = en.buf;
         en.buf = nullptr;
         en.state = EntryState::gone;
-        while (l.head != l.tail && l.ring[l.head & (slots - 1)].state == EntryState::gone) ++l.head;
+        while (l.head != l.tail && l.ring[l.head & (slots - 1)].state == EntryState::gone)
+            ++l.head;
         --inflight;
         return b;
     }
@@ -483,7 +500,9 @@ struct Fabric::Impl {
                 if (best != nullptr) {
                     const Entry& a = l.ring[pos & (slots - 1)];
                     const Entry& b = best->ring[best_pos & (slots - 1)];
-                    if (a.deliver_ns > b.deliver_ns || (a.deliver_ns == b.deliver_ns && a.seq > b.seq)) continue;
+                    if (a.deliver_ns > b.deliver_ns ||
+                        (a.deliver_ns == b.deliver_ns && a.seq > b.seq))
+                        continue;
                 }
                 best = &l;
                 best_pos = pos;
@@ -553,7 +572,9 @@ std::uint16_t SimPort::rx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
     return fabric_->rx(endpoint_, plane_, bufs, n);
 }
 
-std::uint32_t SimPort::max_frame() const noexcept { return fabric_->capacity; }
+std::uint32_t SimPort::max_frame() const noexcept {
+    return fabric_->capacity;
+}
 
 bool SimPort::link_up() const noexcept {
     for (std::uint32_t to = 0; to < fabric_->n_endpoints; ++to)
@@ -569,9 +590,11 @@ const FabricConfig& validated(Clock* clock, const FabricConfig& c) {
     if (clock == nullptr) throw std::invalid_argument("sim::Fabric: null clock");
     if (c.endpoints < 2 || c.endpoints > kMaxEndpoints)
         throw std::invalid_argument("sim::Fabric: endpoints must be 2..255");
-    if (c.planes < 1 || c.planes > kMaxPlanes) throw std::invalid_argument("sim::Fabric: planes must be 1..4");
+    if (c.planes < 1 || c.planes > kMaxPlanes)
+        throw std::invalid_argument("sim::Fabric: planes must be 1..4");
     if (c.pool_buffers < 1) throw std::invalid_argument("sim::Fabric: pool_buffers must be >= 1");
-    if (c.buffer_capacity < 64) throw std::invalid_argument("sim::Fabric: buffer_capacity must be >= 64");
+    if (c.buffer_capacity < 64)
+        throw std::invalid_argument("sim::Fabric: buffer_capacity must be >= 64");
     if (c.link_slots < 1 || c.link_slots > (1u << 24))
         throw std::invalid_argument("sim::Fabric: link_slots must be 1..2^24");
     return c;
@@ -584,8 +607,12 @@ Fabric::Fabric(Clock* clock, const FabricConfig& config)
 
 Fabric::~Fabric() = default;
 
-std::uint32_t Fabric::endpoints() const noexcept { return impl_->n_endpoints; }
-std::uint32_t Fabric::planes() const noexcept { return impl_->n_planes; }
+std::uint32_t Fabric::endpoints() const noexcept {
+    return impl_->n_endpoints;
+}
+std::uint32_t Fabric::planes() const noexcept {
+    return impl_->n_planes;
+}
 
 PortDriver& Fabric::port(std::uint32_t endpoint, std::uint32_t plane) noexcept {
     endpoint = std::min(endpoint, impl_->n_endpoints - 1);
@@ -594,7 +621,12 @@ PortDriver& Fabric::port(std::uint32_t endpoint, std::uint32_t plane) noexcept {
 }
 
 wire::MacAddr Fabric::mac(std::uint32_t endpoint, std::uint32_t plane) noexcept {
-    return {0x02, 0x00, 0x00, 0x00, static_cast<std::uint8_t>(endpoint), static_cast<std::uint8_t>(plane)};
+    return {0x02,
+            0x00,
+            0x00,
+            0x00,
+            static_cast<std::uint8_t>(endpoint),
+            static_cast<std::uint8_t>(plane)};
 }
 
 namespace {
@@ -602,12 +634,15 @@ namespace {
 struct LinkIndex {
     std::uint32_t from, to, plane;
 };
-LinkIndex clamp(const Fabric& f, std::uint32_t from, std::uint32_t to, std::uint32_t plane) noexcept {
-    return {std::min(from, f.endpoints() - 1), std::min(to, f.endpoints() - 1), std::min(plane, f.planes() - 1)};
+LinkIndex clamp(const Fabric& f, std::uint32_t from, std::uint32_t to,
+                std::uint32_t plane) noexcept {
+    return {std::min(from, f.endpoints() - 1), std::min(to, f.endpoints() - 1),
+            std::min(plane, f.planes() - 1)};
 }
 } // namespace
 
-const LinkConfig& Fabric::link_config(std::uint32_t from, std::uint32_t to, std::uint32_t plane) const noexcept {
+const LinkConfig& Fabric::link_config(std::uint32_t from, std::uint32_t to,
+                                      std::uint32_t plane) const noexcept {
     const LinkIndex i = clamp(*this, from, to, plane);
     return impl_->link(i.from, i.to, i.plane).cfg;
 }
@@ -619,10 +654,12 @@ void Fabric::set_link_config(std::uint32_t from, std::uint32_t to, std::uint32_t
 }
 
 void Fabric::set_all_links(const LinkConfig& config) noexcept {
-    for (Link& l : impl_->links) l.cfg = config;
+    for (Link& l : impl_->links)
+        l.cfg = config;
 }
 
-void Fabric::set_link_up(std::uint32_t from, std::uint32_t to, std::uint32_t plane, bool up) noexcept {
+void Fabric::set_link_up(std::uint32_t from, std::uint32_t to, std::uint32_t plane,
+                         bool up) noexcept {
     const LinkIndex i = clamp(*this, from, to, plane);
     impl_->link(i.from, i.to, i.plane).cfg.up = up;
 }
@@ -635,7 +672,8 @@ void Fabric::set_port_up(std::uint32_t endpoint, std::uint32_t plane, bool up) n
     }
 }
 
-const LinkStats& Fabric::link_stats(std::uint32_t from, std::uint32_t to, std::uint32_t plane) const noexcept {
+const LinkStats& Fabric::link_stats(std::uint32_t from, std::uint32_t to,
+                                    std::uint32_t plane) const noexcept {
     const LinkIndex i = clamp(*this, from, to, plane);
     return impl_->link(i.from, i.to, i.plane).stats;
 }
@@ -645,8 +683,14 @@ const PortStats& Fabric::port_stats(std::uint32_t endpoint, std::uint32_t plane)
     return impl_->pstats(i.from, i.plane);
 }
 
-std::uint64_t Fabric::next_event_ns() const noexcept { return impl_->next_event(); }
-std::uint32_t Fabric::in_flight() const noexcept { return impl_->inflight; }
-std::uint32_t Fabric::pool_free() const noexcept { return impl_->free_top; }
+std::uint64_t Fabric::next_event_ns() const noexcept {
+    return impl_->next_event();
+}
+std::uint32_t Fabric::in_flight() const noexcept {
+    return impl_->inflight;
+}
+std::uint32_t Fabric::pool_free() const noexcept {
+    return impl_->free_top;
+}
 
 } // namespace droce::sim

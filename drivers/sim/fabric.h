@@ -61,39 +61,49 @@ inline constexpr std::uint32_t kMaxEndpoints = 255;
  * (values outside are clamped: <= 0 never, >= 1 always) and are drawn independently per frame.
  */
 struct LinkConfig {
-    /** False: every frame sent on the link, and every frame still in flight on it when it would be
-     *  delivered, is dropped (dropped_down). */
+    /**
+     * False: every frame sent on the link, and every frame still in flight on it when it would be
+     * delivered, is dropped (dropped_down).
+     */
     bool up = true;
     /** Probability that a frame is lost (dropped_loss). */
     double loss = 0.0;
-    /** Probability that a frame is held back (reordered): it is released after 1..reorder_max_frames
-     *  (uniform) later frames on the same link have been delivered, or reorder_max_ns after its
-     *  normal delivery time, whichever comes first. No frame is overtaken by more than
-     *  reorder_max_frames frames of its link. reorder_max_frames 0 disables reordering. */
+    /**
+     * Probability that a frame is held back (reordered): it is released after 1..reorder_max_frames
+     * (uniform) later frames on the same link have been delivered, or reorder_max_ns after its
+     * normal delivery time, whichever comes first. No frame is overtaken by more than
+     * reorder_max_frames frames of its link. reorder_max_frames 0 disables reordering.
+     */
     double reorder = 0.0;
     std::uint16_t reorder_max_frames = 3;
     /** ns; the longest extra delay of a held-back frame. */
     std::uint64_t reorder_max_ns = 20'000;
     /** Probability that a frame is delivered twice (duplicated); the copy follows the original. */
     double duplicate = 0.0;
-    /** Probability that one random bit of the frame is flipped (corrupted). The bit lies after the
-     *  Ethernet header (and 802.1Q tag) and, in a RoCEv2 frame, outside the fields the ICRC masks,
-     *  so that the receiver's ICRC (or an earlier header check) rejects the frame. */
+    /**
+     * Probability that one random bit of the frame is flipped (corrupted). The bit lies after the
+     * Ethernet header (and 802.1Q tag) and, in a RoCEv2 frame, outside the fields the ICRC masks,
+     * so that the receiver's ICRC (or an earlier header check) rejects the frame.
+     */
     double corrupt = 0.0;
     /** Gb/s (10^9 bits per second); 0 = infinite (no serialisation time, no queue ever builds). */
     double bandwidth_gbps = 0.0;
     /** ns of propagation delay added after serialisation. */
     std::uint64_t delay_ns = 0;
-    /** Bytes of egress queue. A frame that finds backlog + its length > queue_bytes is tail-dropped
-     *  (dropped_queue_full). 0 = unlimited. The backlog is the bytes sent on the link and not yet
-     *  serialised at the link bandwidth, so it is always 0 with infinite bandwidth. */
+    /**
+     * Bytes of egress queue. A frame that finds backlog + its length > queue_bytes is tail-dropped
+     * (dropped_queue_full). 0 = unlimited. The backlog is the bytes sent on the link and not yet
+     * serialised at the link bandwidth, so it is always 0 with infinite bandwidth.
+     */
     std::uint64_t queue_bytes = 0;
-    /** RED ECN marking, decided on the backlog a frame finds on arrival: none below kmin_bytes, a
-     *  probability rising linearly from 0 at kmin_bytes to pmax at kmax_bytes, every frame at or
-     *  above kmax_bytes (so kmin = kmax = 0 marks everything). Only ECT(0)/ECT(1) frames are
-     *  marked: their IPv4 TOS / IPv6 traffic class ECN bits become CE (11), the IPv4 header checksum
-     *  is recomputed (the ICRC masks those bits, so it stays valid) and PktBuf::ecn_ce is set.
-     *  Not-ECT and already-CE frames pass unchanged. */
+    /**
+     * RED ECN marking, decided on the backlog a frame finds on arrival: none below kmin_bytes, a
+     * probability rising linearly from 0 at kmin_bytes to pmax at kmax_bytes, every frame at or
+     * above kmax_bytes (so kmin = kmax = 0 marks everything). Only ECT(0)/ECT(1) frames are marked:
+     * their IPv4 TOS / IPv6 traffic class ECN bits become CE (11), the IPv4 header checksum is
+     * recomputed (the ICRC masks those bits, so it stays valid) and PktBuf::ecn_ce is set. Not-ECT
+     * and already-CE frames pass unchanged.
+     */
     bool ecn = false;
     std::uint64_t kmin_bytes = 0;
     std::uint64_t kmax_bytes = 0;
@@ -127,13 +137,13 @@ enum class LinkCounter : std::uint8_t {
 #define DROCE_SIM_ENUM(name) name,
     DROCE_SIM_LINK_COUNTERS(DROCE_SIM_ENUM)
 #undef DROCE_SIM_ENUM
-    count_
+        count_
 };
 enum class PortCounter : std::uint8_t {
 #define DROCE_SIM_ENUM(name) name,
     DROCE_SIM_PORT_COUNTERS(DROCE_SIM_ENUM)
 #undef DROCE_SIM_ENUM
-    count_
+        count_
 };
 inline constexpr std::size_t kNumLinkCounters = static_cast<std::size_t>(LinkCounter::count_);
 inline constexpr std::size_t kNumPortCounters = static_cast<std::size_t>(PortCounter::count_);
@@ -147,7 +157,9 @@ template <typename E, std::size_t N>
 struct CounterSet {
     std::array<std::uint64_t, N> v{};
     void inc(E c, std::uint64_t n = 1) noexcept { v[static_cast<std::size_t>(c)] += n; }
-    [[nodiscard]] std::uint64_t operator[](E c) const noexcept { return v[static_cast<std::size_t>(c)]; }
+    [[nodiscard]] std::uint64_t operator[](E c) const noexcept {
+        return v[static_cast<std::size_t>(c)];
+    }
 };
 using LinkStats = CounterSet<LinkCounter, kNumLinkCounters>;
 using PortStats = CounterSet<PortCounter, kNumPortCounters>;
@@ -163,15 +175,17 @@ struct FabricConfig {
     std::uint32_t pool_buffers = 1024;
     /** Bytes per buffer (>= 64); also max_frame() of every port. */
     std::uint32_t buffer_capacity = 9216;
-    /** Frames a link can hold in flight (rounded up to a power of two); beyond it frames are
-     *  tail-dropped as dropped_queue_full. */
+    /**
+     * Frames a link can hold in flight (rounded up to a power of two); beyond it frames are
+     * tail-dropped as dropped_queue_full.
+     */
     std::uint32_t link_slots = 1024;
     /** Initial configuration of every link. */
     LinkConfig link{};
 };
 
 class Fabric {
-public:
+  public:
     /**
      * Builds the fabric and allocates all of its memory (pool, link rings).
      * @param clock time source; not owned, must outlive the fabric. Read with now_ns() only.
@@ -190,7 +204,8 @@ public:
 
     /**
      * The port of @p endpoint (0..endpoints()-1) on @p plane (0..planes()-1). The reference stays
-     * valid for the life of the fabric. Out-of-range arguments are clamped to the last endpoint/plane.
+     * valid for the life of the fabric. Out-of-range arguments are clamped to the last
+     * endpoint/plane.
      */
     [[nodiscard]] PortDriver& port(std::uint32_t endpoint, std::uint32_t plane) noexcept;
 
@@ -210,14 +225,18 @@ public:
     void set_all_links(const LinkConfig& config) noexcept;
     /** Sets `up` of one directed link. */
     void set_link_up(std::uint32_t from, std::uint32_t to, std::uint32_t plane, bool up) noexcept;
-    /** Sets `up` of both directions of every link of port (@p endpoint, @p plane): pulling its cable. */
+    /**
+     * Sets `up` of both directions of every link of port (@p endpoint, @p plane): pulling its
+     * cable.
+     */
     void set_port_up(std::uint32_t endpoint, std::uint32_t plane, bool up) noexcept;
 
     /** Counters of one directed link. */
     [[nodiscard]] const LinkStats& link_stats(std::uint32_t from, std::uint32_t to,
                                               std::uint32_t plane) const noexcept;
     /** Counters of one port. */
-    [[nodiscard]] const PortStats& port_stats(std::uint32_t endpoint, std::uint32_t plane) const noexcept;
+    [[nodiscard]] const PortStats& port_stats(std::uint32_t endpoint,
+                                              std::uint32_t plane) const noexcept;
 
     /**
      * Earliest time in ns at which something in flight becomes receivable (a delivery time, or the
@@ -231,7 +250,7 @@ public:
 
     struct Impl;
 
-private:
+  private:
     std::unique_ptr<Impl> impl_;
 };
 

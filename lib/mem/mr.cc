@@ -36,8 +36,9 @@ void set_err(int* err, int value) noexcept {
 
 std::string_view to_string(MemCheck c) noexcept {
     switch (c) {
-#define DROCE_MEM_NAME(name) \
-    case MemCheck::name: return #name;
+#define DROCE_MEM_NAME(name)                                                                       \
+    case MemCheck::name:                                                                           \
+        return #name;
         DROCE_MEM_CHECKS(DROCE_MEM_NAME)
 #undef DROCE_MEM_NAME
     }
@@ -125,7 +126,8 @@ MemCheck MrTable::check(std::uint32_t key, const Pd* pd, std::uint64_t va, std::
     if (pd != mr->pd) return MemCheck::pd_mismatch;
     // [va, va+len) inside [iova, iova+length), written so that nothing can overflow:
     // va >= iova, len <= length, and the offset leaves room for len.
-    if (va < mr->iova || len > mr->length || va - mr->iova > mr->length - len) return MemCheck::out_of_range;
+    if (va < mr->iova || len > mr->length || va - mr->iova > mr->length - len)
+        return MemCheck::out_of_range;
     if ((access_needed & ~mr->access) != 0) return MemCheck::access_denied;
     if (host != nullptr) *host = mr->host + (va - mr->iova);
     return MemCheck::ok;

@@ -33,10 +33,11 @@ struct Received {
 };
 
 class FabricTest : public ::testing::Test {
-protected:
+  protected:
     Clock clock = Clock::virtual_clock();
 
-    static FabricConfig config(std::uint32_t endpoints = 2, std::uint32_t planes = 1, std::uint64_t seed = 7) {
+    static FabricConfig config(std::uint32_t endpoints = 2, std::uint32_t planes = 1,
+                               std::uint64_t seed = 7) {
         FabricConfig c;
         c.endpoints = endpoints;
         c.planes = planes;
@@ -50,8 +51,9 @@ protected:
      * Builds a RoCEv2 SEND ONLY frame from (from, plane) to @p dst_mac into a buffer of that port,
      * with @p seq in the first payload bytes; total frame length is about payload + 58 (IPv4).
      */
-    static PktBuf* make_frame(Fabric& f, std::uint32_t from, std::uint32_t plane, const wire::MacAddr& dst_mac,
-                              std::uint32_t seq, std::size_t payload_len = 64, std::uint8_t tos = 0,
+    static PktBuf* make_frame(Fabric& f, std::uint32_t from, std::uint32_t plane,
+                              const wire::MacAddr& dst_mac, std::uint32_t seq,
+                              std::size_t payload_len = 64, std::uint8_t tos = 0,
                               bool ipv6 = false) {
         PktBuf* b = nullptr;
         if (f.port(from, plane).alloc_bulk(&b, 1) != 1) return nullptr;
@@ -78,10 +80,13 @@ protected:
         return b;
     }
 
-    /** A frame of exactly @p total bytes (IPv4): built with the largest payload that fits, then
-     *  zero-padded at the end (bytes past the IP length are Ethernet padding to the parser). */
-    static PktBuf* make_sized(Fabric& f, std::uint32_t from, std::uint32_t plane, const wire::MacAddr& dst,
-                              std::uint32_t seq, std::uint32_t total, std::uint8_t tos = 0) {
+    /**
+     * A frame of exactly @p total bytes (IPv4): built with the largest payload that fits, then
+     * zero-padded at the end (bytes past the IP length are Ethernet padding to the parser).
+     */
+    static PktBuf* make_sized(Fabric& f, std::uint32_t from, std::uint32_t plane,
+                              const wire::MacAddr& dst, std::uint32_t seq, std::uint32_t total,
+                              std::uint8_t tos = 0) {
         PktBuf* b = make_frame(f, from, plane, dst, seq, (total - 58) & ~3u, tos);
         if (b == nullptr) return nullptr;
         EXPECT_LE(b->len, total);
@@ -99,7 +104,9 @@ protected:
         wire::ParsedFrame pf;
         wire::ParseOptions opts;
         opts.verify_icrc = false;
-        if (wire::parse_frame(b.frame(), pf, opts) != wire::RejectReason::ok || pf.payload.size() < 4) return ~0u;
+        if (wire::parse_frame(b.frame(), pf, opts) != wire::RejectReason::ok ||
+            pf.payload.size() < 4)
+            return ~0u;
         std::uint32_t s = 0;
         std::memcpy(&s, pf.payload.data(), sizeof(s));
         return s;
@@ -110,10 +117,12 @@ protected:
         std::vector<Received> out;
         std::array<PktBuf*, 32> bufs{};
         for (;;) {
-            const std::uint16_t n = f.port(e, p).rx_burst(bufs.data(), static_cast<std::uint16_t>(bufs.size()));
+            const std::uint16_t n =
+                f.port(e, p).rx_burst(bufs.data(), static_cast<std::uint16_t>(bufs.size()));
             for (std::uint16_t i = 0; i < n; ++i) {
                 const PktBuf& b = *bufs[i];
-                out.push_back({seq_of(b), std::vector<std::uint8_t>(b.data, b.data + b.len), b.ecn_ce, b.port});
+                out.push_back({seq_of(b), std::vector<std::uint8_t>(b.data, b.data + b.len),
+                               b.ecn_ce, b.port});
             }
             f.port(e, p).free_bulk(bufs.data(), n);
             if (n == 0) break;
@@ -121,7 +130,8 @@ protected:
         return out;
     }
 
-    /** Advances the virtual clock event by event until nothing is in flight, receiving on (e, p). */
+    /** Advances the virtual clock event by event until nothing is in flight, receiving on (e, p).
+     */
     std::vector<Received> drain_all(Fabric& f, std::uint32_t e, std::uint32_t p) {
         std::vector<Received> out = drain(f, e, p);
         while (f.in_flight() > 0) {
@@ -246,7 +256,8 @@ TEST_F(FabricTest, LossRateAndSameSeedSameSequence) {
         for (std::uint32_t i = 0; i < 10000; ++i) {
             send(f, 0, 0, make_frame(f, 0, 0, Fabric::mac(1, 0), i));
             if (i % 64 == 63 || i == 9999)
-                for (const Received& r : drain(f, 1, 0)) seqs.push_back(r.seq);
+                for (const Received& r : drain(f, 1, 0))
+                    seqs.push_back(r.seq);
         }
         const LinkStats& s = f.link_stats(0, 1, 0);
         EXPECT_EQ(s[LC::tx_frames], 10000u);
@@ -285,14 +296,17 @@ TEST_F(FabricTest, ReorderStaysWithinTheBound) {
 
     ASSERT_EQ(got.size(), kFrames);
     std::vector<std::uint32_t> seqs;
-    for (const auto& r : got) seqs.push_back(r.seq);
+    for (const auto& r : got)
+        seqs.push_back(r.seq);
     std::vector<std::uint32_t> sorted = seqs;
     std::sort(sorted.begin(), sorted.end());
-    for (std::uint32_t i = 0; i < kFrames; ++i) ASSERT_EQ(sorted[i], i); // each exactly once
+    for (std::uint32_t i = 0; i < kFrames; ++i)
+        ASSERT_EQ(sorted[i], i); // each exactly once
     std::uint32_t max_overtaken = 0, out_of_order = 0;
     for (std::size_t i = 0; i < seqs.size(); ++i) {
         std::uint32_t overtaken = 0;
-        for (std::size_t j = 0; j < i; ++j) overtaken += seqs[j] > seqs[i] ? 1u : 0u;
+        for (std::size_t j = 0; j < i; ++j)
+            overtaken += seqs[j] > seqs[i] ? 1u : 0u;
         max_overtaken = std::max(max_overtaken, overtaken);
         out_of_order += overtaken > 0 ? 1u : 0u;
     }
@@ -324,7 +338,8 @@ TEST_F(FabricTest, Duplication) {
     LinkConfig lc;
     lc.duplicate = 1.0;
     f.set_link_config(0, 1, 0, lc);
-    for (std::uint32_t i = 0; i < 10; ++i) send(f, 0, 0, make_frame(f, 0, 0, Fabric::mac(1, 0), i));
+    for (std::uint32_t i = 0; i < 10; ++i)
+        send(f, 0, 0, make_frame(f, 0, 0, Fabric::mac(1, 0), i));
     auto got = drain(f, 1, 0);
     ASSERT_EQ(got.size(), 20u);
     for (std::uint32_t i = 0; i < 10; ++i) {
@@ -373,7 +388,8 @@ TEST_F(FabricTest, CorruptionFlipsExactlyOneBitAfterTheEthernetHeader) {
             bits += static_cast<unsigned>(__builtin_popcount(diff));
         }
         EXPECT_EQ(bits, 1u) << "frame " << i;
-        EXPECT_FALSE(parses_ok(got[0].bytes)) << "frame " << i << " corrupted at " << offsets.back();
+        EXPECT_FALSE(parses_ok(got[0].bytes))
+            << "frame " << i << " corrupted at " << offsets.back();
     }
     EXPECT_EQ(f.link_stats(0, 1, 0)[LC::corrupted], 400u);
     // The flips spread over the frame, headers and payload alike.
@@ -387,7 +403,8 @@ TEST_F(FabricTest, LinkDownDropsAndLinkUpReportsIt) {
     EXPECT_FALSE(f.port(0, 1).link_up());
     EXPECT_TRUE(f.port(1, 1).link_up()); // the other direction is still up
     EXPECT_TRUE(f.port(0, 0).link_up()); // other planes too
-    for (std::uint32_t i = 0; i < 5; ++i) send(f, 0, 1, make_frame(f, 0, 1, Fabric::mac(1, 1), i));
+    for (std::uint32_t i = 0; i < 5; ++i)
+        send(f, 0, 1, make_frame(f, 0, 1, Fabric::mac(1, 1), i));
     EXPECT_TRUE(drain(f, 1, 1).empty());
     EXPECT_EQ(f.link_stats(0, 1, 1)[LC::dropped_down], 5u);
     EXPECT_EQ(f.pool_free(), 256u);
@@ -434,7 +451,8 @@ TEST_F(FabricTest, BandwidthAndDelayTiming) {
     auto got = drain(f, 1, 0);
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0].seq, 1u);
-    EXPECT_EQ(f.next_event_ns(), t0 + 160 + 1000); // the second waited for the first's serialisation
+    EXPECT_EQ(f.next_event_ns(),
+              t0 + 160 + 1000); // the second waited for the first's serialisation
     clock.set(t0 + 1159);
     EXPECT_TRUE(drain(f, 1, 0).empty());
     clock.set(t0 + 1160);
@@ -461,18 +479,22 @@ TEST_F(FabricTest, QueueTailDrop) {
     lc.bandwidth_gbps = 10.0; // 1000 bytes = 800 ns
     lc.queue_bytes = 10'000;
     f.set_link_config(0, 1, 0, lc);
-    for (std::uint32_t i = 0; i < 15; ++i) send(f, 0, 0, make_sized(f, 0, 0, Fabric::mac(1, 0), i, 1000));
+    for (std::uint32_t i = 0; i < 15; ++i)
+        send(f, 0, 0, make_sized(f, 0, 0, Fabric::mac(1, 0), i, 1000));
     const LinkStats& s = f.link_stats(0, 1, 0);
     EXPECT_EQ(s[LC::dropped_queue_full], 5u);
     EXPECT_EQ(f.in_flight(), 10u);
     // Half the queue drains; five more fit, the sixth does not.
     clock.advance(5 * 800);
-    for (std::uint32_t i = 15; i < 21; ++i) send(f, 0, 0, make_sized(f, 0, 0, Fabric::mac(1, 0), i, 1000));
+    for (std::uint32_t i = 15; i < 21; ++i)
+        send(f, 0, 0, make_sized(f, 0, 0, Fabric::mac(1, 0), i, 1000));
     EXPECT_EQ(s[LC::dropped_queue_full], 6u);
     auto got = drain_all(f, 1, 0);
     ASSERT_EQ(got.size(), 15u);
-    for (std::uint32_t i = 0; i < 10; ++i) EXPECT_EQ(got[i].seq, i);
-    for (std::uint32_t i = 10; i < 15; ++i) EXPECT_EQ(got[i].seq, i + 5);
+    for (std::uint32_t i = 0; i < 10; ++i)
+        EXPECT_EQ(got[i].seq, i);
+    for (std::uint32_t i = 10; i < 15; ++i)
+        EXPECT_EQ(got[i].seq, i + 5);
     EXPECT_EQ(f.pool_free(), 256u);
 }
 
@@ -480,7 +502,8 @@ TEST_F(FabricTest, LinkRingFullIsTailDrop) {
     FabricConfig c = config();
     c.link_slots = 8;
     Fabric f(&clock, c);
-    for (std::uint32_t i = 0; i < 12; ++i) send(f, 0, 0, make_frame(f, 0, 0, Fabric::mac(1, 0), i));
+    for (std::uint32_t i = 0; i < 12; ++i)
+        send(f, 0, 0, make_frame(f, 0, 0, Fabric::mac(1, 0), i));
     EXPECT_EQ(f.link_stats(0, 1, 0)[LC::dropped_queue_full], 4u);
     EXPECT_EQ(drain(f, 1, 0).size(), 8u);
 }
@@ -488,7 +511,8 @@ TEST_F(FabricTest, LinkRingFullIsTailDrop) {
 TEST_F(FabricTest, RedMarking) {
     Fabric f(&clock, config(2, 1, 3));
     LinkConfig lc;
-    lc.bandwidth_gbps = 10.0; // 1000 bytes = 800 ns, so frame k of a burst finds k × 1000 bytes queued
+    lc.bandwidth_gbps =
+        10.0; // 1000 bytes = 800 ns, so frame k of a burst finds k × 1000 bytes queued
     lc.ecn = true;
     lc.kmin_bytes = 10'000;
     lc.kmax_bytes = 30'000;
@@ -515,13 +539,15 @@ TEST_F(FabricTest, RedMarking) {
             }
             if (ce) {
                 EXPECT_EQ(r.bytes[15] >> 2, 0u); // DSCP untouched
-                EXPECT_EQ(wire::ipv4_header_checksum(r.bytes.data() + 14, 20), 0u); // checksum still valid
+                EXPECT_EQ(wire::ipv4_header_checksum(r.bytes.data() + 14, 20),
+                          0u);                   // checksum still valid
                 EXPECT_TRUE(parses_ok(r.bytes)); // the ICRC masks the ECN bits
             }
         }
         clock.advance(100'000);
     }
-    // Between Kmin and Kmax: p = Pmax × (q − Kmin)/(Kmax − Kmin) for q = 10000..29000 → 1.9 marks per burst.
+    // Between Kmin and Kmax: p = Pmax × (q − Kmin)/(Kmax − Kmin) for q = 10000..29000 → 1.9 marks
+    // per burst.
     const double expected = 1.9 * kRounds;
     EXPECT_NEAR(static_cast<double>(middle_marks), expected, expected * 0.15);
     EXPECT_EQ(f.link_stats(0, 1, 0)[LC::ecn_marked], middle_marks + 10u * kRounds);
@@ -581,7 +607,8 @@ TEST_F(FabricTest, PoolExhaustionReturnsFewerAndRecovers) {
     for (std::uint32_t i = 0; i < 8; ++i) {
         EXPECT_EQ(bufs[i]->capacity, 2048u);
         EXPECT_EQ(bufs[i]->len, 0u);
-        for (std::uint32_t j = 0; j < i; ++j) EXPECT_NE(bufs[i]->data, bufs[j]->data);
+        for (std::uint32_t j = 0; j < i; ++j)
+            EXPECT_NE(bufs[i]->data, bufs[j]->data);
     }
     f.port(0, 0).free_bulk(bufs.data(), 3);
     EXPECT_EQ(f.pool_free(), 3u);
@@ -598,7 +625,8 @@ TEST_F(FabricTest, PoolExhaustionReturnsFewerAndRecovers) {
     lc.delay_ns = 100;
     lc.duplicate = 1.0;
     f.set_link_config(0, 1, 0, lc);
-    for (std::uint32_t i = 0; i < 4; ++i) send(f, 0, 0, make_frame(f, 0, 0, Fabric::mac(1, 0), i));
+    for (std::uint32_t i = 0; i < 4; ++i)
+        send(f, 0, 0, make_frame(f, 0, 0, Fabric::mac(1, 0), i));
     EXPECT_EQ(f.pool_free(), 0u); // 4 originals + 4 duplicates
     PktBuf* none = nullptr;
     EXPECT_EQ(f.port(0, 0).alloc_bulk(&none, 1), 0); // nothing left to send with
@@ -642,12 +670,14 @@ TEST_F(FabricTest, EverythingAtOnceIsDeterministic) {
         for (std::uint32_t i = 0; i < 3000; ++i) {
             // Bursts of 20 frames on one link at a time, faster than 25 Gb/s drains them.
             const std::uint32_t from = (i / 20) % 3, to = (i / 60) % 3, plane = (i / 180) % 2;
-            send(f, from, plane, make_frame(f, from, plane, Fabric::mac(to, plane), i, 200 + i % 700, 0x02));
+            send(f, from, plane,
+                 make_frame(f, from, plane, Fabric::mac(to, plane), i, 200 + i % 700, 0x02));
             clk.advance(10);
             for (std::uint32_t e = 0; e < 3; ++e)
                 for (std::uint32_t p = 0; p < 2; ++p) {
                     const std::uint16_t n = f.port(e, p).rx_burst(bufs.data(), 32);
-                    for (std::uint16_t k = 0; k < n; ++k) out.emplace_back(bufs[k]->data, bufs[k]->data + bufs[k]->len);
+                    for (std::uint16_t k = 0; k < n; ++k)
+                        out.emplace_back(bufs[k]->data, bufs[k]->data + bufs[k]->len);
                     f.port(e, p).free_bulk(bufs.data(), n);
                 }
         }

@@ -24,7 +24,7 @@ constexpr std::uint32_t kRr = rc::kAccessRemoteRead;
 constexpr std::uint32_t kRa = rc::kAccessRemoteAtomic;
 
 class MrTableTest : public ::testing::Test {
-protected:
+  protected:
     MrTable table{8};
     Pd pd{1};
     Pd other_pd{2};
@@ -88,8 +88,10 @@ TEST_F(MrTableTest, InvalidKey) {
     std::uint8_t* host = nullptr;
     EXPECT_EQ(table.check(0, &pd, kIova, 1, 0, &host), MemCheck::invalid_key);
     EXPECT_EQ(table.find(0), nullptr);
-    EXPECT_EQ(table.check(mr->lkey ^ 0x1u, &pd, kIova, 1, 0, &host), MemCheck::invalid_key); // wrong tag
-    EXPECT_EQ(table.check(mr->lkey + (1u << 8), &pd, kIova, 1, 0, &host), MemCheck::invalid_key); // unused index
+    EXPECT_EQ(table.check(mr->lkey ^ 0x1u, &pd, kIova, 1, 0, &host),
+              MemCheck::invalid_key); // wrong tag
+    EXPECT_EQ(table.check(mr->lkey + (1u << 8), &pd, kIova, 1, 0, &host),
+              MemCheck::invalid_key); // unused index
     EXPECT_EQ(table.check(0xffffff00u | (mr->lkey & 0xffu), &pd, kIova, 1, 0, &host),
               MemCheck::invalid_key); // index beyond capacity
     EXPECT_EQ(host, nullptr);
@@ -144,7 +146,8 @@ TEST_F(MrTableTest, ChecksRunInOrderKeyPdRangeAccess) {
     Mr* mr = reg(0);
     std::uint8_t* host = nullptr;
     // Wrong PD, out of range and missing access at once: the PD is reported.
-    EXPECT_EQ(table.check(mr->lkey, &other_pd, kIova + (1u << 20), 8, kRw, &host), MemCheck::pd_mismatch);
+    EXPECT_EQ(table.check(mr->lkey, &other_pd, kIova + (1u << 20), 8, kRw, &host),
+              MemCheck::pd_mismatch);
     // Out of range and missing access: the range is reported.
     EXPECT_EQ(table.check(mr->lkey, &pd, kIova - 8, 8, kRw, &host), MemCheck::out_of_range);
 }
@@ -185,14 +188,16 @@ TEST_F(MrTableTest, DeregisterRules) {
 
 TEST_F(MrTableTest, TableFullIsEnomemAndRecovers) {
     std::vector<Mr*> mrs;
-    for (int i = 0; i < 8; ++i) mrs.push_back(reg(kLw));
+    for (int i = 0; i < 8; ++i)
+        mrs.push_back(reg(kLw));
     int err = 0;
     EXPECT_EQ(table.register_mr(&pd, buf.data(), buf.size(), kIova, kLw, &err), nullptr);
     EXPECT_EQ(err, ENOMEM);
     // Keys are all different and all valid.
     for (std::size_t i = 0; i < mrs.size(); ++i) {
         EXPECT_EQ(table.find(mrs[i]->lkey), mrs[i]);
-        for (std::size_t j = i + 1; j < mrs.size(); ++j) EXPECT_NE(mrs[i]->lkey, mrs[j]->lkey);
+        for (std::size_t j = i + 1; j < mrs.size(); ++j)
+            EXPECT_NE(mrs[i]->lkey, mrs[j]->lkey);
     }
     ASSERT_EQ(table.deregister(mrs[3]), 0);
     Mr* again = table.register_mr(&pd, buf.data(), buf.size(), kIova, kLw, &err);
@@ -218,7 +223,8 @@ TEST_F(MrTableTest, BadArgumentsAreEinval) {
     EXPECT_EQ(table.register_mr(&pd, nullptr, 16, kIova, kLw, &err), nullptr);
     EXPECT_EQ(err, EINVAL);
     err = 0;
-    EXPECT_EQ(table.register_mr(&pd, buf.data(), 16, std::numeric_limits<std::uint64_t>::max() - 8, kLw, &err),
+    EXPECT_EQ(table.register_mr(&pd, buf.data(), 16, std::numeric_limits<std::uint64_t>::max() - 8,
+                                kLw, &err),
               nullptr);
     EXPECT_EQ(err, EINVAL);
     // A zero-length region at a null address is allowed (zero-length SGEs name it).
