@@ -300,6 +300,10 @@ struct Fabric::Impl {
     }
 
     // ---- time ----
+    /**
+     * Picoseconds since the fabric was built: serialisation times are kept in ps so that small
+     * frames on fast links do not round to whole ns. 2^64 ps is 213 days of fabric lifetime.
+     */
     std::uint64_t rel_ps(std::uint64_t now_ns) const noexcept {
         return now_ns > t0_ns ? (now_ns - t0_ns) * 1000u : 0;
     }
@@ -604,6 +608,19 @@ const FabricConfig& validated(Clock* clock, const FabricConfig& c) {
 
 Fabric::Fabric(Clock* clock, const FabricConfig& config)
     : impl_(std::make_unique<Impl>(clock, validated(clock, config))) {}
+
+namespace {
+FabricConfig shorthand(std::uint64_t seed, std::uint32_t endpoints, std::uint32_t planes) {
+    FabricConfig c;
+    c.seed = seed;
+    c.endpoints = endpoints;
+    c.planes = planes;
+    return c;
+}
+} // namespace
+
+Fabric::Fabric(Clock* clock, std::uint64_t seed, std::uint32_t endpoints, std::uint32_t planes)
+    : Fabric(clock, shorthand(seed, endpoints, planes)) {}
 
 Fabric::~Fabric() = default;
 

@@ -33,6 +33,19 @@
  * the copy is not made (LinkCounter::dropped_no_buffer). Every buffer must be freed before the
  * Fabric is destroyed; the memory goes away with it.
  *
+ * Port functions, beyond engine/port.h:
+ *  - alloc_bulk(bufs, n): up to n buffers with len 0, capacity buffer_capacity; fewer (possibly 0)
+ *    when the pool runs dry (PortCounter::alloc_failed counts the shortfall).
+ *  - tx_burst(bufs, n): always returns n, i.e. takes every buffer. A frame that cannot travel (no
+ *    route, link down, lost, queue full, invalid) is dropped, counted and its buffer returned to
+ *    the pool; it is never handed back to the caller. Buffers not from this fabric's pool are
+ *    counted (tx_invalid) and left alone.
+ *  - rx_burst(bufs, n): up to n frames receivable now, merged over the incoming links by delivery
+ *    time; PktBuf::port is set to the plane, PktBuf::ecn_ce tells whether the IP ECN field is CE.
+ *  - free_bulk(bufs, n): back to the pool; foreign or already free buffers are counted and ignored.
+ *  - max_frame(): buffer_capacity. link_up(): true while at least one link from this port to
+ *    another endpoint is up (see set_link_up/set_port_up).
+ *
  * Thread rules. Not thread safe: one thread (the test, or the one engine thread that drives all
  * endpoints) makes every call on the fabric and on all of its ports. No port function allocates,
  * locks, blocks or throws.
@@ -193,6 +206,8 @@ class Fabric {
      *         std::bad_alloc when memory runs out.
      */
     Fabric(Clock* clock, const FabricConfig& config);
+    /** Shorthand: FabricConfig defaults with @p seed, @p endpoints (2..255), @p planes (1..4). */
+    Fabric(Clock* clock, std::uint64_t seed, std::uint32_t endpoints, std::uint32_t planes);
     /** Releases all memory. Buffers still held by callers become invalid. */
     ~Fabric();
     Fabric(const Fabric&) = delete;
@@ -248,6 +263,7 @@ class Fabric {
     /** Buffers free in the pool. */
     [[nodiscard]] std::uint32_t pool_free() const noexcept;
 
+    /** Implementation detail (the ports in fabric.cc reach it); not part of the API. */
     struct Impl;
 
   private:

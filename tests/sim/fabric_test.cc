@@ -702,6 +702,29 @@ TEST_F(FabricTest, CounterNames) {
     EXPECT_EQ(to_string(PortCounter::tx_no_route), "tx_no_route");
 }
 
+TEST_F(FabricTest, ShorthandConstructor) {
+    Fabric f(&clock, 5, 3, 4);
+    EXPECT_EQ(f.endpoints(), 3u);
+    EXPECT_EQ(f.planes(), 4u);
+    EXPECT_EQ(f.pool_free(), FabricConfig{}.pool_buffers);
+    EXPECT_EQ(f.port(2, 3).max_frame(), FabricConfig{}.buffer_capacity);
+}
+
+TEST_F(FabricTest, SmallFramesOnFastLinksKeepSubNanosecondTiming) {
+    Fabric f(&clock, config());
+    LinkConfig lc;
+    lc.bandwidth_gbps = 400.0; // 100 bytes = 2 ns exactly, 105 bytes = 2.1 ns
+    f.set_link_config(0, 1, 0, lc);
+    const std::uint64_t t0 = clock.now_ns();
+    for (std::uint32_t i = 0; i < 10; ++i)
+        send(f, 0, 0, make_sized(f, 0, 0, Fabric::mac(1, 0), i, 105));
+    // Ten frames of 2.1 ns end at 21 ns; rounding each up to 3 ns would give 30.
+    clock.set(t0 + 20);
+    EXPECT_EQ(drain(f, 1, 0).size(), 9u);
+    clock.set(t0 + 21);
+    EXPECT_EQ(drain(f, 1, 0).size(), 1u);
+}
+
 TEST_F(FabricTest, BadConfigThrows) {
     FabricConfig c = config();
     EXPECT_THROW(Fabric(nullptr, c), std::invalid_argument);
