@@ -166,10 +166,13 @@ struct Entry {
 struct Link {
     LinkConfig cfg;
     LinkStats stats;
-    Entry* ring = nullptr;             ///< link_slots entries in Impl::entries
-    std::uint64_t head = 0;            ///< first entry not yet gone
-    std::uint64_t tail = 0;            ///< next entry to fill
-    std::uint64_t busy_until_ps = 0;   ///< end of serialisation of the last frame, ps since t0
+    Entry* ring = nullptr;  ///< link_slots entries in Impl::entries
+    std::uint64_t head = 0; ///< first entry not yet gone
+    std::uint64_t tail = 0; ///< next entry to fill
+    /** End of serialisation of the last frame, ps since t0: own_busy_ps, or the destination
+     *  port's when FabricConfig::shared_egress is set. */
+    std::uint64_t* busy_until_ps = nullptr;
+    std::uint64_t own_busy_ps = 0;
     std::uint64_t last_deliver_ns = 0; ///< delivery time of the last frame: FIFO floor
 };
 
@@ -215,6 +218,7 @@ struct Fabric::Impl {
     std::vector<Link> links;    ///< index (plane * E + from) * E + to
     std::vector<SimPort> ports; ///< index endpoint * P + plane
     std::vector<PortStats> port_stats;
+    std::vector<std::uint64_t> egress_busy_ps; ///< per destination port, for shared_egress
 
     Impl(Clock* c, const FabricConfig& cfg)
         : clock(c), n_endpoints(cfg.endpoints), n_planes(cfg.planes), capacity(cfg.buffer_capacity),
@@ -232,9 +236,15 @@ struct Fabric::Impl {
         const std::size_t n_links = static_cast<std::size_t>(n_planes) * n_endpoints * n_endpoints;
         entries.resize(n_links * slots);
         links.resize(n_links);
+        egress_busy_ps.resize(static_cast<std::size_t>(n_endpoints) * n_planes);
         for (std::size_t i = 0; i < n_links; ++i) {
-            links[i].cfg = cfg.link;
-            links[i].ring = entries.data() + i * slots;
+            Link& l = links[i];
+            l.cfg = cfg.link;
+            l.ring = entries.data() + i * slots;
+            const std::size_t to = i % n_endpoints;
+            const std::size_t plane = i / (static_cast<std::size_t>(n_endpoints) * n_endpoints);
+            l.busy_until_ps =
+                cfg.shared_egress ? &egress_busy_ps[to * n_planes + plane] : &l.own_busy_ps;
         }
         ports.reserve(static_cast<std::size_t>(n_endpoints) * n_planes);
         for (std::uint32_t e = 0; e < n_endpoints; ++e)
@@ -326,9 +336,9 @@ struct Fabric::Impl {
 
     /** Bytes queued on @p l and not yet serialised at time @p now_ps. */
     static std::uint64_t backlog_bytes(const Link& l, std::uint64_t now_ps) noexcept {
-        if (!(l.cfg.bandwidth_gbps > 0.0) || l.busy_until_ps <= now_ps) return 0;
+        if (!(l.cfg.bandwidth_gbps > 0.0) || *l.busy_until_ps <= now_ps) return 0;
         // ps × Gb/s = 10^-3 bits; / 8000 gives bytes.
-        return static_cast<std::uint64_t>(static_cast<double>(l.busy_until_ps - now_ps) *
+        return static_cast<std::uint64_t>(static_cast<double>(*l.busy_until_ps - now_ps) *
                                           l.cfg.bandwidth_gbps / 8000.0);
     }
 
@@ -388,11 +398,11 @@ struct Fabric::Impl {
         }
 
         // Serialise after whatever is queued, then propagate.
-        std::uint64_t finish_ps = std::max(now_ps, l.busy_until_ps);
+        std::uint64_t finish_ps = std::max(now_ps, *l.busy_until_ps);
         if (c.bandwidth_gbps > 0.0)
             finish_ps += static_cast<std::uint64_t>(
                 std::llround(static_cast<double>(b->len) * 8000.0 / c.bandwidth_gbps));
-        l.busy_until_ps = finish_ps;
+        *l.busy_until_ps = finish_ps;
         std::uint64_t deliver = t0_ns + (finish_ps + 999u) / 1000u + c.delay_ns;
         deliver = std::max({deliver, now_ns, l.last_deliver_ns}); // FIFO even if delay shrank
         l.last_deliver_ns = deliver;

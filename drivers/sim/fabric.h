@@ -7,10 +7,11 @@
  * Topology. E endpoints, P planes (1..4). Endpoint e has one port per plane, each a PortDriver
  * (engine/port.h) with MAC 02:00:00:00:<e>:<p>. On every plane each ordered pair of endpoints
  * (from, to) — and each endpoint with itself, for loopback — is joined by one directed link; so the
- * plane is a full mesh of point-to-point links. A frame sent on port (e, p) goes to the endpoint
- * whose port on plane p owns the destination MAC (its own MAC: back to itself); a broadcast or
- * multicast destination (group bit set) is copied to every other endpoint on that plane; any other
- * destination is dropped (PortCounter::tx_no_route).
+ * plane is a full mesh of point-to-point links (or, with FabricConfig::shared_egress, a switch
+ * whose egress queue toward each port is shared by all senders). A frame sent on port (e, p) goes
+ * to the endpoint whose port on plane p owns the destination MAC (its own MAC: back to itself); a
+ * broadcast or multicast destination (group bit set) is copied to every other endpoint on that
+ * plane; any other destination is dropped (PortCounter::tx_no_route).
  *
  * Links. Each directed link has a LinkConfig (loss, reorder, duplication, corruption, up/down,
  * bandwidth, propagation delay, a finite egress queue with tail drop, RED/ECN marking) that can be
@@ -193,6 +194,13 @@ struct FabricConfig {
      * tail-dropped as dropped_queue_full.
      */
     std::uint32_t link_slots = 1024;
+    /**
+     * False (default): every directed link has its own egress queue. True: the links into one port
+     * (to, plane) share one queue, as the egress of a switch toward that port does, so that two
+     * senders into one receiver congest it (incast). Each frame still uses the bandwidth, queue
+     * limit and RED settings of the link it came by; give the links into a port equal settings.
+     */
+    bool shared_egress = false;
     /** Initial configuration of every link. */
     LinkConfig link{};
 };

@@ -702,6 +702,37 @@ TEST_F(FabricTest, CounterNames) {
     EXPECT_EQ(to_string(PortCounter::tx_no_route), "tx_no_route");
 }
 
+TEST_F(FabricTest, SharedEgressMakesIncastCongest) {
+    // Endpoints 0 and 2 each send 10 frames of 1000 bytes at once to endpoint 1 over 10 Gb/s
+    // links (800 ns a frame); RED marks from 15000 bytes of backlog.
+    auto run = [&](bool shared, std::uint64_t& last_ns, std::uint64_t& marked) {
+        FabricConfig c = config(3, 1);
+        c.shared_egress = shared;
+        c.link.bandwidth_gbps = 10.0;
+        c.link.ecn = true;
+        c.link.kmin_bytes = 15'000;
+        c.link.kmax_bytes = 15'000;
+        Fabric f(&clock, c);
+        const std::uint64_t t0 = clock.now_ns();
+        for (std::uint32_t i = 0; i < 10; ++i) {
+            send(f, 0, 0, make_sized(f, 0, 0, Fabric::mac(1, 0), i, 1000, 0x02));
+            send(f, 2, 0, make_sized(f, 2, 0, Fabric::mac(1, 0), 100 + i, 1000, 0x02));
+        }
+        auto got = drain_all(f, 1, 0);
+        EXPECT_EQ(got.size(), 20u);
+        last_ns = clock.now_ns() - t0;
+        marked = f.link_stats(0, 1, 0)[LC::ecn_marked] + f.link_stats(2, 1, 0)[LC::ecn_marked];
+        clock.advance(1'000'000);
+    };
+    std::uint64_t separate_ns = 0, separate_marked = 0, shared_ns = 0, shared_marked = 0;
+    run(false, separate_ns, separate_marked);
+    run(true, shared_ns, shared_marked);
+    EXPECT_EQ(separate_ns, 10u * 800u); // two queues drain in parallel
+    EXPECT_EQ(separate_marked, 0u);     // neither exceeds 9000 bytes
+    EXPECT_EQ(shared_ns, 20u * 800u);   // one queue drains them all
+    EXPECT_EQ(shared_marked, 5u);       // frames 16..20 find >= 15000 bytes queued
+}
+
 TEST_F(FabricTest, ShorthandConstructor) {
     Fabric f(&clock, 5, 3, 4);
     EXPECT_EQ(f.endpoints(), 3u);
