@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "eal.h"
+
+#include <atomic>
+#include <cctype>
+#include <cstring>
+
+#include <rte_bus.h>
+#include <rte_dev.h>
+#include <rte_devargs.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_ring.h>
+
+namespace droce::dpdk {
+namespace {
+
+std::atomic<bool> g_eal_up{false};
+
+constexpr std::string_view kRingPairPrefix = "droce_ringpair";
+constexpr std::size_t kRingPairNameMax = 12; // "net_ring_rp_" + name + "_a" fits RTE_RING_NAMESIZE
+
+std::string errno_text(int e) { return std::string(rte_strerror(e)) + " (errno " + std::to_string(e) + ")"; }
+
+bool valid_pair_name(const std::string& name) {
+    if (name.empty() || name.size() > kRingPairNameMax) return false;
+    for (const char c : name)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+    return true;
+}
+
+rte_ring* find_or_create_ring(const std::string& ring_name, unsigned size, std::string* err) {
+    if (rte_ring* r = rte_ring_lookup(ring_name.c_str())) return r;
+    // One producer (the transmitting port's engine thread), one consumer (the receiving one's).
+    rte_ring* r = rte_ring_create(ring_name.c_str(), size, static_cast<int>(rte_socket_id()),
+                                  RING_F_SP_ENQ | RING_F_SC_DEQ);
+    if (!r) *err = "rte_ring_create(" + ring_name + ") failed: " + errno_text(rte_errno);
+    return r;
+}
+
+/** Parses `droce_ringpair,name=N,end=a|b[,size=S]`. */
+std::string probe_ring_pair(const std::string& devargs, std::uint16_t* port_id) {
+    std::string name;
+    char end = 0;
+    unsigned size = 1024;
+    std::size_t pos = kRingPairPrefix.size();
+    while (pos < devargs.size()) {
+        if (devargs[pos] != ',') return "devargs \"" + devargs + "\": expected ',' after " + std::string(kRingPairPrefix);
+        const std::size_t next = devargs.find(',', pos + 1);
+        const std::string kv = devargs.substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
+        pos = next == std::string::npos ? devargs.size() : next;
+        const std::size_t eq = kv.find('=');
+        if (eq == std::string::npos) return "devargs \"" + devargs + "\": \"" + kv + "\" is not key=value";
+        const std::string key = kv.substr(0, eq);
+        const std::string val = kv.substr(eq + 1);
+        if (key == "name") {
+            name = val;
+        } else if (key == "end") {
+            if (val != "a" && val != "b") return "devargs \"" + devargs + "\": end must be a or b";
+            end = val[0];
+        } else if (key == "size") {
+            unsigned long v = 0;
+            if (val.empty() || val.size() > 6) return "devargs \"" + devargs + "\": bad size";
+            for (const char c : val) {
+                if (c < '0' || c > '9') return "devargs \"" + devargs + "\": bad size";
+                v = v * 10 + static_cast<unsigned>(c - '0');
+            }
+            size = static_cast<unsigned>(v);
+        } else {
+            return "devargs \"" + devargs + "\": unknown key \"" + key + "\" (name, end, size)";
+        }
+    }
+    if (name.empty() || end == 0) return "devargs \"" + devargs + "\": name= and end= are required";
+    return create_ring_pair_end(name, end, size, port_id);
+}
+
+} // namespace
+
+std::vector<std::string> split_args(const std::string& s) {
+    std::vector<std::string> out;
+    std::size_t i = 0;
+    while (i < s.size()) {
+        while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+        std::size_t j = i;
+        while (j < s.size() && !std::isspace(static_cast<unsigned char>(s[j]))) ++j;
+        if (j > i) out.push_back(s.substr(i, j - i));
+        i = j;
+    }
+    return out;
+}
+
+bool eal_initialized() noexcept { return g_eal_up.load(std::memory_order_acquire); }
+
+std::string eal_init(const std::vector<std::string>& args) {
+    if (eal_initialized()) return "EAL already initialised (once per process)";
+    // rte_eal_init keeps pointers into argv (e.g. for --file-prefix) and may reorder it: the strings
+    // live for the whole process.
+    static std::vector<std::string> storage;
+    static std::vector<char*> argv;
+    storage.clear();
+    storage.emplace_back("droce");
+    storage.insert(storage.end(), args.begin(), args.end());
+    argv.clear();
+    for (auto& a : storage) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int ret = rte_eal_init(static_cast<int>(storage.size()), argv.data());
+    if (ret < 0) {
+        const int e = rte_errno;
+        if (e == EALREADY) {
+            g_eal_up.store(true, std::memory_order_release);
+            return "EAL already initialised (once per process)";
+        }
+        return "rte_eal_init failed: " + errno_text(e);
+    }
+    g_eal_up.store(true, std::memory_order_release);
+    return {};
+}
+
+std::string create_ring_pair_end(const std::string& name, char end, unsigned ring_size, std::uint16_t* port_id) {
+    if (!eal_initialized()) return "EAL not initialised: call eal_init() first";
+    if (!valid_pair_name(name))
+        return "ring pair name \"" + name + "\" must be 1.." + std::to_string(kRingPairNameMax) + " of [A-Za-z0-9_]";
+    if (end != 'a' && end != 'b') return "ring pair end must be 'a' or 'b'";
+    if (ring_size < 2 || ring_size > 65536 || (ring_size & (ring_size - 1)) != 0)
+        return "ring pair size " + std::to_string(ring_size) + " is not a power of two in 2..65536";
+    const std::string eth_name = "rp_" + name + "_" + end;
+    std::uint16_t existing = 0;
+    if (rte_eth_dev_get_port_by_name(("net_ring_" + eth_name).c_str(), &existing) == 0)
+        return "ring pair end " + name + "/" + end + " already exists (port " + std::to_string(existing) + ")";
+    std::string err;
+    rte_ring* ab = find_or_create_ring("rp_" + name + "_ab", ring_size, &err);
+    if (!ab) return err;
+    rte_ring* ba = find_or_create_ring("rp_" + name + "_ba", ring_size, &err);
+    if (!ba) return err;
+    rte_ring* rx = end == 'a' ? ba : ab;
+    rte_ring* tx = end == 'a' ? ab : ba;
+    const int pid = rte_eth_from_rings(eth_name.c_str(), &rx, 1, &tx, 1, rte_socket_id());
+    if (pid < 0) return "rte_eth_from_rings(" + eth_name + ") failed: " + errno_text(rte_errno);
+    *port_id = static_cast<std::uint16_t>(pid);
+    return {};
+}
+
+std::string probe_port(const std::string& devargs, std::uint16_t* port_id) {
+    if (!eal_initialized()) return "EAL not initialised: call eal_init() first";
+    if (devargs.compare(0, kRingPairPrefix.size(), kRingPairPrefix) == 0) return probe_ring_pair(devargs, port_id);
+
+    rte_devargs da{};
+    const int pr = rte_devargs_parse(&da, devargs.c_str());
+    if (pr < 0) {
+        rte_devargs_reset(&da);
+        return "devargs \"" + devargs + "\": no bus or driver knows this device (" + errno_text(-pr) + ")";
+    }
+    const std::string name = da.name;
+    rte_devargs_reset(&da);
+
+    std::uint16_t pid = 0;
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &pid) != 0) {
+        const int r = rte_dev_probe(devargs.c_str());
+        if (r < 0 && r != -EEXIST) return "rte_dev_probe(\"" + devargs + "\") failed: " + errno_text(-r);
+        if (rte_eth_dev_get_port_by_name(name.c_str(), &pid) != 0) {
+            // A PCI function may name its ports differently from the device: match by device.
+            bool found = false;
+            for (std::uint16_t p = 0; p < RTE_MAX_ETHPORTS; ++p) {
+                if (!rte_eth_dev_is_valid_port(p)) continue;
+                rte_eth_dev_info info{};
+                if (rte_eth_dev_info_get(p, &info) == 0 && info.device && name == rte_dev_name(info.device)) {
+                    pid = p;
+                    found = true;
+                    break;
+                }
+            }
+            if (!found) return "devargs \"" + devargs + "\": device probed but it has no ethdev port";
+        }
+    }
+    *port_id = pid;
+    return {};
+}
+
+} // namespace droce::dpdk

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * DPDK environment bring-up for droce: initialising the EAL once per process and turning a devargs
+ * string from a droce config into an ethdev port id.
+ *
+ * How devices come to exist (a choice, written down once):
+ *  - A config's `devargs` string is probed at run time with rte_dev_probe() (hot-plug), after
+ *    eal_init(). Passing `--vdev=...` in the EAL arguments also works: probe_port() sees the port is
+ *    already there and returns it. Hot-plug keeps the EAL arguments of a config free of port details.
+ *  - One devargs form is droce's own, because no DPDK PMD offers it: `droce_ringpair,name=N,end=a|b`
+ *    [`,size=S`] makes one end of a point-to-point link between two ports in the same process, built
+ *    from two rte_rings with rte_eth_from_rings() (net_ring underneath). End a transmits into ring
+ *    "rp_N_ab" and receives from "rp_N_ba"; end b the opposite way. A plain `net_ring0` is a loopback
+ *    (what it sends it receives), which is no use to connect two devices.
+ *
+ * Thread rules: every function here is control path: call from one thread, before or between engine
+ * polls of the ports concerned. None is safe to call concurrently with another.
+ */
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace droce::dpdk {
+
+/**
+ * Initialises the DPDK EAL with @p args (argv[1..]; argv[0] is supplied as "droce").
+ * Once per process: a second call returns "EAL already initialised" and changes nothing, because
+ * DPDK cannot initialise twice.
+ * @return empty on success, else a message naming rte_eal_init's rte_errno (EALREADY, EINVAL for bad
+ *         arguments, ENOMEM, EACCES, EPROTO ...).
+ */
+[[nodiscard]] std::string eal_init(const std::vector<std::string>& args);
+
+/** True once eal_init() (or anyone else in this process) initialised the EAL successfully. */
+[[nodiscard]] bool eal_initialized() noexcept;
+
+/** Splits an EAL argument string on ASCII whitespace (no quoting: EAL values contain no spaces). */
+[[nodiscard]] std::vector<std::string> split_args(const std::string& s);
+
+/**
+ * Finds or creates the ethdev named by @p devargs and returns its port id in @p port_id.
+ *  - `droce_ringpair,...`: see the file comment; rings are created on first use and shared by the
+ *    two ends.
+ *  - anything else is DPDK devargs (`net_memif0,role=server,...`, `net_af_packet0,iface=veth0,...`,
+ *    `0000:03:00.0`): if a port of that device name exists it is returned (it came from --vdev or
+ *    the PCI scan), else rte_dev_probe(@p devargs) hot-plugs it.
+ * Requires eal_init().
+ * @return empty on success, else a message: EAL not initialised; devargs unparseable (rte_devargs_parse
+ *         -EINVAL/-EFAULT/-ENODEV: no bus or driver knows the name); probe failed (rte_dev_probe's
+ *         errno, e.g. ENOENT no such device, EINVAL bad PMD arguments); probed but no ethdev of that
+ *         name (a device of another class); ring pair name too long, bad end, size not a power of two
+ *         or rte_ring_create / rte_eth_from_rings failure (rte_errno).
+ */
+[[nodiscard]] std::string probe_port(const std::string& devargs, std::uint16_t* port_id);
+
+/**
+ * Creates one end of an in-process ring pair (what `droce_ringpair,name=N,end=E,size=S` does).
+ * @param name 1..16 characters [A-Za-z0-9_]
+ * @param end 'a' or 'b'
+ * @param ring_size ring slots, a power of two in 2..65536; a ring holds ring_size - 1 frames
+ * @return empty on success (port id in @p port_id), else the reason (see probe_port()).
+ */
+[[nodiscard]] std::string create_ring_pair_end(const std::string& name, char end, unsigned ring_size,
+                                               std::uint16_t* port_id);
+
+} // namespace droce::dpdk

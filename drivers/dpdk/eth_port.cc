@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "eth_port.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_log.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include "dpdk/eal.h"
+
+namespace droce::dpdk {
+
+const char* to_string(PortCounter c) noexcept {
+    switch (c) {
+#define DROCE_X(name)                                                                              \
+    case PortCounter::name: return #name;
+        DROCE_ETHPORT_COUNTERS(DROCE_X)
+#undef DROCE_X
+    case PortCounter::count_: break;
+    }
+    return "?";
+}
+
+const char* to_string(LinkEvent e) noexcept {
+    switch (e) {
+    case LinkEvent::none: return "none";
+    case LinkEvent::up: return "up";
+    case LinkEvent::down: return "down";
+    }
+    return "?";
+}
+
+/** Gives the LSC callback (a C function pointer) access to the port it was registered for. */
+struct EthPortAccess {
+    static int lsc(std::uint16_t, rte_eth_event_type, void* arg, void*) {
+        auto* port = static_cast<EthPort*>(arg);
+        // Pairs with the acquire exchange in poll_link(): the engine asks the PMD after seeing it.
+        port->lsc_pending_.store(true, std::memory_order_release);
+        return 0;
+    }
+};
+
+namespace {
+
+constexpr std::uint32_t kMinMtu = 68;
+constexpr std::uint32_t kMaxMtu = 9600;
+constexpr std::uint32_t kEthHdrLen = 14;
+
+std::string errno_text(int e) { return std::string(rte_strerror(e)) + " (errno " + std::to_string(e) + ")"; }
+
+/** Mbuf data room: headroom + the largest frame with slack, a multiple of 1 KiB, at least 2 KiB. */
+std::uint16_t data_room_for(std::uint32_t mtu) {
+    const std::uint32_t frame = mtu + kEthHdrLen + 64;
+    const std::uint32_t room = std::max<std::uint32_t>(2048, (frame + 1023) & ~1023u);
+    return static_cast<std::uint16_t>(room + RTE_PKTMBUF_HEADROOM);
+}
+
+/** Constructs the PktBuf in each mbuf's private area once, when the pool is populated. */
+void init_priv(rte_mempool*, void*, void* obj, unsigned) {
+    auto* m = static_cast<rte_mbuf*>(obj);
+    std::construct_at(static_cast<PktBuf*>(rte_mbuf_to_priv(m)));
+}
+
+std::atomic<unsigned> g_pool_serial{0};
+
+} // namespace
+
+std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* err) {
+    std::string scratch;
+    if (!err) err = &scratch;
+    const std::string who = "port " + std::to_string(cfg.port_id) + ": ";
+    if (!eal_initialized()) {
+        *err = who + "EAL not initialised: call eal_init() first";
+        return nullptr;
+    }
+    if (!rte_eth_dev_is_valid_port(cfg.port_id)) {
+        *err = who + "no such ethdev port";
+        return nullptr;
+    }
+    if (cfg.mtu < kMinMtu || cfg.mtu > kMaxMtu) {
+        *err = who + "mtu " + std::to_string(cfg.mtu) + " outside " + std::to_string(kMinMtu) + ".." +
+               std::to_string(kMaxMtu);
+        return nullptr;
+    }
+    if (cfg.n_mbufs < static_cast<std::uint32_t>(cfg.rx_desc) + cfg.tx_desc + 2u * kMaxBurst || cfg.mbuf_cache > 512) {
+        *err = who + "n_mbufs " + std::to_string(cfg.n_mbufs) + " below rx_desc + tx_desc + " +
+               std::to_string(2 * kMaxBurst) + " (or mbuf_cache above 512)";
+        return nullptr;
+    }
+    rte_eth_dev_info info{};
+    if (const int r = rte_eth_dev_info_get(cfg.port_id, &info); r != 0) {
+        *err = who + "rte_eth_dev_info_get failed: " + errno_text(-r);
+        return nullptr;
+    }
+    if (cfg.mtu < info.min_mtu || cfg.mtu > info.max_mtu) {
+        *err = who + "mtu " + std::to_string(cfg.mtu) + " outside the PMD's " + std::to_string(info.min_mtu) +
+               ".." + std::to_string(info.max_mtu);
+        return nullptr;
+    }
+
+    std::unique_ptr<EthPort> p(new EthPort());
+    p->port_id_ = cfg.port_id;
+    p->port_index_ = cfg.port_index;
+    p->mtu_ = cfg.mtu;
+    p->driver_name_ = info.driver_name ? info.driver_name : "";
+    int socket = rte_eth_dev_socket_id(cfg.port_id);
+    if (socket < 0) socket = SOCKET_ID_ANY;
+
+    // The pool: one PktBuf in each mbuf's private area, data room for the largest frame.
+    const auto priv = static_cast<std::uint16_t>(RTE_ALIGN(sizeof(PktBuf), RTE_MBUF_PRIV_ALIGN));
+    const std::uint16_t room = data_room_for(cfg.mtu);
+    const std::string pool_name = "droce_mp" + std::to_string(cfg.port_id) + "_" + std::to_string(g_pool_serial++);
+    p->pool_ = rte_pktmbuf_pool_create(pool_name.c_str(), cfg.n_mbufs, cfg.mbuf_cache, priv, room, socket);
+    if (!p->pool_) {
+        *err = who + "rte_pktmbuf_pool_create(" + std::to_string(cfg.n_mbufs) + " x " + std::to_string(room) +
+               " B) failed: " + errno_text(rte_errno);
+        return nullptr;
+    }
+    rte_mempool_obj_iter(p->pool_, init_priv, nullptr);
+    p->own_room_ = static_cast<std::uint32_t>(room) - RTE_PKTMBUF_HEADROOM;
+
+    rte_eth_conf conf{};
+    conf.rxmode.mtu = cfg.mtu;
+    if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) {
+        conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_IPV4_CKSUM;
+        p->ipv4_cksum_offload_ = true;
+    }
+    p->lsc_interrupt_ = info.dev_flags && (*info.dev_flags & RTE_ETH_DEV_INTR_LSC);
+    conf.intr_conf.lsc = p->lsc_interrupt_ ? 1 : 0;
+    if (const int r = rte_eth_dev_configure(cfg.port_id, 1, 1, &conf); r != 0) {
+        *err = who + "rte_eth_dev_configure failed: " + errno_text(-r);
+        return nullptr;
+    }
+    if (const int r = rte_eth_dev_set_mtu(cfg.port_id, static_cast<std::uint16_t>(cfg.mtu)); r != 0 && r != -ENOTSUP) {
+        *err = who + "rte_eth_dev_set_mtu(" + std::to_string(cfg.mtu) + ") failed: " + errno_text(-r);
+        return nullptr;
+    }
+    std::uint16_t nb_rx = cfg.rx_desc;
+    std::uint16_t nb_tx = cfg.tx_desc;
+    if (const int r = rte_eth_dev_adjust_nb_rx_tx_desc(cfg.port_id, &nb_rx, &nb_tx); r != 0) {
+        *err = who + "rte_eth_dev_adjust_nb_rx_tx_desc failed: " + errno_text(-r);
+        return nullptr;
+    }
+    if (const int r = rte_eth_rx_queue_setup(cfg.port_id, 0, nb_rx, static_cast<unsigned>(socket), nullptr, p->pool_);
+        r != 0) {
+        *err = who + "rte_eth_rx_queue_setup failed: " + errno_text(-r);
+        return nullptr;
+    }
+    if (const int r = rte_eth_tx_queue_setup(cfg.port_id, 0, nb_tx, static_cast<unsigned>(socket), nullptr); r != 0) {
+        *err = who + "rte_eth_tx_queue_setup failed: " + errno_text(-r);
+        return nullptr;
+    }
+    if (p->lsc_interrupt_) {
+        if (const int r = rte_eth_dev_callback_register(cfg.port_id, RTE_ETH_EVENT_INTR_LSC, EthPortAccess::lsc, p.get());
+            r != 0) {
+            *err = who + "rte_eth_dev_callback_register(LSC) failed: " + errno_text(-r);
+            return nullptr;
+        }
+        p->lsc_registered_ = true;
+    }
+    if (cfg.mac) {
+        rte_ether_addr a{};
+        std::memcpy(a.addr_bytes, cfg.mac->data(), 6);
+        (void)rte_eth_dev_default_mac_addr_set(cfg.port_id, &a); // ENOTSUP on net_ring/memif: fine
+    }
+    if (const int r = rte_eth_dev_start(cfg.port_id); r != 0) {
+        *err = who + "rte_eth_dev_start failed: " + errno_text(-r);
+        return nullptr;
+    }
+    p->started_ = true;
+    if (cfg.promiscuous) p->promiscuous_ = rte_eth_promiscuous_enable(cfg.port_id) == 0;
+    rte_ether_addr a{};
+    if (rte_eth_macaddr_get(cfg.port_id, &a) == 0) std::memcpy(p->mac_.data(), a.addr_bytes, 6);
+    p->last_link_up_ = p->link_up();
+    return p;
+}
+
+EthPort::~EthPort() {
+    if (lsc_registered_) {
+        // -EAGAIN while the callback runs on the interrupt thread: it is short, try again.
+        for (int i = 0; i < 1000; ++i) {
+            if (rte_eth_dev_callback_unregister(port_id_, RTE_ETH_EVENT_INTR_LSC, EthPortAccess::lsc, this) != -EAGAIN)
+                break;
+            rte_delay_us_sleep(100);
+        }
+    }
+    if (started_) {
+        (void)rte_eth_dev_stop(port_id_);
+        (void)rte_eth_dev_close(port_id_); // gives the rx ring's mbufs back to the pool
+    }
+    if (pool_) {
+        if (rte_mempool_full(pool_)) {
+            rte_mempool_free(pool_);
+        } else {
+            RTE_LOG(WARNING, USER1, "droce: port %u: %u mbufs still out at destruction; pool %s left allocated\n",
+                    port_id_, rte_mempool_in_use_count(pool_), pool_->name);
+        }
+    }
+}
+
+PktBuf* EthPort::attach(rte_mbuf* m) noexcept {
+    auto* b = static_cast<PktBuf*>(rte_mbuf_to_priv(m));
+    b->data = rte_pktmbuf_mtod(m, std::uint8_t*);
+    b->len = rte_pktmbuf_data_len(m);
+    b->capacity = rte_pktmbuf_tailroom(m) + b->len;
+    b->port = port_index_;
+    b->ecn_ce = false;
+    b->driver = m;
+    return b;
+}
+
+std::uint16_t EthPort::alloc_bulk(PktBuf** bufs, std::uint16_t n) noexcept {
+    std::uint16_t done = 0;
+    while (done < n) {
+        const auto want = static_cast<std::uint16_t>(std::min<unsigned>(kMaxBurst, n - done));
+        rte_mbuf** ms = tx_mbufs_.data(); // scratch: tx_mbufs_ is only live inside tx_burst
+        std::uint16_t got = want;
+        if (rte_pktmbuf_alloc_bulk(pool_, ms, want) != 0) {
+            // All-or-nothing failed: take what is left one by one.
+            got = 0;
+            while (got < want) {
+                rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+                if (!m) break;
+                ms[got++] = m;
+            }
+        }
+        for (std::uint16_t i = 0; i < got; ++i) bufs[done + i] = attach(ms[i]);
+        done = static_cast<std::uint16_t>(done + got);
+        if (got < want) {
+            inc(PortCounter::alloc_failed);
+            break;
+        }
+    }
+    return done;
+}
+
+void EthPort::free_bulk(PktBuf** bufs, std::uint16_t n) noexcept {
+    std::uint16_t i = 0;
+    while (i < n) {
+        unsigned k = 0;
+        for (; i < n && k < kMaxBurst; ++i)
+            if (bufs[i]) tx_mbufs_[k++] = static_cast<rte_mbuf*>(bufs[i]->driver);
+        rte_pktmbuf_free_bulk(tx_mbufs_.data(), k);
+    }
+}
+
+std::uint16_t EthPort::tx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
+    std::uint16_t sent = 0;
+    while (sent < n) {
+        const auto chunk = static_cast<std::uint16_t>(std::min<unsigned>(kMaxBurst, n - sent));
+        for (std::uint16_t i = 0; i < chunk; ++i) {
+            PktBuf* b = bufs[sent + i];
+            auto* m = static_cast<rte_mbuf*>(b->driver);
+            m->data_off = static_cast<std::uint16_t>(b->data - static_cast<std::uint8_t*>(m->buf_addr));
+            m->data_len = static_cast<std::uint16_t>(b->len);
+            m->pkt_len = b->len;
+            if (tx_cksum_mark_ && b->len >= kEthHdrLen + 20 && b->data[12] == 0x08 && b->data[13] == 0x00) {
+                m->l2_len = kEthHdrLen;
+                m->l3_len = static_cast<std::uint16_t>((b->data[kEthHdrLen] & 0xfu) * 4u) & 0x1ffu;
+                m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
+            }
+            tx_mbufs_[i] = m;
+        }
+        const std::uint16_t r = rte_eth_tx_burst(port_id_, 0, tx_mbufs_.data(), chunk);
+        sent = static_cast<std::uint16_t>(sent + r);
+        if (r < chunk) {
+            inc(PortCounter::tx_ring_full);
+            break;
+        }
+    }
+    inc(PortCounter::tx_packets, sent);
+    return sent;
+}
+
+rte_mbuf* EthPort::linearize(rte_mbuf* m) noexcept {
+    if (m->pkt_len > own_room_) {
+        inc(PortCounter::rx_oversize_dropped);
+        rte_pktmbuf_free(m);
+        return nullptr;
+    }
+    rte_mbuf* c = rte_pktmbuf_alloc(pool_);
+    if (!c) {
+        inc(PortCounter::rx_nombuf_dropped);
+        rte_pktmbuf_free(m);
+        return nullptr;
+    }
+    auto* dst = rte_pktmbuf_mtod(c, std::uint8_t*);
+    std::uint32_t off = 0;
+    for (const rte_mbuf* s = m; s && off < m->pkt_len; s = s->next) {
+        const std::uint32_t k = std::min<std::uint32_t>(s->data_len, m->pkt_len - off);
+        std::memcpy(dst + off, rte_pktmbuf_mtod(s, const std::uint8_t*), k);
+        off += k;
+    }
+    c->data_len = static_cast<std::uint16_t>(off);
+    c->pkt_len = off;
+    rte_pktmbuf_free(m);
+    inc(PortCounter::rx_linearized);
+    return c;
+}
+
+std::uint16_t EthPort::rx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
+    const auto want = static_cast<std::uint16_t>(std::min<unsigned>(kMaxBurst, n));
+    const std::uint16_t got = rte_eth_rx_burst(port_id_, 0, rx_mbufs_.data(), want);
+    std::uint16_t out = 0;
+    for (std::uint16_t i = 0; i < got; ++i) {
+        rte_mbuf* m = rx_mbufs_[i];
+        if (m->nb_segs != 1 || m->priv_size < sizeof(PktBuf)) {
+            m = linearize(m);
+            if (!m) continue;
+        }
+        PktBuf* b = attach(m);
+        // ECN from the IP header of untagged frames: 11 = CE (RFC 3168).
+        if (b->len >= kEthHdrLen + 20) {
+            const std::uint8_t* f = b->data;
+            if (f[12] == 0x08 && f[13] == 0x00) b->ecn_ce = (f[15] & 3u) == 3u;
+            else if (f[12] == 0x86 && f[13] == 0xdd) b->ecn_ce = ((f[15] >> 4) & 3u) == 3u;
+        }
+        bufs[out++] = b;
+    }
+    inc(PortCounter::rx_packets, out);
+    return out;
+}
+
+bool EthPort::link_up() const noexcept {
+    rte_eth_link link{};
+    if (rte_eth_link_get_nowait(port_id_, &link) != 0) return false;
+    return link.link_status == RTE_ETH_LINK_UP;
+}
+
+LinkEvent EthPort::poll_link() noexcept {
+    if (lsc_interrupt_) {
+        if (!lsc_pending_.exchange(false, std::memory_order_acquire)) return LinkEvent::none;
+        inc(PortCounter::lsc_events);
+    }
+    const bool up = link_up();
+    if (up == last_link_up_) return LinkEvent::none;
+    last_link_up_ = up;
+    return up ? LinkEvent::up : LinkEvent::down;
+}
+
+bool EthPort::set_tx_ipv4_cksum(bool on) noexcept {
+    tx_cksum_mark_ = on && ipv4_cksum_offload_;
+    return tx_cksum_mark_;
+}
+
+} // namespace droce::dpdk

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * droce::dpdk::EthPort — the PortDriver over one DPDK ethdev port (net_ring, net_memif,
+ * net_af_packet, net_tap, a real NIC): one rx and one tx queue, one mempool of its own.
+ *
+ * Buffer ownership (CONVENTIONS.md rule 14):
+ *  - mbuf + PktBuf: every mbuf of the port's pool carries a droce::PktBuf in its private area
+ *    (rte_mbuf_to_priv), and PktBuf::driver points back at the mbuf. The two are one buffer: whoever
+ *    owns the PktBuf owns the mbuf. Never free one without the other (free_bulk() frees both).
+ *  - alloc_bulk(): the caller owns the returned buffers until it passes them to tx_burst() or free_bulk().
+ *  - tx_burst(bufs, n) returning r: the PMD owns bufs[0..r) and frees them when sent; the caller
+ *    still owns bufs[r..n) and must retry or free them. After the call the caller must not touch
+ *    bufs[0..r) again.
+ *  - rx_burst(): the caller owns the returned buffers and gives each back with free_bulk() (or
+ *    transmits it, on this or another EthPort: an rx buffer is a valid tx buffer).
+ *  - the mempool: owned by the EthPort, created in create(), freed in the destructor if every mbuf
+ *    has come home; if some are still out (held by a peer net_ring port, or by the caller), it is
+ *    left allocated (logged) rather than freed under them.
+ *  - the ethdev port: owned from create() (configure + start) to the destructor (stop + close; a
+ *    closed vdev port is released and its id may be reused).
+ *
+ * Thread rules: one engine thread calls alloc_bulk / free_bulk / tx_burst / rx_burst / link_up /
+ * poll_link of a port (the queues are not multi-thread safe). The LSC interrupt callback runs on the
+ * EAL interrupt thread and only sets an atomic flag. create() and the destructor are control path.
+ * The datapath functions allocate no heap memory, take no lock, throw nothing; bursts go through
+ * fixed arrays of kMaxBurst mbuf pointers (longer requests are done in chunks).
+ */
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/port.h"
+#include "wire/eth.h"
+
+struct rte_mbuf;
+struct rte_mempool;
+
+namespace droce::dpdk {
+
+/** Port counters: named like ethtool -S names where one exists. */
+#define DROCE_ETHPORT_COUNTERS(X)                                                                    \
+    X(rx_packets)          /* frames handed to the engine */                                        \
+    X(tx_packets)          /* frames the PMD accepted */                                            \
+    X(tx_ring_full)        /* tx bursts the PMD took only partly (caller kept the rest) */          \
+    X(rx_linearized)       /* multi-segment or foreign-pool frames copied into one own mbuf */      \
+    X(rx_oversize_dropped) /* multi-segment frames longer than an mbuf: dropped */                  \
+    X(rx_nombuf_dropped)   /* no mbuf to linearize into: dropped */                                 \
+    X(alloc_failed)        /* alloc_bulk returned fewer than asked */                               \
+    X(lsc_events)          /* RTE_ETH_EVENT_INTR_LSC callbacks */
+
+enum class PortCounter : std::uint8_t {
+#define DROCE_X(name) name,
+    DROCE_ETHPORT_COUNTERS(DROCE_X)
+#undef DROCE_X
+        count_
+};
+inline constexpr unsigned kNumPortCounters = static_cast<unsigned>(PortCounter::count_);
+/** Name of a counter ("rx_linearized"...). */
+[[nodiscard]] const char* to_string(PortCounter c) noexcept;
+
+/** A link state change seen by EthPort::poll_link(). */
+enum class LinkEvent : std::uint8_t { none, up, down };
+[[nodiscard]] const char* to_string(LinkEvent e) noexcept;
+
+/** How to set up one port. */
+struct EthPortConfig {
+    std::uint16_t port_id = 0;   ///< an ethdev already probed (EAL --vdev / PCI scan / probe_port())
+    std::uint8_t port_index = 0; ///< droce's 0-based port index, written to PktBuf::port on rx and alloc
+    std::uint32_t mtu = 1500;    ///< IP MTU in bytes (68..9600); max_frame() = mtu + 14
+    std::uint32_t n_mbufs = 4095;   ///< mbufs in the port's pool (>= rx_desc + tx_desc + 2 * kMaxBurst)
+    std::uint32_t mbuf_cache = 64;  ///< per-lcore mempool cache (0..512)
+    std::uint16_t rx_desc = 512;    ///< rx ring size asked (the PMD may adjust it)
+    std::uint16_t tx_desc = 512;    ///< tx ring size asked (the PMD may adjust it)
+    bool promiscuous = true;        ///< enable promiscuous mode where the PMD supports it
+    std::optional<wire::MacAddr> mac; ///< program this MAC as the port's default where supported
+};
+
+class EthPort final : public PortDriver {
+public:
+    static constexpr std::uint16_t kMaxBurst = 64; ///< mbufs per PMD call; longer bursts are chunked
+
+    /**
+     * Sets up @p cfg.port_id: creates the mempool, configures 1 rx + 1 tx queue, sets the MTU,
+     * requests IPv4 header checksum offload where the PMD offers it, registers the LSC callback where
+     * the PMD raises LSC interrupts, starts the port, enables promiscuous mode.
+     * Requires eal_init(). Control path.
+     * @return the port, or nullptr with *err set: EAL not initialised; invalid port id; bad config
+     *         (mtu outside 68..9600 or outside the PMD's min_mtu..max_mtu, n_mbufs too small);
+     *         rte_pktmbuf_pool_create (ENOMEM, EEXIST); rte_eth_dev_configure / rx or tx queue setup /
+     *         rte_eth_dev_start (the PMD's errno); rte_eth_dev_set_mtu other than ENOTSUP (PMDs such as
+     *         net_ring have no MTU to set and are accepted). Promiscuous mode and MAC setting failures
+     *         are not errors (see promiscuous(), mac()).
+     */
+    [[nodiscard]] static std::unique_ptr<EthPort> create(const EthPortConfig& cfg, std::string* err);
+    ~EthPort() override;
+    EthPort(const EthPort&) = delete;
+    EthPort& operator=(const EthPort&) = delete;
+
+    // ---- datapath (engine thread) ----
+    /**
+     * Fills @p bufs with up to @p n empty buffers: data at the mbuf's data start (headroom
+     * RTE_PKTMBUF_HEADROOM before it), len 0, capacity = tailroom (>= max_frame()), port = port_index.
+     * @return how many (fewer only when the pool runs dry; counted as alloc_failed).
+     */
+    std::uint16_t alloc_bulk(PktBuf** bufs, std::uint16_t n) noexcept override;
+    /** Frees @p n buffers (from alloc_bulk or rx_burst of any EthPort). Null entries are skipped. */
+    void free_bulk(PktBuf** bufs, std::uint16_t n) noexcept override;
+    /**
+     * Transmits bufs[0..n): each frame is data[0..len) (precondition: data + len within the mbuf's
+     * buffer, len >= 14). With set_tx_ipv4_cksum(true), IPv4 frames are marked for the NIC to fill
+     * the header checksum. @return r: the PMD owns bufs[0..r), the caller bufs[r..n).
+     */
+    std::uint16_t tx_burst(PktBuf** bufs, std::uint16_t n) noexcept override;
+    /**
+     * Receives up to @p n frames (at most kMaxBurst per call). Each PktBuf: data/len the frame, port =
+     * port_index, ecn_ce from the IPv4/IPv6 ECN field (untagged frames). Multi-segment frames and frames
+     * from a pool without room for a PktBuf are copied into one own mbuf (rx_linearized) or, if too long
+     * or no mbuf is free, dropped and counted.
+     */
+    std::uint16_t rx_burst(PktBuf** bufs, std::uint16_t n) noexcept override;
+    /** mtu + 14 (Ethernet header; no VLAN tag). */
+    [[nodiscard]] std::uint32_t max_frame() const noexcept override { return mtu_ + 14; }
+    /** rte_eth_link_get_nowait(): true while the link is up. May be a PMD call (an ioctl for tap /
+     *  af_packet): not per packet; use poll_link() in the engine loop. */
+    [[nodiscard]] bool link_up() const noexcept override;
+    /**
+     * Reports a link change since the last call: up (down→up), down (up→down) or none.
+     * With LSC interrupts (lsc_interrupt()), the PMD is asked only after the callback fired, so
+     * calling it every engine iteration costs one atomic load; without, every call asks the PMD —
+     * call it every few milliseconds, not per iteration.
+     */
+    LinkEvent poll_link() noexcept;
+
+    // ---- control / introspection ----
+    /** True when the port was configured with RTE_ETH_TX_OFFLOAD_IPV4_CKSUM (the PMD offers it). */
+    [[nodiscard]] bool ipv4_cksum_offload() const noexcept { return ipv4_cksum_offload_; }
+    /**
+     * When @p on and ipv4_cksum_offload(), tx_burst marks IPv4 frames RTE_MBUF_F_TX_IPV4 |
+     * RTE_MBUF_F_TX_IP_CKSUM (l2_len 14, l3_len from IHL) so the NIC writes the header checksum; the
+     * engine may then leave it 0. Without offload the call is ignored. Returns the resulting state.
+     * Call between engine polls.
+     */
+    bool set_tx_ipv4_cksum(bool on) noexcept;
+    [[nodiscard]] bool lsc_interrupt() const noexcept { return lsc_interrupt_; }
+    [[nodiscard]] bool promiscuous() const noexcept { return promiscuous_; }
+    [[nodiscard]] std::uint16_t port_id() const noexcept { return port_id_; }
+    [[nodiscard]] std::uint8_t port_index() const noexcept { return port_index_; }
+    [[nodiscard]] std::uint32_t mtu() const noexcept { return mtu_; }
+    /** The port's MAC address as the PMD reports it after start (cfg.mac where it could be set). */
+    [[nodiscard]] const wire::MacAddr& mac() const noexcept { return mac_; }
+    /** PMD name, e.g. "net_ring". */
+    [[nodiscard]] const std::string& driver_name() const noexcept { return driver_name_; }
+    [[nodiscard]] rte_mempool* mempool() const noexcept { return pool_; }
+    [[nodiscard]] std::uint64_t counter(PortCounter c) const noexcept {
+        return counters_[static_cast<unsigned>(c)];
+    }
+
+private:
+    EthPort() = default;
+    void inc(PortCounter c, std::uint64_t by = 1) noexcept { counters_[static_cast<unsigned>(c)] += by; }
+    PktBuf* attach(rte_mbuf* m) noexcept;
+    rte_mbuf* linearize(rte_mbuf* m) noexcept;
+    friend struct EthPortAccess; // the LSC callback (eth_port.cc)
+
+    // Fast-path data first, on its own cache lines (rule 3).
+    alignas(64) std::array<rte_mbuf*, kMaxBurst> rx_mbufs_{};
+    alignas(64) std::array<rte_mbuf*, kMaxBurst> tx_mbufs_{};
+    alignas(64) rte_mempool* pool_ = nullptr;
+    std::uint16_t port_id_ = 0;
+    std::uint8_t port_index_ = 0;
+    bool tx_cksum_mark_ = false;
+    bool last_link_up_ = false;
+    std::uint32_t mtu_ = 1500;
+    std::uint32_t own_room_ = 0; ///< data room of an own mbuf after headroom
+    std::array<std::uint64_t, kNumPortCounters> counters_{};
+    alignas(64) std::atomic<bool> lsc_pending_{false}; ///< set by the EAL interrupt thread
+
+    // Control-path state.
+    bool started_ = false;
+    bool lsc_interrupt_ = false;
+    bool lsc_registered_ = false;
+    bool ipv4_cksum_offload_ = false;
+    bool promiscuous_ = false;
+    wire::MacAddr mac_{};
+    std::string driver_name_;
+};
+
+} // namespace droce::dpdk
