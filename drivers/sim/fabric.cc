@@ -274,6 +274,10 @@ struct Fabric::Impl {
         const std::uint32_t i = free_stack[--free_top];
         is_free[i] = 0;
         PktBuf& b = bufs[i];
+        // The caller may have moved data (e.g. to strip a header); hand the buffer out whole again.
+        b.data = mem.get() + static_cast<std::size_t>(i) * capacity;
+        b.capacity = capacity;
+        b.driver = this;
         b.len = 0;
         b.port = 0;
         b.ecn_ce = false;
@@ -299,6 +303,13 @@ struct Fabric::Impl {
     bool owned(const PktBuf* b) const noexcept {
         const std::int64_t i = index_of(b);
         return i >= 0 && is_free[static_cast<std::size_t>(i)] == 0;
+    }
+    /** True if data[0..len) of our buffer @p b lies inside its own slot of the pool memory. */
+    bool frame_inside_slot(const PktBuf& b) const noexcept {
+        const auto slot = reinterpret_cast<std::uintptr_t>(mem.get()) +
+                          static_cast<std::uintptr_t>(index_of(&b)) * capacity;
+        const auto data = reinterpret_cast<std::uintptr_t>(b.data);
+        return data >= slot && b.len <= capacity && data - slot <= capacity - b.len;
     }
     PktBuf* copy_of(const PktBuf& src) noexcept {
         PktBuf* c = pool_get();
@@ -437,7 +448,7 @@ struct Fabric::Impl {
                 ps.inc(PortCounter::tx_invalid);
                 continue;
             }
-            if (b->len < kEthHeader || b->len > capacity) {
+            if (b->len < kEthHeader || !frame_inside_slot(*b)) {
                 ps.inc(PortCounter::tx_invalid);
                 pool_put(b);
                 continue;

@@ -132,7 +132,7 @@ struct LinkConfig {
     X(dropped_loss)       /* lost by the loss draw */ \
     X(dropped_down)       /* sent on, or in flight on, a link that is down */ \
     X(dropped_queue_full) /* tail drop: egress queue or the link's in-flight ring full */ \
-    X(dropped_no_buffer)  /* a broadcast copy or duplicate not made: buffer pool empty */ \
+    X(dropped_no_buffer)  /* a broadcast copy or duplicate not made: pool empty (or ring full) */ \
     X(duplicated)         /* extra copies delivered */ \
     X(reordered)          /* frames held back */ \
     X(corrupted)          /* frames with one bit flipped */ \

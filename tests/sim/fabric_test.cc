@@ -216,6 +216,30 @@ TEST_F(FabricTest, InvalidFramesAreCountedAndFreed) {
     ASSERT_EQ(f.port(0, 0).alloc_bulk(&b, 1), 1);
     b->len = 10; // shorter than an Ethernet header
     EXPECT_EQ(f.port(0, 0).tx_burst(&b, 1), 1);
+    // A frame longer than its buffer, and one whose data pointer left its buffer.
+    ASSERT_EQ(f.port(0, 0).alloc_bulk(&b, 1), 1);
+    b->len = b->capacity + 1;
+    EXPECT_EQ(f.port(0, 0).tx_burst(&b, 1), 1);
+    ASSERT_EQ(f.port(0, 0).alloc_bulk(&b, 1), 1);
+    b->data += 100;
+    b->len = b->capacity - 50;
+    EXPECT_EQ(f.port(0, 0).tx_burst(&b, 1), 1);
+    // Moving data inside the buffer is fine, and alloc hands the buffer out whole again.
+    PktBuf* moved = make_frame(f, 0, 0, Fabric::mac(1, 0), 77, 64);
+    ASSERT_NE(moved, nullptr);
+    std::uint8_t* const start = moved->data;
+    std::memmove(start + 8, start, moved->len);
+    moved->data = start + 8;
+    send(f, 0, 0, moved);
+    auto got = drain(f, 1, 0);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].seq, 77u);
+    PktBuf* again = nullptr;
+    ASSERT_EQ(f.port(0, 0).alloc_bulk(&again, 1), 1);
+    EXPECT_EQ(again->data, start); // LIFO pool: the same buffer, data restored
+    EXPECT_EQ(again->capacity, 2048u);
+    f.port(0, 0).free_bulk(&again, 1);
+
     std::uint8_t foreign_data[64] = {};
     PktBuf foreign;
     foreign.data = foreign_data;
@@ -224,7 +248,7 @@ TEST_F(FabricTest, InvalidFramesAreCountedAndFreed) {
     PktBuf* fp = &foreign;
     EXPECT_EQ(f.port(0, 0).tx_burst(&fp, 1), 1);
     f.port(0, 0).free_bulk(&fp, 1);
-    EXPECT_EQ(f.port_stats(0, 0)[PortCounter::tx_invalid], 2u);
+    EXPECT_EQ(f.port_stats(0, 0)[PortCounter::tx_invalid], 4u);
     EXPECT_EQ(f.port_stats(0, 0)[PortCounter::free_invalid], 1u);
     EXPECT_EQ(f.pool_free(), pool);
 }
