@@ -253,9 +253,8 @@ std::string qp_sentence(const wire::Bth& b, const wire::OpcodeInfo* info) {
     return s + '.';
 }
 
-std::string psn_sentence(const wire::ParsedFrame& p) {
+std::string psn_sentence(const wire::ParsedFrame& p, const wire::OpcodeInfo* info) {
     const wire::Bth& b = *p.bth;
-    const wire::OpcodeInfo* info = p.info;
     const std::string psn = std::to_string(b.psn().value()) + ": ";
     if (info == nullptr) return psn + "24-bit packet sequence number.";
     if (info->is(OpFlags::cnp)) return psn + "a CNP is not part of any sequence; the field is unused.";
@@ -328,15 +327,16 @@ std::string pad_sentence(const wire::ParsedFrame& p) {
 void explain_bth(const DecodedFrame& d, std::vector<Explanation>& v) {
     const wire::ParsedFrame& p = d.parsed;
     const wire::Bth& b = *p.bth;
+    const wire::OpcodeInfo* info = known_opcode(b);
     add(v, 0, "BTH",
         "Base Transport Header, first in every RoCEv2 packet: it says what the packet does, which "
         "queue pair receives it and where it falls in that QP's packet sequence.");
     add(v, 1, "opcode",
-        hex(b.opcode_byte, 2) + " " + (p.info != nullptr ? std::string(p.info->name) : "unknown") + ": " +
-            (p.info != nullptr ? describe_opcode(b.opcode()) : std::string("not in the opcode table.")));
-    add(v, 1, "dest_qp", qp_sentence(b, p.info));
-    add(v, 1, "psn", psn_sentence(p));
-    add(v, 1, "ack_req", ack_req_sentence(b, p.info));
+        hex(b.opcode_byte, 2) + " " + (info != nullptr ? std::string(info->name) : "unknown") + ": " +
+            (info != nullptr ? describe_opcode(b.opcode()) : std::string("not in the opcode table.")));
+    add(v, 1, "dest_qp", qp_sentence(b, info));
+    add(v, 1, "psn", psn_sentence(p, info));
+    add(v, 1, "ack_req", ack_req_sentence(b, info));
     if (p.info != nullptr && p.info->is(OpFlags::payload) &&
         (d.kind == FrameKind::roce || d.reason == wire::RejectReason::bad_icrc)) {
         add(v, 1, "pad_count", pad_sentence(p));
@@ -462,7 +462,7 @@ std::vector<Explanation> explain_frame(const DecodedFrame& d) {
     if (p.udp != nullptr) explain_udp(*p.udp, p.ipv4 != nullptr, v);
     if (p.bth != nullptr) explain_bth(d, v);
     if (p.deth != nullptr) explain_deth(*p.deth, v);
-    if (p.reth != nullptr) explain_reth(*p.reth, p.info, v);
+    if (p.reth != nullptr) explain_reth(*p.reth, known_opcode(*p.bth), v);
     if (p.atomic_eth != nullptr) explain_atomic_eth(*p.atomic_eth, p.bth->opcode(), v);
     if (p.aeth != nullptr) explain_aeth(*p.aeth, v);
     if (p.atomic_ack_eth != nullptr) {

@@ -30,6 +30,11 @@ const char* ecn_name(unsigned ecn) noexcept {
     }
 }
 
+const wire::OpcodeInfo* known_opcode(const wire::Bth& bth) noexcept {
+    const wire::OpcodeInfo& info = wire::kOpcodeTable[bth.opcode_byte];
+    return info.known ? &info : nullptr;
+}
+
 std::string link_type_name(int link_type) {
     const char* name = pcap_datalink_val_to_name(link_type);
     return name != nullptr ? std::string(name) : "DLT " + std::to_string(link_type);
@@ -347,7 +352,8 @@ std::string format_text(const DecodedFrame& d) {
     if (p.bth != nullptr) {
         const wire::Bth& b = *p.bth;
         out += "  ";
-        out += p.info != nullptr ? std::string(p.info->name) : "opcode " + hex(b.opcode_byte, 2);
+        const wire::OpcodeInfo* info = known_opcode(b);
+        out += info != nullptr ? std::string(info->name) : "opcode " + hex(b.opcode_byte, 2);
         field(out, "dest_qp", hex(b.dest_qp(), 6));
         field(out, "psn", b.psn().value());
         field(out, "ack_req", b.ack_req() ? 1u : 0u);
@@ -474,7 +480,8 @@ nlohmann::ordered_json format_json(const DecodedFrame& d, bool explain) {
     }
     if (p.bth != nullptr) {
         const wire::Bth& b = *p.bth;
-        j["opcode"] = p.info != nullptr ? std::string(p.info->name) : "UNKNOWN";
+        const wire::OpcodeInfo* info = known_opcode(b);
+        j["opcode"] = info != nullptr ? std::string(info->name) : "UNKNOWN";
         j["opcode_value"] = b.opcode_byte;
         j["se"] = b.se();
         j["m"] = b.mig_req();

@@ -123,6 +123,12 @@ struct DecodedFrame {
 /** Name of a pcap link type (pcap_datalink_val_to_name), or "DLT <n>" when libpcap has none. */
 [[nodiscard]] std::string link_type_name(int link_type);
 
+/**
+ * The opcode table entry of @p bth's opcode, or nullptr if droce does not know the opcode. Unlike
+ * ParsedFrame::info it is available for frames rejected before the opcode check (e.g. bad TVer).
+ */
+[[nodiscard]] const wire::OpcodeInfo* known_opcode(const wire::Bth& bth) noexcept;
+
 /** "0x" followed by @p digits lower-case hex digits of @p v. */
 [[nodiscard]] std::string hex(std::uint64_t v, int digits);
 
