@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * The droce-trace program itself (path in DROCE_TRACE_EXE): exit codes 0 / 1 / 2, the file name in
+ * the error message, one output line per frame, and --json output that parses line by line.
+ */
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <sstream>
+
+#include "trace_test_util.h"
+
+namespace droce::trace::test {
+namespace {
+
+struct RunResult {
+    int status = -1; ///< exit status, or -1 if the program did not exit normally
+    std::string output; ///< stdout and stderr together
+};
+
+std::string quoted(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+/** Runs droce-trace with @p args (already shell-quoted) and collects its output. */
+RunResult run_trace(const std::string& args) {
+    const char* exe = std::getenv("DROCE_TRACE_EXE");
+    RunResult r;
+    if (exe == nullptr) {
+        ADD_FAILURE() << "DROCE_TRACE_EXE is not set";
+        return r;
+    }
+    const std::string cmd = quoted(exe) + " " + args + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    if (p == nullptr) {
+        ADD_FAILURE() << "popen failed: " << cmd;
+        return r;
+    }
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+    const int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return r;
+}
+
+std::vector<std::string> lines(const std::string& s) {
+    std::vector<std::string> out;
+    std::istringstream in(s);
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+}
+
+std::string capture(const char* name) { return quoted(captures_dir() + "/" + name); }
+
+TEST(TraceCli, MissingFileExitsOneAndNamesTheFile) {
+    const RunResult r = run_trace("read /nonexistent/droce-trace-test.pcap");
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_TRUE(contains(r.output, "cannot open '/nonexistent/droce-trace-test.pcap'")) << r.output;
+}
+
+TEST(TraceCli, NotACaptureExitsOne) {
+    // A file that exists but is not a capture (the README next to the captures).
+    const RunResult r = run_trace("read " + quoted(captures_dir() + "/README.md"));
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_TRUE(contains(r.output, "README.md")) << r.output;
+}
+
+TEST(TraceCli, BadUsageExitsTwo) {
+    EXPECT_EQ(run_trace("").status, 2);
+    EXPECT_EQ(run_trace("read").status, 2);
+    EXPECT_EQ(run_trace("frobnicate x.pcap").status, 2);
+    EXPECT_EQ(run_trace("read --no-such-option " + capture("scapy_roce_uts_icrc_vectors.pcap")).status, 2);
+    EXPECT_EQ(run_trace("read a.pcap b.pcap").status, 2);
+}
+
+TEST(TraceCli, HelpExitsZero) {
+    const RunResult r = run_trace("read --help");
+    EXPECT_EQ(r.status, 0);
+    EXPECT_TRUE(contains(r.output, "--json")) << r.output;
+    EXPECT_TRUE(contains(r.output, "--explain")) << r.output;
+}
+
+TEST(TraceCli, ReadPrintsOneLinePerFrame) {
+    const RunResult r = run_trace("read " + capture("montybeatnik_rdma-roce-lab_test.pcap"));
+    ASSERT_EQ(r.status, 0) << r.output;
+    const auto out = lines(r.output);
+    ASSERT_EQ(out.size(), 16u) << r.output;
+    EXPECT_EQ(out[3],
+              "4  192.168.2.25 > 192.168.2.24  udp 62017 > 4791  RC_RDMA_WRITE_ONLY dest_qp=0x000011 "
+              "psn=12726936 ack_req=1  RETH va=0x0000aaab26b58000 r_key=0x00000220 dma_length=18  "
+              "payload=18 pad=2  ICRC ok");
+    EXPECT_EQ(out[11], "12  skipped (ARP)");
+}
+
+TEST(TraceCli, JsonLinesParse) {
+    const RunResult r = run_trace("read --json " + capture("oferby_proxy_roce.pcap"));
+    ASSERT_EQ(r.status, 0) << r.output;
+    const auto out = lines(r.output);
+    ASSERT_EQ(out.size(), 123u);
+    int roce = 0;
+    for (const std::string& l : out) {
+        const auto j = nlohmann::json::parse(l); // throws (and fails the test) on bad JSON
+        if (j["status"] == "ok") {
+            ++roce;
+            EXPECT_EQ(j["icrc"], "ok") << l;
+        }
+        EXPECT_FALSE(j.contains("explain")) << "only with --explain";
+    }
+    EXPECT_EQ(roce, 105);
+}
+
+TEST(TraceCli, ExplainAddsIndentedLines) {
+    const RunResult r = run_trace("read --explain " + capture("scapy_roce_uts_icrc_vectors.pcap"));
+    ASSERT_EQ(r.status, 0) << r.output;
+    const auto out = lines(r.output);
+    ASSERT_GT(out.size(), 5u);
+    int frames = 0;
+    for (const std::string& l : out) frames += l.rfind("    ", 0) == 0 ? 0 : 1;
+    EXPECT_EQ(frames, 5);
+    EXPECT_TRUE(contains(r.output, "\n    BTH         Base Transport Header")) << r.output;
+
+    const RunResult j = run_trace("read --json --explain " + capture("scapy_roce_uts_icrc_vectors.pcap"));
+    ASSERT_EQ(j.status, 0);
+    const auto first = nlohmann::json::parse(lines(j.output).at(0));
+    ASSERT_TRUE(first.contains("explain"));
+    EXPECT_EQ(first["explain"][0]["header"], "IPv4");
+}
+
+} // namespace
+} // namespace droce::trace::test
