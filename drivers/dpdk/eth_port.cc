@@ -4,6 +4,10 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <string_view>
+
+#include <rte_dev.h>
+#include <rte_devargs.h>
 
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -54,11 +58,52 @@ constexpr std::uint32_t kEthHdrLen = 14;
 
 std::string errno_text(int e) { return std::string(rte_strerror(e)) + " (errno " + std::to_string(e) + ")"; }
 
-/** Mbuf data room: headroom + the largest frame with slack, a multiple of 1 KiB, at least 2 KiB. */
-std::uint16_t data_room_for(std::uint32_t mtu) {
-    const std::uint32_t frame = mtu + kEthHdrLen + 64;
-    const std::uint32_t room = std::max<std::uint32_t>(2048, (frame + 1023) & ~1023u);
-    return static_cast<std::uint16_t>(room + RTE_PKTMBUF_HEADROOM);
+/**
+ * Data bytes per mbuf a PMD insists on whatever the MTU. net_af_packet copies whole PACKET_MMAP frame
+ * slots and refuses (ENOMEM at rx queue setup) mbufs smaller than its devargs' framesz (default
+ * 2048) minus the 32-byte tpacket header.
+ */
+std::uint32_t pmd_min_room(const rte_eth_dev_info& info) {
+    std::uint32_t room = info.min_rx_bufsize;
+    if (!info.device || !info.driver_name || std::strcmp(info.driver_name, "net_af_packet") != 0) return room;
+    std::uint32_t framesz = 2048;
+    const rte_devargs* da = rte_dev_devargs(info.device);
+    if (da && da->args) {
+        const std::string_view args(da->args);
+        for (std::size_t pos = 0; pos < args.size();) {
+            std::size_t end = args.find(',', pos);
+            if (end == std::string_view::npos) end = args.size();
+            const std::string_view kv = args.substr(pos, end - pos);
+            if (kv.substr(0, 8) == "framesz=") {
+                std::uint32_t v = 0;
+                for (const char c : kv.substr(8)) {
+                    if (c < '0' || c > '9' || v > 1'000'000) break;
+                    v = v * 10 + static_cast<std::uint32_t>(c - '0');
+                }
+                if (v) framesz = v;
+            }
+            pos = end + 1;
+        }
+    }
+    return std::max(room, framesz);
+}
+
+/**
+ * PMDs whose datapath does not enforce the ethdev MTU although DPDK 22.11 reports a 1518-byte
+ * max_rx_pktlen for them: net_memif (frames span memif buffers) and net_af_packet (the kernel
+ * interface's MTU is what limits frames; set it with `ip link set IFACE mtu N`). For these a larger
+ * MTU is accepted: the ethdev is configured at its maximum and frames up to mtu + 14 still pass.
+ */
+bool pmd_ignores_mtu(const rte_eth_dev_info& info) {
+    if (!info.driver_name) return false;
+    const std::string_view d(info.driver_name);
+    return d == "net_memif" || d == "net_af_packet";
+}
+
+/** Mbuf data room after headroom: the largest frame with slack or what the PMD needs, a multiple of 1 KiB, >= 2 KiB. */
+std::uint32_t data_room_for(std::uint32_t mtu, std::uint32_t min_room) {
+    const std::uint32_t need = std::max(mtu + kEthHdrLen + 64, min_room);
+    return std::max<std::uint32_t>(2048, (need + 1023) & ~1023u);
 }
 
 /** Constructs the PktBuf in each mbuf's private area once, when the pool is populated. */
@@ -98,9 +143,22 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
         *err = who + "rte_eth_dev_info_get failed: " + errno_text(-r);
         return nullptr;
     }
-    if (cfg.mtu < info.min_mtu || cfg.mtu > info.max_mtu) {
-        *err = who + "mtu " + std::to_string(cfg.mtu) + " outside the PMD's " + std::to_string(info.min_mtu) +
-               ".." + std::to_string(info.max_mtu);
+    // The largest MTU the ethdev layer lets us configure (as rte_eth_dev_configure computes it).
+    const std::uint32_t overhead = info.max_mtu != UINT16_MAX && info.max_rx_pktlen > info.max_mtu
+                                       ? info.max_rx_pktlen - info.max_mtu
+                                       : RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+    const std::uint32_t pmd_max_mtu =
+        std::min<std::uint32_t>(info.max_mtu, info.max_rx_pktlen > overhead ? info.max_rx_pktlen - overhead : 0);
+    std::uint32_t pmd_mtu = cfg.mtu;
+    if (cfg.mtu > pmd_max_mtu) {
+        if (!pmd_ignores_mtu(info)) {
+            *err = who + "mtu " + std::to_string(cfg.mtu) + " above the PMD's maximum " + std::to_string(pmd_max_mtu);
+            return nullptr;
+        }
+        pmd_mtu = pmd_max_mtu;
+    }
+    if (cfg.mtu < info.min_mtu) {
+        *err = who + "mtu " + std::to_string(cfg.mtu) + " below the PMD's minimum " + std::to_string(info.min_mtu);
         return nullptr;
     }
 
@@ -114,7 +172,12 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
 
     // The pool: one PktBuf in each mbuf's private area, data room for the largest frame.
     const auto priv = static_cast<std::uint16_t>(RTE_ALIGN(sizeof(PktBuf), RTE_MBUF_PRIV_ALIGN));
-    const std::uint16_t room = data_room_for(cfg.mtu);
+    const std::uint32_t data_room = data_room_for(cfg.mtu, std::max(pmd_min_room(info), cfg.min_data_room));
+    if (data_room + RTE_PKTMBUF_HEADROOM > UINT16_MAX) {
+        *err = who + "mbuf data room " + std::to_string(data_room) + " too large (PMD or min_data_room)";
+        return nullptr;
+    }
+    const auto room = static_cast<std::uint16_t>(data_room + RTE_PKTMBUF_HEADROOM);
     const std::string pool_name = "droce_mp" + std::to_string(cfg.port_id) + "_" + std::to_string(g_pool_serial++);
     p->pool_ = rte_pktmbuf_pool_create(pool_name.c_str(), cfg.n_mbufs, cfg.mbuf_cache, priv, room, socket);
     if (!p->pool_) {
@@ -126,7 +189,8 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
     p->own_room_ = static_cast<std::uint32_t>(room) - RTE_PKTMBUF_HEADROOM;
 
     rte_eth_conf conf{};
-    conf.rxmode.mtu = cfg.mtu;
+    conf.rxmode.mtu = pmd_mtu;
+    p->pmd_mtu_ = pmd_mtu;
     if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) {
         conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_IPV4_CKSUM;
         p->ipv4_cksum_offload_ = true;
@@ -137,8 +201,10 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
         *err = who + "rte_eth_dev_configure failed: " + errno_text(-r);
         return nullptr;
     }
-    if (const int r = rte_eth_dev_set_mtu(cfg.port_id, static_cast<std::uint16_t>(cfg.mtu)); r != 0 && r != -ENOTSUP) {
-        *err = who + "rte_eth_dev_set_mtu(" + std::to_string(cfg.mtu) + ") failed: " + errno_text(-r);
+    // Not when the PMD is held below cfg.mtu: af_packet's set_mtu would shrink the kernel interface's MTU.
+    if (const int r = pmd_mtu == cfg.mtu ? rte_eth_dev_set_mtu(cfg.port_id, static_cast<std::uint16_t>(pmd_mtu)) : 0;
+        r != 0 && r != -ENOTSUP) {
+        *err = who + "rte_eth_dev_set_mtu(" + std::to_string(pmd_mtu) + ") failed: " + errno_text(-r);
         return nullptr;
     }
     std::uint16_t nb_rx = cfg.rx_desc;

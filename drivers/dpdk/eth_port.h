@@ -75,6 +75,9 @@ struct EthPortConfig {
     std::uint32_t mtu = 1500;    ///< IP MTU in bytes (68..9600); max_frame() = mtu + 14
     std::uint32_t n_mbufs = 4095;   ///< mbufs in the port's pool (>= rx_desc + tx_desc + 2 * kMaxBurst)
     std::uint32_t mbuf_cache = 64;  ///< per-lcore mempool cache (0..512)
+    /// Data bytes per mbuf at least (0 = from the MTU). EthPort also honours the PMD's own minimum:
+    /// dev_info.min_rx_bufsize, and net_af_packet's framesz devarg (its rx copies whole frame slots).
+    std::uint32_t min_data_room = 0;
     std::uint16_t rx_desc = 512;    ///< rx ring size asked (the PMD may adjust it)
     std::uint16_t tx_desc = 512;    ///< tx ring size asked (the PMD may adjust it)
     bool promiscuous = true;        ///< enable promiscuous mode where the PMD supports it
@@ -91,7 +94,8 @@ public:
      * the PMD raises LSC interrupts, starts the port, enables promiscuous mode.
      * Requires eal_init(). Control path.
      * @return the port, or nullptr with *err set: EAL not initialised; invalid port id; bad config
-     *         (mtu outside 68..9600 or outside the PMD's min_mtu..max_mtu, n_mbufs too small);
+     *         (mtu outside 68..9600, below the PMD's min_mtu, above its max (except net_memif and
+     *         net_af_packet, see pmd_mtu()), n_mbufs too small, mbuf data room above 65535);
      *         rte_pktmbuf_pool_create (ENOMEM, EEXIST); rte_eth_dev_configure / rx or tx queue setup /
      *         rte_eth_dev_start (the PMD's errno); rte_eth_dev_set_mtu other than ENOTSUP (PMDs such as
      *         net_ring have no MTU to set and are accepted). Promiscuous mode and MAC setting failures
@@ -152,6 +156,9 @@ public:
     [[nodiscard]] std::uint16_t port_id() const noexcept { return port_id_; }
     [[nodiscard]] std::uint8_t port_index() const noexcept { return port_index_; }
     [[nodiscard]] std::uint32_t mtu() const noexcept { return mtu_; }
+    /** The MTU the ethdev was configured with: mtu(), or less for net_memif / net_af_packet whose
+     *  ethdev layer admits at most 1500 in DPDK 22.11 while their datapath carries mtu() anyway. */
+    [[nodiscard]] std::uint32_t pmd_mtu() const noexcept { return pmd_mtu_; }
     /** The port's MAC address as the PMD reports it after start (cfg.mac where it could be set). */
     [[nodiscard]] const wire::MacAddr& mac() const noexcept { return mac_; }
     /** PMD name, e.g. "net_ring". */
@@ -178,6 +185,7 @@ private:
     bool last_link_up_ = false;
     std::uint32_t mtu_ = 1500;
     std::uint32_t own_room_ = 0; ///< data room of an own mbuf after headroom
+    std::uint32_t pmd_mtu_ = 1500;
     std::array<std::uint64_t, kNumPortCounters> counters_{};
     alignas(64) std::atomic<bool> lsc_pending_{false}; ///< set by the EAL interrupt thread
 
