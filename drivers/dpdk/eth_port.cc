@@ -197,10 +197,12 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
     }
     p->lsc_interrupt_ = info.dev_flags && (*info.dev_flags & RTE_ETH_DEV_INTR_LSC);
     conf.intr_conf.lsc = p->lsc_interrupt_ ? 1 : 0;
+    p->device_ = info.device;
     if (const int r = rte_eth_dev_configure(cfg.port_id, 1, 1, &conf); r != 0) {
         *err = who + "rte_eth_dev_configure failed: " + errno_text(-r);
         return nullptr;
     }
+    p->configured_ = true;
     // Not when the PMD is held below cfg.mtu: af_packet's set_mtu would shrink the kernel interface's MTU.
     if (const int r = pmd_mtu == cfg.mtu ? rte_eth_dev_set_mtu(cfg.port_id, static_cast<std::uint16_t>(pmd_mtu)) : 0;
         r != 0 && r != -ENOTSUP) {
@@ -256,9 +258,12 @@ EthPort::~EthPort() {
             rte_delay_us_sleep(100);
         }
     }
-    if (started_) {
-        (void)rte_eth_dev_stop(port_id_);
+    if (started_) (void)rte_eth_dev_stop(port_id_);
+    if (configured_) {
         (void)rte_eth_dev_close(port_id_); // gives the rx ring's mbufs back to the pool
+        // Detach the device too, so that probing the same devargs again makes a fresh port (a closed
+        // vdev stays plugged, and rte_dev_probe of it would fail with EEXIST).
+        if (device_) (void)rte_dev_remove(device_);
     }
     if (pool_) {
         if (rte_mempool_full(pool_)) {

@@ -17,8 +17,9 @@
  *  - the mempool: owned by the EthPort, created in create(), freed in the destructor if every mbuf
  *    has come home; if some are still out (held by a peer net_ring port, or by the caller), it is
  *    left allocated (logged) rather than freed under them.
- *  - the ethdev port: owned from create() (configure + start) to the destructor (stop + close; a
- *    closed vdev port is released and its id may be reused).
+ *  - the ethdev port and its device: owned from create() (configure + start) to the destructor
+ *    (stop, close, then rte_dev_remove of the device), also when create() fails after configuring.
+ *    probe_port() with the same devargs then probes the device anew (the port id may differ).
  *
  * Thread rules: one engine thread calls alloc_bulk / free_bulk / tx_burst / rx_burst / link_up /
  * poll_link of a port (the queues are not multi-thread safe). The LSC interrupt callback runs on the
@@ -38,6 +39,7 @@
 #include "engine/port.h"
 #include "wire/eth.h"
 
+struct rte_device;
 struct rte_mbuf;
 struct rte_mempool;
 
@@ -190,6 +192,8 @@ private:
     alignas(64) std::atomic<bool> lsc_pending_{false}; ///< set by the EAL interrupt thread
 
     // Control-path state.
+    rte_device* device_ = nullptr;
+    bool configured_ = false;
     bool started_ = false;
     bool lsc_interrupt_ = false;
     bool lsc_registered_ = false;

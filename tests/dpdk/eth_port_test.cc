@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -19,6 +20,7 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
+#include "config/config.h"
 #include "dpdk/eal.h"
 #include "dpdk/eth_port.h"
 
@@ -387,6 +389,69 @@ TEST(EthPortLifetime, DestructorFreesThePoolWhenAllMbufsAreHome) {
     ASSERT_NE(rte_mempool_lookup(pool_name.c_str()), nullptr);
     port.reset();
     EXPECT_EQ(rte_mempool_lookup(pool_name.c_str()), nullptr);
+    // The device went with it: the same end can be made again (an engine restarted in one process).
+    ASSERT_EQ(create_ring_pair_end("life", 'a', 64, &p), "");
+    c.port_id = p;
+    port = EthPort::create(c, &err);
+    EXPECT_TRUE(port) << err;
+}
+
+TEST(EthPortLifetime, EalVdevCanBeProbedAgainAfterDestruction) {
+    for (int round = 0; round < 2; ++round) {
+        std::uint16_t p = 0;
+        ASSERT_EQ(probe_port("net_ring1", &p), "") << "round " << round;
+        std::string err;
+        EthPortConfig c;
+        c.port_id = p;
+        auto port = EthPort::create(c, &err);
+        ASSERT_TRUE(port) << err;
+        EXPECT_TRUE(port->link_up());
+    }
+}
+
+/** config/demo.ini as the engine would bring it up: its devargs join device0.portN to device1.portN. */
+TEST(Demo, ShippedDemoConfigJoinsTheTwoDevices) {
+    const char* dir = std::getenv("DROCE_CONFIG_DIR");
+    std::string err;
+    const auto cfg = load_config(std::string(dir ? dir : "config") + "/demo.ini", &err);
+    ASSERT_TRUE(cfg) << err;
+    ASSERT_EQ(cfg->devices.size(), 2u);
+    const auto& d0 = cfg->devices[0];
+    const auto& d1 = cfg->devices[1];
+    ASSERT_EQ(d0.ports.size(), d1.ports.size());
+    for (std::size_t i = 0; i < d0.ports.size(); ++i) {
+        std::unique_ptr<EthPort> ports[2];
+        const PortConfig* pcs[2] = {&d0.ports[i], &d1.ports[i]};
+        for (int side = 0; side < 2; ++side) {
+            EthPortConfig c;
+            ASSERT_EQ(probe_port(pcs[side]->devargs, &c.port_id), "");
+            c.port_index = static_cast<std::uint8_t>(i);
+            c.mtu = pcs[side]->mtu;
+            c.mac = pcs[side]->mac;
+            ports[side] = EthPort::create(c, &err);
+            ASSERT_TRUE(ports[side]) << err;
+        }
+        for (int from = 0; from < 2; ++from) {
+            EthPort& tx = *ports[from];
+            EthPort& rx = *ports[1 - from];
+            for (const std::uint32_t len : {64u, tx.max_frame()}) {
+                PktBuf* b = nullptr;
+                ASSERT_EQ(tx.alloc_bulk(&b, 1), 1);
+                std::memcpy(b->data, pcs[1 - from]->mac.data(), 6);
+                std::memcpy(b->data + 6, pcs[from]->mac.data(), 6);
+                for (std::uint32_t k = 12; k < len; ++k) b->data[k] = static_cast<std::uint8_t>(k + from);
+                b->len = len;
+                ASSERT_EQ(tx.tx_burst(&b, 1), 1);
+                PktBuf* r = nullptr;
+                ASSERT_EQ(rx.rx_burst(&r, 1), 1) << "plane " << i << " from device" << from;
+                ASSERT_EQ(r->len, len);
+                EXPECT_EQ(std::memcmp(r->data, pcs[1 - from]->mac.data(), 6), 0);
+                EXPECT_EQ(r->data[len - 1], static_cast<std::uint8_t>(len - 1 + from));
+                EXPECT_EQ(r->port, i);
+                rx.free_bulk(&r, 1);
+            }
+        }
+    }
 }
 
 } // namespace
