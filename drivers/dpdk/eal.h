@@ -14,6 +14,13 @@
  *    "rp_N_ab" and receives from "rp_N_ba"; end b the opposite way. A plain `net_ring0` is a loopback
  *    (what it sends it receives), which is no use to connect two devices.
  *
+ * EAL arguments that work on Debian 12's DPDK 22.11 without hugepages (measured, see config/*.ini):
+ *  - `--no-huge -m N --no-shconf --file-prefix=P`: one process, no shared config files. `--in-memory`
+ *    is refused together with `--no-huge` ("Option --legacy-mem is not compatible with --in-memory":
+ *    --no-huge implies legacy memory).
+ *  - net_memif needs the EAL's multi-process IPC (it registers an mp action at probe and fails
+ *    without): no `--no-shconf` / `--in-memory` there, only a distinct `--file-prefix` per process.
+ *
  * Thread rules: every function here is control path: call from one thread, before or between engine
  * polls of the ports concerned. None is safe to call concurrently with another.
  */
