@@ -14,7 +14,7 @@
  *    "rp_N_ab" and receives from "rp_N_ba"; end b the opposite way. A plain `net_ring0` is a loopback
  *    (what it sends it receives), which is no use to connect two devices.
  *
- * EAL arguments that work on Debian 12's DPDK 22.11 without hugepages (measured, see config/*.ini):
+ * EAL arguments that work on Debian 12's DPDK 22.11 without hugepages (measured; see the .ini files in config/):
  *  - `--no-huge -m N --no-shconf --file-prefix=P`: one process, no shared config files. `--in-memory`
  *    is refused together with `--no-huge` ("Option --legacy-mem is not compatible with --in-memory":
  *    --no-huge implies legacy memory).
