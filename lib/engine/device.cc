@@ -5,6 +5,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include "wire/udp_sport.h"
 
 namespace droce {
@@ -28,9 +32,11 @@ Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
     ctx_.dev_counters = &counters_;
     ctx_.emit = &Device::emit;
     ctx_.emit_ctx = this;
+    doorbell_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }
 
 Device::~Device() {
+    if (doorbell_fd_ >= 0) close(doorbell_fd_);
     for (unsigned p = 0; p < ports_.size(); ++p) {
         if (tx_[p].count) ports_[p].driver->free_bulk(tx_[p].pending.data(), tx_[p].count);
         tx_[p].count = 0;
@@ -375,6 +381,7 @@ int Device::post_send(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, std::
         qp->sq.publish();
     }
     *bad = n;
+    if (asleep_.load(std::memory_order_seq_cst)) ring_doorbell();
     return 0;
 }
 
@@ -398,6 +405,7 @@ int Device::post_recv(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, std::
         qp->rq.publish();
     }
     *bad = n;
+    if (asleep_.load(std::memory_order_seq_cst)) ring_doorbell();
     return 0;
 }
 
@@ -510,6 +518,33 @@ std::uint32_t Device::poll() noexcept {
     }
     for (unsigned p = 0; p < ports_.size(); ++p) flush_tx(p);
     return work;
+}
+
+void Device::ring_doorbell() noexcept {
+    if (doorbell_fd_ < 0) return;
+    const std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t r = write(doorbell_fd_, &one, sizeof one);
+}
+
+void Device::sleep_until_doorbell(std::uint64_t max_ns) noexcept {
+    asleep_.store(true, std::memory_order_seq_cst);
+    bool work = false; // WQEs posted but not yet started by the requester
+    for (auto& qp : qps_)
+        if (qp && qp->state != QpState::reset && qp->sq.producer_index() != qp->req.next_wqe) work = true;
+    if (!work && doorbell_fd_ >= 0) {
+        std::uint64_t wait = max_ns;
+        const std::uint64_t deadline = next_deadline_ns();
+        const std::uint64_t now = clock_->now_ns();
+        if (deadline) wait = deadline > now ? std::min(wait, deadline - now) : 0;
+        if (wait > 0) {
+            pollfd pfd{doorbell_fd_, POLLIN, 0};
+            timespec ts{static_cast<time_t>(wait / 1'000'000'000u), static_cast<long>(wait % 1'000'000'000u)};
+            ppoll(&pfd, 1, &ts, nullptr);
+            std::uint64_t drained;
+            [[maybe_unused]] ssize_t r = read(doorbell_fd_, &drained, sizeof drained);
+        }
+    }
+    asleep_.store(false, std::memory_order_seq_cst);
 }
 
 Counters Device::total_counters() const noexcept {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -122,6 +123,15 @@ public:
      * READ responses, requesters, then transmit. @return units of work done (0 = idle).
      */
     std::uint32_t poll() noexcept;
+    /**
+     * Engine thread only: blocks until ring_doorbell() is called, the next QP timer deadline, or
+     * @p max_ns passes. Returns at once if an application posted work meanwhile. Publishes "asleep"
+     * so that post_send/post_recv know to ring the doorbell (one eventfd write, only then).
+     */
+    void sleep_until_doorbell(std::uint64_t max_ns) noexcept;
+    /** Wakes a sleeping engine thread. Any thread. */
+    void ring_doorbell() noexcept;
+
     /** Earliest timer deadline (ns) of any QP, or 0. Lets a test with a virtual clock jump ahead. */
     [[nodiscard]] std::uint64_t next_deadline_ns() const noexcept;
 
@@ -151,6 +161,11 @@ private:
     std::vector<std::unique_ptr<mem::Pd>> pds_;
     std::vector<std::unique_ptr<rc::Cq>> cqs_;
     std::vector<std::unique_ptr<rc::Qp>> qps_; ///< index = qpn - kFirstQpn
+    /** True while the engine thread sleeps in sleep_until_doorbell(). Posting threads read it after
+     *  publishing a WQE; the engine sets it before its last look at the rings (seq_cst on both sides,
+     *  so either the engine sees the WQE or the poster sees the flag). */
+    std::atomic<bool> asleep_{false};
+    int doorbell_fd_ = -1;
     std::uint32_t next_pd_handle_ = 1;
     std::uint32_t next_cqn_ = 1;
 };

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "engine_thread.h"
+
+#include <sched.h>
+
+#include <immintrin.h>
+
+namespace droce {
+
+bool EngineThread::start() noexcept {
+    if (thread_.joinable()) return false;
+    stop_.store(false, std::memory_order_relaxed);
+    try {
+        thread_ = std::thread([this] { run(); });
+    } catch (...) {
+        return false;
+    }
+    return true;
+}
+
+void EngineThread::stop() noexcept {
+    if (!thread_.joinable()) return;
+    stop_.store(true, std::memory_order_relaxed);
+    dev_.ring_doorbell();
+    thread_.join();
+}
+
+void EngineThread::run() noexcept {
+    std::uint32_t idle = 0;
+    while (!stop_.load(std::memory_order_relaxed)) {
+        if (dev_.poll() > 0) {
+            idle = 0;
+            continue;
+        }
+        ++idle;
+        if (idle < opts_.spin_polls) {
+            _mm_pause();
+        } else if (idle < opts_.spin_polls + opts_.yield_polls) {
+            sched_yield();
+        } else {
+            naps_.fetch_add(1, std::memory_order_relaxed);
+            dev_.sleep_until_doorbell(opts_.max_sleep_ns);
+            idle = opts_.spin_polls; // after a nap, yield before sleeping again
+        }
+    }
+}
+
+} // namespace droce
