@@ -56,7 +56,7 @@ constexpr std::uint32_t kPsnRingMask = kPsnWindow - 1;
 #define DROCE_COMP_ERRORS(X) \
     X(none) X(nak_invalid_request) X(nak_remote_access) X(nak_remote_operational)     \
     X(nak_invalid_rd_request) X(retry_exceeded) X(rnr_retry_exceeded) X(read_length)   \
-    X(local_protection) X(unsent_psn) X(unexpected_response) X(reserved_syndrome)
+    X(local_protection) X(unsent_psn) X(unexpected_response) X(reserved_nak_code) X(reserved_syndrome)
 // clang-format on
 
 enum class CompState : std::uint8_t {
@@ -116,8 +116,12 @@ constexpr Decision decide(CompError e) noexcept {
     case CompError::unsent_psn:
     case CompError::unexpected_response:
         return {false, WcStatus::success, true, Counter::completer_retry_err};
-    // Table 45/46 reserved syndromes and NAK codes: dropped (rxe drops as an unexpected NAK too... it
-    // fails the WQE with REM_OP_ERR; a reserved value carries no instruction, so droce ignores it).
+    // Table 46 reserved NAK codes: the responder failed in a way this requester cannot name; as rxe,
+    // a remote operational error (fatal).
+    case CompError::reserved_nak_code:
+        return {true, WcStatus::rem_op_err, true, Counter::req_remote_operational_error};
+    // Table 45 reserved AETH type (010), or a NAK / RNR syndrome on a response that must carry an ACK:
+    // not a valid acknowledgement, silently dropped (§9.7.5.1.x), counted.
     case CompError::reserved_syndrome:
         return {false, WcStatus::success, true, Counter::completer_retry_err};
     }
@@ -374,8 +378,8 @@ CompState do_check_ack(Rx& rx) noexcept {
                 return CompState::remote_error;
             case NakCode::invalid_rd_request: rx.err = CompError::nak_invalid_rd_request; return CompState::remote_error;
             }
-            rx.err = CompError::reserved_syndrome;
-            return CompState::drop;
+            rx.err = CompError::reserved_nak_code;
+            return CompState::remote_error;
         case AethKind::reserved: break;
         }
         rx.err = CompError::reserved_syndrome;

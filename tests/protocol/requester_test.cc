@@ -605,7 +605,8 @@ TEST(Completer, NakRemoteAccessErrorFlushesRestOnce) {
 TEST(Completer, NakInvalidRequestAndRemoteOpError) {
     for (auto [code, status, counter] :
          {std::tuple{NakCode::invalid_request, WcStatus::rem_inv_req_err, Counter::req_remote_invalid_request},
-          std::tuple{NakCode::remote_operational_error, WcStatus::rem_op_err, Counter::req_remote_operational_error}}) {
+          std::tuple{NakCode::remote_operational_error, WcStatus::rem_op_err, Counter::req_remote_operational_error},
+          std::tuple{static_cast<NakCode>(10), WcStatus::rem_op_err, Counter::req_remote_operational_error}}) {
         ProtocolHarness h;
         auto b = make_buf(h, 64, 0);
         h.post_send(make_wqe(WrOpcode::send, 1, *b, 64));
@@ -619,6 +620,32 @@ TEST(Completer, NakInvalidRequestAndRemoteOpError) {
         EXPECT_EQ(h.qp.counters[counter], 1u);
         EXPECT_EQ(h.qp.state, QpState::err);
     }
+}
+
+TEST(Completer, RepeatedSequenceNakRetriesOnce) {
+    ProtocolHarness h(Mtu::mtu256);
+    auto b = make_buf(h, 1024, 0);
+    h.post_send(make_wqe(WrOpcode::rdma_write, 1, *b, 1024)); // PSN 0..3
+    run(h);
+    const std::uint8_t before = h.qp.req.retry_left;
+    h.to_completer(nak_frame(h, 1, NakCode::psn_sequence_error));
+    h.to_completer(nak_frame(h, 1, NakCode::psn_sequence_error));
+    EXPECT_EQ(h.qp.req.retry_left, before - 1) << "one loss, one go-back-N";
+    run(h);
+    EXPECT_EQ(h.sent.size(), 4u + 3u);
+    h.to_completer(ack_frame(h, 3));
+    EXPECT_EQ(ProtocolHarness::drain(h.send_cq).size(), 1u);
+}
+
+TEST(Completer, ReservedAethTypeDropped) {
+    ProtocolHarness h;
+    auto b = make_buf(h, 64, 0);
+    h.post_send(make_wqe(WrOpcode::send, 1, *b, 64));
+    run(h);
+    h.to_completer(ack_frame(h, 0, AethKind::reserved, 0));
+    EXPECT_TRUE(ProtocolHarness::drain(h.send_cq).empty());
+    EXPECT_EQ(h.qp.state, QpState::rts);
+    EXPECT_EQ(h.qp.counters[Counter::completer_retry_err], 1u);
 }
 
 // ---------------------------------------------------------------- RNR
