@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <rte_eal.h>
+#include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 #include <rte_ring.h>
@@ -259,6 +260,19 @@ TEST_F(PairTest, LinkIsUp) {
     EXPECT_FALSE(a_->set_tx_ipv4_cksum(true)); // nothing to offload to
     EXPECT_STREQ(to_string(LinkEvent::down), "down");
     EXPECT_STREQ(to_string(PortCounter::rx_linearized), "rx_linearized");
+}
+
+TEST_F(PairTest, PollLinkReportsChanges) {
+    make_pair(1500);
+    // net_ring can take its link down and up (rte_eth_dev_set_link_down/up).
+    ASSERT_EQ(rte_eth_dev_set_link_down(a_->port_id()), 0);
+    EXPECT_FALSE(a_->link_up());
+    EXPECT_EQ(a_->poll_link(), LinkEvent::down);
+    EXPECT_EQ(a_->poll_link(), LinkEvent::none);
+    ASSERT_EQ(rte_eth_dev_set_link_up(a_->port_id()), 0);
+    EXPECT_EQ(a_->poll_link(), LinkEvent::up);
+    EXPECT_EQ(a_->poll_link(), LinkEvent::none);
+    EXPECT_TRUE(a_->link_up());
 }
 
 TEST_F(PairTest, EcnCeIsReadFromTheIpHeader) {
