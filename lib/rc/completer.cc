@@ -148,9 +148,12 @@ Psn expected_response(const Qp& qp, const SendWqe& w) noexcept {
     return is_read(w) ? w.first_psn + w.recv_bytes / qp.mtu : w.first_psn;
 }
 
-/** The oldest WQE, or nullptr when the requester has not started one. */
+/**
+ * The oldest WQE, or nullptr when there is none whose request went out in the current pass (a READ or
+ * atomic rewound by go-back-N and not yet re-sent ignores responses to its earlier request).
+ */
 SendWqe* oldest(Qp& qp) noexcept {
-    if (qp.sq.ready() == 0) return nullptr;
+    if (qp.sq.ready() == 0 || qp.sq.consumer_index() == qp.req.next_wqe) return nullptr;
     SendWqe& w = qp.sq.slot(qp.sq.consumer_index());
     return w.state == WqeState::posted ? nullptr : &w;
 }
@@ -226,6 +229,10 @@ AckOutcome ack_through(Qp& qp, TransportCtx& ctx, Psn p, Psn& retry_psn) noexcep
             complete_error(qp, ctx, w.status);
             return AckOutcome::qp_error;
         }
+        // Only WQEs whose packets all went out in the current pass complete. After go-back-N a late
+        // ACK may cover WQEs that are queued for resending: they complete when the resend is acked
+        // (the responder re-ACKs duplicates), so a slot is never released under the requester.
+        if (qp.sq.consumer_index() == qp.req.next_wqe) break;
         if (is_read(w) || is_atomic(w)) {
             const Psn e = expected_response(qp, w);
             if (p >= e) { // acknowledged past a response that never came (§9.7.5.1.x implied NAK)
@@ -239,7 +246,8 @@ AckOutcome ack_through(Qp& qp, TransportCtx& ctx, Psn p, Psn& retry_psn) noexcep
         if (w.last_psn > p) break;
         complete_ok(qp, w);
     }
-    advance_unacked(qp, ctx, p + 1);
+    // Never past what the current pass has sent (a late ACK during go-back-N).
+    advance_unacked(qp, ctx, p + 1 > qp.req.next_psn ? qp.req.next_psn : p + 1);
     return AckOutcome::ok;
 }
 

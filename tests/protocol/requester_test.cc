@@ -637,6 +637,28 @@ TEST(Completer, RepeatedSequenceNakRetriesOnce) {
     EXPECT_EQ(ProtocolHarness::drain(h.send_cq).size(), 1u);
 }
 
+TEST(Completer, LateAckDuringGoBackNDoesNotReleaseSlotsBeingResent) {
+    ProtocolHarness h(Mtu::mtu256);
+    auto b = make_buf(h, 1024, 0);
+    h.post_send(make_wqe(WrOpcode::rdma_write, 1, *b, 1024)); // PSN 0..3
+    h.post_send(make_wqe(WrOpcode::send, 2, *b, 10));         // PSN 4
+    run(h);
+    h.to_completer(nak_frame(h, 1, NakCode::psn_sequence_error));
+    h.to_completer(ack_frame(h, 4)); // late: overtaken by the rewind
+    EXPECT_TRUE(ProtocolHarness::drain(h.send_cq).empty());
+    EXPECT_EQ(h.qp.sq.ready(), 2u);
+    run(h);
+    const auto pk = sent_pkts(h, 5);
+    ASSERT_EQ(pk.size(), 4u);
+    EXPECT_EQ(pk[0].psn, 1u);
+    EXPECT_EQ(pk[3].op, Opcode::RC_SEND_ONLY);
+    h.to_completer(ack_frame(h, 4));
+    auto c = ProtocolHarness::drain(h.send_cq);
+    ASSERT_EQ(c.size(), 2u);
+    EXPECT_EQ(c[0].wr_id, 1u);
+    EXPECT_EQ(c[1].wr_id, 2u);
+}
+
 TEST(Completer, ReservedAethTypeDropped) {
     ProtocolHarness h;
     auto b = make_buf(h, 64, 0);
