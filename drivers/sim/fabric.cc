@@ -12,6 +12,7 @@
  * that the head steps over once everything before them is gone.
  */
 #include "sim/fabric.h"
+#include "sim/impair_common.h"
 
 #include <algorithm>
 #include <bit>
@@ -56,100 +57,12 @@ std::string_view to_string(PortCounter c) noexcept {
 
 namespace {
 
-constexpr std::uint32_t kEthHeader = sizeof(wire::EthHdr);
-constexpr std::uint32_t kBthFecnByte = 4; // FECN, BECN, resv6: masked by the ICRC
-
-/** Where the layers of a frame start, as far as the sim needs them (ECN marking, corruption). */
-struct Layout {
-    std::uint32_t l3 = 0;     ///< IP header offset (after Ethernet and any 802.1Q tag)
-    std::uint32_t l3_len = 0; ///< IP header bytes; 0 if not IP
-    bool ipv4 = false;
-    bool ipv6 = false;
-    bool roce = false; ///< UDP to port 4791 follows the IP header
-};
-
-Layout layout_of(const PktBuf& b) noexcept {
-    Layout ly;
-    const std::uint8_t* d = b.data;
-    std::uint32_t off = kEthHeader;
-    if (b.len < off) return ly;
-    std::uint16_t type = static_cast<std::uint16_t>((d[12] << 8) | d[13]);
-    if (type == wire::kEtherTypeVlan) {
-        off += sizeof(wire::VlanTag);
-        if (b.len < off) return ly;
-        type = static_cast<std::uint16_t>((d[off - 2] << 8) | d[off - 1]);
-    }
-    ly.l3 = off;
-    std::uint8_t proto = 0;
-    if (type == wire::kEtherTypeIpv4 && b.len >= off + sizeof(wire::Ipv4Hdr)) {
-        const auto* ip = reinterpret_cast<const wire::Ipv4Hdr*>(d + off);
-        const unsigned hl = ip->header_length();
-        if (ip->version() != 4 || hl < sizeof(wire::Ipv4Hdr) || b.len < off + hl) return ly;
-        ly.ipv4 = true;
-        ly.l3_len = hl;
-        proto = ip->protocol;
-    } else if (type == wire::kEtherTypeIpv6 && b.len >= off + sizeof(wire::Ipv6Hdr)) {
-        const auto* ip = reinterpret_cast<const wire::Ipv6Hdr*>(d + off);
-        if (ip->version() != 6) return ly;
-        ly.ipv6 = true;
-        ly.l3_len = sizeof(wire::Ipv6Hdr);
-        proto = ip->next_header;
-    } else {
-        return ly;
-    }
-    const std::uint32_t l4 = ly.l3 + ly.l3_len;
-    if (proto == wire::kIpProtoUdp && b.len >= l4 + sizeof(wire::UdpHdr)) {
-        const auto* udp = reinterpret_cast<const wire::UdpHdr*>(d + l4);
-        ly.roce = udp->dst_port.get() == wire::kRoceV2Port;
-    }
-    return ly;
-}
-
-/** ECN bits of an IP frame, or -1 for a non-IP frame. */
-int ecn_of(const PktBuf& b, const Layout& ly) noexcept {
-    if (ly.ipv4) return reinterpret_cast<const wire::Ipv4Hdr*>(b.data + ly.l3)->ecn();
-    if (ly.ipv6)
-        return static_cast<int>(
-            reinterpret_cast<const wire::Ipv6Hdr*>(b.data + ly.l3)->traffic_class() & 3u);
-    return -1;
-}
-
-constexpr unsigned kEcnCe = 3;
-
-/** Marks an ECT frame CE (IP header only; ICRC unchanged as it masks these bits). True if marked.
- */
-bool mark_ce(PktBuf& b, const Layout& ly) noexcept {
-    const int ecn = ecn_of(b, ly);
-    if (ecn != 1 && ecn != 2) return false;
-    if (ly.ipv4) {
-        auto* ip = reinterpret_cast<wire::Ipv4Hdr*>(b.data + ly.l3);
-        ip->tos = static_cast<std::uint8_t>(ip->tos | kEcnCe);
-        ip->checksum.set(0);
-        ip->checksum.set(wire::ipv4_header_checksum(ip, ly.l3_len));
-    } else {
-        auto* ip = reinterpret_cast<wire::Ipv6Hdr*>(b.data + ly.l3);
-        ip->set_vtc_flow(ip->traffic_class() | kEcnCe, ip->flow_label());
-    }
-    b.ecn_ce = true;
-    return true;
-}
-
-/**
- * True if bit @p bit (0 = least significant) of byte @p off is one the RoCEv2 ICRC masks
- * (IBTA A17.3.3): IPv4 TOS, TTL, checksum; IPv6 traffic class, flow label, hop limit; UDP
- * checksum; BTH FECN/BECN/resv6. Flipping those would go unnoticed.
- */
-bool icrc_masked(const Layout& ly, std::uint32_t off, unsigned bit) noexcept {
-    if (!ly.roce || off < ly.l3) return false;
-    const std::uint32_t rel = off - ly.l3;
-    if (rel < ly.l3_len) {
-        if (ly.ipv4) return rel == 1 || rel == 8 || rel == 10 || rel == 11;
-        if (rel == 0) return bit < 4; // low nibble of byte 0: high nibble of the traffic class
-        return rel == 1 || rel == 2 || rel == 3 || rel == 7;
-    }
-    const std::uint32_t l4 = rel - ly.l3_len;
-    return l4 == 6 || l4 == 7 || l4 == sizeof(wire::UdpHdr) + kBthFecnByte;
-}
+using detail::ecn_of;
+using detail::kEcnCe;
+using detail::kEthHeader;
+using detail::Layout;
+using detail::layout_of;
+using detail::mark_ce;
 
 enum class EntryState : std::uint8_t { live, held, gone };
 
@@ -260,13 +173,8 @@ struct Fabric::Impl {
         return port_stats[static_cast<std::size_t>(e) * n_planes + p];
     }
 
-    // ---- randomness ----
-    double uniform() noexcept { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
-    bool chance(double p) noexcept {
-        if (!(p > 0.0)) return false;
-        if (p >= 1.0) return true;
-        return uniform() < p;
-    }
+    // ---- randomness (impair_common.h, shared with the impairment stage) ----
+    bool chance(double p) noexcept { return detail::chance(rng, p); }
 
     // ---- pool ----
     PktBuf* pool_get() noexcept {
@@ -347,35 +255,7 @@ struct Fabric::Impl {
 
     /** Bytes queued on @p l and not yet serialised at time @p now_ps. */
     static std::uint64_t backlog_bytes(const Link& l, std::uint64_t now_ps) noexcept {
-        if (!(l.cfg.bandwidth_gbps > 0.0) || *l.busy_until_ps <= now_ps) return 0;
-        // ps × Gb/s = 10^-3 bits; / 8000 gives bytes.
-        return static_cast<std::uint64_t>(static_cast<double>(*l.busy_until_ps - now_ps) *
-                                          l.cfg.bandwidth_gbps / 8000.0);
-    }
-
-    bool red_decides_mark(const LinkConfig& c, std::uint64_t q) noexcept {
-        if (q >= c.kmax_bytes) return true;
-        if (q < c.kmin_bytes) return false;
-        const double frac = static_cast<double>(q - c.kmin_bytes) /
-                            static_cast<double>(c.kmax_bytes - c.kmin_bytes);
-        return chance(c.pmax * frac);
-    }
-
-    void corrupt(PktBuf& b, const Layout& ly) noexcept {
-        const std::uint32_t first = ly.l3 != 0 ? ly.l3 : kEthHeader;
-        if (b.len <= first) return;
-        const std::uint32_t span = b.len - first;
-        // Rejection sampling over the bits the ICRC covers; a RoCE frame always has many (its own
-        // ICRC), so this ends in a few draws. The bound keeps the datapath bounded regardless.
-        std::uint32_t off = b.len - 1;
-        unsigned bit = 0;
-        for (int tries = 0; tries < 64; ++tries) {
-            const std::uint64_t r = rng();
-            off = first + static_cast<std::uint32_t>((r >> 3) % span);
-            bit = static_cast<unsigned>(r & 7u);
-            if (!icrc_masked(ly, off, bit)) break;
-        }
-        b.data[off] = static_cast<std::uint8_t>(b.data[off] ^ (1u << bit));
+        return detail::backlog_bytes(*l.busy_until_ps, now_ps, l.cfg.bandwidth_gbps);
     }
 
     /** One frame onto one directed link; the link takes ownership of @p b in every case. */
@@ -401,18 +281,17 @@ struct Fabric::Impl {
         }
         const Layout ly = layout_of(*b);
         b->ecn_ce = ecn_of(*b, ly) == static_cast<int>(kEcnCe);
-        if (c.ecn && red_decides_mark(c, queued) && mark_ce(*b, ly))
+        if (c.ecn && detail::red_decides_mark(rng, c.kmin_bytes, c.kmax_bytes, c.pmax, queued) &&
+            mark_ce(*b, ly))
             l.stats.inc(LinkCounter::ecn_marked);
         if (chance(c.corrupt)) {
-            corrupt(*b, ly);
+            detail::corrupt_one_bit(rng, *b, ly);
             l.stats.inc(LinkCounter::corrupted);
         }
 
         // Serialise after whatever is queued, then propagate.
         std::uint64_t finish_ps = std::max(now_ps, *l.busy_until_ps);
-        if (c.bandwidth_gbps > 0.0)
-            finish_ps += static_cast<std::uint64_t>(
-                std::llround(static_cast<double>(b->len) * 8000.0 / c.bandwidth_gbps));
+        finish_ps += detail::serialisation_ps(b->len, c.bandwidth_gbps);
         *l.busy_until_ps = finish_ps;
         std::uint64_t deliver = t0_ns + (finish_ps + 999u) / 1000u + c.delay_ns;
         deliver = std::max({deliver, now_ns, l.last_deliver_ns}); // FIFO even if delay shrank
