@@ -8,7 +8,7 @@
  * Bookkeeping: comp.oldest_unacked is the first PSN not yet acknowledged. An acknowledgement with PSN p
  * (ACK, or implicitly a NAK / response with PSN p + 1) covers every PSN <= p. WQEs complete strictly in
  * SQ order; a READ or atomic completes only by its own responses, so an acknowledgement that reaches
- * past an unfinished READ / atomic means its responses were lost: an implied NAK (§9.7.5.1.x), retried
+ * past an unfinished READ / atomic means its responses were lost: an implied NAK (§9.7.5.1), retried
  * from the first response PSN not yet received.
  *
  * completer_receive() runs an explicit state machine (CONVENTIONS rule 10); every completion error and
@@ -90,7 +90,7 @@ constexpr Decision decide(CompError e) noexcept {
     switch (e) {
     case CompError::none:
         return {};
-    // NAK codes, IBTA table 46; all are fatal to the QP (§9.7.5.1.x, class B/C errors, §10.7.3.1).
+    // NAK codes, IBTA table 46; all are fatal to the QP (§9.7.5.1, class B/C errors, §10.7.3.1).
     case CompError::nak_invalid_request:
         return {true, WcStatus::rem_inv_req_err, true, Counter::req_remote_invalid_request};
     case CompError::nak_remote_access:
@@ -99,7 +99,7 @@ constexpr Decision decide(CompError e) noexcept {
         return {true, WcStatus::rem_op_err, true, Counter::req_remote_operational_error};
     case CompError::nak_invalid_rd_request: // RD only; an RC peer sending it is broken: remote invalid RD request
         return {true, WcStatus::rem_inv_rd_req_err, true, Counter::req_remote_invalid_request};
-    // §9.7.6.1.3 / §9.7.5.1.x: transport retry counter exhausted (timeouts, sequence and implied NAKs).
+    // §9.7.6.1.3 / §9.7.5.1: transport retry counter exhausted (timeouts, sequence and implied NAKs).
     case CompError::retry_exceeded:
         return {true, WcStatus::retry_exc_err, true, Counter::retry_exceeded_err};
     // §9.7.5.2.8: RNR retry counter exhausted.
@@ -112,7 +112,7 @@ constexpr Decision decide(CompError e) noexcept {
     // Response data / atomic result cannot be written to the local SGE (lkey, PD, bounds, local write).
     case CompError::local_protection:
         return {true, WcStatus::loc_prot_err, true, Counter::local_protection_err};
-    // §9.7.5.1.x: an acknowledgement for a PSN never sent is invalid: silently dropped.
+    // §9.7.5.1: an acknowledgement for a PSN never sent is invalid: silently dropped.
     case CompError::unsent_psn:
     case CompError::unexpected_response:
         return {false, WcStatus::success, true, Counter::completer_retry_err};
@@ -121,7 +121,7 @@ constexpr Decision decide(CompError e) noexcept {
     case CompError::reserved_nak_code:
         return {true, WcStatus::rem_op_err, true, Counter::req_remote_operational_error};
     // Table 45 reserved AETH type (010), or a NAK / RNR syndrome on a response that must carry an ACK:
-    // not a valid acknowledgement, silently dropped (§9.7.5.1.x), counted.
+    // not a valid acknowledgement, silently dropped (§9.7.5.1), counted.
     case CompError::reserved_syndrome:
         return {false, WcStatus::success, true, Counter::completer_retry_err};
     }
@@ -235,7 +235,7 @@ AckOutcome ack_through(Qp& qp, TransportCtx& ctx, Psn p, Psn& retry_psn) noexcep
         if (qp.sq.consumer_index() == qp.req.next_wqe) break;
         if (is_read(w) || is_atomic(w)) {
             const Psn e = expected_response(qp, w);
-            if (p >= e) { // acknowledged past a response that never came (§9.7.5.1.x implied NAK)
+            if (p >= e) { // acknowledged past a response that never came (§9.7.5.1 implied NAK)
                 advance_unacked(qp, ctx, e);
                 count(qp, ctx, Counter::implied_nak_seq_err);
                 retry_psn = e;
@@ -277,7 +277,7 @@ bool find_wqe(Qp& qp, Psn p, std::uint32_t& idx) noexcept {
 }
 
 /**
- * Go-back-N (IBTA §9.7.5.1.x): resend everything from PSN @p p. The WQE holding @p p restarts at byte
+ * Go-back-N (IBTA §9.7.5.1): resend everything from PSN @p p. The WQE holding @p p restarts at byte
  * (p - first_psn) * MTU (a READ asks again only for the rest, from va + offset, with PSN p); every later
  * WQE already started is sent again from its beginning, with the same PSNs.
  */
@@ -341,7 +341,7 @@ struct Rx {
     Psn retry_psn;
 };
 
-/** Implicit acknowledgement of every PSN before the packet's own (NAKs and responses, §9.7.5.1.x). */
+/** Implicit acknowledgement of every PSN before the packet's own (NAKs and responses, §9.7.5.1). */
 CompState implicit_ack(Qp& qp, TransportCtx& ctx, Rx& rx, CompState next) noexcept {
     if (!(rx.psn > qp.comp.oldest_unacked)) return next;
     switch (ack_through(qp, ctx, rx.psn - 1, rx.retry_psn)) {
@@ -474,7 +474,7 @@ CompState do_read(Qp& qp, TransportCtx& ctx, Rx& rx) noexcept {
     const std::uint32_t rem = w->length - w->recv_bytes;
     const bool last = rx.op == Opcode::RC_RDMA_READ_RESPONSE_LAST || rx.op == Opcode::RC_RDMA_READ_RESPONSE_ONLY;
     // FIRST / MIDDLE carry exactly one MTU and leave data to come; LAST / ONLY carry the rest, at most
-    // one MTU (§9.7.5.1.x). Anything else is more (or less) data than the READ asked for.
+    // one MTU (§9.7.5.1). Anything else is more (or less) data than the READ asked for.
     if (len > rem || (last ? len != rem : (len != qp.mtu || len == rem))) {
         rx.err = CompError::read_length;
         return CompState::error;

@@ -76,14 +76,14 @@ WcStatus check_wqe(Qp& qp, TransportCtx& ctx, const SendWqe& w) noexcept {
     case WrOpcode::rdma_write_with_imm:
         break;
     case WrOpcode::rdma_read:
-        // The response data is written into the local SGEs: they need local write (IBTA §10.6.3.3).
+        // The response data is written into the local SGEs: they need local write (IBTA ch. 10, memory access rights).
         // rxe finds out only when the first response arrives; checking before the request leaves
         // avoids a remote READ whose data could never be placed.
         access = kAccessLocalWrite;
         break;
     case WrOpcode::atomic_cmp_and_swp:
     case WrOpcode::atomic_fetch_and_add:
-        // IBTA §9.4.5: the atomic target must be 8-byte aligned, the result is one 8-byte local buffer.
+        // IBTA ch. 9 atomics: the target must be 8-byte aligned, the result is one 8-byte local buffer.
         // rxe refuses such a WR in post_send (EINVAL); a WQE that reaches the engine anyway is an
         // invalid work request: Local QP Operation Error, as mlx5 reports a malformed WQE.
         if (w.remote_addr & 7u) return WcStatus::loc_qp_op_err;
@@ -94,7 +94,7 @@ WcStatus check_wqe(Qp& qp, TransportCtx& ctx, const SendWqe& w) noexcept {
     case WrOpcode::bind_mw:
         return WcStatus::loc_qp_op_err; // not a wire operation; this engine does not execute them
     }
-    if (w.length > kMaxMsgSize) return WcStatus::loc_len_err; // IBTA C9-? / max_msg_sz: Local Length Error
+    if (w.length > kMaxMsgSize) return WcStatus::loc_len_err; // longer than max_msg_sz: Local Length Error
     if (w.send_flags & kSendInline) {
         if (is_read(w) || is_atomic(w)) return WcStatus::loc_qp_op_err;
         if (w.length > kMaxInlineData) return WcStatus::loc_len_err;
@@ -108,7 +108,7 @@ WcStatus check_wqe(Qp& qp, TransportCtx& ctx, const SendWqe& w) noexcept {
         if (s.length == 0) continue; // C9-88: a zero-length buffer is never checked
         std::uint8_t* host = nullptr;
         if (ctx.mrs->check(s.lkey, qp.pd, s.addr, s.length, access, &host) != mem::MemCheck::ok)
-            return WcStatus::loc_prot_err; // lkey, PD, bounds or access: Local Protection Error (§10.6.3)
+            return WcStatus::loc_prot_err; // lkey, PD, bounds or access: Local Protection Error
     }
     if (total != w.length || total > kMaxMsgSize) return WcStatus::loc_len_err;
     return WcStatus::success;
@@ -215,10 +215,10 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
         if (w.state == WqeState::done) break; // failed locally: waits for the completer, QP goes to ERR
 
         if (w.state == WqeState::posted) {
-            // A new message. SQD: finish the current message, start no new one (IBTA §10.3.1.x).
+            // A new message. SQD: finish the current message, start no new one (IBTA ch. 10, SQD state).
             if (qp.state == QpState::sqd) break;
             const bool rd_atomic = is_read(w) || is_atomic(w);
-            // Fence: wait until every earlier READ / atomic has completed (IBTA §10.8.3.3).
+            // Fence: wait until every earlier READ / atomic has completed (IBTA ch. 10, fence indicator).
             if ((w.send_flags & kSendFence) && req.rd_atomic_inflight > 0) break;
             if (rd_atomic && req.rd_atomic_inflight >= std::max<std::uint32_t>(1, qp.attr.max_rd_atomic)) break;
             if (req.next_psn.distance_from(qp.comp.oldest_unacked) >= static_cast<std::int32_t>(kPsnWindow)) break;
