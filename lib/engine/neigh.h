@@ -239,9 +239,11 @@ public:
      */
     [[nodiscard]] std::optional<NeighEntryInfo> find(const wire::Ipv6Addr& ip) noexcept;
 
-    /** Entries in use. */
+    /** Entries in use, static ones included. */
     [[nodiscard]] std::size_t size() const noexcept { return used_; }
+    /** Most entries the table holds (fixed at construction). */
     [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
+    /** The timers in force (max_probes raised to 1 if it was 0). */
     [[nodiscard]] const NeighParams& params() const noexcept { return params_; }
 
 private:
@@ -442,8 +444,11 @@ public:
                               const std::optional<wire::MacAddr>& unicast_dst = std::nullopt,
                               std::optional<std::uint16_t> vlan_tci = std::nullopt) noexcept;
 
+    /** This responder's counters (reset only by making a new responder). */
     [[nodiscard]] const NeighCounters& counters() const noexcept { return counters_; }
+    /** The addresses this responder answers for (its own copy). */
     [[nodiscard]] const NeighPortAddrs& addrs() const noexcept { return addrs_; }
+    /** The borrowed table it learns into. */
     [[nodiscard]] NeighTable& table() noexcept { return *table_; }
 
 private:

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * Neighbour resolution (lib/engine/neigh.h): the ARP and ND responder on crafted frames, the table's
- * states and timers on a virtual clock, and every truncation of every frame kind. Frames are handed
- * over in heap blocks of exactly their size, so the sanitizer build (suite 'asan') catches any read
- * past the end.
+ * Neighbour resolution (lib/engine/neigh.h): the ARP and ND responder on crafted frames, the
+ * table's states and timers on a virtual clock, and every truncation of every frame kind. Frames
+ * are handed over in heap blocks of exactly their size, so the sanitizer build (suite 'asan')
+ * catches any read past the end.
  */
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@ namespace {
 constexpr std::uint64_t kSec = 1'000'000'000;
 
 class NeighTest : public ::testing::Test {
-protected:
+  protected:
     Clock clock = Clock::virtual_clock();
     NeighTable table{clock, 16};
     NeighResponder resp{table, our_addrs()};
@@ -30,7 +30,9 @@ protected:
         std::copy(frame.begin(), frame.end(), heap.get());
         return resp.handle_frame(std::span<const std::uint8_t>(heap.get(), frame.size()), reply);
     }
-    Bytes reply_bytes(const NeighRx& r) const { return Bytes(reply.begin(), reply.begin() + r.reply_len); }
+    Bytes reply_bytes(const NeighRx& r) const {
+        return Bytes(reply.begin(), reply.begin() + r.reply_len);
+    }
     std::uint64_t count(NeighCounter c) const { return resp.counters()[c]; }
 };
 
@@ -143,7 +145,8 @@ TEST_F(NeighTest, ArpRequestWithVlanTagIsAnsweredTagged) {
 }
 
 TEST_F(NeighTest, ArpRequestUnpaddedIsAccepted) {
-    const Bytes req = arp_frame(1, kPeerMac, kPeerIp4, MacAddr{}, kOurIp4, kBroadcastMac, {}, false);
+    const Bytes req =
+        arp_frame(1, kPeerMac, kPeerIp4, MacAddr{}, kOurIp4, kBroadcastMac, {}, false);
     ASSERT_EQ(req.size(), 42u);
     EXPECT_EQ(rx(req).status, NeighStatus::arp_request);
 }
@@ -161,7 +164,8 @@ TEST_F(NeighTest, ArpRequestForAnotherIpGetsNoReply) {
 
 TEST_F(NeighTest, ArpProbeIsAnsweredButTeachesNothing) {
     // RFC 5227 probe for our address: sender IP 0.0.0.0.
-    const NeighRx r = rx(arp_frame(1, kPeerMac, Ipv4Addr{0, 0, 0, 0}, MacAddr{}, kOurIp4, kBroadcastMac));
+    const NeighRx r =
+        rx(arp_frame(1, kPeerMac, Ipv4Addr{0, 0, 0, 0}, MacAddr{}, kOurIp4, kBroadcastMac));
     EXPECT_EQ(r.status, NeighStatus::arp_request);
     EXPECT_EQ(r.reply_len, 60u);
     EXPECT_EQ(table.size(), 0u);
@@ -243,7 +247,8 @@ TEST_F(NeighTest, StaticEntryIsNeverOverwritten) {
     EXPECT_EQ(l.result, NeighResolve::resolved);
     EXPECT_EQ(l.mac, kPeerMac);
     EXPECT_FALSE(l.send_request);
-    EXPECT_EQ(table.learn(kPeerIp6, kOtherMac, NeighLearn::confirmed), NeighLearnResult::static_kept);
+    EXPECT_EQ(table.learn(kPeerIp6, kOtherMac, NeighLearn::confirmed),
+              NeighLearnResult::static_kept);
 }
 
 TEST_F(NeighTest, StaticOverridesLearned) {
@@ -326,7 +331,8 @@ TEST_F(NeighTest, ReplyBufferTooSmall) {
     EXPECT_EQ(small[0], 0xee);
     EXPECT_EQ(count(NeighCounter::reply_no_room), 1u);
     EXPECT_EQ(count(NeighCounter::arp_request_rx), 1u);
-    const NeighRx r6 = resp.handle_frame(nd_frame(NdSpec{}), std::span<std::uint8_t>(small.data(), 0));
+    const NeighRx r6 =
+        resp.handle_frame(nd_frame(NdSpec{}), std::span<std::uint8_t>(small.data(), 0));
     EXPECT_EQ(r6.status, NeighStatus::reply_no_room);
 }
 
@@ -431,7 +437,8 @@ TEST_F(NeighTest, DadProbeIsAnsweredToAllNodes) {
     std::copy(out.begin() + 38, out.begin() + 54, dst.begin());
     EXPECT_EQ(dst, wire::kIpv6AllNodes);
     EXPECT_EQ(out[58], 0x20); // Override only, not Solicited (RFC 4861 §7.2.4)
-    EXPECT_EQ(ref_icmpv6_checksum(kOurIp6, wire::kIpv6AllNodes, Bytes(out.begin() + 54, out.end())), 0u);
+    EXPECT_EQ(ref_icmpv6_checksum(kOurIp6, wire::kIpv6AllNodes, Bytes(out.begin() + 54, out.end())),
+              0u);
     EXPECT_EQ(table.size(), 0u);
     // A DAD probe with a source link-layer option is invalid (RFC 4861 §7.1.1).
     s.opt_type = 1;
@@ -512,6 +519,17 @@ TEST_F(NeighTest, MalformedNdFields) {
     // Option running past the message.
     f = nd_frame(NdSpec{});
     f[54 + 24 + 1] = 2;
+    refresh_nd_checksum(f);
+    EXPECT_EQ(rx(f).status, NeighStatus::malformed);
+    // An unknown option is skipped (RFC 4861 §4.6) ...
+    f = nd_frame(NdSpec{});
+    put(f, {99, 1, 0, 0, 0, 0, 0, 0});
+    f[19] = 40;
+    refresh_nd_checksum(f);
+    EXPECT_EQ(rx(f).status, NeighStatus::ns);
+    EXPECT_TRUE(table.remove(kPeerIp6)); // the sender it taught us
+    // ... but not one that runs past the message.
+    f[54 + 32 + 1] = 2;
     refresh_nd_checksum(f);
     EXPECT_EQ(rx(f).status, NeighStatus::malformed);
     // A truncated option header (one byte of option space left).
@@ -613,7 +631,8 @@ TEST_F(NeighTest, NsBuiltToSolicitedNodeMulticast) {
     std::copy(out.begin() + 38, out.begin() + 54, dst.begin());
     EXPECT_EQ(src, kOurLinkLocal);
     EXPECT_EQ(dst, ll_peer);
-    EXPECT_EQ(ref_icmpv6_checksum(src, dst, Bytes(out.begin() + 54, out.begin() + kNdFrameLen)), 0u);
+    EXPECT_EQ(ref_icmpv6_checksum(src, dst, Bytes(out.begin() + 54, out.begin() + kNdFrameLen)),
+              0u);
 
     std::array<std::uint8_t, kNdFrameLen - 1> small{};
     EXPECT_EQ(resp.build_ns(kPeerIp6, small), 0u);
@@ -642,13 +661,16 @@ TEST_F(NeighTest, OurNsAnsweredByAPeerResponder) {
         std::array<std::uint8_t, kNeighMaxReply> ans{};
         const NeighRx pr = peer.handle_frame(std::span<const std::uint8_t>(req.data(), n), ans);
         ASSERT_GT(pr.reply_len, 0u) << to_string(pr.status);
-        const NeighRx r = resp.handle_frame(std::span<const std::uint8_t>(ans.data(), pr.reply_len), reply);
-        EXPECT_TRUE(r.status == NeighStatus::na || r.status == NeighStatus::arp_reply) << to_string(r.status);
+        const NeighRx r =
+            resp.handle_frame(std::span<const std::uint8_t>(ans.data(), pr.reply_len), reply);
+        EXPECT_TRUE(r.status == NeighStatus::na || r.status == NeighStatus::arp_reply)
+            << to_string(r.status);
         const NeighLookup l2 = table.lookup(target);
         EXPECT_EQ(l2.result, NeighResolve::resolved);
         EXPECT_EQ(l2.mac, kPeerMac);
         // The peer learned us too, from the request.
-        EXPECT_EQ(peer_table.find(is_ipv4_mapped(target) ? ipv4_mapped(kOurIp4) : kOurIp6)->mac, kOurMac);
+        EXPECT_EQ(peer_table.find(is_ipv4_mapped(target) ? ipv4_mapped(kOurIp4) : kOurIp6)->mac,
+                  kOurMac);
     }
 }
 
@@ -749,7 +771,8 @@ TEST_F(NeighTest, HintKeepsSameMacAndReplacesOther) {
     EXPECT_EQ(table.learn(kPeerIp6, kOtherMac, NeighLearn::hint), NeighLearnResult::updated);
     EXPECT_EQ(table.find(kPeerIp6)->mac, kOtherMac);
     EXPECT_EQ(table.learn(kPeerIp6, kBroadcastMac, NeighLearn::hint), NeighLearnResult::rejected);
-    EXPECT_EQ(table.learn(kThirdIp6, kPeerMac, NeighLearn::update_only), NeighLearnResult::not_present);
+    EXPECT_EQ(table.learn(kThirdIp6, kPeerMac, NeighLearn::update_only),
+              NeighLearnResult::not_present);
 }
 
 TEST(NeighTable, FixedCapacityEvictionOrder) {
@@ -795,10 +818,13 @@ struct Valid {
 
 std::vector<Valid> valid_frames() {
     std::vector<Valid> v;
-    v.push_back({"arp request", arp_frame(1, kPeerMac, kPeerIp4, MacAddr{}, kOurIp4, kBroadcastMac), 42});
-    v.push_back({"arp request vlan", arp_frame(1, kPeerMac, kPeerIp4, MacAddr{}, kOurIp4, kBroadcastMac, 7), 46});
+    v.push_back(
+        {"arp request", arp_frame(1, kPeerMac, kPeerIp4, MacAddr{}, kOurIp4, kBroadcastMac), 42});
+    v.push_back({"arp request vlan",
+                 arp_frame(1, kPeerMac, kPeerIp4, MacAddr{}, kOurIp4, kBroadcastMac, 7), 46});
     v.push_back({"arp reply", arp_frame(2, kPeerMac, kPeerIp4, kOurMac, kOurIp4, kOurMac), 42});
-    v.push_back({"gratuitous arp", arp_frame(1, kPeerMac, kPeerIp4, MacAddr{}, kPeerIp4, kBroadcastMac), 42});
+    v.push_back({"gratuitous arp",
+                 arp_frame(1, kPeerMac, kPeerIp4, MacAddr{}, kPeerIp4, kBroadcastMac), 42});
     NdSpec ns;
     v.push_back({"ns", nd_frame(ns), 0});
     ns.tci = 9;
@@ -821,7 +847,8 @@ TEST(NeighTruncation, EveryPrefixDroppedAndCounted) {
             NeighTable t(clock, 4);
             NeighResponder r(t, our_addrs());
             auto heap = std::make_unique<std::uint8_t[]>(len ? len : 1);
-            std::copy(f.frame.begin(), f.frame.begin() + static_cast<std::ptrdiff_t>(len), heap.get());
+            std::copy(f.frame.begin(), f.frame.begin() + static_cast<std::ptrdiff_t>(len),
+                      heap.get());
             std::array<std::uint8_t, kNeighMaxReply> out{};
             const NeighRx rx = r.handle_frame(std::span<const std::uint8_t>(heap.get(), len), out);
             EXPECT_EQ(rx.status, NeighStatus::malformed) << f.name << " len " << len;
@@ -835,7 +862,8 @@ TEST(NeighTruncation, EveryPrefixDroppedAndCounted) {
             NeighTable t(clock, 4);
             NeighResponder r(t, our_addrs());
             auto heap = std::make_unique<std::uint8_t[]>(len);
-            std::copy(f.frame.begin(), f.frame.begin() + static_cast<std::ptrdiff_t>(len), heap.get());
+            std::copy(f.frame.begin(), f.frame.begin() + static_cast<std::ptrdiff_t>(len),
+                      heap.get());
             std::array<std::uint8_t, kNeighMaxReply> out{};
             const NeighRx rx = r.handle_frame(std::span<const std::uint8_t>(heap.get(), len), out);
             EXPECT_NE(rx.status, NeighStatus::malformed) << f.name << " len " << len;
@@ -848,8 +876,9 @@ TEST(NeighTruncation, EveryByteCorruptedNeverCrashes) {
     // (the sanitizer build checks) and any reply is complete.
     for (const Valid& f : valid_frames()) {
         for (std::size_t i = 0; i < f.frame.size(); ++i) {
-            for (std::uint8_t v : {std::uint8_t{0}, std::uint8_t{0xff}, static_cast<std::uint8_t>(f.frame[i] ^ 1),
-                                   static_cast<std::uint8_t>(f.frame[i] + 0x80)}) {
+            for (std::uint8_t v :
+                 {std::uint8_t{0}, std::uint8_t{0xff}, static_cast<std::uint8_t>(f.frame[i] ^ 1),
+                  static_cast<std::uint8_t>(f.frame[i] + 0x80)}) {
                 Clock clock = Clock::virtual_clock();
                 NeighTable t(clock, 4);
                 NeighResponder r(t, our_addrs());
@@ -857,13 +886,16 @@ TEST(NeighTruncation, EveryByteCorruptedNeverCrashes) {
                 std::copy(f.frame.begin(), f.frame.end(), heap.get());
                 heap[i] = v;
                 std::array<std::uint8_t, kNeighMaxReply> out{};
-                const NeighRx rx = r.handle_frame(std::span<const std::uint8_t>(heap.get(), f.frame.size()), out);
+                const NeighRx rx =
+                    r.handle_frame(std::span<const std::uint8_t>(heap.get(), f.frame.size()), out);
                 EXPECT_LE(rx.reply_len, kNeighMaxReply);
                 if (rx.reply_len > 0) {
-                    EXPECT_TRUE(rx.status == NeighStatus::arp_request || rx.status == NeighStatus::ns);
+                    EXPECT_TRUE(rx.status == NeighStatus::arp_request ||
+                                rx.status == NeighStatus::ns);
                 }
                 std::uint64_t total = 0;
-                for (auto c : r.counters().v) total += c;
+                for (auto c : r.counters().v)
+                    total += c;
                 EXPECT_GE(total, 1u) << f.name << " byte " << i; // every frame is counted
             }
         }
