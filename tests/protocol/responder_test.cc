@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <ostream>
 #include <span>
 #include <string>
 #include <vector>
@@ -641,6 +642,8 @@ struct LengthCase {
     bool after_write_first; // sent after a WRITE FIRST of 2 PMTU + 4
 };
 
+void PrintTo(const LengthCase& c, std::ostream* os) { *os << c.name; }
+
 class ResponderLength : public ::testing::TestWithParam<LengthCase> {};
 
 TEST_P(ResponderLength, NaksInvalidRequest) {
@@ -744,6 +747,8 @@ struct SeqCase {
     Opcode before; // sent first (or RC_ACKNOWLEDGE for none)
     Opcode bad;
 };
+
+void PrintTo(const SeqCase& c, std::ostream* os) { *os << c.name; }
 
 class ResponderOpSeq : public ::testing::TestWithParam<SeqCase> {};
 
