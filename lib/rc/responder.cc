@@ -15,7 +15,7 @@
  *   any check → error → done              (NAK / RNR NAK / completion / QP to ERR, decided in decide())
  *
  * Every error is decided in one switch, decide(), with its IBTA responder error class
- * (§9.9.3.1: A remote operational, B PSN sequence / RNR, C invalid request / remote access / length,
+ * (§9.9.3: A remote operational, B PSN sequence / RNR, C invalid request / remote access / length,
  * D silent drop, G CQ overrun). Class A and C errors are fatal for an RC QP: the responder NAKs,
  * completes the receive WQE it holds with the error status and moves the QP to ERR.
  *
@@ -120,14 +120,14 @@ constexpr std::uint8_t nak(NakCode c) noexcept {
 
 /**
  * The one place that decides NAK syndrome, completion status and QP fate (CONVENTIONS.md rule 11).
- * Classes are those of IBTA Vol 1 §9.9.3.1 (responder error behaviour) for an RC QP.
+ * Classes are those of IBTA Vol 1 §9.9.3 (responder error behaviour) for an RC QP.
  */
 ErrorAction decide(RespError e, const Qp& qp) noexcept {
     ErrorAction a;
     switch (e) {
     case RespError::none: break;
     case RespError::psn_ahead:
-        // Class B, §9.7.5.2.1: one NAK PSN sequence error carrying the expected PSN; the QP stays
+        // Class B (§9.7.5.2, §9.9.3): one NAK PSN sequence error carrying the expected PSN; the QP stays
         // up and later out-of-order packets are dropped until the expected PSN arrives.
         a.send = true;
         a.syndrome = nak(NakCode::psn_sequence_error);
@@ -135,15 +135,15 @@ ErrorAction decide(RespError e, const Qp& qp) noexcept {
         a.counter = Counter::seq_naks_sent;
         break;
     case RespError::rnr:
-        // Class B, §9.7.5.2.8: no receive WQE: RNR NAK with the QP's minimum RNR timer, PSN of the
+        // Class B (§9.7.5.2, §9.9.3): no receive WQE: RNR NAK with the QP's minimum RNR timer, PSN of the
         // request; the expected PSN does not move, the requester retries the same packet.
         a.send = true;
         a.syndrome = wire::make_syndrome(AethKind::rnr_nak, qp.attr.min_rnr_timer);
         a.counter = Counter::rnr_naks_sent;
         break;
-    case RespError::opcode_sequence:    // Class C, §9.7.5.2.2: missing FIRST, or FIRST/ONLY before LAST
-    case RespError::bad_length:         // Class C, §9.7.5.2.4: payload vs PMTU / DMA length, DMA length > 2^31
-    case RespError::misaligned_atomic:  // Class C, §9.7.5.2.3 / o9-21: atomic VA not 8-byte aligned
+    case RespError::opcode_sequence:    // Class C: missing FIRST, or FIRST/ONLY before LAST
+    case RespError::bad_length:         // Class C: payload vs PMTU / DMA length, DMA length > 2^31
+    case RespError::misaligned_atomic:  // Class C: atomic VA not 8-byte aligned
     case RespError::too_many_rd_atomic: // Class C: READ/atomic with max_dest_rd_atomic == 0
         a.send = true;
         a.syndrome = nak(NakCode::invalid_request);
@@ -153,7 +153,7 @@ ErrorAction decide(RespError e, const Qp& qp) noexcept {
         a.fatal = true;
         break;
     case RespError::remote_access:
-        // Class C, §9.7.5.2.5 / §9.7.4.1: rkey invalid, PD, bounds or access flags (MR or QP).
+        // Class C (§9.7.4 memory checks): rkey invalid, PD, bounds or access flags (MR or QP).
         a.send = true;
         a.syndrome = nak(NakCode::remote_access_error);
         a.counter = Counter::resp_remote_access_errors;
@@ -183,7 +183,7 @@ ErrorAction decide(RespError e, const Qp& qp) noexcept {
         a.fatal = true;
         break;
     case RespError::cq_overflow:
-        // Class G, §10.10.2.3: CQ overrun: no NAK, the QP goes to ERR (the CQ is marked overflowed).
+        // Class G: CQ overrun: no NAK, the QP goes to ERR (the CQ is marked overflowed).
         a.fatal = true;
         break;
     }
@@ -192,7 +192,7 @@ ErrorAction decide(RespError e, const Qp& qp) noexcept {
 
 // ------------------------------------------------------------------------------------------ helpers
 
-/** States in which the responder accepts requests (IBTA §10.3.1: RTR and later, until ERR). */
+/** States in which the responder accepts requests (IBTA ch. 10.3 QP states: RTR and later, until ERR). */
 constexpr bool accepts_requests(QpState s) noexcept {
     return s == QpState::rtr || s == QpState::rts || s == QpState::sqd || s == QpState::sqe;
 }
@@ -485,7 +485,7 @@ RespState on_check_op_valid(Rx& rx) noexcept {
     else if (rx.is(OpFlags::read)) need = kAccessRemoteRead;
     else if (rx.is(OpFlags::atomic)) need = kAccessRemoteAtomic;
     // rxe answers a QP without the flag with Invalid Request; droce, like ConnectX, with Remote
-    // Access Error (the QP's access enables are part of the remote access check, §9.7.4.1).
+    // Access Error (the QP's access enables are part of the remote access check, §9.7.4).
     if ((qp_access & need) != need) return fail(rx, RespError::remote_access);
     return RespState::check_resource;
 }
@@ -507,7 +507,7 @@ RespState on_check_resource(Rx& rx) noexcept {
 RespState on_check_length(Rx& rx) noexcept {
     const std::uint32_t mtu = rx.qp.mtu;
     if (rx.is(OpFlags::payload)) {
-        // §9.7.5.2.4: FIRST and MIDDLE carry exactly one PMTU, LAST 1..PMTU, ONLY 0..PMTU.
+        // FIRST and MIDDLE carry exactly one PMTU, LAST 1..PMTU, ONLY 0..PMTU.
         bool ok;
         if (rx.first() && rx.last()) ok = rx.paylen <= mtu;
         else if (rx.first() || rx.middle()) ok = rx.paylen == mtu;
@@ -634,7 +634,7 @@ RespState on_complete(Rx& rx) noexcept {
     }
     if (rx.pkt.ieth != nullptr) {
         // SEND with invalidate: the rkey is reported in the completion. Invalidating the MR itself
-        // (IBTA §10.6.7.2.2) is left out for now: MrTable has no invalidate operation yet.
+        // (IBTA ch. 10.6 memory invalidation) is left out for now: MrTable has no invalidate operation yet.
         c.imm_data = rx.pkt.ieth->rkey.get();
         c.wc_flags |= kWcWithInv;
     }
@@ -708,14 +708,14 @@ RespState on_duplicate(Rx& rx) noexcept {
         return RespState::done;
     }
     if (rx.is(OpFlags::atomic)) {
-        // §9.7.5.2.3: a duplicate atomic is answered from the saved result, never executed again.
+        // A duplicate atomic is answered from the saved result, never executed again.
         const ResponderResource* res = find_resource(qp, rx.psn, true);
         if (res == nullptr || res->first_psn != rx.psn) return RespState::done; // class D: silent drop
         send_atomic_ack(qp, rx.ctx, rx.psn, res->msn, res->atomic_orig);
         return RespState::done;
     }
     if (rx.is(OpFlags::read)) {
-        // §9.7.5.2.3 / C9-102: replay from the resource whose PSN range holds this PSN; the request
+        // Replay from the resource whose PSN range holds this PSN; the request
         // must name a subrange of the original (same rkey). Anything else is dropped (class D).
         const ResponderResource* res = find_resource(qp, rx.psn, false);
         if (res == nullptr) return RespState::done;

@@ -932,14 +932,19 @@ TEST(Responder, QpNotReadyDropsRequests) {
         EXPECT_EQ(p.h.dev_counters[Counter::rx_dropped_bad_qp], 1u);
         EXPECT_EQ(p.h.qp.resp.expected_psn, Psn(0));
     }
-    // RTR already answers.
-    Peer p;
-    p.h.qp.state = rc::QpState::rtr;
-    auto& rbuf = p.buffer(64, 0);
-    p.post_recv(rbuf, {64});
-    auto d = pattern(8, 1);
-    p.feed(Peer::req(Opcode::RC_SEND_ONLY, 0, true), d);
-    EXPECT_EQ(p.h.sent.size(), 1u);
+    // RTR, RTS, SQD and SQE answer.
+    for (rc::QpState st : {rc::QpState::rtr, rc::QpState::rts, rc::QpState::sqd, rc::QpState::sqe}) {
+        Peer p;
+        p.h.qp.state = st;
+        p.h.qp.attr.qp_state = st;
+        auto& rbuf = p.buffer(64, 0);
+        p.post_recv(rbuf, {64});
+        auto d = pattern(8, 1);
+        p.feed(Peer::req(Opcode::RC_SEND_ONLY, 0, true), d);
+        ASSERT_EQ(p.h.sent.size(), 1u) << rc::to_string(st);
+        EXPECT_EQ(p.out(0).syndrome, kAck);
+        EXPECT_EQ(ProtocolHarness::drain(p.h.recv_cq).size(), 1u);
+    }
 }
 
 TEST(Responder, ReadResponseResumesAfterTxBackPressure) {
