@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+// Engine cost without a NIC: two droce devices over the in-process sim fabric, on one core, real TSC
+// time. RDMA WRITE 64 B message rate, 64 KiB bandwidth, and TSC cycles per packet spent in the
+// requester side (device 0's poll: requester + completer) and the responder side (device 1's poll).
+// Reference in the same run: the sim fabric alone moving the same frames (alloc, tx, rx, free), so
+// the ratio engine/fabric is what the transport costs on top of moving frames.
+#include <benchmark/benchmark.h>
+
+#include <x86intrin.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "engine/device.h"
+#include "sim/fabric.h"
+
+namespace {
+
+using namespace droce;
+
+struct Rig {
+    Clock clock = Clock::tsc();
+    sim::Fabric fabric{&clock, [] {
+                           sim::FabricConfig c;
+                           c.pool_buffers = 8192;
+                           c.buffer_capacity = 4608;
+                           c.link_slots = 8192;
+                           return c;
+                       }()};
+    std::unique_ptr<Device> dev[2];
+    rc::Cq* cq[2] = {};
+    rc::Qp* qp[2] = {};
+    std::vector<std::uint8_t> src, dst;
+    mem::Mr* src_mr = nullptr;
+    mem::Mr* dst_mr = nullptr;
+
+    explicit Rig(std::size_t bytes) : src(bytes, 0x5a), dst(bytes, 0) {
+        for (std::uint32_t e = 0; e < 2; ++e)
+            dev[e] = std::make_unique<Device>(
+                "droce" + std::to_string(e), clock,
+                std::vector<PortSpec>{PortSpec{&fabric.port(e, 0), sim::Fabric::mac(e, 0),
+                                               gid_from_ipv4(10, 0, 0, static_cast<std::uint8_t>(e + 1)), 4096}});
+        mem::Pd* pd[2];
+        int err = 0;
+        for (int e = 0; e < 2; ++e) {
+            pd[e] = dev[e]->alloc_pd(&err);
+            cq[e] = dev[e]->create_cq(8192, &err);
+            qp[e] = dev[e]->create_qp(pd[e], cq[e], cq[e], rc::QpCap{1024, 16, 1, 1, 0}, false, &err);
+        }
+        src_mr = dev[0]->reg_mr(pd[0], src.data(), src.size(), rc::kAccessLocalWrite, &err);
+        dst_mr = dev[1]->reg_mr(pd[1], dst.data(), dst.size(), rc::kAccessLocalWrite | rc::kAccessRemoteWrite, &err);
+        for (int e = 0; e < 2; ++e) {
+            rc::QpAttr a;
+            a.qp_state = rc::QpState::init;
+            a.port_num = 1;
+            a.qp_access_flags = rc::kAccessRemoteWrite;
+            dev[e]->modify_qp(qp[e], a, rc::kQpState | rc::kQpPkeyIndex | rc::kQpPort | rc::kQpAccessFlags);
+            a.qp_state = rc::QpState::rtr;
+            a.path_mtu = rc::Mtu::mtu4096;
+            a.dest_qp_num = qp[1 - e]->qpn;
+            a.rq_psn = 0;
+            a.max_dest_rd_atomic = 16;
+            a.min_rnr_timer = 1;
+            a.ah_attr.dgid = gid_from_ipv4(10, 0, 0, static_cast<std::uint8_t>(2 - e));
+            a.ah_attr.dmac = sim::Fabric::mac(static_cast<std::uint32_t>(1 - e), 0);
+            dev[e]->modify_qp(qp[e], a, rc::kQpState | rc::kQpAv | rc::kQpPathMtu | rc::kQpDestQpn | rc::kQpRqPsn |
+                                            rc::kQpMaxDestRdAtomic | rc::kQpMinRnrTimer);
+            a.qp_state = rc::QpState::rts;
+            a.sq_psn = 0;
+            a.timeout = 14;
+            a.max_rd_atomic = 16;
+            dev[e]->modify_qp(qp[e], a, rc::kQpState | rc::kQpSqPsn | rc::kQpTimeout | rc::kQpRetryCnt |
+                                            rc::kQpRnrRetry | rc::kQpMaxQpRdAtomic);
+        }
+    }
+};
+
+/** Posts RDMA WRITEs of @p size, every 16th signaled, keeping the SQ full, for the benchmark's iterations. */
+void run_writes(benchmark::State& state, std::size_t size) {
+    Rig rig(size);
+    rc::SendWqe w;
+    w.opcode = rc::WrOpcode::rdma_write;
+    w.num_sge = 1;
+    w.sg_list[0] = rc::Sge{reinterpret_cast<std::uintptr_t>(rig.src.data()), static_cast<std::uint32_t>(size),
+                           rig.src_mr->lkey};
+    w.remote_addr = reinterpret_cast<std::uintptr_t>(rig.dst.data());
+    w.rkey = rig.dst_mr->rkey;
+    std::uint64_t posted = 0, completed = 0;
+    std::uint64_t req_cycles = 0, resp_cycles = 0;
+    rc::Cqe cqes[64];
+    const std::uint64_t pkts_per_msg = (size + 4095) / 4096;
+    auto step = [&] {
+        while (rig.qp[0]->sq.free_slots() > 0) {
+            w.wr_id = posted;
+            w.send_flags = (posted % 16 == 15) ? std::uint32_t{rc::kSendSignaled} : 0u;
+            std::uint32_t bad;
+            if (rig.dev[0]->post_send(rig.qp[0], &w, 1, &bad) != 0) break;
+            ++posted;
+        }
+        std::uint64_t t0 = __rdtsc();
+        rig.dev[0]->poll();
+        std::uint64_t t1 = __rdtsc();
+        rig.dev[1]->poll();
+        std::uint64_t t2 = __rdtsc();
+        req_cycles += t1 - t0;
+        resp_cycles += t2 - t1;
+        std::uint32_t n = rig.dev[0]->poll_cq(rig.cq[0], cqes, 64);
+        completed += 16ull * n;
+    };
+    for (int i = 0; i < 2000; ++i) step(); // warm-up
+    completed = 0;
+    req_cycles = resp_cycles = 0;
+    const auto sent0 = rig.dev[0]->total_counters()[Counter::sent_pkts];
+    for (auto _ : state) step();
+    const double pkts = static_cast<double>(rig.dev[0]->total_counters()[Counter::sent_pkts] - sent0);
+    state.SetItemsProcessed(static_cast<std::int64_t>(completed));
+    state.SetBytesProcessed(static_cast<std::int64_t>(completed * size));
+    state.counters["msgs"] = benchmark::Counter(static_cast<double>(completed), benchmark::Counter::kIsRate);
+    state.counters["Gbps"] =
+        benchmark::Counter(static_cast<double>(completed * size) * 8 / 1e9, benchmark::Counter::kIsRate);
+    state.counters["req_cycles_per_pkt"] = pkts > 0 ? static_cast<double>(req_cycles) / pkts : 0;
+    state.counters["resp_cycles_per_pkt"] = pkts > 0 ? static_cast<double>(resp_cycles) / pkts : 0;
+    state.counters["pkts_per_msg"] = static_cast<double>(pkts_per_msg);
+    if (rig.dev[0]->total_counters()[Counter::retransmitted_pkts] != 0) state.SkipWithError("retransmissions on a lossless fabric");
+}
+
+void BM_EngineWrite64B(benchmark::State& state) { run_writes(state, 64); }
+void BM_EngineWrite64KiB(benchmark::State& state) { run_writes(state, 64 * 1024); }
+
+/** Reference: the fabric alone moving frames of @p frame bytes (alloc, fill header, tx, rx, free). */
+void run_fabric(benchmark::State& state, std::size_t frame) {
+    Clock clock = Clock::tsc();
+    sim::FabricConfig c;
+    c.pool_buffers = 8192;
+    c.buffer_capacity = 4608;
+    sim::Fabric fabric(&clock, c);
+    PktBuf* bufs[32];
+    std::uint64_t moved = 0;
+    const auto dst = sim::Fabric::mac(1, 0);
+    for (auto _ : state) {
+        std::uint16_t n = fabric.port(0, 0).alloc_bulk(bufs, 32);
+        for (std::uint16_t i = 0; i < n; ++i) {
+            std::memcpy(bufs[i]->data, dst.data(), 6);
+            std::memset(bufs[i]->data + 6, 0, 8);
+            bufs[i]->len = static_cast<std::uint32_t>(frame);
+        }
+        std::uint16_t sent = fabric.port(0, 0).tx_burst(bufs, n);
+        if (sent < n) fabric.port(0, 0).free_bulk(bufs + sent, static_cast<std::uint16_t>(n - sent));
+        std::uint16_t r = fabric.port(1, 0).rx_burst(bufs, 32);
+        fabric.port(1, 0).free_bulk(bufs, r);
+        moved += r;
+    }
+    state.counters["frames"] = benchmark::Counter(static_cast<double>(moved), benchmark::Counter::kIsRate);
+    state.SetBytesProcessed(static_cast<std::int64_t>(moved * frame));
+}
+void BM_FabricOnly124B(benchmark::State& state) { run_fabric(state, 14 + 20 + 8 + 12 + 16 + 64 + 4); }
+void BM_FabricOnly4170B(benchmark::State& state) { run_fabric(state, 14 + 20 + 8 + 12 + 16 + 4096 + 4); }
+
+BENCHMARK(BM_FabricOnly124B)->MinTime(1.0);
+BENCHMARK(BM_EngineWrite64B)->MinTime(1.0);
+BENCHMARK(BM_FabricOnly4170B)->MinTime(1.0);
+BENCHMARK(BM_EngineWrite64KiB)->MinTime(1.0);
+
+} // namespace
+
+BENCHMARK_MAIN();
