@@ -699,6 +699,35 @@ TEST(Completer, RnrWaitsTheRnrTimerNotTheAckTimeout) {
     EXPECT_EQ(ProtocolHarness::drain(h.send_cq).size(), 1u);
 }
 
+TEST(Completer, RnrNakImplicitlyAcknowledgesEarlierPsns) {
+    ProtocolHarness h;
+    auto b = make_buf(h, 64, 0);
+    h.post_send(make_wqe(WrOpcode::rdma_write, 1, *b, 10)); // PSN 0
+    h.post_send(make_wqe(WrOpcode::send, 2, *b, 10));       // PSN 1
+    run(h);
+    h.to_completer(ack_frame(h, 1, AethKind::rnr_nak, 1));
+    auto c = ProtocolHarness::drain(h.send_cq);
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].wr_id, 1u);
+    tick(h, 10'000);
+    ASSERT_EQ(h.sent.size(), 3u);
+    EXPECT_EQ(sent_pkts(h, 2)[0].psn, 1u);
+    EXPECT_EQ(sent_pkts(h, 2)[0].op, Opcode::RC_SEND_ONLY);
+}
+
+TEST(Completer, TimeoutZeroDisablesTheAckTimer) {
+    ProtocolHarness h;
+    h.qp.attr.timeout = 0;
+    auto b = make_buf(h, 64, 0);
+    h.post_send(make_wqe(WrOpcode::send, 1, *b, 10));
+    run(h);
+    EXPECT_EQ(h.qp.req.ack_deadline_ns, 0u);
+    EXPECT_EQ(completer_next_deadline(h.qp), 0u);
+    tick(h, 100'000'000'000ull);
+    EXPECT_EQ(h.sent.size(), 1u);
+    EXPECT_EQ(h.qp.state, QpState::rts);
+}
+
 TEST(Completer, RnrRetryInfiniteWithSeven) {
     ProtocolHarness h;
     h.qp.attr.rnr_retry = 7;
@@ -868,6 +897,31 @@ TEST(Completer, AckPastUnansweredReadIsImpliedNak) {
     ASSERT_EQ(pk.size(), 2u);
     EXPECT_EQ(pk[0].op, Opcode::RC_RDMA_READ_REQUEST);
     EXPECT_EQ(pk[0].psn, 1u);
+}
+
+TEST(Completer, ResponsesImplicitlyAcknowledgeEarlierRequests) {
+    ProtocolHarness h;
+    auto b = make_buf(h, 64, kAccessLocalWrite);
+    h.post_send(make_wqe(WrOpcode::send, 1, *b, 10));                  // PSN 0
+    h.post_send(make_wqe(WrOpcode::rdma_read, 2, *b, 16));             // PSN 1
+    h.post_send(make_wqe(WrOpcode::rdma_write, 3, *b, 10));            // PSN 2
+    h.post_send(make_wqe(WrOpcode::atomic_fetch_and_add, 4, *b, 8));   // PSN 3
+    run(h);
+    ASSERT_EQ(h.sent.size(), 4u);
+    std::vector<std::uint8_t> d(16, 0x77);
+    h.to_completer(read_resp(h, Opcode::RC_RDMA_READ_RESPONSE_ONLY, 1, d)); // no ACK for PSN 0 came
+    auto c = ProtocolHarness::drain(h.send_cq);
+    ASSERT_EQ(c.size(), 2u);
+    EXPECT_EQ(c[0].wr_id, 1u);
+    EXPECT_EQ(c[1].wr_id, 2u);
+    EXPECT_EQ(c[1].byte_len, 16u);
+    h.to_completer(atomic_ack(h, 3, 42)); // acknowledges the WRITE at PSN 2 too
+    c = ProtocolHarness::drain(h.send_cq);
+    ASSERT_EQ(c.size(), 2u);
+    EXPECT_EQ(c[0].wr_id, 3u);
+    EXPECT_EQ(c[1].wr_id, 4u);
+    EXPECT_EQ(h.qp.req.rd_atomic_inflight, 0u);
+    EXPECT_EQ(h.qp.comp.oldest_unacked, Psn(4));
 }
 
 TEST(Completer, ReadResponseTooLongFails) {
