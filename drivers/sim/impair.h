@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * The impairment stage: the sim fabric's link impairments (loss, bounded reorder, duplication,
+ * corruption, RED / probabilistic ECN marking on a modelled egress queue, tail drop, link down)
+ * as a PortDriver that wraps any other PortDriver — a sim port, or a real DPDK EthPort on a host
+ * whose kernel has no netem/red/fq_codel. Include as "sim/impair.h".
+ *
+ *     droce::dpdk::EthPort eth(...);
+ *     droce::sim::ImpairConfig ic;
+ *     if (std::string err = droce::sim::parse_impair_spec("loss=0.01,ecn=0.05,seed=7", ic);
+ *         !err.empty()) { ... report err ... }
+ *     droce::sim::ImpairedPort port(eth, &clock, ic);   // give `port` to the engine
+ *
+ * Side. By default (ImpairSide::tx) the stage impairs what the engine transmits: frames pass
+ * through tx_burst(), and rx_burst() is forwarded untouched. With ImpairSide::rx it impairs what
+ * the inner port receives and tx_burst() is forwarded untouched. Transmit is the default because
+ * it models the egress queue of the link a frame leaves by (where a switch marks and drops) and
+ * keeps received frames in the inner driver's hands until the engine asks for them. To impair
+ * both directions, stack two stages (an ImpairedPort is a PortDriver).
+ *
+ * Order of decisions per frame, the same as on a fabric link: link down → dropped; loss draw →
+ * dropped; modelled queue full → tail-dropped; ECN marking (RED on the modelled backlog, then the
+ * flat ecn_mark_probability; ECT frames only); corruption; reorder draw (held back); duplication
+ * draw (a copy follows the original).
+ *
+ * The stage's ring. Every frame that survives goes into a fixed-capacity ring (ring_frames
+ * entries, allocated at construction) and leaves it in order towards the sink — the inner port's
+ * tx_burst() on the transmit side, the caller's array on the receive side. A held-back frame stays
+ * in its place and is skipped; it is released once hold (1..reorder_max_frames, uniform) later
+ * frames have left the ring after it, or reorder_max_ns after it was held, whichever comes first,
+ * so that no frame is overtaken by more than reorder_max_frames frames. On the transmit side the
+ * ring is also a short queue in front of the inner port: frames the inner port does not take yet
+ * stay in the ring (in order) and are offered again on the next call; when the ring is full
+ * tx_burst() takes fewer frames (backpressure), it never drops them for that.
+ *
+ * Polling. Frames held in the ring leave only from inside this stage's tx_burst(), rx_burst() or
+ * poll(): the stage has no thread and no timer. The engine polls rx constantly, which is enough;
+ * a user that only transmits must keep calling tx_burst() (possibly with n = 0) or poll().
+ *
+ * Modelled egress queue. With bandwidth_gbps > 0 the stage keeps a virtual queue that drains at
+ * that rate: each frame that passes the loss draw adds its length, the backlog a frame finds is
+ * what RED marks on and what queue_bytes tail-drops on. Frames are NOT delayed or paced by it (the
+ * inner port sends at its own speed); it is a phantom queue that marks and drops as a bottleneck
+ * of that rate would. With bandwidth 0 (infinite) the backlog is always 0, so RED never marks
+ * between kmin and kmax; use ecn_mark_probability for marking without a rate.
+ *
+ * Buffers and ownership (engine/port.h holds exactly):
+ *  - alloc_bulk() and free_bulk() are forwarded to the inner port.
+ *  - tx_burst(bufs, n) returning r: the stage owns bufs[0..r) (it transmitted, holds or freed
+ *    each through the inner port's free_bulk), the caller still owns bufs[r..n), untouched.
+ *  - rx_burst(): the caller owns the returned frames and frees them with free_bulk() (of this
+ *    stage or of the inner port: the same pool).
+ *  - Dropped frames are freed through the inner port's free_bulk(). Duplicates are new buffers
+ *    from the inner port's alloc_bulk(), copied; when it gives none (or the ring is full) the copy
+ *    is not made and dropped_no_buffer counts it.
+ *  - Frames in the ring are owned by the stage; the destructor frees them through the inner port.
+ *    The inner port must outlive the stage.
+ *
+ * Determinism. One std::mt19937_64 seeded from ImpairConfig::seed makes every decision; the same
+ * seed, configuration, clock readings and sequence of calls give the same outcome.
+ *
+ * Thread rules. Like any port: one thread (the engine thread) makes every call, including
+ * set_config()/set_up(); the datapath functions (the PortDriver ones and poll()) do not allocate,
+ * lock, block or throw.
+ */
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+
+#include "engine/clock.h"
+#include "engine/port.h"
+#include "sim/fabric.h"
+
+namespace droce::sim {
+
+/** Which direction of the wrapped port a stage impairs. */
+enum class ImpairSide : std::uint8_t { tx, rx };
+
+/** "tx" or "rx". */
+[[nodiscard]] std::string_view to_string(ImpairSide s) noexcept;
+
+/** Largest ImpairConfig::ring_frames. */
+inline constexpr std::uint32_t kMaxImpairRing = 1u << 16;
+
+/**
+ * What a stage does to frames; LinkConfig's impairments without propagation delay, plus a flat
+ * ECN marking probability. Probabilities are in 0..1, drawn independently per frame; values
+ * outside are clamped (<= 0 never, >= 1 always).
+ */
+struct ImpairConfig {
+    /** PRNG seed (applied at construction only). */
+    std::uint64_t seed = 1;
+    /** The direction impaired (construction only; see the file comment). */
+    ImpairSide side = ImpairSide::tx;
+    /** False: every frame offered, and every frame still in the ring, is dropped (dropped_down);
+     *  link_up() reports false. */
+    bool up = true;
+    /** Probability that a frame is lost (dropped_loss). */
+    double loss = 0.0;
+    /** Probability that a frame is held back (reordered); see the ring in the file comment.
+     *  reorder_max_frames 0 disables reordering. */
+    double reorder = 0.0;
+    std::uint16_t reorder_max_frames = 3;
+    /** ns; the longest a held-back frame waits for later frames before it is released. */
+    std::uint64_t reorder_max_ns = 20'000;
+    /** Probability that a frame is sent twice; the copy follows the original. */
+    double duplicate = 0.0;
+    /** Probability that one bit after the Ethernet header, outside the ICRC-masked fields, is
+     *  flipped (as on a fabric link), so that the receiver's ICRC rejects the frame. */
+    double corrupt = 0.0;
+    /** Gb/s drain rate of the modelled egress queue; 0 = infinite (no backlog ever). */
+    double bandwidth_gbps = 0.0;
+    /** Bytes; a frame that finds backlog + its length > queue_bytes is tail-dropped
+     *  (dropped_queue_full). 0 = unlimited. */
+    std::uint64_t queue_bytes = 0;
+    /** RED on the modelled backlog, exactly as LinkConfig::ecn/kmin_bytes/kmax_bytes/pmax
+     *  (kmin = kmax = 0 marks every ECT frame). */
+    bool ecn = false;
+    std::uint64_t kmin_bytes = 0;
+    std::uint64_t kmax_bytes = 0;
+    double pmax = 0.0;
+    /** Probability that an ECT frame not marked by RED is marked CE anyway; needs no rate. */
+    double ecn_mark_probability = 0.0;
+    /** Entries of the stage's ring (rounded up to a power of two), 1..kMaxImpairRing
+     *  (construction only). It bounds held-back plus not-yet-sent frames. */
+    std::uint32_t ring_frames = 1024;
+};
+
+/**
+ * Parses an impairment spec: comma-separated key=value pairs, spaces around them ignored, an
+ * empty spec is valid (all defaults). Keys (probabilities 0..1, integers decimal, no sign):
+ *   loss, reorder, dup (or duplicate), corrupt, ecn (= ecn_mark_probability): probabilities;
+ *   reorder_frames (0..65535), reorder_ns: reorder bound;
+ *   bw (or bandwidth_gbps): Gb/s >= 0; queue (or queue_bytes): bytes;
+ *   red_kmin, red_kmax (bytes), red_pmax (probability): RED; giving any of them enables RED;
+ *   seed; side (tx|rx); up (0|1|true|false); ring (1..65536).
+ * Each key may appear once. On success @p out holds the defaults overridden by the spec.
+ * @return empty on success; otherwise a message naming the offending key and/or value (quoted,
+ *         truncated to 32 characters), and @p out is left unchanged.
+ * Throws nothing but std::bad_alloc (the message is short and bounded whatever the input).
+ * Thread safety: pure function.
+ */
+[[nodiscard]] std::string parse_impair_spec(std::string_view spec, ImpairConfig& out);
+
+/** The spec of @p c, every key written, that parse_impair_spec() turns back into @p c. */
+[[nodiscard]] std::string to_spec(const ImpairConfig& c);
+
+class ImpairedPort final : public PortDriver {
+  public:
+    /**
+     * Wraps @p inner. Allocates the ring; nothing is allocated afterwards.
+     * @param inner the wrapped port; not owned, must outlive the stage.
+     * @param clock time source for reorder release and the modelled queue; not owned, must
+     *              outlive the stage; read with now_ns() only.
+     * @throws std::invalid_argument on a null clock or ring_frames outside 1..kMaxImpairRing;
+     *         std::bad_alloc.
+     */
+    ImpairedPort(PortDriver& inner, Clock* clock, const ImpairConfig& config);
+    /** Frees every frame still in the ring through the inner port's free_bulk(). */
+    ~ImpairedPort() override;
+    ImpairedPort(const ImpairedPort&) = delete;
+    ImpairedPort& operator=(const ImpairedPort&) = delete;
+
+    /** Forwarded to the inner port. */
+    std::uint16_t alloc_bulk(PktBuf** bufs, std::uint16_t n) noexcept override;
+    /** Forwarded to the inner port. */
+    void free_bulk(PktBuf** bufs, std::uint16_t n) noexcept override;
+    /**
+     * Transmit side: first sends what the ring may send, then impairs bufs[0..) in order into the
+     * ring while it has room, sending as it goes. Returns how many frames the stage took (see
+     * ownership); fewer than @p n only when the ring is full because the inner port takes nothing.
+     * Receive side: forwarded to the inner port.
+     */
+    std::uint16_t tx_burst(PktBuf** bufs, std::uint16_t n) noexcept override;
+    /**
+     * Transmit side: sends what the ring may send, then forwards to the inner port.
+     * Receive side: receives from the inner port (at most the ring's free entries), impairs the
+     * frames into the ring and returns up to @p n from it, in ring order.
+     */
+    std::uint16_t rx_burst(PktBuf** bufs, std::uint16_t n) noexcept override;
+    /** The inner port's. */
+    [[nodiscard]] std::uint32_t max_frame() const noexcept override;
+    /** ImpairConfig::up and the inner port's link_up(). */
+    [[nodiscard]] bool link_up() const noexcept override;
+
+    /**
+     * Transmit side: sends what the ring may send now (released held frames, frames the inner
+     * port refused before). Receive side: drops the ring's frames if the link is down, otherwise
+     * nothing (received frames leave only through rx_burst()). Datapath-safe.
+     */
+    void poll() noexcept;
+
+    /** Current configuration. */
+    [[nodiscard]] const ImpairConfig& config() const noexcept;
+    /**
+     * Replaces the impairments for the frames that follow (seed, side and ring_frames keep their
+     * construction values). Frames already held keep their release conditions.
+     */
+    void set_config(const ImpairConfig& config) noexcept;
+    /** Sets ImpairConfig::up: pulling the cable (false) or plugging it back. */
+    void set_up(bool up) noexcept;
+
+    /** Counters, named as a fabric link's (LinkCounter): tx_frames = frames offered to the
+     *  impaired direction, delivered = frames that left the stage (duplicates included). */
+    [[nodiscard]] const LinkStats& stats() const noexcept;
+    /** Frames in the ring (held back, or waiting for the inner port / the next rx_burst). */
+    [[nodiscard]] std::uint32_t queued() const noexcept;
+    /** Frames in the ring that are held back and not yet released. */
+    [[nodiscard]] std::uint32_t held() const noexcept;
+    /**
+     * Earliest ns at which a held frame is released by time, 0 if none is held: how far a test
+     * on a virtual clock jumps.
+     */
+    [[nodiscard]] std::uint64_t next_release_ns() const noexcept;
+    /** The wrapped port. */
+    [[nodiscard]] PortDriver& inner() noexcept { return *inner_; }
+
+    /** Implementation detail (impair.cc); not part of the API. */
+    struct Impl;
+
+  private:
+    PortDriver* inner_;
+    std::unique_ptr<Impl> impl_;
+};
+
+} // namespace droce::sim
