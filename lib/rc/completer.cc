@@ -128,10 +128,8 @@ constexpr Decision decide(CompError e) noexcept {
     return {};
 }
 
-void count(Qp& qp, TransportCtx& ctx, Counter c) noexcept {
-    qp.counters.inc(c);
-    if (ctx.dev_counters) ctx.dev_counters->inc(c);
-}
+/** Counts a per-QP event on the QP only (TransportCtx::dev_counters is for events of no QP). */
+void count(Qp& qp, TransportCtx& /*ctx*/, Counter c) noexcept { qp.counters.inc(c); }
 
 bool is_read(const SendWqe& w) noexcept { return w.opcode == WrOpcode::rdma_read; }
 bool is_atomic(const SendWqe& w) noexcept {

@@ -38,10 +38,8 @@ using wire::PacketFields;
 constexpr std::uint32_t kPsnRingMask = kPsnWindow - 1;
 static_assert((kPsnWindow & kPsnRingMask) == 0, "kPsnWindow must be a power of two");
 
-void count(Qp& qp, TransportCtx& ctx, Counter c) noexcept {
-    qp.counters.inc(c);
-    if (ctx.dev_counters) ctx.dev_counters->inc(c);
-}
+/** Counts a per-QP event on the QP only (TransportCtx::dev_counters is for events of no QP). */
+void count(Qp& qp, TransportCtx& /*ctx*/, Counter c) noexcept { qp.counters.inc(c); }
 
 /**
  * The path a packet of @p qp with PSN @p psn leaves on. RC has one path (qp.path, index 0); MRC will

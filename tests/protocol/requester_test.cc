@@ -482,6 +482,8 @@ TEST(Completer, AckCompletesInOrderSignaledAndUnsignaled) {
     EXPECT_EQ(h.qp.sq.ready(), 0u);
     EXPECT_EQ(h.qp.req.ack_deadline_ns, 0u) << "nothing outstanding: ACK timer stopped";
     EXPECT_EQ(h.qp.counters[Counter::acks_rcvd], 3u);
+    EXPECT_EQ(h.dev_counters[Counter::acks_rcvd], 0u) << "per-QP events are counted on the QP only";
+    EXPECT_EQ(h.dev_counters[Counter::sent_pkts], 0u);
 }
 
 TEST(Completer, SqSigAllSignalsEverything) {
