@@ -139,7 +139,9 @@ struct ImpairConfig {
  *   bw (or bandwidth_gbps): Gb/s >= 0; queue (or queue_bytes): bytes;
  *   red_kmin, red_kmax (bytes), red_pmax (probability): RED; giving any of them enables RED;
  *   seed; side (tx|rx); up (0|1|true|false); ring (1..65536).
- * Each key may appear once. On success @p out holds the defaults overridden by the spec.
+ * Each key may appear once. Keys absent from the spec keep the value @p out already has, so a
+ * command-line spec can be layered over one from the config file; start from ImpairConfig{} for
+ * the defaults.
  * @return empty on success; otherwise a message naming the offending key and/or value (quoted,
  *         truncated to 32 characters), and @p out is left unchanged.
  * Throws nothing but std::bad_alloc (the message is short and bounded whatever the input).
@@ -147,7 +149,11 @@ struct ImpairConfig {
  */
 [[nodiscard]] std::string parse_impair_spec(std::string_view spec, ImpairConfig& out);
 
-/** The spec of @p c, every key written, that parse_impair_spec() turns back into @p c. */
+/**
+ * The spec of @p c with every key written (probabilities in shortest round-trip form), which
+ * parse_impair_spec() turns back into @p c when its values lie in the ranges the parser accepts
+ * (the ones documented above). Throws nothing but std::bad_alloc.
+ */
 [[nodiscard]] std::string to_spec(const ImpairConfig& c);
 
 class ImpairedPort final : public PortDriver {
