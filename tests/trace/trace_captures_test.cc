@@ -12,7 +12,10 @@
  * ICRC as the four wire bytes read big-endian; droce's value is the CRC itself, so 0x403964ee in
  * tshark is icrc_value 0xee643940 with icrc_wire_bytes "403964ee".
  */
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -320,6 +323,76 @@ TEST(TraceOferby, NonRoceFramesNameTheirProtocol) {
     }
     EXPECT_EQ(frame(frames, 5).json["src_port"], 47378u);
     for (std::size_t i = 118; i <= 121; ++i) EXPECT_EQ(frame(frames, i).text, std::to_string(i) + "  skipped (ARP)");
+}
+
+/** Appends @p v to @p out in host byte order (pcapng is written in the writer's order). */
+template <typename T>
+void put(std::vector<std::uint8_t>& out, T v) {
+    const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
+    out.insert(out.end(), p, p + sizeof v);
+}
+
+/**
+ * A minimal pcapng file: section header, one Ethernet interface, one enhanced packet block per
+ * frame. The shared captures are all classic pcap, so this checks that pcapng goes through libpcap.
+ */
+std::vector<std::uint8_t> make_pcapng(const std::vector<std::vector<std::uint8_t>>& frames) {
+    std::vector<std::uint8_t> f;
+    put<std::uint32_t>(f, 0x0a0d0d0a); // section header block
+    put<std::uint32_t>(f, 28);
+    put<std::uint32_t>(f, 0x1a2b3c4d); // byte-order magic
+    put<std::uint16_t>(f, 1);
+    put<std::uint16_t>(f, 0);
+    put<std::int64_t>(f, -1); // section length unknown
+    put<std::uint32_t>(f, 28);
+    put<std::uint32_t>(f, 1); // interface description block
+    put<std::uint32_t>(f, 20);
+    put<std::uint16_t>(f, 1); // LINKTYPE_ETHERNET
+    put<std::uint16_t>(f, 0);
+    put<std::uint32_t>(f, 65535);
+    put<std::uint32_t>(f, 20);
+    for (const auto& pkt : frames) {
+        const std::uint32_t padded = static_cast<std::uint32_t>((pkt.size() + 3) & ~std::size_t{3});
+        put<std::uint32_t>(f, 6); // enhanced packet block
+        put<std::uint32_t>(f, 32 + padded);
+        put<std::uint32_t>(f, 0); // interface 0
+        put<std::uint32_t>(f, 0);
+        put<std::uint32_t>(f, 0);
+        put<std::uint32_t>(f, static_cast<std::uint32_t>(pkt.size()));
+        put<std::uint32_t>(f, static_cast<std::uint32_t>(pkt.size()));
+        f.insert(f.end(), pkt.begin(), pkt.end());
+        f.resize(f.size() + (padded - pkt.size()), 0);
+        put<std::uint32_t>(f, 32 + padded);
+    }
+    return f;
+}
+
+TEST(TraceCaptureFile, ReadsPcapng) {
+    wire::PacketFields fields;
+    fields.opcode = wire::Opcode::RC_RDMA_WRITE_ONLY;
+    fields.dest_qp = 0x77;
+    fields.psn = wire::Psn(5);
+    fields.dma_len = 3;
+    std::vector<std::uint8_t> arp(60, 0);
+    arp[12] = 0x08;
+    arp[13] = 0x06;
+    const auto bytes = make_pcapng({build(fields, 3), arp});
+
+    const std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("droce-trace-test-" + std::to_string(::getpid()) + ".pcapng");
+    {
+        std::FILE* out = std::fopen(path.c_str(), "wb");
+        ASSERT_NE(out, nullptr) << path;
+        ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), out), bytes.size());
+        std::fclose(out);
+    }
+    const std::vector<FrameOutput> frames = read_capture(path.string());
+    std::filesystem::remove(path);
+    ASSERT_EQ(frames.size(), 2u);
+    EXPECT_EQ(frames[0].text,
+              "1  10.0.0.1 > 10.0.0.2  udp 49443 > 4791  RC_RDMA_WRITE_ONLY dest_qp=0x000077 psn=5 "
+              "ack_req=0  RETH va=0x0000000000000000 r_key=0x00000000 dma_length=3  payload=3 pad=1  ICRC ok");
+    EXPECT_EQ(frames[1].text, "2  skipped (ARP)");
 }
 
 TEST(TraceErf, NonEthernetLinkTypeIsSkipped) {

@@ -96,6 +96,14 @@ TEST(TraceCli, ReadPrintsOneLinePerFrame) {
     EXPECT_EQ(out[11], "12  skipped (ARP)");
 }
 
+TEST(TraceCli, ReadsStandardInput) {
+    const RunResult r = run_trace("read - < " + capture("scapy_roce_uts_icrc_vectors.pcap"));
+    ASSERT_EQ(r.status, 0) << r.output;
+    const auto out = lines(r.output);
+    ASSERT_EQ(out.size(), 5u) << r.output;
+    EXPECT_TRUE(contains(out[0], "CNP dest_qp=0x000118")) << out[0];
+}
+
 TEST(TraceCli, JsonLinesParse) {
     const RunResult r = run_trace("read --json " + capture("oferby_proxy_roce.pcap"));
     ASSERT_EQ(r.status, 0) << r.output;

@@ -6,6 +6,7 @@
  * with immediate, VLAN, ECN CE, bad ICRC, truncation), and the classification of non-RoCE frames.
  */
 #include <cstring>
+#include <utility>
 
 #include "aeth_decode.h"
 #include "trace_test_util.h"
@@ -49,6 +50,15 @@ TEST(TraceAeth, CreditAndRnrTables) {
     EXPECT_EQ(aeth_credits(16), 256u);
     EXPECT_EQ(aeth_credits(30), 32768u);
     EXPECT_FALSE(aeth_credits(31).has_value());
+    // RNR timer codes in microseconds (the names of Linux's enum ib_rnr_timeout spell the same
+    // values in milliseconds, e.g. IB_RNR_TIMER_000_96 = 13).
+    const std::pair<std::uint8_t, std::uint32_t> rnr[] = {
+        {0, 655360}, {1, 10},    {2, 20},     {3, 30},     {4, 40},     {5, 60},
+        {6, 80},     {7, 120},   {13, 960},   {14, 1280},  {19, 7680},  {25, 61440},
+        {26, 81920}, {29, 245760}, {30, 327680}, {31, 491520},
+    };
+    for (const auto& [code, usec] : rnr) EXPECT_EQ(rnr_timer_usec(code), usec) << int(code);
+    EXPECT_EQ(rnr_timer_usec(32), 0u);
     EXPECT_EQ(format_rnr_timer(0), "655.36 ms");
     EXPECT_EQ(format_rnr_timer(1), "0.01 ms");
     EXPECT_EQ(format_rnr_timer(14), "1.28 ms");
