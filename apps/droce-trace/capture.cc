@@ -39,7 +39,9 @@ bool CaptureFile::open(const std::string& path, std::string& error) {
     return true;
 }
 
-int CaptureFile::link_type() const noexcept { return handle_ != nullptr ? pcap_datalink(handle_) : -1; }
+int CaptureFile::link_type() const noexcept {
+    return handle_ != nullptr ? pcap_datalink(handle_) : -1;
+}
 
 CaptureFile::Status CaptureFile::next(RawFrame& frame, std::string& error) {
     if (handle_ == nullptr) {

@@ -23,7 +23,7 @@ namespace droce::trace {
  * Not thread safe: one reader per thread.
  */
 class CaptureFile {
-public:
+  public:
     /** Outcome of next(). */
     enum class Status : std::uint8_t { frame, end, error };
 
@@ -56,7 +56,7 @@ public:
      */
     [[nodiscard]] Status next(RawFrame& frame, std::string& error);
 
-private:
+  private:
     pcap* handle_ = nullptr;
     std::uint64_t count_ = 0; ///< frames returned so far
     std::string path_;

@@ -31,7 +31,8 @@ struct ReadOptions {
 };
 
 bool write_out(const std::string& s) {
-    return std::fwrite(s.data(), 1, s.size(), stdout) == s.size() && std::fputc('\n', stdout) != EOF;
+    return std::fwrite(s.data(), 1, s.size(), stdout) == s.size() &&
+           std::fputc('\n', stdout) != EOF;
 }
 
 int run_read(const ReadOptions& opts) {
@@ -70,7 +71,8 @@ int run_read(const ReadOptions& opts) {
 } // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"Decode RoCEv2 packets in capture files and explain them field by field.", "droce-trace"};
+    CLI::App app{"Decode RoCEv2 packets in capture files and explain them field by field.",
+                 "droce-trace"};
     app.set_version_flag("--version", DROCE_VERSION);
     app.require_subcommand(1);
 
@@ -78,7 +80,8 @@ int main(int argc, char** argv) {
     CLI::App* read = app.add_subcommand(
         "read", "Print one line per frame of a pcap or pcapng file; frames that are not RoCEv2 "
                 "(UDP destination port 4791) are listed as skipped.");
-    read->add_option("file", opts.file, "capture file, pcap or pcapng ('-' reads standard input)")->required();
+    read->add_option("file", opts.file, "capture file, pcap or pcapng ('-' reads standard input)")
+        ->required();
     read->add_flag("--json", opts.json, "print one JSON object per frame (JSON Lines)");
     read->add_flag("--explain", opts.explain,
                    "after each frame, one indented sentence per header on what it is for and what "

@@ -38,7 +38,8 @@ std::string describe_opcode(wire::Opcode op) {
                  "gets a completion carrying the immediate data";
         }
     } else if (info.is(OpFlags::read) && info.is(OpFlags::request)) {
-        s = "RDMA READ request: asks the responder to send back dma_length bytes of its memory; the "
+        s = "RDMA READ request: asks the responder to send back dma_length bytes of its memory; "
+            "the "
             "data returns in READ RESPONSE packets numbered from this PSN on, so the request uses "
             "up one PSN per response packet";
     } else if (info.is(OpFlags::read)) {
@@ -61,7 +62,8 @@ std::string describe_opcode(wire::Opcode op) {
         s = "an operation droce-trace has no sentence for";
     }
     // Message position matters for the multi-packet operations: SEND, WRITE and READ responses.
-    if (info.is(OpFlags::send) || info.is(OpFlags::write) || info.is(OpFlags::read | OpFlags::response)) {
+    if (info.is(OpFlags::send) || info.is(OpFlags::write) ||
+        info.is(OpFlags::read | OpFlags::response)) {
         if (info.is(OpFlags::only)) {
             s += "; this packet is a whole message";
         } else if (info.is(OpFlags::first)) {
@@ -92,7 +94,8 @@ std::string describe_opcode(wire::Opcode op) {
         s += " UD, unreliable datagram: one-packet messages to any QP that knows the Q_Key; never "
              "acknowledged.";
         break;
-    default: break;
+    default:
+        break;
     }
     return s;
 }
@@ -139,10 +142,13 @@ std::string describe_syndrome(std::uint8_t syndrome) {
                "messages)";
     }
     case wire::AethKind::rnr_nak:
-        return "RNR NAK: responder had no receive WQE; retry after the encoded minimum RNR timer (" +
+        return "RNR NAK: responder had no receive WQE; retry after the encoded minimum RNR timer "
+               "(" +
                std::to_string(low) + " = " + format_rnr_timer(low) + ")";
-    case wire::AethKind::nak: return "NAK: " + nak_meaning(low);
-    case wire::AethKind::reserved: break;
+    case wire::AethKind::nak:
+        return "NAK: " + nak_meaning(low);
+    case wire::AethKind::reserved:
+        break;
     }
     return "reserved syndrome (bits 7:5 = 010): a responder never sends it";
 }
@@ -188,7 +194,8 @@ std::string skip_sentence(const DecodedFrame& d) {
         return "A UDP datagram whose destination port is not 4791, so it is not RoCEv2.";
     case SkipKind::other_ip:
         return "An IP protocol other than UDP; RoCEv2 always rides on UDP.";
-    case SkipKind::none: break;
+    case SkipKind::none:
+        break;
     }
     return "Not RoCEv2.";
 }
@@ -205,12 +212,13 @@ void explain_ip(const wire::ParsedFrame& p, std::vector<Explanation>& v) {
         "ignores the fields routers rewrite (" +
             std::string(v6 ? "traffic class, flow label, hop limit" : "TOS, TTL, checksum") + ").");
     add(v, 1, "dscp",
-        std::to_string(tclass >> 2) +
-            ": selects the switches' traffic class; RoCE is usually given a lossless, PFC-protected one.");
+        std::to_string(tclass >> 2) + ": selects the switches' traffic class; RoCE is usually "
+                                      "given a lossless, PFC-protected one.");
     std::string ecn = std::string(ecn_name(tclass & 3u)) + ": ";
     switch (tclass & 3u) {
     case 0:
-        ecn += "the sender does not take part in ECN, so a congested switch cannot mark the packet; it "
+        ecn += "the sender does not take part in ECN, so a congested switch cannot mark the "
+               "packet; it "
                "can only pause the link (PFC) or drop it.";
         break;
     case 1:
@@ -257,7 +265,8 @@ std::string psn_sentence(const wire::ParsedFrame& p, const wire::OpcodeInfo* inf
     const wire::Bth& b = *p.bth;
     const std::string psn = std::to_string(b.psn().value()) + ": ";
     if (info == nullptr) return psn + "24-bit packet sequence number.";
-    if (info->is(OpFlags::cnp)) return psn + "a CNP is not part of any sequence; the field is unused.";
+    if (info->is(OpFlags::cnp))
+        return psn + "a CNP is not part of any sequence; the field is unused.";
     const wire::Transport t = wire::transport_of(b.opcode());
     if (t == wire::Transport::ud) {
         return psn + "UD packets carry a PSN, but a UD receiver does not check it.";
@@ -281,7 +290,8 @@ std::string psn_sentence(const wire::ParsedFrame& p, const wire::OpcodeInfo* inf
         case wire::AethKind::nak:
             return psn + "the PSN the NAK refers to; after a sequence error it is the PSN the "
                          "responder expected next, where the requester resumes.";
-        case wire::AethKind::reserved: break;
+        case wire::AethKind::reserved:
+            break;
         }
     }
     return psn + "the 24-bit sequence number of this request packet; the responder expects "
@@ -300,9 +310,10 @@ std::string ack_req_sentence(const wire::Bth& b, const wire::OpcodeInfo* info) {
         return state + "the bit means something only on requests; responses leave it clear.";
     }
     if (set) {
-        return state + "the requester asks the responder to acknowledge now; it sets the bit on the "
-                       "last packet of a message and from time to time inside long ones, so that its "
-                       "window of unacknowledged packets keeps moving.";
+        return state +
+               "the requester asks the responder to acknowledge now; it sets the bit on the "
+               "last packet of a message and from time to time inside long ones, so that its "
+               "window of unacknowledged packets keeps moving.";
     }
     return state + "no immediate acknowledgement is asked for; the responder may wait and cover "
                    "this packet with the ACK of a later one (coalescing).";
@@ -313,8 +324,9 @@ std::string pad_sentence(const wire::ParsedFrame& p) {
     const unsigned pad = p.pad;
     std::string s = std::to_string(pad) + ": ";
     if (pad == 0) {
-        s += n == 0 ? std::string("no payload, so nothing to pad")
-                    : "the " + std::to_string(n) + "-byte payload already ends on a 4-byte boundary";
+        s += n == 0
+                 ? std::string("no payload, so nothing to pad")
+                 : "the " + std::to_string(n) + "-byte payload already ends on a 4-byte boundary";
     } else {
         s += std::to_string(pad) + " zero byte" + (pad == 1 ? "" : "s") + " follow the " +
              std::to_string(n) +
@@ -332,8 +344,10 @@ void explain_bth(const DecodedFrame& d, std::vector<Explanation>& v) {
         "Base Transport Header, first in every RoCEv2 packet: it says what the packet does, which "
         "queue pair receives it and where it falls in that QP's packet sequence.");
     add(v, 1, "opcode",
-        hex(b.opcode_byte, 2) + " " + (info != nullptr ? std::string(info->name) : "unknown") + ": " +
-            (info != nullptr ? describe_opcode(b.opcode()) : std::string("not in the opcode table.")));
+        hex(b.opcode_byte, 2) + " " + (info != nullptr ? std::string(info->name) : "unknown") +
+            ": " +
+            (info != nullptr ? describe_opcode(b.opcode())
+                             : std::string("not in the opcode table.")));
     add(v, 1, "dest_qp", qp_sentence(b, info));
     add(v, 1, "psn", psn_sentence(p, info));
     add(v, 1, "ack_req", ack_req_sentence(b, info));
@@ -347,12 +361,14 @@ void explain_bth(const DecodedFrame& d, std::vector<Explanation>& v) {
             "completions only, this message's completion wakes it.");
     }
     if (b.fecn()) {
-        add(v, 1, "fecn", "set: forward explicit congestion notification; congestion was seen on the way here.");
+        add(v, 1, "fecn",
+            "set: forward explicit congestion notification; congestion was seen on the way here.");
     }
     if (b.becn()) {
         add(v, 1, "becn",
-            p.cnp != nullptr ? "set: backward explicit congestion notification; every CNP carries it."
-                             : "set: the receiver is told that the path back to it is congested.");
+            p.cnp != nullptr
+                ? "set: backward explicit congestion notification; every CNP carries it."
+                : "set: the receiver is told that the path back to it is congested.");
     }
     add(v, 1, "p_key",
         hex(b.pkey.get(), 4) +
@@ -366,28 +382,36 @@ void explain_deth(const wire::Deth& h, std::vector<Explanation>& v) {
         "Datagram Extended Transport Header: what a UD receiver needs to accept a datagram and "
         "to answer it.");
     const std::uint32_t qkey = h.qkey.get();
-    std::string s = hex(qkey, 8) + ": must match the Q_Key of the receiving QP, or the datagram is dropped";
+    std::string s =
+        hex(qkey, 8) + ": must match the Q_Key of the receiving QP, or the datagram is dropped";
     if (qkey & 0x80000000u) {
         s += "; the high bit makes it a controlled key that only privileged senders may use";
         if (qkey == 0x80010000u) s += " (0x80010000 is the well-known Q_Key of QP 1)";
     }
     add(v, 1, "q_key", s + '.');
-    add(v, 1, "src_qp", hex(h.src_qp(), 6) + ": the sending QP, so the receiver knows where to reply.");
+    add(v, 1, "src_qp",
+        hex(h.src_qp(), 6) + ": the sending QP, so the receiver knows where to reply.");
 }
 
 void explain_reth(const wire::Reth& r, const wire::OpcodeInfo* info, std::vector<Explanation>& v) {
     const bool read = info != nullptr && info->is(OpFlags::read);
     add(v, 0, "RETH",
         std::string("RDMA Extended Transport Header: which responder memory the RDMA ") +
-            (read ? "reads from" : "writes to") + " and how much of it; only the first packet of a message carries it.");
-    add(v, 1, "va", hex(r.va.get(), 16) + ": the virtual address of the first byte at the responder.");
+            (read ? "reads from" : "writes to") +
+            " and how much of it; only the first packet of a message carries it.");
+    add(v, 1, "va",
+        hex(r.va.get(), 16) + ": the virtual address of the first byte at the responder.");
     add(v, 1, "r_key",
-        hex(r.rkey.get(), 8) + ": must name a memory region registered at the responder with remote " +
-            (read ? "read" : "write") + " access that covers the whole range, or the answer is a NAK "
+        hex(r.rkey.get(), 8) +
+            ": must name a memory region registered at the responder with remote " +
+            (read ? "read" : "write") +
+            " access that covers the whole range, or the answer is a NAK "
             "remote access error.");
-    std::string len = std::to_string(r.dma_len.get()) + ": bytes in the whole message, not in this packet";
+    std::string len =
+        std::to_string(r.dma_len.get()) + ": bytes in the whole message, not in this packet";
     if (r.dma_len.get() == 0) {
-        len += "; a zero-length operation moves no data but is ordered and acknowledged like any other";
+        len += "; a zero-length operation moves no data but is ordered and acknowledged like any "
+               "other";
     } else if (read) {
         len += "; they come back in as many READ RESPONSE packets as the path MTU requires";
     }
@@ -400,15 +424,21 @@ void explain_atomic_eth(const wire::AtomicEth& a, wire::Opcode op, std::vector<E
         "Atomic Extended Transport Header: the target and the operands of one 8-byte atomic "
         "operation, carried out at the responder as a single indivisible step.");
     const std::uint64_t va = a.va.get();
-    std::string s = hex(va, 16) + ": the target address at the responder; it must be 8-byte aligned";
-    if ((va & 7u) != 0) s += ", and this one is not, so the responder must answer NAK invalid request";
+    std::string s =
+        hex(va, 16) + ": the target address at the responder; it must be 8-byte aligned";
+    if ((va & 7u) != 0)
+        s += ", and this one is not, so the responder must answer NAK invalid request";
     add(v, 1, "va", s + '.');
-    add(v, 1, "r_key", hex(a.rkey.get(), 8) + ": must name a memory region with remote atomic access.");
+    add(v, 1, "r_key",
+        hex(a.rkey.get(), 8) + ": must name a memory region with remote atomic access.");
     if (cmp_swap) {
-        add(v, 1, "swap_data", hex(a.swap_add.get(), 16) + ": written to the target if the compare succeeds.");
-        add(v, 1, "compare_data", hex(a.compare.get(), 16) + ": compared with the 8 bytes at the target.");
+        add(v, 1, "swap_data",
+            hex(a.swap_add.get(), 16) + ": written to the target if the compare succeeds.");
+        add(v, 1, "compare_data",
+            hex(a.compare.get(), 16) + ": compared with the 8 bytes at the target.");
     } else {
-        add(v, 1, "add_data", hex(a.swap_add.get(), 16) + ": added to the 8 bytes at the target (wrapping).");
+        add(v, 1, "add_data",
+            hex(a.swap_add.get(), 16) + ": added to the 8 bytes at the target (wrapping).");
         add(v, 1, "compare_data", hex(a.compare.get(), 16) + ": unused by FETCH & ADD.");
     }
 }
@@ -432,14 +462,16 @@ std::string icrc_bytes(std::uint32_t icrc) {
 }
 
 std::string icrc_sentence(const wire::ParsedFrame& p) {
-    const std::string value = hex(p.icrc_wire, 8) + " (bytes " + icrc_bytes(p.icrc_wire) + " on the wire)";
+    const std::string value =
+        hex(p.icrc_wire, 8) + " (bytes " + icrc_bytes(p.icrc_wire) + " on the wire)";
     if (p.icrc_computed == p.icrc_wire) {
         return "Invariant CRC " + value +
                " matches. It covers the IP, UDP and transport headers, with every field a router "
                "may rewrite masked out, and the payload: it catches corruption anywhere between "
                "the two endpoints, where the Ethernet FCS covers one link only.";
     }
-    return "ICRC BAD: the packet carries " + value + " but its contents give " + hex(p.icrc_computed, 8) +
+    return "ICRC BAD: the packet carries " + value + " but its contents give " +
+           hex(p.icrc_computed, 8) +
            ". A receiver drops it without a word; the requester's retransmit timer recovers it.";
 }
 
@@ -454,7 +486,8 @@ std::vector<Explanation> explain_frame(const DecodedFrame& d) {
     const wire::ParsedFrame& p = d.parsed;
     if (p.vlan != nullptr) {
         add(v, 0, "802.1Q",
-            "VLAN " + std::to_string(p.vlan->vid()) + ", priority (PCP) " + std::to_string(p.vlan->pcp()) +
+            "VLAN " + std::to_string(p.vlan->vid()) + ", priority (PCP) " +
+                std::to_string(p.vlan->pcp()) +
                 ": PFC pauses traffic per priority, so the PCP decides whether this packet rides "
                 "a lossless class.");
     }

@@ -23,10 +23,14 @@ std::string hex(std::uint64_t v, int digits) {
 
 const char* ecn_name(unsigned ecn) noexcept {
     switch (ecn & 3u) {
-    case 0: return "Not-ECT";
-    case 1: return "ECT(1)";
-    case 2: return "ECT(0)";
-    default: return "CE";
+    case 0:
+        return "Not-ECT";
+    case 1:
+        return "ECT(1)";
+    case 2:
+        return "ECT(0)";
+    default:
+        return "CE";
     }
 }
 
@@ -91,7 +95,8 @@ void classify_l4(std::span<const std::uint8_t> b, std::size_t l4, std::uint8_t p
         }
         if (udp && sport == wire::kRoceV2Port) {
             // Only the destination port marks RoCEv2; say so rather than print a bare 4791.
-            c.what = "UDP port " + std::to_string(dport) + " (source port 4791; RoCEv2 is recognised by destination port)";
+            c.what = "UDP port " + std::to_string(dport) +
+                     " (source port 4791; RoCEv2 is recognised by destination port)";
             return;
         }
         // The lower port is the service port: ephemeral (client) ports are the high ones.
@@ -226,7 +231,8 @@ std::string format_ip(const void* addr, bool v6) {
 
 std::string format_mac(const wire::MacAddr& m) {
     char buf[18];
-    std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+    std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4],
+                  m[5]);
     return buf;
 }
 
@@ -267,7 +273,9 @@ void field(std::string& out, const char* name, const std::string& value) {
     out += '=';
     out += value;
 }
-void field(std::string& out, const char* name, std::uint64_t value) { field(out, name, std::to_string(value)); }
+void field(std::string& out, const char* name, std::uint64_t value) {
+    field(out, name, std::to_string(value));
+}
 
 std::string aeth_summary(const wire::Aeth& a) {
     const wire::AethKind kind = a.kind();
@@ -287,7 +295,8 @@ std::string aeth_summary(const wire::Aeth& a) {
         s += ' ';
         s += wire::nak_code_name(a.value());
         break;
-    case wire::AethKind::reserved: break;
+    case wire::AethKind::reserved:
+        break;
     }
     return s;
 }
@@ -347,7 +356,8 @@ std::string format_text(const DecodedFrame& d) {
         return out;
     }
     if (p.udp != nullptr) {
-        out += "  udp " + std::to_string(p.udp->src_port.get()) + " > " + std::to_string(p.udp->dst_port.get());
+        out += "  udp " + std::to_string(p.udp->src_port.get()) + " > " +
+               std::to_string(p.udp->dst_port.get());
     }
     if (p.bth != nullptr) {
         const wire::Bth& b = *p.bth;
@@ -398,8 +408,8 @@ std::string format_text(const DecodedFrame& d) {
         out += "  IETH";
         field(out, "r_key", hex(p.ieth->rkey.get(), 8));
     }
-    if ((d.kind == FrameKind::roce || d.reason == wire::RejectReason::bad_icrc) && p.info != nullptr &&
-        p.info->is(wire::OpFlags::payload)) {
+    if ((d.kind == FrameKind::roce || d.reason == wire::RejectReason::bad_icrc) &&
+        p.info != nullptr && p.info->is(wire::OpFlags::payload)) {
         out += " ";
         field(out, "payload", p.payload.size());
         field(out, "pad", p.pad);
@@ -434,7 +444,9 @@ nlohmann::ordered_json format_json(const DecodedFrame& d, bool explain) {
     j["index"] = d.raw.index;
     j["length"] = d.raw.wire_length;
     if (d.raw.wire_length > d.raw.bytes.size()) j["captured_length"] = d.raw.bytes.size();
-    j["status"] = d.kind == FrameKind::roce ? "ok" : d.kind == FrameKind::rejected ? "rejected" : "skipped";
+    j["status"] = d.kind == FrameKind::roce       ? "ok"
+                  : d.kind == FrameKind::rejected ? "rejected"
+                                                  : "skipped";
     if (d.kind == FrameKind::skipped) {
         j["skipped"] = d.what;
         if (d.skip == SkipKind::link_type) j["link_type"] = link_type_name(d.raw.link_type);
@@ -494,7 +506,8 @@ nlohmann::ordered_json format_json(const DecodedFrame& d, bool explain) {
         j["ack_req"] = b.ack_req();
         j["psn"] = b.psn().value();
     }
-    if (p.deth != nullptr) j["deth"] = {{"q_key", p.deth->qkey.get()}, {"src_qp", p.deth->src_qp()}};
+    if (p.deth != nullptr)
+        j["deth"] = {{"q_key", p.deth->qkey.get()}, {"src_qp", p.deth->src_qp()}};
     if (p.reth != nullptr) {
         j["reth"] = {{"va", hex(p.reth->va.get(), 16)},
                      {"r_key", p.reth->rkey.get()},
@@ -525,12 +538,14 @@ nlohmann::ordered_json format_json(const DecodedFrame& d, bool explain) {
             aeth["nak_code"] = a.value();
             aeth["nak"] = wire::nak_code_name(a.value());
             break;
-        case wire::AethKind::reserved: break;
+        case wire::AethKind::reserved:
+            break;
         }
         j["aeth"] = std::move(aeth);
     }
     if (p.atomic_ack_eth != nullptr) {
-        j["atomic_ack_eth"] = {{"orig_remote_data", hex(p.atomic_ack_eth->orig_rem_data.get(), 16)}};
+        j["atomic_ack_eth"] = {
+            {"orig_remote_data", hex(p.atomic_ack_eth->orig_rem_data.get(), 16)}};
     }
     if (p.immdt != nullptr) j["imm_data"] = p.immdt->imm.get();
     if (p.ieth != nullptr) j["ieth"] = {{"r_key", p.ieth->rkey.get()}};

@@ -38,7 +38,7 @@ inline constexpr int kLinkTypeEthernet = 1;
 
 /** One captured frame as the capture reader hands it over. The bytes are borrowed, not owned. */
 struct RawFrame {
-    std::uint64_t index = 0;             ///< 1-based position in the capture (Wireshark's frame number)
+    std::uint64_t index = 0; ///< 1-based position in the capture (Wireshark's frame number)
     int link_type = kLinkTypeEthernet;   ///< pcap DLT_* value of the capture file
     std::span<const std::uint8_t> bytes; ///< the captured bytes (may be fewer than wire_length)
     std::uint32_t wire_length = 0;       ///< the frame's length on the wire, in bytes
@@ -77,7 +77,8 @@ enum class SkipKind : std::uint8_t {
 struct DecodedFrame {
     RawFrame raw;
     FrameKind kind = FrameKind::skipped;
-    /** parse_frame()'s verdict: ok for roce, the reason for rejected; for skipped, informative only. */
+    /** parse_frame()'s verdict: ok for roce, the reason for rejected; for skipped, informative
+     * only. */
     wire::RejectReason reason = wire::RejectReason::ok;
     /** Headers found. For skipped IP frames the IP header is set, so addresses can be shown. */
     wire::ParsedFrame parsed;

@@ -4,13 +4,13 @@
  * droce-trace's formatter over the shared captures (../shared/captures, see its README): every
  * frame of every file is formatted as text, explained text and JSON, and concrete values are
  * compared with what tshark 4.0 decodes from the same frames, e.g.
- *   tshark -r FILE -T fields -e infiniband.bth.opcode -e infiniband.bth.destqp -e infiniband.bth.psn
- *     -e infiniband.bth.a -e infiniband.bth.padcnt -e infiniband.reth.va -e infiniband.reth.r_key
- *     -e infiniband.reth.dmalen -e infiniband.aeth.syndrome -e infiniband.aeth.msn
- *     -e infiniband.deth.q_key -e infiniband.deth.srcqp -e infiniband.immdt -e udp.length
- * (the oferby file needs -d udp.port==69,infiniband -d udp.port==72,infiniband). Wireshark prints the
- * ICRC as the four wire bytes read big-endian; droce's value is the CRC itself, so 0x403964ee in
- * tshark is icrc_value 0xee643940 with icrc_wire_bytes "403964ee".
+ *   tshark -r FILE -T fields -e infiniband.bth.opcode -e infiniband.bth.destqp -e
+ * infiniband.bth.psn -e infiniband.bth.a -e infiniband.bth.padcnt -e infiniband.reth.va -e
+ * infiniband.reth.r_key -e infiniband.reth.dmalen -e infiniband.aeth.syndrome -e
+ * infiniband.aeth.msn -e infiniband.deth.q_key -e infiniband.deth.srcqp -e infiniband.immdt -e
+ * udp.length (the oferby file needs -d udp.port==69,infiniband -d udp.port==72,infiniband).
+ * Wireshark prints the ICRC as the four wire bytes read big-endian; droce's value is the CRC
+ * itself, so 0x403964ee in tshark is icrc_value 0xee643940 with icrc_wire_bytes "403964ee".
  */
 #include <unistd.h>
 
@@ -42,8 +42,9 @@ const FrameOutput& frame(const std::vector<FrameOutput>& frames, std::size_t ind
     return frames[index - 1];
 }
 
-#define EXPECT_CONTAINS(haystack, needle) \
-    EXPECT_TRUE(contains((haystack), (needle))) << "expected «" << (needle) << "» in:\n" << (haystack)
+#define EXPECT_CONTAINS(haystack, needle)                                                          \
+    EXPECT_TRUE(contains((haystack), (needle))) << "expected «" << (needle) << "» in:\n"          \
+                                                << (haystack)
 
 struct Counts {
     int roce = 0;
@@ -53,11 +54,10 @@ struct Counts {
 // Per file: accepted RoCEv2 frames and skipped frames (captures README, tshark). No shared capture
 // has a rejected frame: every RoCEv2 frame in them has a good ICRC.
 const std::map<std::string, Counts> kExpectedCounts = {
-    {kMontyTest, {12, 4}},  // 4 ARP
-    {kMontyEcn, {12, 0}},
-    {kOferby, {105, 18}},   // 4 ICMPv6, 10 TCP, 4 ARP
-    {kScapy, {3, 2}},       // 2 RoCE v1
-    {kErf, {0, 43}},        // link type ERF
+    {kMontyTest, {12, 4}},                       // 4 ARP
+    {kMontyEcn, {12, 0}},  {kOferby, {105, 18}}, // 4 ICMPv6, 10 TCP, 4 ARP
+    {kScapy, {3, 2}},                            // 2 RoCE v1
+    {kErf, {0, 43}},                             // link type ERF
 };
 
 TEST(TraceCaptures, EveryFrameOfEveryCaptureFormats) {
@@ -83,8 +83,9 @@ TEST(TraceCaptures, EveryFrameOfEveryCaptureFormats) {
             EXPECT_EQ(f.explained.rfind(f.text + "\n    ", 0), 0u) << f.explained;
             EXPECT_EQ(f.json["index"], f.index);
             EXPECT_EQ(nlohmann::ordered_json::parse(f.json.dump()), f.json);
-            EXPECT_EQ(f.json_explained.value("explain", nlohmann::ordered_json()).size(),
-                      static_cast<std::size_t>(std::count(f.explained.begin(), f.explained.end(), '\n')));
+            EXPECT_EQ(
+                f.json_explained.value("explain", nlohmann::ordered_json()).size(),
+                static_cast<std::size_t>(std::count(f.explained.begin(), f.explained.end(), '\n')));
             switch (f.kind) {
             case FrameKind::roce:
                 ++counts.roce;
@@ -111,13 +112,15 @@ TEST(TraceCaptures, EveryFrameOfEveryCaptureFormats) {
             EXPECT_EQ(counts.skipped, it->second.skipped);
         }
     }
-    for (const auto& [name, counts] : kExpectedCounts) EXPECT_TRUE(seen.count(name)) << "missing " << name;
+    for (const auto& [name, counts] : kExpectedCounts)
+        EXPECT_TRUE(seen.count(name)) << "missing " << name;
 }
 
 TEST(TraceMonty, CmMadsAreUdSendsToQp1) {
     const auto frames = read_shared(kMontyTest);
     const FrameOutput& f = frame(frames, 1);
-    EXPECT_CONTAINS(f.text, "192.168.2.25 > 192.168.2.24  udp 55410 > 4791  UD_SEND_ONLY dest_qp=0x000001 psn=82 ack_req=1");
+    EXPECT_CONTAINS(f.text, "192.168.2.25 > 192.168.2.24  udp 55410 > 4791  UD_SEND_ONLY "
+                            "dest_qp=0x000001 psn=82 ack_req=1");
     EXPECT_CONTAINS(f.text, "DETH q_key=0x80010000 src_qp=0x000001");
     EXPECT_CONTAINS(f.text, "payload=256 pad=0");
     EXPECT_EQ(f.json["deth"]["q_key"], 0x80010000u);
@@ -130,10 +133,11 @@ TEST(TraceMonty, CmMadsAreUdSendsToQp1) {
 TEST(TraceMonty, RdmaWriteOnly) {
     const auto frames = read_shared(kMontyTest);
     const FrameOutput& f = frame(frames, 4);
-    EXPECT_EQ(f.text,
-              "4  192.168.2.25 > 192.168.2.24  udp 62017 > 4791  RC_RDMA_WRITE_ONLY dest_qp=0x000011 "
-              "psn=12726936 ack_req=1  RETH va=0x0000aaab26b58000 r_key=0x00000220 dma_length=18  "
-              "payload=18 pad=2  ICRC ok");
+    EXPECT_EQ(
+        f.text,
+        "4  192.168.2.25 > 192.168.2.24  udp 62017 > 4791  RC_RDMA_WRITE_ONLY dest_qp=0x000011 "
+        "psn=12726936 ack_req=1  RETH va=0x0000aaab26b58000 r_key=0x00000220 dma_length=18  "
+        "payload=18 pad=2  ICRC ok");
     const auto& j = f.json;
     EXPECT_EQ(j["opcode"], "RC_RDMA_WRITE_ONLY");
     EXPECT_EQ(j["opcode_value"], 0x0au);
@@ -151,8 +155,10 @@ TEST(TraceMonty, RdmaWriteOnly) {
     EXPECT_EQ(j["ip"]["src"], "192.168.2.25");
     EXPECT_EQ(j["udp"]["src_port"], 62017u);
     EXPECT_EQ(j["udp"]["dst_port"], 4791u);
-    EXPECT_CONTAINS(f.explained, "RDMA WRITE: the payload is placed directly in the responder's memory");
-    EXPECT_CONTAINS(f.explained, "ack_req   set: the requester asks the responder to acknowledge now");
+    EXPECT_CONTAINS(f.explained,
+                    "RDMA WRITE: the payload is placed directly in the responder's memory");
+    EXPECT_CONTAINS(f.explained,
+                    "ack_req   set: the requester asks the responder to acknowledge now");
     EXPECT_CONTAINS(f.explained, "pad_count 2: 2 zero bytes follow the 18-byte payload");
     EXPECT_CONTAINS(f.explained, "remote write access");
     EXPECT_CONTAINS(f.explained, "(bytes 40 39 64 ee on the wire) matches");
@@ -161,7 +167,8 @@ TEST(TraceMonty, RdmaWriteOnly) {
 TEST(TraceMonty, AckWithCreditsNotInUse) {
     const auto frames = read_shared(kMontyTest);
     const FrameOutput& f = frame(frames, 5);
-    EXPECT_CONTAINS(f.text, "RC_ACKNOWLEDGE dest_qp=0x000017 psn=12726936 ack_req=0  AETH syndrome=0x1f (ACK credits not in use) msn=1  ICRC ok");
+    EXPECT_CONTAINS(f.text, "RC_ACKNOWLEDGE dest_qp=0x000017 psn=12726936 ack_req=0  AETH "
+                            "syndrome=0x1f (ACK credits not in use) msn=1  ICRC ok");
     EXPECT_FALSE(contains(f.text, "payload=")) << "an ACK carries no payload: " << f.text;
     const auto& aeth = f.json["aeth"];
     EXPECT_EQ(aeth["syndrome"], 0x1fu);
@@ -169,14 +176,16 @@ TEST(TraceMonty, AckWithCreditsNotInUse) {
     EXPECT_EQ(aeth["kind"], "ACK");
     EXPECT_EQ(aeth["credit_count"], 31u);
     EXPECT_FALSE(aeth.contains("credits"));
-    EXPECT_CONTAINS(f.explained, "syndrome  0x1f: ACK; credit count 31 = end-to-end credits not in use.");
+    EXPECT_CONTAINS(f.explained,
+                    "syndrome  0x1f: ACK; credit count 31 = end-to-end credits not in use.");
     EXPECT_CONTAINS(f.explained, "every request packet up to and including this PSN");
 }
 
 TEST(TraceMonty, ReadRequestAndItsResponses) {
     const auto frames = read_shared(kMontyTest);
     const FrameOutput& req = frame(frames, 6);
-    EXPECT_CONTAINS(req.text, "RC_RDMA_READ_REQUEST dest_qp=0x000011 psn=12726937 ack_req=1  RETH va=0x0000aaab26b58000 r_key=0x00000220 dma_length=4096  ICRC ok");
+    EXPECT_CONTAINS(req.text, "RC_RDMA_READ_REQUEST dest_qp=0x000011 psn=12726937 ack_req=1  RETH "
+                              "va=0x0000aaab26b58000 r_key=0x00000220 dma_length=4096  ICRC ok");
     EXPECT_EQ(req.json["reth"]["dma_length"], 4096u);
     EXPECT_CONTAINS(req.explained, "remote read access");
 
@@ -199,8 +208,10 @@ TEST(TraceMonty, ReadRequestAndItsResponses) {
             EXPECT_EQ(f.json["aeth"]["msn"], 2u);
             EXPECT_CONTAINS(f.text, "AETH syndrome=0x1f (ACK credits not in use) msn=2");
         }
-        EXPECT_CONTAINS(f.text, std::string(names[i]) + " dest_qp=0x000017 psn=" + std::to_string(12726937 + i));
-        EXPECT_CONTAINS(f.explained, "READ responses are numbered on from the PSN of their READ request");
+        EXPECT_CONTAINS(f.text, std::string(names[i]) +
+                                    " dest_qp=0x000017 psn=" + std::to_string(12726937 + i));
+        EXPECT_CONTAINS(f.explained,
+                        "READ responses are numbered on from the PSN of their READ request");
         total += f.json["payload_length"].get<std::uint64_t>();
     }
     EXPECT_EQ(total, 4096u);
@@ -220,15 +231,19 @@ TEST(TraceMonty, ArpIsSkipped) {
 TEST(TraceMontyEcn, SameFlowOtherRun) {
     const auto frames = read_shared(kMontyEcn);
     const FrameOutput& w = frame(frames, 4);
-    EXPECT_CONTAINS(w.text, "RC_RDMA_WRITE_ONLY dest_qp=0x000011 psn=9209053 ack_req=1  RETH va=0x0000aaab09dd5000 r_key=0x000002d5 dma_length=18  payload=18 pad=2  ICRC ok");
+    EXPECT_CONTAINS(
+        w.text, "RC_RDMA_WRITE_ONLY dest_qp=0x000011 psn=9209053 ack_req=1  RETH "
+                "va=0x0000aaab09dd5000 r_key=0x000002d5 dma_length=18  payload=18 pad=2  ICRC ok");
     // Despite the file name, no frame carries an ECN mark.
-    for (const FrameOutput& f : frames) EXPECT_EQ(f.json["ip"]["ecn"], 0u) << f.text;
+    for (const FrameOutput& f : frames)
+        EXPECT_EQ(f.json["ip"]["ecn"], 0u) << f.text;
 }
 
 TEST(TraceScapy, CnpFromConnectX4) {
     const auto frames = read_shared(kScapy);
     const FrameOutput& f = frame(frames, 1);
-    EXPECT_EQ(f.text, "1  10.0.17.1 > 10.0.18.1 ecn=ECT(0)  udp 0 > 4791  CNP dest_qp=0x000118 psn=0 ack_req=0 becn=1  ICRC ok");
+    EXPECT_EQ(f.text, "1  10.0.17.1 > 10.0.18.1 ecn=ECT(0)  udp 0 > 4791  CNP dest_qp=0x000118 "
+                      "psn=0 ack_req=0 becn=1  ICRC ok");
     EXPECT_EQ(f.json["opcode"], "CNP");
     EXPECT_EQ(f.json["opcode_value"], 0x81u);
     EXPECT_EQ(f.json["dest_qp"], 0x118u);
@@ -237,22 +252,27 @@ TEST(TraceScapy, CnpFromConnectX4) {
     EXPECT_EQ(f.json["p_key"], 0xffffu);
     EXPECT_EQ(f.json["cnp"]["reserved_bytes"], 16u);
     EXPECT_EQ(f.json["icrc_wire_bytes"], "82fd002a");
-    EXPECT_CONTAINS(f.explained, "becn      set: backward explicit congestion notification; every CNP carries it.");
+    EXPECT_CONTAINS(
+        f.explained,
+        "becn      set: backward explicit congestion notification; every CNP carries it.");
     EXPECT_CONTAINS(f.explained, "in a CNP this is the sender's QP that must slow down");
 }
 
 TEST(TraceScapy, UcSendOnlyOverIpv4AndIpv6) {
     const auto frames = read_shared(kScapy);
     const FrameOutput& v4 = frame(frames, 2);
-    EXPECT_EQ(v4.text, "2  192.168.0.7 > 192.168.0.7 ecn=ECT(1)  udp 49152 > 4791  UC_SEND_ONLY dest_qp=0x0000d3 psn=13571856 ack_req=0  payload=18 pad=2  ICRC ok");
+    EXPECT_EQ(v4.text, "2  192.168.0.7 > 192.168.0.7 ecn=ECT(1)  udp 49152 > 4791  UC_SEND_ONLY "
+                       "dest_qp=0x0000d3 psn=13571856 ack_req=0  payload=18 pad=2  ICRC ok");
     EXPECT_EQ(v4.json["icrc_wire_bytes"], "78f353f3");
     EXPECT_EQ(v4.json["icrc_value"], 0xf353f378u);
     EXPECT_EQ(v4.json["m"], true); // tshark: MigReq True
     const FrameOutput& v6 = frame(frames, 3);
-    EXPECT_CONTAINS(v6.text, "3  2022::1023 > 2023::1024 ecn=ECT(0)  udp 49152 > 4791  UC_SEND_ONLY dest_qp=0x0000d3 psn=13571856");
+    EXPECT_CONTAINS(v6.text, "3  2022::1023 > 2023::1024 ecn=ECT(0)  udp 49152 > 4791  "
+                             "UC_SEND_ONLY dest_qp=0x0000d3 psn=13571856");
     EXPECT_EQ(v6.json["ip"]["version"], 6);
     EXPECT_EQ(v6.json["ip"]["flow_label"], 0x1faceu);
-    EXPECT_EQ(v6.json["ip"]["dscp"].get<unsigned>() * 4 + v6.json["ip"]["ecn"].get<unsigned>(), 226u);
+    EXPECT_EQ(v6.json["ip"]["dscp"].get<unsigned>() * 4 + v6.json["ip"]["ecn"].get<unsigned>(),
+              226u);
     EXPECT_EQ(v6.json["icrc_wire_bytes"], "3e5b743b");
     EXPECT_CONTAINS(v6.explained, "UC, unreliable connection");
 }
@@ -269,16 +289,21 @@ TEST(TraceScapy, RoceV1IsSkipped) {
 TEST(TraceOferby, SendsWithImmediateAndAcks) {
     const auto frames = read_shared(kOferby);
     const FrameOutput& only = frame(frames, 15);
-    EXPECT_CONTAINS(only.text, "192.168.70.4 > 192.168.70.6 ecn=ECT(0)  udp 69 > 4791  RC_SEND_ONLY_WITH_IMMEDIATE dest_qp=0x000048 psn=0 ack_req=1  ImmDt imm_data=0x00000001  payload=141 pad=3  ICRC ok");
+    EXPECT_CONTAINS(
+        only.text,
+        "192.168.70.4 > 192.168.70.6 ecn=ECT(0)  udp 69 > 4791  RC_SEND_ONLY_WITH_IMMEDIATE "
+        "dest_qp=0x000048 psn=0 ack_req=1  ImmDt imm_data=0x00000001  payload=141 pad=3  ICRC ok");
 
     const FrameOutput& last = frame(frames, 18);
-    EXPECT_CONTAINS(last.text, "RC_SEND_LAST_WITH_IMMEDIATE dest_qp=0x000045 psn=1 ack_req=1  ImmDt imm_data=0x00000001  payload=1024 pad=0  ICRC ok");
+    EXPECT_CONTAINS(last.text, "RC_SEND_LAST_WITH_IMMEDIATE dest_qp=0x000045 psn=1 ack_req=1  "
+                               "ImmDt imm_data=0x00000001  payload=1024 pad=0  ICRC ok");
     EXPECT_EQ(last.json["imm_data"], 1u);
     EXPECT_CONTAINS(last.explained, "imm_data  0x00000001: handed to the responder's completion");
     EXPECT_CONTAINS(last.explained, "this is the last packet of a message");
 
     const FrameOutput& ack = frame(frames, 16);
-    EXPECT_CONTAINS(ack.text, "RC_ACKNOWLEDGE dest_qp=0x000045 psn=0 ack_req=0  AETH syndrome=0x06 (ACK credit_count=6) msn=1");
+    EXPECT_CONTAINS(ack.text, "RC_ACKNOWLEDGE dest_qp=0x000045 psn=0 ack_req=0  AETH syndrome=0x06 "
+                              "(ACK credit_count=6) msn=1");
     EXPECT_EQ(ack.json["aeth"]["credit_count"], 6u);
     EXPECT_EQ(ack.json["aeth"]["credits"], 8u);
     EXPECT_CONTAINS(ack.explained, "ACK; credit count 6 = the responder has 8 receive WQEs posted");
@@ -289,7 +314,8 @@ TEST(TraceOferby, SendsWithImmediateAndAcks) {
     EXPECT_EQ(ack5.json["psn"], 5u);
 
     const FrameOutput& imm0 = frame(frames, 122);
-    EXPECT_CONTAINS(imm0.text, "RC_SEND_ONLY_WITH_IMMEDIATE dest_qp=0x000045 psn=66 ack_req=1  ImmDt imm_data=0x00000000  payload=4 pad=0  ICRC ok");
+    EXPECT_CONTAINS(imm0.text, "RC_SEND_ONLY_WITH_IMMEDIATE dest_qp=0x000045 psn=66 ack_req=1  "
+                               "ImmDt imm_data=0x00000000  payload=4 pad=0  ICRC ok");
 
     // Whole-file tallies from tshark: 33 SEND_FIRST, 33 SEND_LAST_WITH_IMMEDIATE (imm 1 each),
     // 2 SEND_ONLY_WITH_IMMEDIATE, 37 ACKs of which 10 have syndrome 5 and 27 syndrome 6.
@@ -314,15 +340,18 @@ TEST(TraceOferby, SendsWithImmediateAndAcks) {
 TEST(TraceOferby, NonRoceFramesNameTheirProtocol) {
     const auto frames = read_shared(kOferby);
     // MLDv2 reports sit behind an IPv6 hop-by-hop header; router solicitations do not.
-    EXPECT_EQ(frame(frames, 1).text, "1  fe80::7191:1f2d:839a:207c > ff02::16  skipped (IPv6 ICMP type 143)");
-    EXPECT_EQ(frame(frames, 3).text, "3  fe80::7191:1f2d:839a:207c > ff02::2  skipped (IPv6 ICMP type 133)");
+    EXPECT_EQ(frame(frames, 1).text,
+              "1  fe80::7191:1f2d:839a:207c > ff02::16  skipped (IPv6 ICMP type 143)");
+    EXPECT_EQ(frame(frames, 3).text,
+              "3  fe80::7191:1f2d:839a:207c > ff02::2  skipped (IPv6 ICMP type 133)");
     for (std::size_t i = 5; i <= 14; ++i) {
         const FrameOutput& f = frame(frames, i);
         EXPECT_CONTAINS(f.text, "  skipped (TCP port 9000)");
         EXPECT_TRUE(f.json["src_port"] == 9000 || f.json["dst_port"] == 9000) << f.json.dump();
     }
     EXPECT_EQ(frame(frames, 5).json["src_port"], 47378u);
-    for (std::size_t i = 118; i <= 121; ++i) EXPECT_EQ(frame(frames, i).text, std::to_string(i) + "  skipped (ARP)");
+    for (std::size_t i = 118; i <= 121; ++i)
+        EXPECT_EQ(frame(frames, i).text, std::to_string(i) + "  skipped (ARP)");
 }
 
 /** Appends @p v to @p out in host byte order (pcapng is written in the writer's order). */
@@ -379,7 +408,8 @@ TEST(TraceCaptureFile, ReadsPcapng) {
     const auto bytes = make_pcapng({build(fields, 3), arp});
 
     const std::filesystem::path path =
-        std::filesystem::temp_directory_path() / ("droce-trace-test-" + std::to_string(::getpid()) + ".pcapng");
+        std::filesystem::temp_directory_path() /
+        ("droce-trace-test-" + std::to_string(::getpid()) + ".pcapng");
     {
         std::FILE* out = std::fopen(path.c_str(), "wb");
         ASSERT_NE(out, nullptr) << path;
@@ -391,7 +421,8 @@ TEST(TraceCaptureFile, ReadsPcapng) {
     ASSERT_EQ(frames.size(), 2u);
     EXPECT_EQ(frames[0].text,
               "1  10.0.0.1 > 10.0.0.2  udp 49443 > 4791  RC_RDMA_WRITE_ONLY dest_qp=0x000077 psn=5 "
-              "ack_req=0  RETH va=0x0000000000000000 r_key=0x00000000 dma_length=3  payload=3 pad=1  ICRC ok");
+              "ack_req=0  RETH va=0x0000000000000000 r_key=0x00000000 dma_length=3  payload=3 "
+              "pad=1  ICRC ok");
     EXPECT_EQ(frames[1].text, "2  skipped (ARP)");
 }
 

@@ -15,13 +15,14 @@ namespace droce::trace::test {
 namespace {
 
 struct RunResult {
-    int status = -1; ///< exit status, or -1 if the program did not exit normally
+    int status = -1;    ///< exit status, or -1 if the program did not exit normally
     std::string output; ///< stdout and stderr together
 };
 
 std::string quoted(const std::string& s) {
     std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    for (char c : s)
+        q += c == '\'' ? std::string("'\\''") : std::string(1, c);
     return q + "'";
 }
 
@@ -41,7 +42,8 @@ RunResult run_trace(const std::string& args) {
     }
     char buf[4096];
     std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
+        r.output.append(buf, n);
     const int st = pclose(p);
     r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     return r;
@@ -50,11 +52,14 @@ RunResult run_trace(const std::string& args) {
 std::vector<std::string> lines(const std::string& s) {
     std::vector<std::string> out;
     std::istringstream in(s);
-    for (std::string l; std::getline(in, l);) out.push_back(l);
+    for (std::string l; std::getline(in, l);)
+        out.push_back(l);
     return out;
 }
 
-std::string capture(const char* name) { return quoted(captures_dir() + "/" + name); }
+std::string capture(const char* name) {
+    return quoted(captures_dir() + "/" + name);
+}
 
 TEST(TraceCli, MissingFileExitsOneAndNamesTheFile) {
     const RunResult r = run_trace("read /nonexistent/droce-trace-test.pcap");
@@ -73,7 +78,9 @@ TEST(TraceCli, BadUsageExitsTwo) {
     EXPECT_EQ(run_trace("").status, 2);
     EXPECT_EQ(run_trace("read").status, 2);
     EXPECT_EQ(run_trace("frobnicate x.pcap").status, 2);
-    EXPECT_EQ(run_trace("read --no-such-option " + capture("scapy_roce_uts_icrc_vectors.pcap")).status, 2);
+    EXPECT_EQ(
+        run_trace("read --no-such-option " + capture("scapy_roce_uts_icrc_vectors.pcap")).status,
+        2);
     EXPECT_EQ(run_trace("read a.pcap b.pcap").status, 2);
 }
 
@@ -89,10 +96,11 @@ TEST(TraceCli, ReadPrintsOneLinePerFrame) {
     ASSERT_EQ(r.status, 0) << r.output;
     const auto out = lines(r.output);
     ASSERT_EQ(out.size(), 16u) << r.output;
-    EXPECT_EQ(out[3],
-              "4  192.168.2.25 > 192.168.2.24  udp 62017 > 4791  RC_RDMA_WRITE_ONLY dest_qp=0x000011 "
-              "psn=12726936 ack_req=1  RETH va=0x0000aaab26b58000 r_key=0x00000220 dma_length=18  "
-              "payload=18 pad=2  ICRC ok");
+    EXPECT_EQ(
+        out[3],
+        "4  192.168.2.25 > 192.168.2.24  udp 62017 > 4791  RC_RDMA_WRITE_ONLY dest_qp=0x000011 "
+        "psn=12726936 ack_req=1  RETH va=0x0000aaab26b58000 r_key=0x00000220 dma_length=18  "
+        "payload=18 pad=2  ICRC ok");
     EXPECT_EQ(out[11], "12  skipped (ARP)");
 }
 
@@ -127,11 +135,13 @@ TEST(TraceCli, ExplainAddsIndentedLines) {
     const auto out = lines(r.output);
     ASSERT_GT(out.size(), 5u);
     int frames = 0;
-    for (const std::string& l : out) frames += l.rfind("    ", 0) == 0 ? 0 : 1;
+    for (const std::string& l : out)
+        frames += l.rfind("    ", 0) == 0 ? 0 : 1;
     EXPECT_EQ(frames, 5);
     EXPECT_TRUE(contains(r.output, "\n    BTH         Base Transport Header")) << r.output;
 
-    const RunResult j = run_trace("read --json --explain " + capture("scapy_roce_uts_icrc_vectors.pcap"));
+    const RunResult j =
+        run_trace("read --json --explain " + capture("scapy_roce_uts_icrc_vectors.pcap"));
     ASSERT_EQ(j.status, 0);
     const auto first = nlohmann::json::parse(lines(j.output).at(0));
     ASSERT_TRUE(first.contains("explain"));

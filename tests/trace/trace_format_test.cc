@@ -18,8 +18,9 @@ using wire::AethKind;
 using wire::Opcode;
 using wire::PacketFields;
 
-#define EXPECT_CONTAINS(haystack, needle) \
-    EXPECT_TRUE(contains((haystack), (needle))) << "expected «" << (needle) << "» in:\n" << (haystack)
+#define EXPECT_CONTAINS(haystack, needle)                                                          \
+    EXPECT_TRUE(contains((haystack), (needle))) << "expected «" << (needle) << "» in:\n"          \
+                                                << (haystack)
 
 // Byte offsets in an untagged IPv4 frame from test_path().
 constexpr std::size_t kIpOff = 14;
@@ -53,11 +54,12 @@ TEST(TraceAeth, CreditAndRnrTables) {
     // RNR timer codes in microseconds (the names of Linux's enum ib_rnr_timeout spell the same
     // values in milliseconds, e.g. IB_RNR_TIMER_000_96 = 13).
     const std::pair<std::uint8_t, std::uint32_t> rnr[] = {
-        {0, 655360}, {1, 10},    {2, 20},     {3, 30},     {4, 40},     {5, 60},
-        {6, 80},     {7, 120},   {13, 960},   {14, 1280},  {19, 7680},  {25, 61440},
+        {0, 655360}, {1, 10},      {2, 20},      {3, 30},      {4, 40},    {5, 60},
+        {6, 80},     {7, 120},     {13, 960},    {14, 1280},   {19, 7680}, {25, 61440},
         {26, 81920}, {29, 245760}, {30, 327680}, {31, 491520},
     };
-    for (const auto& [code, usec] : rnr) EXPECT_EQ(rnr_timer_usec(code), usec) << int(code);
+    for (const auto& [code, usec] : rnr)
+        EXPECT_EQ(rnr_timer_usec(code), usec) << int(code);
     EXPECT_EQ(rnr_timer_usec(32), 0u);
     EXPECT_EQ(format_rnr_timer(0), "655.36 ms");
     EXPECT_EQ(format_rnr_timer(1), "0.01 ms");
@@ -65,14 +67,16 @@ TEST(TraceAeth, CreditAndRnrTables) {
     EXPECT_EQ(format_rnr_timer(18), "5.12 ms");
     EXPECT_EQ(format_rnr_timer(31), "491.52 ms");
     // Monotonic from code 1 to 31; code 0 is the longest of all.
-    for (std::uint8_t c = 2; c < 32; ++c) EXPECT_GT(rnr_timer_usec(c), rnr_timer_usec(c - 1)) << int(c);
+    for (std::uint8_t c = 2; c < 32; ++c)
+        EXPECT_GT(rnr_timer_usec(c), rnr_timer_usec(c - 1)) << int(c);
     EXPECT_GT(rnr_timer_usec(0), rnr_timer_usec(31));
 }
 
 TEST(TraceAeth, AckWithCredits) {
     const FrameOutput f = ack_with(wire::make_syndrome(AethKind::ack, 5), 42);
     EXPECT_EQ(f.kind, FrameKind::roce);
-    EXPECT_CONTAINS(f.text, "RC_ACKNOWLEDGE dest_qp=0x000123 psn=1000 ack_req=0  AETH syndrome=0x05 (ACK credit_count=5) msn=42  ICRC ok");
+    EXPECT_CONTAINS(f.text, "RC_ACKNOWLEDGE dest_qp=0x000123 psn=1000 ack_req=0  AETH "
+                            "syndrome=0x05 (ACK credit_count=5) msn=42  ICRC ok");
     EXPECT_EQ(f.json["aeth"]["credits"], 6u);
     EXPECT_CONTAINS(f.explained, "ACK; credit count 5 = the responder has 6 receive WQEs posted");
 }
@@ -83,9 +87,10 @@ TEST(TraceAeth, RnrNak) {
     EXPECT_EQ(f.json["aeth"]["kind"], "RNR NAK");
     EXPECT_EQ(f.json["aeth"]["rnr_timer"], 14u);
     EXPECT_DOUBLE_EQ(f.json["aeth"]["rnr_timer_ms"].get<double>(), 1.28);
-    EXPECT_CONTAINS(f.explained,
-                    "0x2e: RNR NAK: responder had no receive WQE; retry after the encoded minimum RNR "
-                    "timer (14 = 1.28 ms)");
+    EXPECT_CONTAINS(
+        f.explained,
+        "0x2e: RNR NAK: responder had no receive WQE; retry after the encoded minimum RNR "
+        "timer (14 = 1.28 ms)");
     EXPECT_CONTAINS(f.explained, "the requester resends from it once the RNR timer has run out");
 
     const FrameOutput longest = ack_with(wire::make_syndrome(AethKind::rnr_nak, 0));
@@ -99,10 +104,13 @@ TEST(TraceAeth, NakCodes) {
         const char* sentence;
     };
     const Case cases[] = {
-        {0, "psn_sequence_error", "NAK: PSN sequence error: a request arrived with a PSN past the one"},
+        {0, "psn_sequence_error",
+         "NAK: PSN sequence error: a request arrived with a PSN past the one"},
         {1, "invalid_request", "NAK: invalid request: the responder cannot carry out this request"},
-        {2, "remote_access_error", "NAK: remote access error: the R_Key, the address range or the access rights"},
-        {3, "remote_operational_error", "NAK: remote operational error: the responder hit a fault of its own"},
+        {2, "remote_access_error",
+         "NAK: remote access error: the R_Key, the address range or the access rights"},
+        {3, "remote_operational_error",
+         "NAK: remote operational error: the responder hit a fault of its own"},
         {4, "invalid_rd_request", "NAK: invalid RD request"},
         {9, "reserved", "NAK: reserved NAK code 9"},
     };
@@ -135,18 +143,23 @@ TEST(TraceOpcodes, CompareSwap) {
     p.ack_req = true;
     const FrameOutput f = format_bytes(build(p));
     EXPECT_EQ(f.kind, FrameKind::roce);
-    EXPECT_CONTAINS(f.text, "RC_COMPARE_SWAP dest_qp=0x000123 psn=1000 ack_req=1  AtomicETH va=0x00007f0000001000 r_key=0xabcd1234 swap_data=0x1111222233334444 compare_data=0x5555666677778888  ICRC ok");
+    EXPECT_CONTAINS(
+        f.text,
+        "RC_COMPARE_SWAP dest_qp=0x000123 psn=1000 ack_req=1  AtomicETH va=0x00007f0000001000 "
+        "r_key=0xabcd1234 swap_data=0x1111222233334444 compare_data=0x5555666677778888  ICRC ok");
     const auto& a = f.json["atomic_eth"];
     EXPECT_EQ(a["va"], "0x00007f0000001000");
     EXPECT_EQ(a["r_key"], 0xabcd1234u);
     EXPECT_EQ(a["swap_add_data"], "0x1111222233334444");
     EXPECT_EQ(a["compare_data"], "0x5555666677778888");
     EXPECT_CONTAINS(f.explained, "COMPARE & SWAP: the responder atomically compares");
-    EXPECT_CONTAINS(f.explained, "swap_data 0x1111222233334444: written to the target if the compare succeeds.");
+    EXPECT_CONTAINS(f.explained,
+                    "swap_data 0x1111222233334444: written to the target if the compare succeeds.");
     EXPECT_FALSE(contains(f.explained, "not aligned"));
 
     p.va = 0x00007f0000001004; // misaligned
-    EXPECT_CONTAINS(format_bytes(build(p)).explained, "this one is not, so the responder must answer NAK invalid request");
+    EXPECT_CONTAINS(format_bytes(build(p)).explained,
+                    "this one is not, so the responder must answer NAK invalid request");
 }
 
 TEST(TraceOpcodes, FetchAddAndAtomicAck) {
@@ -155,7 +168,8 @@ TEST(TraceOpcodes, FetchAddAndAtomicAck) {
     p.rkey = 7;
     p.swap_add = 5;
     const FrameOutput fa = format_bytes(build(p));
-    EXPECT_CONTAINS(fa.text, "AtomicETH va=0x0000000000001000 r_key=0x00000007 add_data=0x0000000000000005 compare_data=0x0000000000000000");
+    EXPECT_CONTAINS(fa.text, "AtomicETH va=0x0000000000001000 r_key=0x00000007 "
+                             "add_data=0x0000000000000005 compare_data=0x0000000000000000");
     EXPECT_CONTAINS(fa.explained, "FETCH & ADD");
     EXPECT_CONTAINS(fa.explained, "unused by FETCH & ADD");
 
@@ -164,20 +178,27 @@ TEST(TraceOpcodes, FetchAddAndAtomicAck) {
     ack.msn = 3;
     ack.orig_rem_data = 0x0123456789abcdef;
     const FrameOutput aa = format_bytes(build(ack));
-    EXPECT_CONTAINS(aa.text, "RC_ATOMIC_ACKNOWLEDGE dest_qp=0x000123 psn=1000 ack_req=0  AETH syndrome=0x1f (ACK credits not in use) msn=3  AtomicAckETH orig_remote_data=0x0123456789abcdef  ICRC ok");
+    EXPECT_CONTAINS(
+        aa.text,
+        "RC_ATOMIC_ACKNOWLEDGE dest_qp=0x000123 psn=1000 ack_req=0  AETH syndrome=0x1f (ACK "
+        "credits not in use) msn=3  AtomicAckETH orig_remote_data=0x0123456789abcdef  ICRC ok");
     EXPECT_EQ(aa.json["atomic_ack_eth"]["orig_remote_data"], "0x0123456789abcdef");
-    EXPECT_CONTAINS(aa.explained, "orig_remote_data 0x0123456789abcdef: the 8 bytes at the target before the atomic ran");
+    EXPECT_CONTAINS(
+        aa.explained,
+        "orig_remote_data 0x0123456789abcdef: the 8 bytes at the target before the atomic ran");
 }
 
 TEST(TraceOpcodes, SendWithInvalidate) {
     PacketFields p = fields(Opcode::RC_SEND_ONLY_WITH_INVALIDATE);
     p.inv_rkey = 0x00c0ffee;
     const FrameOutput f = format_bytes(build(p, 5));
-    EXPECT_CONTAINS(f.text, "RC_SEND_ONLY_WITH_INVALIDATE dest_qp=0x000123 psn=1000 ack_req=0  IETH r_key=0x00c0ffee  payload=5 pad=3  ICRC ok");
+    EXPECT_CONTAINS(f.text, "RC_SEND_ONLY_WITH_INVALIDATE dest_qp=0x000123 psn=1000 ack_req=0  "
+                            "IETH r_key=0x00c0ffee  payload=5 pad=3  ICRC ok");
     EXPECT_EQ(f.json["ieth"]["r_key"], 0x00c0ffeeu);
     EXPECT_EQ(f.json["pad_count"], 3u);
     EXPECT_EQ(f.json["payload_length"], 5u);
-    EXPECT_CONTAINS(f.explained, "with invalidate, the responder invalidates the R_Key in the IETH");
+    EXPECT_CONTAINS(f.explained,
+                    "with invalidate, the responder invalidates the R_Key in the IETH");
     EXPECT_CONTAINS(f.explained, "ack_req   clear: no immediate acknowledgement is asked for");
 }
 
@@ -187,7 +208,10 @@ TEST(TraceOpcodes, UdSendWithImmediate) {
     p.src_qp = 0x42;
     p.imm = 0xdeadbeef;
     const FrameOutput f = format_bytes(build(p, 8));
-    EXPECT_CONTAINS(f.text, "UD_SEND_ONLY_WITH_IMMEDIATE dest_qp=0x000123 psn=1000 ack_req=0  DETH q_key=0x11111111 src_qp=0x000042  ImmDt imm_data=0xdeadbeef  payload=8 pad=0  ICRC ok");
+    EXPECT_CONTAINS(
+        f.text,
+        "UD_SEND_ONLY_WITH_IMMEDIATE dest_qp=0x000123 psn=1000 ack_req=0  DETH q_key=0x11111111 "
+        "src_qp=0x000042  ImmDt imm_data=0xdeadbeef  payload=8 pad=0  ICRC ok");
     EXPECT_EQ(f.json["imm_data"], 0xdeadbeefu);
     EXPECT_EQ(f.json["deth"]["q_key"], 0x11111111u);
     EXPECT_CONTAINS(f.explained, "UD, unreliable datagram");
@@ -200,9 +224,11 @@ TEST(TraceOpcodes, EveryOpcodeHasASentence) {
         EXPECT_FALSE(contains(s, "no sentence")) << wire::to_string(op) << ": " << s;
         EXPECT_GT(s.size(), 40u) << wire::to_string(op);
     }
-    EXPECT_CONTAINS(describe_opcode(Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE), "consumes a receive WQE");
+    EXPECT_CONTAINS(describe_opcode(Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE),
+                    "consumes a receive WQE");
     EXPECT_CONTAINS(describe_opcode(Opcode::RC_SEND_MIDDLE), "a middle packet");
-    EXPECT_CONTAINS(describe_opcode(Opcode::RC_RDMA_WRITE_FIRST), "the first packet of a multi-packet message");
+    EXPECT_CONTAINS(describe_opcode(Opcode::RC_RDMA_WRITE_FIRST),
+                    "the first packet of a multi-packet message");
 }
 
 TEST(TraceOpcodes, SolicitedEventAndPkey) {
@@ -226,7 +252,12 @@ TEST(TraceHeaders, VlanIpv6AndEcnCe) {
     path.flow_label = 0x12345;
     const FrameOutput f = format_bytes(build(fields(Opcode::RC_RDMA_WRITE_MIDDLE), 64, path));
     EXPECT_EQ(f.kind, FrameKind::roce) << f.text;
-    EXPECT_EQ(f.text.rfind("1  vlan=100 pcp=3  fd00::1 > fd00::2 ecn=CE  udp 49443 > 4791  RC_RDMA_WRITE_MIDDLE", 0), 0u) << f.text;
+    EXPECT_EQ(
+        f.text.rfind(
+            "1  vlan=100 pcp=3  fd00::1 > fd00::2 ecn=CE  udp 49443 > 4791  RC_RDMA_WRITE_MIDDLE",
+            0),
+        0u)
+        << f.text;
     EXPECT_EQ(f.json["vlan"]["vid"], 100u);
     EXPECT_EQ(f.json["vlan"]["pcp"], 3u);
     EXPECT_EQ(f.json["ip"]["dscp"], 26u);
@@ -235,7 +266,8 @@ TEST(TraceHeaders, VlanIpv6AndEcnCe) {
     EXPECT_EQ(f.json["eth"]["ether_type"], 0x86ddu);
     EXPECT_CONTAINS(f.explained, "the receiver (DCQCN notification point) answers with a CNP");
     EXPECT_CONTAINS(f.explained, "PFC pauses traffic per priority");
-    EXPECT_FALSE(contains(f.explained, "UDP checksum is 0")) << "IPv6 RoCE carries a real UDP checksum";
+    EXPECT_FALSE(contains(f.explained, "UDP checksum is 0"))
+        << "IPv6 RoCE carries a real UDP checksum";
 }
 
 TEST(TraceRejects, BadIcrc) {
@@ -244,7 +276,9 @@ TEST(TraceRejects, BadIcrc) {
     const FrameOutput f = format_bytes(bytes);
     EXPECT_EQ(f.kind, FrameKind::rejected);
     EXPECT_EQ(f.reason, wire::RejectReason::bad_icrc);
-    EXPECT_CONTAINS(f.text, "RC_SEND_ONLY dest_qp=0x000123 psn=1000 ack_req=0  payload=16 pad=0  ICRC BAD wire=0x");
+    EXPECT_CONTAINS(
+        f.text,
+        "RC_SEND_ONLY dest_qp=0x000123 psn=1000 ack_req=0  payload=16 pad=0  ICRC BAD wire=0x");
     EXPECT_CONTAINS(f.text, "  rejected bad_icrc (ICRC does not match the packet)");
     EXPECT_FALSE(contains(f.text, "ICRC ok"));
     EXPECT_EQ(f.json["status"], "rejected");
@@ -297,7 +331,8 @@ TEST(TraceRejects, FirstFragmentOfRoceIsRejectedLaterFragmentSkipped) {
     bytes[kIpOff + 7] = 0x10; // offset 128 bytes
     const FrameOutput later = format_bytes(bytes);
     EXPECT_EQ(later.kind, FrameKind::skipped);
-    EXPECT_EQ(later.text, "1  10.0.0.1 > 10.0.0.2  skipped (IPv4 fragment, protocol 17, offset 128)");
+    EXPECT_EQ(later.text,
+              "1  10.0.0.1 > 10.0.0.2  skipped (IPv4 fragment, protocol 17, offset 128)");
 }
 
 TEST(TraceSkips, OtherUdpAndIpProtocols) {
@@ -315,7 +350,9 @@ TEST(TraceSkips, OtherUdpAndIpProtocols) {
     bytes[kUdpOff + 1] = 4791 & 0xff;
     bytes[kUdpOff + 2] = 0x30;
     bytes[kUdpOff + 3] = 0x39;
-    EXPECT_CONTAINS(format_bytes(bytes).text, "skipped (UDP port 12345 (source port 4791; RoCEv2 is recognised by destination port))");
+    EXPECT_CONTAINS(
+        format_bytes(bytes).text,
+        "skipped (UDP port 12345 (source port 4791; RoCEv2 is recognised by destination port))");
 
     // RoCEv2 whatever the source port, even 0 (the ICRC covers the port, so build it that way).
     wire::PathHeaders path = test_path();
@@ -327,7 +364,8 @@ TEST(TraceSkips, OtherUdpAndIpProtocols) {
     EXPECT_EQ(format_bytes(igmp).text, "1  10.0.0.1 > 10.0.0.2  skipped (IPv4 IGMP)");
     igmp[kIpOff + 9] = 132;
     EXPECT_EQ(format_bytes(igmp).text, "1  10.0.0.1 > 10.0.0.2  skipped (IPv4 protocol 132)");
-    igmp[kIpOff + 9] = 1; // the ICMP type is then the first byte after the IP header: 0xc1 of port 0xc123
+    igmp[kIpOff + 9] =
+        1; // the ICMP type is then the first byte after the IP header: 0xc1 of port 0xc123
     EXPECT_EQ(format_bytes(igmp).text, "1  10.0.0.1 > 10.0.0.2  skipped (IPv4 ICMP type 193)");
 }
 

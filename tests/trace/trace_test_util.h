@@ -91,10 +91,12 @@ inline wire::PathHeaders test_path(bool ipv6 = false) {
 }
 
 /** Builds one frame with wire::build_frame(); fails the test if it does not fit. */
-inline std::vector<std::uint8_t> build(const wire::PacketFields& fields, std::size_t payload_len = 0,
+inline std::vector<std::uint8_t> build(const wire::PacketFields& fields,
+                                       std::size_t payload_len = 0,
                                        const wire::PathHeaders& path = test_path()) {
     std::vector<std::uint8_t> payload(payload_len);
-    for (std::size_t i = 0; i < payload_len; ++i) payload[i] = static_cast<std::uint8_t>(i * 7 + 1);
+    for (std::size_t i = 0; i < payload_len; ++i)
+        payload[i] = static_cast<std::uint8_t>(i * 7 + 1);
     std::vector<std::uint8_t> frame(wire::frame_length(path, fields.opcode, payload_len));
     const std::size_t n = wire::build_frame(path, fields, payload, frame);
     EXPECT_EQ(n, frame.size());
@@ -113,7 +115,9 @@ inline RawFrame raw_of(const std::vector<std::uint8_t>& bytes, int link_type = k
 }
 
 /** Formats a frame built from @p bytes. */
-inline FrameOutput format_bytes(const std::vector<std::uint8_t>& bytes) { return format_all(raw_of(bytes)); }
+inline FrameOutput format_bytes(const std::vector<std::uint8_t>& bytes) {
+    return format_all(raw_of(bytes));
+}
 
 /** True when @p haystack contains @p needle; use in EXPECT_PRED2 or with a message. */
 inline bool contains(const std::string& haystack, const std::string& needle) {
