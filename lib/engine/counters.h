@@ -43,6 +43,10 @@ namespace droce {
     X(rx_dropped_bad_icrc)         /* receive: ICRC mismatch, dropped silently */ \
     X(rx_dropped_malformed)        /* receive: frame rejected by the parser for another reason */ \
     X(tx_no_buffer)                /* transmit deferred: no buffer or the port queue was full */ \
+    X(tx_wait_neigh)               /* transmit deferred: the peer's MAC is not resolved yet (ARP / ND) */ \
+    X(neigh_tx)                    /* ARP / ND requests and replies sent by the engine */ \
+    X(link_downed)                 /* a port's link went down (mlx5 link_downed) */ \
+    X(link_upped)                  /* a port's link came (back) up */ \
     X(flushed_wqes)                /* WQEs completed with WR_FLUSH_ERR */ \
     X(np_ecn_marked_roce_packets)  /* reserved for DCQCN */ \
     X(np_cnp_sent)                 /* reserved for DCQCN */ \

@@ -26,7 +26,15 @@ wire::Ipv6Addr gid_from_ipv4(std::uint8_t a, std::uint8_t b, std::uint8_t c, std
 
 Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
     : name_(std::move(name)), clock_(&clock), ports_(std::move(ports)), tx_(ports_.size()),
-      mrs_(rc::kMaxMr), qps_(rc::kMaxQp) {
+      mrs_(rc::kMaxMr), neigh_(clock, 256), qps_(rc::kMaxQp) {
+    for (const PortSpec& ps : ports_) {
+        NeighPortAddrs addrs;
+        addrs.mac = ps.mac;
+        if (gid_is_ipv4(ps.gid)) addrs.ipv4 = ipv4_of_mapped(ps.gid);
+        else addrs.add_ipv6(ps.gid);
+        responders_.emplace_back(neigh_, addrs);
+        link_was_up_.push_back(ps.driver ? ps.driver->link_up() : false);
+    }
     ctx_.clock = clock_;
     ctx_.mrs = &mrs_;
     ctx_.dev_counters = &counters_;
@@ -226,6 +234,8 @@ void Device::set_path(rc::Qp& qp) noexcept {
     wire::PathHeaders& p = qp.path;
     p.src_mac = port.mac;
     p.dst_mac = av.dmac;
+    // An address vector without a MAC (the verbs case: only a GID) is resolved by ARP / ND.
+    qp.path_resolved = av.dmac != wire::MacAddr{};
     p.ipv6 = !gid_is_ipv4(av.dgid);
     p.src_ip = port.gid;
     p.dst_ip = av.dgid;
@@ -422,6 +432,10 @@ std::uint32_t Device::poll_cq(rc::Cq* cq, rc::Cqe* out, std::uint32_t n) noexcep
 bool Device::emit(void* self, rc::Qp& qp, const wire::PacketFields& f,
                   std::span<const std::span<const std::uint8_t>> payload) noexcept {
     auto* dev = static_cast<Device*>(self);
+    if (!qp.path_resolved) {
+        qp.counters.inc(Counter::tx_wait_neigh);
+        return false;
+    }
     const unsigned port = qp.attr.port_num - 1u;
     TxQueue& q = dev->tx_[port];
     if (q.count == kTxBatch) dev->flush_tx(port);
@@ -462,9 +476,14 @@ void Device::receive(PktBuf& buf) noexcept {
     const wire::RejectReason r = wire::parse_frame(buf.frame(), pkt);
     parse_counters_.count(r);
     if (r != wire::RejectReason::ok) {
-        // Not RoCE at all (ARP, other traffic) is no error for the transport; malformed RoCE is.
+        // Not RoCE at all (ARP, ND, other traffic) is no error for the transport; malformed RoCE is.
         if (r == wire::RejectReason::bad_icrc) counters_.inc(Counter::rx_dropped_bad_icrc);
-        else if (pkt.udp) counters_.inc(Counter::rx_dropped_malformed);
+        else if (pkt.udp && pkt.udp->dst_port.get() == wire::kRoceV2Port) counters_.inc(Counter::rx_dropped_malformed);
+        else if (buf.port < responders_.size()) {
+            std::array<std::uint8_t, kNeighMaxReply> reply{};
+            const NeighRx nr = responders_[buf.port].handle_frame(buf.frame(), reply);
+            if (nr.reply_len > 0) queue_raw(buf.port, std::span(reply.data(), nr.reply_len));
+        }
         return;
     }
     if (pkt.bth->opcode() == wire::Opcode::CNP) return; // DCQCN reaction point: a later issue
@@ -490,8 +509,66 @@ void Device::receive(PktBuf& buf) noexcept {
     else rc::responder_receive(*qp, pkt, ctx_);
 }
 
+bool Device::queue_raw(unsigned port, std::span<const std::uint8_t> frame) noexcept {
+    TxQueue& q = tx_[port];
+    if (q.count == kTxBatch) flush_tx(port);
+    PktBuf* buf = nullptr;
+    if (q.count == kTxBatch || ports_[port].driver->alloc_bulk(&buf, 1) != 1) {
+        counters_.inc(Counter::tx_no_buffer);
+        return false;
+    }
+    if (frame.size() > buf->capacity) {
+        ports_[port].driver->free_bulk(&buf, 1);
+        return false;
+    }
+    std::memcpy(buf->data, frame.data(), frame.size());
+    buf->len = static_cast<std::uint32_t>(frame.size());
+    buf->port = static_cast<std::uint8_t>(port);
+    q.pending[q.count++] = buf;
+    counters_.inc(Counter::neigh_tx);
+    return true;
+}
+
+bool Device::add_static_neighbor(const wire::Ipv6Addr& ip, const wire::MacAddr& mac) noexcept {
+    return neigh_.add_static(ip, mac);
+}
+
+void Device::resolve_paths() noexcept {
+    for (auto& qp_ptr : qps_) {
+        rc::Qp* qp = qp_ptr.get();
+        if (!qp || qp->path_resolved || qp->state == QpState::reset || qp->state == QpState::init) continue;
+        const NeighLookup l = neigh_.lookup(qp->path.dst_ip);
+        if (l.result == NeighResolve::resolved) {
+            qp->path.dst_mac = l.mac;
+            qp->attr.ah_attr.dmac = l.mac;
+            qp->path_resolved = true;
+        }
+        if (l.send_request) {
+            const unsigned port = qp->attr.port_num - 1u;
+            std::array<std::uint8_t, kNeighMaxReply> req{};
+            const std::size_t n = responders_[port].build_request(qp->path.dst_ip, req);
+            if (n) queue_raw(port, std::span(req.data(), n));
+        }
+    }
+}
+
+void Device::check_links() noexcept {
+    for (unsigned p = 0; p < ports_.size(); ++p) {
+        const bool up = ports_[p].driver->link_up();
+        if (up == link_was_up_[p]) continue;
+        link_was_up_[p] = up;
+        counters_.inc(up ? Counter::link_upped : Counter::link_downed);
+        if (on_link_change) on_link_change(p, up);
+    }
+}
+
 std::uint32_t Device::poll() noexcept {
     std::uint32_t work = 0;
+    // Control-rate work: link state and neighbour resolution need not run on every pass.
+    if ((polls_++ & 255u) == 0) {
+        check_links();
+        resolve_paths();
+    }
     std::array<PktBuf*, kBurst> bufs{};
     for (unsigned p = 0; p < ports_.size(); ++p) {
         PortDriver* drv = ports_[p].driver;

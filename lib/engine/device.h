@@ -18,12 +18,14 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/clock.h"
 #include "engine/counters.h"
+#include "engine/neigh.h"
 #include "engine/port.h"
 #include "mem/mr.h"
 #include "rc/qp.h"
@@ -101,6 +103,19 @@ public:
      * @return 0 or EINVAL; on EINVAL the QP is unchanged.
      */
     int modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) noexcept;
+    /**
+     * Adds a static neighbour (config [neighbors]): @p ip (IPv6 or IPv4-mapped) is at @p mac, never
+     * replaced by anything learned. @return false when the table is full.
+     */
+    bool add_static_neighbor(const wire::Ipv6Addr& ip, const wire::MacAddr& mac) noexcept;
+    /** The neighbour table (ARP / ND), for inspection. */
+    [[nodiscard]] const NeighTable& neighbors() const noexcept { return neigh_; }
+    /**
+     * Called on the engine thread when a port's link goes down or up (0-based port index). Set it on
+     * the control path before the engine runs; it must not block.
+     */
+    std::function<void(unsigned port, bool up)> on_link_change;
+
     /** The QP named @p qpn, or nullptr. */
     [[nodiscard]] rc::Qp* qp_by_num(std::uint32_t qpn) noexcept;
 
@@ -141,6 +156,9 @@ private:
     void receive(PktBuf& buf) noexcept;
     void flush_tx(unsigned port) noexcept;
     void set_path(rc::Qp& qp) noexcept;
+    void resolve_paths() noexcept;
+    void check_links() noexcept;
+    bool queue_raw(unsigned port, std::span<const std::uint8_t> frame) noexcept;
 
     static constexpr unsigned kBurst = 32;
     static constexpr unsigned kTxBatch = 64;
@@ -158,6 +176,10 @@ private:
     Counters counters_;
     wire::ParseCounters parse_counters_;
     rc::TransportCtx ctx_;
+    NeighTable neigh_;
+    std::vector<NeighResponder> responders_; ///< one per port
+    std::vector<bool> link_was_up_;
+    std::uint32_t polls_ = 0;
     std::vector<std::unique_ptr<mem::Pd>> pds_;
     std::vector<std::unique_ptr<rc::Cq>> cqs_;
     std::vector<std::unique_ptr<rc::Qp>> qps_; ///< index = qpn - kFirstQpn

@@ -25,7 +25,6 @@
 
 namespace droce::rc {
 
-WcOpcode wc_opcode_of(WrOpcode op) noexcept; // qp.cc
 
 namespace {
 

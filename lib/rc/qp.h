@@ -33,6 +33,9 @@ struct Cq {
     bool overflowed = false; ///< a CQE was lost because the ring was full (IBV_EVENT_CQ_ERR)
 };
 
+/** Completion opcode of a send WQE of opcode @p op (ibv_wc_opcode for ibv_wr_opcode). */
+[[nodiscard]] WcOpcode wc_opcode_of(WrOpcode op) noexcept;
+
 /**
  * Pushes @p cqe on @p cq. Returns false (and marks the CQ overflowed) when the ring is full.
  * Engine thread only.
@@ -159,6 +162,8 @@ struct Qp {
     CompleterState comp;
     ResponderState resp;
     bool loopback_peer = false;
+    /** False while the peer's MAC is being resolved (ARP / ND); nothing is transmitted until then. */
+    bool path_resolved = true;
 };
 
 // ---- requester.cc ----

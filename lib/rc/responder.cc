@@ -197,10 +197,10 @@ constexpr bool accepts_requests(QpState s) noexcept {
     return s == QpState::rtr || s == QpState::rts || s == QpState::sqd || s == QpState::sqe;
 }
 
-void count(Qp& qp, TransportCtx& ctx, Counter c) noexcept {
+/** Counts a per-QP event on the QP only (TransportCtx::dev_counters is for events of no QP). */
+void count(Qp& qp, TransportCtx& /*ctx*/, Counter c) noexcept {
     if (c == Counter::count_) return;
     qp.counters.inc(c);
-    if (ctx.dev_counters) ctx.dev_counters->inc(c);
 }
 
 constexpr std::uint8_t kAckSyndrome = wire::make_syndrome(AethKind::ack, wire::kAethCreditsInvalid);

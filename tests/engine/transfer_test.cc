@@ -189,3 +189,67 @@ TEST(TransferInline, InlineSendNeedsNoMr) {
 
 } // namespace
 } // namespace droce::test
+
+namespace droce::test {
+namespace {
+
+TEST(TransferNeighbours, ArpResolvesThePeerMacBeforeTheFirstPacket) {
+    TwoEngines t(21);
+    QpOptions o;
+    o.resolve_mac = true;
+    QpPair p = t.connect(o);
+    EXPECT_FALSE(p.qp[0]->path_resolved);
+    auto src = t.buffer(0, 3000, 4);
+    auto dst = t.buffer(1, 3000, 0);
+    rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, 1, *src, 3000);
+    w.remote_addr = dst->addr();
+    w.rkey = dst->mr->rkey;
+    ASSERT_EQ(t.post_send(0, p.qp[0], w), 0);
+    ASSERT_TRUE(t.run_until([&] { return !t.send_cqes[0].empty(); }));
+    EXPECT_EQ(t.send_cqes[0][0].status, rc::WcStatus::success);
+    EXPECT_EQ(0, std::memcmp(dst->bytes.data(), src->bytes.data(), 3000));
+    EXPECT_TRUE(p.qp[0]->path_resolved);
+    EXPECT_EQ(p.qp[0]->path.dst_mac, sim::Fabric::mac(1, 0));
+    // Each side asked once (ARP request) and answered once (ARP reply).
+    EXPECT_EQ(t.dev[0]->counters()[Counter::neigh_tx], 2u);
+    EXPECT_EQ(t.dev[1]->counters()[Counter::neigh_tx], 2u);
+    EXPECT_GT(p.qp[0]->counters[Counter::tx_wait_neigh], 0u);
+}
+
+TEST(TransferNeighbours, StaticNeighbourNeedsNoArp) {
+    TwoEngines t(22);
+    ASSERT_TRUE(t.dev[0]->add_static_neighbor(gid_from_ipv4(10, 0, 0, 2), sim::Fabric::mac(1, 0)));
+    ASSERT_TRUE(t.dev[1]->add_static_neighbor(gid_from_ipv4(10, 0, 0, 1), sim::Fabric::mac(0, 0)));
+    QpOptions o;
+    o.resolve_mac = true;
+    QpPair p = t.connect(o);
+    auto src = t.buffer(0, 100, 4);
+    auto dst = t.buffer(1, 100, 0);
+    rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, 1, *src, 100);
+    w.remote_addr = dst->addr();
+    w.rkey = dst->mr->rkey;
+    ASSERT_EQ(t.post_send(0, p.qp[0], w), 0);
+    ASSERT_TRUE(t.run_until([&] { return !t.send_cqes[0].empty(); }));
+    EXPECT_EQ(t.send_cqes[0][0].status, rc::WcStatus::success);
+    EXPECT_EQ(t.dev[0]->counters()[Counter::neigh_tx], 0u);
+    EXPECT_EQ(t.dev[1]->counters()[Counter::neigh_tx], 0u);
+}
+
+TEST(TransferLinks, LinkDownAndUpAreReported) {
+    TwoEngines t(23);
+    std::vector<std::pair<unsigned, bool>> events;
+    t.dev[0]->on_link_change = [&](unsigned port, bool up) { events.emplace_back(port, up); };
+    t.run_until([] { return false; }, 1'000'000);
+    t.fabric.set_port_up(0, 0, false);
+    t.run_until([&] { return !events.empty(); }, 10'000'000);
+    t.fabric.set_port_up(0, 0, true);
+    t.run_until([&] { return events.size() >= 2; }, 10'000'000);
+    ASSERT_EQ(events.size(), 2u);
+    EXPECT_EQ(events[0], std::make_pair(0u, false));
+    EXPECT_EQ(events[1], std::make_pair(0u, true));
+    EXPECT_EQ(t.dev[0]->counters()[Counter::link_downed], 1u);
+    EXPECT_EQ(t.dev[0]->counters()[Counter::link_upped], 1u);
+}
+
+} // namespace
+} // namespace droce::test

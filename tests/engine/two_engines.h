@@ -82,6 +82,7 @@ struct QpOptions {
     std::uint32_t sq_depth = 1024;
     std::uint32_t rq_depth = 1024;
     std::uint32_t psn[2] = {0, 0};   ///< initial SQ PSN of each side (the peer's RQ PSN)
+    bool resolve_mac = false;        ///< leave the AV's MAC empty so the engine resolves it with ARP
 };
 
 class TwoEngines {
@@ -138,7 +139,7 @@ public:
             a.max_dest_rd_atomic = o.max_rd_atomic;
             a.min_rnr_timer = o.min_rnr_timer;
             a.ah_attr.dgid = gid_from_ipv4(10, 0, 0, static_cast<std::uint8_t>(peer + 1));
-            a.ah_attr.dmac = sim::Fabric::mac(static_cast<std::uint32_t>(peer), 0);
+            if (!o.resolve_mac) a.ah_attr.dmac = sim::Fabric::mac(static_cast<std::uint32_t>(peer), 0);
             a.ah_attr.port_num = 1;
             EXPECT_EQ(dev[i]->modify_qp(p.qp[i], a,
                                         rc::kQpState | rc::kQpAv | rc::kQpPathMtu | rc::kQpDestQpn | rc::kQpRqPsn |
