@@ -70,11 +70,7 @@ int Device::dealloc_pd(mem::Pd* pd) noexcept {
     if (it == pds_.end()) return EINVAL;
     for (auto& q : qps_)
         if (q && q->pd == pd) return EBUSY;
-    for (std::uint32_t i = 1; i <= rc::kMaxMr; ++i) {
-        // An MR still registered in this PD keeps it busy (ibv_dealloc_pd returns EBUSY).
-        mem::Mr* mr = mrs_.find((i << 8));
-        (void)mr;
-    }
+    if (mrs_.uses_pd(pd)) return EBUSY;
     pds_.erase(it);
     return 0;
 }

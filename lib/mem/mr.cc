@@ -119,6 +119,12 @@ Mr* MrTable::find(std::uint32_t key) noexcept {
     return &slot.mr;
 }
 
+bool MrTable::uses_pd(const Pd* pd) const noexcept {
+    for (std::uint32_t i = 1; i <= capacity_; ++i)
+        if (slots_[i].mr.valid && slots_[i].mr.pd == pd) return true;
+    return false;
+}
+
 MemCheck MrTable::check(std::uint32_t key, const Pd* pd, std::uint64_t va, std::uint64_t len,
                         std::uint32_t access_needed, std::uint8_t** host) noexcept {
     const Mr* mr = find(key);

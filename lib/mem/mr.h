@@ -76,6 +76,9 @@ public:
     /** The valid MR named by @p key, or nullptr. */
     [[nodiscard]] Mr* find(std::uint32_t key) noexcept;
 
+    /** True when a valid MR belongs to @p pd (ibv_dealloc_pd then fails with EBUSY). Control path: O(capacity). */
+    [[nodiscard]] bool uses_pd(const Pd* pd) const noexcept;
+
     /**
      * Checks an access of @p len bytes at @p va through @p key on behalf of a QP in @p pd.
      * @param access_needed AccessFlags the access needs (kAccessLocalWrite for local writes, remote

@@ -273,9 +273,15 @@ TEST_F(QpStateTest, CreateQpRejectsCapsAboveLimits) {
 }
 
 TEST_F(QpStateTest, DestroyBusyObjectsIsEbusy) {
+    std::vector<std::uint8_t> mem(64);
+    int err = 0;
+    mem::Mr* mr = dev.reg_mr(pd, mem.data(), mem.size(), kAccessLocalWrite, &err);
+    ASSERT_NE(mr, nullptr);
     EXPECT_EQ(dev.destroy_cq(cq), EBUSY);
     EXPECT_EQ(dev.dealloc_pd(pd), EBUSY);
     EXPECT_EQ(dev.destroy_qp(qp), 0);
+    EXPECT_EQ(dev.dealloc_pd(pd), EBUSY); // the MR still holds it
+    EXPECT_EQ(dev.dereg_mr(mr), 0);
     EXPECT_EQ(dev.destroy_cq(cq), 0);
     EXPECT_EQ(dev.dealloc_pd(pd), 0);
     EXPECT_EQ(dev.destroy_qp(nullptr), 0);
