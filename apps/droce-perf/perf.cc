@@ -1,0 +1,879 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "perf.h"
+
+#include <immintrin.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+namespace droce::perf {
+
+namespace {
+
+constexpr std::uint32_t kMagic = 0x44525046; // "DRPF"
+constexpr std::uint32_t kVersion = 1;
+constexpr int kHandshakeMs = 30'000;
+constexpr std::uint64_t kStallNs = 20'000'000'000ull;  ///< no progress for this long: the run failed
+constexpr std::uint64_t kWindowNs = 10'000'000ull;     ///< bandwidth peak window
+constexpr unsigned kPostBatch = 16;
+constexpr unsigned kPollBatch = 64;
+
+struct Hello {
+    std::uint32_t magic = kMagic;
+    std::uint32_t version = kVersion;
+    Params p;
+};
+struct SetupMsg {
+    std::uint32_t magic = kMagic;
+    std::uint32_t nqp = 0;
+    QpInfo qp[kMaxQps];
+};
+/** Client → server at the end of a run: how many messages each QP completed. */
+struct DoneMsg {
+    std::uint32_t magic = kMagic;
+    std::uint32_t client_ok = 0;
+    std::uint64_t count[kMaxQps] = {};
+};
+/** Server → client: the server's checks. */
+struct VerdictMsg {
+    std::uint32_t magic = kMagic;
+    std::uint32_t ok = 0;
+    std::uint64_t errors = 0;
+    char msg[160] = {};
+};
+
+std::uint32_t next_pow2(std::uint32_t v) {
+    std::uint32_t r = 1;
+    while (r < v) r <<= 1;
+    return r;
+}
+
+rc::Mtu mtu_enum(std::uint32_t bytes) {
+    switch (bytes) {
+    case 256: return rc::Mtu::mtu256;
+    case 512: return rc::Mtu::mtu512;
+    case 1024: return rc::Mtu::mtu1024;
+    case 2048: return rc::Mtu::mtu2048;
+    default: return rc::Mtu::mtu4096;
+    }
+}
+
+void fill(std::uint8_t* dst, unsigned q, std::uint64_t k, std::uint32_t len) {
+    for (std::uint32_t i = 0; i < len; ++i) dst[i] = pattern(q, k, i);
+}
+
+/** Bytes of @p src that differ from message k's pattern. */
+std::uint64_t check(const std::uint8_t* src, unsigned q, std::uint64_t k, std::uint32_t len) {
+    std::uint64_t bad = 0;
+    for (std::uint32_t i = 0; i < len; ++i) bad += src[i] != pattern(q, k, i);
+    return bad;
+}
+
+/** Reads a byte the engine thread writes (the last byte of a ping-pong slot). */
+std::uint8_t load_acquire(const std::uint8_t* p) {
+    return std::atomic_ref<const std::uint8_t>(*p).load(std::memory_order_acquire);
+}
+
+std::uint64_t load_u64(const std::uint8_t* p) {
+    std::uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+}
+
+/** Back-off for the application's spin loops: spin, then give the core away now and then. */
+struct Backoff {
+    std::uint32_t idle = 0;
+    void reset() { idle = 0; }
+    void wait() {
+        if (++idle < 256) _mm_pause();
+        else {
+            idle = 0;
+            sched_yield();
+        }
+    }
+};
+
+std::string status_error(const rc::Cqe& c) {
+    return std::string("completion with status ") + std::string(rc::to_string(c.status)) + " (wr_id " +
+           std::to_string(c.wr_id) + ", vendor_err " + std::to_string(c.vendor_err) + ")";
+}
+
+void lat_stats(std::vector<double>& ns, Result& r) {
+    if (ns.empty()) return;
+    std::sort(ns.begin(), ns.end());
+    const double n = static_cast<double>(ns.size());
+    double sum = 0;
+    for (double v : ns) sum += v;
+    const double avg = sum / n;
+    double var = 0;
+    for (double v : ns) var += (v - avg) * (v - avg);
+    auto pct = [&](double f) {
+        std::size_t i = static_cast<std::size_t>(std::ceil(f * n));
+        if (i > 0) --i;
+        return ns[std::min(i, ns.size() - 1)];
+    };
+    r.t_min = ns.front() / 1e3;
+    r.t_max = ns.back() / 1e3;
+    r.t_typical = ns[ns.size() / 2] / 1e3;
+    r.t_avg = avg / 1e3;
+    r.t_stdev = std::sqrt(var / n) / 1e3;
+    r.t_p99 = pct(0.99) / 1e3;
+    r.t_p999 = pct(0.999) / 1e3;
+}
+
+/** Sends the end-of-run message and waits for the server's verdict. */
+void finish_client(const Channel& ch, const std::vector<std::uint64_t>& counts, Result& r, int timeout_ms) {
+    DoneMsg d;
+    d.client_ok = r.ok ? 1 : 0;
+    for (std::size_t q = 0; q < counts.size() && q < kMaxQps; ++q) d.count[q] = counts[q];
+    if (std::string e = ch.send(&d, sizeof d); !e.empty()) {
+        r.ok = false;
+        if (r.error.empty()) r.error = "sending the end of the run: " + e;
+        return;
+    }
+    VerdictMsg v;
+    if (std::string e = ch.recv(&v, sizeof v, timeout_ms); !e.empty() || v.magic != kMagic) {
+        r.ok = false;
+        if (r.error.empty()) r.error = "waiting for the server's verdict: " + (e.empty() ? "bad message" : e);
+        return;
+    }
+    r.peer_verified = v.ok != 0;
+    r.verify_errors += v.errors;
+    if (!v.ok && r.error.empty()) r.error = std::string("server: ") + v.msg;
+}
+
+class Runner {
+public:
+    Runner(Endpoint& ep, const Channel& ch) : ep_(ep), ch_(ch), dev_(ep.dev_), p_(ep.p_), clk_(ep.dev_.clock()) {}
+
+    std::uint64_t now() const { return clk_.now_ns(); }
+    [[nodiscard]] bool time_up(std::uint64_t start) const {
+        return p_.duration_s > 0 && static_cast<double>(now() - start) >= p_.duration_s * 1e9;
+    }
+    [[nodiscard]] bool count_up(std::uint64_t k) const { return p_.duration_s <= 0 && k >= p_.iters; }
+
+    /** Posts one WQE; false with r.error on failure. */
+    bool post(const rc::SendWqe& w, unsigned q, Result& r) {
+        std::uint32_t bad = 0;
+        if (const int e = dev_.post_send(ep_.qps_[q], &w, 1, &bad); e != 0) {
+            r.error = "post_send: " + std::string(std::strerror(e));
+            return false;
+        }
+        return true;
+    }
+    bool post_recv(unsigned q, std::uint64_t k, std::uint64_t slot_index, Result& r) {
+        rc::RecvWqe w;
+        w.wr_id = (static_cast<std::uint64_t>(q) << 32) | (k & 0xffffffffu);
+        w.num_sge = 1;
+        w.sg_list[0] = rc::Sge{reinterpret_cast<std::uintptr_t>(ep_.slot(q, slot_index)), ep_.slot_bytes_, ep_.mr_->lkey};
+        std::uint32_t bad = 0;
+        if (const int e = dev_.post_recv(ep_.qps_[q], &w, 1, &bad); e != 0) {
+            r.error = "post_recv: " + std::string(std::strerror(e));
+            return false;
+        }
+        return true;
+    }
+    /** Reaps send completions without waiting; false on an error completion. */
+    bool reap_sends(Result& r, std::uint64_t* reaped = nullptr) {
+        rc::Cqe c[kPollBatch];
+        std::uint32_t n;
+        while ((n = dev_.poll_cq(ep_.scq_, c, kPollBatch)) > 0) {
+            for (std::uint32_t i = 0; i < n; ++i)
+                if (c[i].status != rc::WcStatus::success) {
+                    r.error = status_error(c[i]);
+                    return false;
+                }
+            if (reaped) *reaped += n;
+        }
+        return true;
+    }
+
+    rc::SendWqe wqe(unsigned q, std::uint64_t k, std::uint64_t local_slot, std::uint64_t remote_slot) const {
+        rc::SendWqe w;
+        w.wr_id = (static_cast<std::uint64_t>(q) << 32) | (k & 0xffffffffu);
+        w.send_flags = rc::kSendSignaled;
+        w.num_sge = 1;
+        const std::uint32_t len = p_.op == Op::atomic ? 8u : p_.size;
+        w.sg_list[0] = rc::Sge{reinterpret_cast<std::uintptr_t>(ep_.slot(q, local_slot)), len, ep_.mr_->lkey};
+        w.rkey = ep_.peer_[q].rkey;
+        switch (p_.op) {
+        case Op::write:
+            w.opcode = rc::WrOpcode::rdma_write;
+            w.remote_addr = ep_.remote_slot(q, remote_slot);
+            break;
+        case Op::read:
+            w.opcode = rc::WrOpcode::rdma_read;
+            w.remote_addr = ep_.remote_slot(q, remote_slot);
+            break;
+        case Op::send: w.opcode = rc::WrOpcode::send; break;
+        case Op::atomic:
+            w.opcode = rc::WrOpcode::atomic_fetch_and_add;
+            w.remote_addr = ep_.remote_slot(q, 0);
+            w.compare_add = 1;
+            break;
+        }
+        return w;
+    }
+
+    Result client_bw();
+    Result client_lat();
+    Result server_bw();
+    Result server_lat();
+
+private:
+    void progress_line(double secs, double gbps, double mpps) const {
+        std::FILE* f = p_.json ? stderr : stdout;
+        std::fprintf(f, " [%5.1f s] %10.2f Gb/s %10.4f Mpps\n", secs, gbps, mpps);
+        std::fflush(f);
+    }
+    bool wait_done(DoneMsg& d, Result& r, int timeout_ms) {
+        if (std::string e = ch_.recv(&d, sizeof d, timeout_ms); !e.empty() || d.magic != kMagic) {
+            r.error = "waiting for the client's end of run: " + (e.empty() ? "bad message" : e);
+            return false;
+        }
+        return true;
+    }
+    void send_verdict(const Result& r) {
+        VerdictMsg v;
+        v.ok = r.ok && r.verified ? 1 : 0;
+        v.errors = r.verify_errors;
+        std::snprintf(v.msg, sizeof v.msg, "%s", r.error.empty() ? (v.ok ? "ok" : "data differ") : r.error.c_str());
+        (void)ch_.send(&v, sizeof v);
+    }
+    int done_timeout_ms() const {
+        return static_cast<int>(std::min(3'600'000.0, (p_.duration_s > 0 ? p_.duration_s * 1000 : 0) + 600'000));
+    }
+
+    Endpoint& ep_;
+    const Channel& ch_;
+    Device& dev_;
+    const Params& p_;
+    Clock& clk_;
+};
+
+Result Runner::client_bw() {
+    Result r;
+    r.verify = p_.verify;
+    const unsigned nq = p_.qps;
+    const std::uint32_t S = ep_.slots_;
+    const std::uint32_t depth = std::min(p_.tx_depth, S);
+    const std::uint32_t msg_bytes = p_.op == Op::atomic ? 8u : p_.size;
+    std::vector<std::uint64_t> posted(nq, 0), done(nq, 0);
+    std::uint64_t total_done = 0;
+    bool stop = false;
+    const std::uint64_t start = now();
+    std::uint64_t last_progress_ns = start, last_completion = start, end = start;
+    std::uint64_t win_start = start, win_msgs = 0, prog_msgs = 0;
+    double peak = 0;
+    rc::Cqe cqes[kPollBatch];
+    rc::SendWqe batch[kPostBatch];
+    Backoff bo;
+    r.ok = true;
+    while (r.ok) {
+        const std::uint64_t t = now();
+        if (!stop && (time_up(start))) stop = true;
+        bool all_posted = true;
+        for (unsigned q = 0; q < nq && r.ok; ++q) {
+            std::uint32_t nb = 0;
+            while (!stop && !count_up(posted[q]) && posted[q] - done[q] < depth && nb < kPostBatch) {
+                const std::uint64_t k = posted[q];
+                const std::uint64_t s = k % S;
+                if (p_.verify) {
+                    if (p_.op == Op::write || p_.op == Op::send) fill(ep_.slot(q, s), q, k, msg_bytes);
+                    else std::memset(ep_.slot(q, s), 0, msg_bytes);
+                }
+                batch[nb++] = wqe(q, k, s, s);
+                ++posted[q];
+            }
+            if (nb) {
+                std::uint32_t bad = 0;
+                if (const int e = dev_.post_send(ep_.qps_[q], batch, nb, &bad); e != 0) {
+                    r.ok = false;
+                    r.error = "post_send: " + std::string(std::strerror(e));
+                }
+            }
+            if (!stop && !count_up(posted[q])) all_posted = false;
+        }
+        if (!r.ok) break;
+        const std::uint32_t n = dev_.poll_cq(ep_.scq_, cqes, kPollBatch);
+        for (std::uint32_t i = 0; i < n; ++i) {
+            const rc::Cqe& c = cqes[i];
+            if (c.status != rc::WcStatus::success) {
+                r.ok = false;
+                r.error = status_error(c);
+                break;
+            }
+            const unsigned q = static_cast<unsigned>(c.wr_id >> 32);
+            if (q >= nq) {
+                r.ok = false;
+                r.error = "completion of an unknown wr_id";
+                break;
+            }
+            const std::uint64_t k = done[q]++;
+            if (p_.verify) {
+                const std::uint64_t s = k % S;
+                if (p_.op == Op::read) r.verify_errors += check(ep_.slot(q, s), q, s, msg_bytes);
+                else if (p_.op == Op::atomic) r.verify_errors += load_u64(ep_.slot(q, s)) != k;
+            }
+        }
+        if (n) {
+            bo.reset();
+            total_done += n;
+            last_completion = now();
+            end = last_completion;
+        } else {
+            bo.wait();
+            if (t - last_completion > kStallNs) {
+                r.ok = false;
+                r.error = "no completion for 20 s";
+                break;
+            }
+        }
+        if (t - win_start >= kWindowNs) {
+            const double rate = static_cast<double>(total_done - win_msgs) * msg_bytes * 8.0 /
+                                static_cast<double>(t - win_start);
+            peak = std::max(peak, rate);
+            win_start = t;
+            win_msgs = total_done;
+        }
+        if (p_.progress && t - last_progress_ns >= 1'000'000'000ull) {
+            const double dt = static_cast<double>(t - last_progress_ns);
+            const double m = static_cast<double>(total_done - prog_msgs);
+            progress_line(static_cast<double>(t - start) / 1e9, m * msg_bytes * 8.0 / dt, m * 1e3 / dt);
+            last_progress_ns = t;
+            prog_msgs = total_done;
+        }
+        if (all_posted || stop) {
+            bool fin = true;
+            for (unsigned q = 0; q < nq; ++q) fin = fin && done[q] == posted[q];
+            if (fin) break;
+        }
+    }
+    r.messages = total_done;
+    r.bytes = total_done * msg_bytes;
+    r.seconds = static_cast<double>(end - start) / 1e9;
+    if (r.seconds > 0) {
+        r.bw_avg_gbps = static_cast<double>(r.bytes) * 8.0 / (r.seconds * 1e9);
+        r.msg_rate_mpps = static_cast<double>(r.messages) / (r.seconds * 1e6);
+    }
+    r.bw_peak_gbps = std::max(peak, r.bw_avg_gbps);
+    r.verified = r.verify_errors == 0;
+    finish_client(ch_, done, r, 60'000);
+    return r;
+}
+
+Result Runner::server_bw() {
+    Result r;
+    r.verify = p_.verify;
+    r.ok = true;
+    const unsigned nq = p_.qps;
+    const std::uint32_t S = ep_.slots_;
+    DoneMsg d;
+    if (p_.op != Op::send) {
+        if (!wait_done(d, r, done_timeout_ms())) {
+            r.ok = false;
+            send_verdict(r);
+            return r;
+        }
+    } else {
+        // Receive, check and re-post until the client's end-of-run message and every message it
+        // counted have arrived.
+        std::vector<std::uint64_t> got(nq, 0);
+        bool have_done = false;
+        rc::Cqe cqes[kPollBatch];
+        Backoff bo;
+        std::uint64_t last = now();
+        std::uint32_t spins = 0;
+        while (r.ok) {
+            const std::uint32_t n = dev_.poll_cq(ep_.rcq_, cqes, kPollBatch);
+            for (std::uint32_t i = 0; i < n && r.ok; ++i) {
+                const rc::Cqe& c = cqes[i];
+                if (c.status != rc::WcStatus::success) {
+                    r.ok = false;
+                    r.error = status_error(c);
+                    break;
+                }
+                const unsigned q = static_cast<unsigned>(c.wr_id >> 32);
+                if (q >= nq) {
+                    r.ok = false;
+                    r.error = "receive completion of an unknown wr_id";
+                    break;
+                }
+                const std::uint64_t k = got[q]++;
+                const std::uint64_t s = k % S;
+                if (p_.verify) {
+                    if (c.byte_len != p_.size) ++r.verify_errors;
+                    r.verify_errors += check(ep_.slot(q, s), q, k, std::min(c.byte_len, p_.size));
+                }
+                if (!post_recv(q, k + S, s, r)) r.ok = false;
+            }
+            if (!r.ok) break;
+            if (n) {
+                bo.reset();
+                last = now();
+            } else {
+                bo.wait();
+            }
+            if (!have_done && (n == 0 || (++spins & 1023u) == 0) && ch_.readable()) {
+                if (!wait_done(d, r, 10'000)) {
+                    r.ok = false;
+                    break;
+                }
+                have_done = true;
+                last = now();
+            }
+            if (have_done) {
+                bool fin = true;
+                for (unsigned q = 0; q < nq; ++q) fin = fin && got[q] >= d.count[q];
+                if (fin) break;
+                if (now() - last > 5'000'000'000ull) {
+                    r.ok = false;
+                    r.error = "messages the client counted never arrived";
+                    break;
+                }
+            }
+        }
+        for (std::uint64_t g : got) r.messages += g;
+        r.bytes = r.messages * p_.size;
+        if (!have_done) {
+            send_verdict(r);
+            return r;
+        }
+    }
+    if (r.ok && d.client_ok && p_.verify) {
+        for (unsigned q = 0; q < nq; ++q) {
+            const std::uint64_t nmsg = d.count[q];
+            if (p_.op == Op::write) {
+                for (std::uint64_t s = 0; s < S && s < nmsg; ++s) {
+                    const std::uint64_t k = s + ((nmsg - 1 - s) / S) * S; // last message into slot s
+                    r.verify_errors += check(ep_.slot(q, s), q, k, p_.size);
+                }
+            } else if (p_.op == Op::atomic) {
+                r.verify_errors += load_u64(ep_.slot(q, 0)) != nmsg;
+            }
+        }
+    }
+    if (p_.op != Op::send)
+        for (unsigned q = 0; q < nq; ++q) r.messages += d.count[q];
+    r.verified = r.verify_errors == 0;
+    if (!d.client_ok && r.error.empty()) r.error = "the client failed";
+    r.ok = r.ok && d.client_ok;
+    r.peer_verified = true;
+    send_verdict(r);
+    return r;
+}
+
+Result Runner::client_lat() {
+    Result r;
+    r.verify = p_.verify;
+    r.ok = true;
+    const std::uint32_t len = p_.op == Op::atomic ? 8u : p_.size;
+    std::vector<double> samples;
+    samples.reserve(p_.duration_s > 0 ? 1u << 16 : static_cast<std::size_t>(std::min<std::uint64_t>(p_.iters, 1u << 24)));
+    std::uint8_t* in = ep_.slot(0, 0);
+    std::uint8_t* src = ep_.slot(0, 1);
+    const std::uint64_t start = now();
+    std::uint64_t k = 0;
+    rc::Cqe c[kPollBatch];
+    std::uint64_t reaped = 0; // send completions seen
+    for (; r.ok && !time_up(start) && !count_up(k); ++k) {
+        if (p_.op == Op::write || p_.op == Op::send) {
+            if (p_.verify) fill(src, 0, k, len);
+            else src[len - 1] = pattern(0, k, len - 1);
+        } else if (p_.verify) {
+            std::memset(in, 0, len);
+        }
+        // write/send: from slot 1 to the peer's slot 0; read/atomic: into slot 0 from the peer's slot 0.
+        const rc::SendWqe w = (p_.op == Op::write || p_.op == Op::send) ? wqe(0, k, 1, 0) : wqe(0, k, 0, 0);
+        const std::uint64_t t0 = now();
+        if (!post(w, 0, r)) {
+            r.ok = false;
+            break;
+        }
+        Backoff bo;
+        std::uint64_t t1 = 0;
+        if (p_.op == Op::write) {
+            const std::uint8_t want = pattern(0, k, len - 1);
+            while (load_acquire(in + len - 1) != want) {
+                if (!reap_sends(r, &reaped)) break;
+                if (now() - t0 > kStallNs) {
+                    r.error = "no reply for 20 s";
+                    break;
+                }
+                bo.wait();
+            }
+            t1 = now();
+            if (!r.error.empty()) r.ok = false;
+            else if (!reap_sends(r, &reaped)) r.ok = false;
+        } else if (p_.op == Op::send) {
+            for (;;) {
+                const std::uint32_t n = dev_.poll_cq(ep_.rcq_, c, 1);
+                if (n) {
+                    t1 = now();
+                    if (c[0].status != rc::WcStatus::success) r.error = status_error(c[0]);
+                    else if (p_.verify && c[0].byte_len != len) ++r.verify_errors;
+                    break;
+                }
+                if (!reap_sends(r, &reaped)) break;
+                if (now() - t0 > kStallNs) {
+                    r.error = "no reply for 20 s";
+                    break;
+                }
+                bo.wait();
+            }
+            if (!r.error.empty() || !reap_sends(r, &reaped)) r.ok = false;
+            else if (!post_recv(0, k + 1, 0, r)) r.ok = false;
+        } else {
+            for (;;) {
+                const std::uint32_t n = dev_.poll_cq(ep_.scq_, c, 1);
+                if (n) {
+                    t1 = now();
+                    ++reaped;
+                    if (c[0].status != rc::WcStatus::success) r.error = status_error(c[0]);
+                    break;
+                }
+                if (now() - t0 > kStallNs) {
+                    r.error = "no completion for 20 s";
+                    break;
+                }
+                bo.wait();
+            }
+            if (!r.error.empty()) r.ok = false;
+        }
+        if (!r.ok) break;
+        const double ns = static_cast<double>(t1 - t0);
+        samples.push_back(p_.op == Op::write || p_.op == Op::send ? ns / 2 : ns);
+        if (p_.verify) {
+            if (p_.op == Op::atomic) r.verify_errors += load_u64(in) != k;
+            else if (p_.op == Op::read) r.verify_errors += check(in, 0, 0, len);
+            else r.verify_errors += check(in, 0, k, len);
+        }
+    }
+    // Let the last sends complete before the QP goes away.
+    const std::uint64_t t_end = now();
+    while (r.ok && reaped < k && now() - t_end < 2'000'000'000ull) {
+        if (!reap_sends(r, &reaped)) r.ok = false;
+        sched_yield();
+    }
+    r.messages = samples.size();
+    r.bytes = r.messages * len;
+    r.seconds = static_cast<double>(now() - start) / 1e9;
+    lat_stats(samples, r);
+    r.verified = r.verify_errors == 0;
+    std::vector<std::uint64_t> counts{k};
+    finish_client(ch_, counts, r, 60'000);
+    return r;
+}
+
+Result Runner::server_lat() {
+    Result r;
+    r.verify = p_.verify;
+    r.ok = true;
+    const std::uint32_t len = p_.op == Op::atomic ? 8u : p_.size;
+    DoneMsg d;
+    bool have_done = false;
+    std::uint64_t k = 0;
+    if (p_.op == Op::write || p_.op == Op::send) {
+        std::uint8_t* in = ep_.slot(0, 0);
+        std::uint8_t* src = ep_.slot(0, 1);
+        rc::Cqe c[kPollBatch];
+        while (r.ok && !have_done) {
+            // Wait for message k (or the end of the run).
+            Backoff bo;
+            bool arrived = false;
+            std::uint32_t spins = 0;
+            std::uint32_t rlen = len;
+            while (!arrived && r.ok) {
+                if (p_.op == Op::write) {
+                    arrived = load_acquire(in + len - 1) == pattern(0, k, len - 1);
+                } else {
+                    const std::uint32_t n = dev_.poll_cq(ep_.rcq_, c, 1);
+                    if (n) {
+                        arrived = true;
+                        rlen = c[0].byte_len;
+                        if (c[0].status != rc::WcStatus::success) {
+                            r.error = status_error(c[0]);
+                            r.ok = false;
+                        }
+                    }
+                }
+                if (arrived) break;
+                if (!reap_sends(r)) {
+                    r.ok = false;
+                    break;
+                }
+                if ((++spins & 4095u) == 0 && ch_.readable()) {
+                    if (!wait_done(d, r, 10'000)) r.ok = false;
+                    have_done = true;
+                    break;
+                }
+                bo.wait();
+            }
+            if (!arrived || !r.ok) break;
+            if (p_.verify) {
+                if (rlen != len) ++r.verify_errors;
+                r.verify_errors += check(in, 0, k, len);
+            }
+            if (p_.op == Op::send && !post_recv(0, k + 1, 0, r)) {
+                r.ok = false;
+                break;
+            }
+            if (p_.verify) fill(src, 0, k, len);
+            else src[len - 1] = pattern(0, k, len - 1);
+            if (!post(wqe(0, k, 1, 0), 0, r)) {
+                r.ok = false;
+                break;
+            }
+            ++k;
+        }
+        if (!have_done && !wait_done(d, r, 60'000)) r.ok = false;
+    } else {
+        if (!wait_done(d, r, done_timeout_ms())) r.ok = false;
+        k = d.count[0];
+        if (r.ok && p_.op == Op::atomic && p_.verify && d.client_ok) r.verify_errors += load_u64(ep_.slot(0, 0)) != k;
+    }
+    r.messages = k;
+    r.bytes = k * len;
+    r.verified = r.verify_errors == 0;
+    if (!d.client_ok && r.error.empty()) r.error = "the client failed";
+    r.ok = r.ok && d.client_ok;
+    r.peer_verified = true;
+    send_verdict(r);
+    return r;
+}
+
+} // namespace
+
+const char* to_string(Op op) noexcept {
+    switch (op) {
+    case Op::write: return "write";
+    case Op::read: return "read";
+    case Op::send: return "send";
+    case Op::atomic: return "atomic";
+    }
+    return "?";
+}
+
+const char* to_string(Mode m) noexcept { return m == Mode::bw ? "bw" : "lat"; }
+
+std::unique_ptr<Endpoint> Endpoint::create(Device& dev, const Params& p, bool server, std::string* err) {
+    std::unique_ptr<Endpoint> ep(new Endpoint(dev, p, server));
+    const std::uint32_t msg = p.op == Op::atomic ? 8u : std::max<std::uint32_t>(p.size, 1u);
+    ep->slot_bytes_ = (std::max<std::uint32_t>(msg, 8u) + 63u) & ~63u;
+    if (p.mode == Mode::lat) {
+        ep->slots_ = 2;
+    } else {
+        const std::uint64_t fit = kMaxBufferBytes / (static_cast<std::uint64_t>(ep->slot_bytes_) * p.qps);
+        ep->slots_ = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(p.tx_depth, fit)));
+    }
+    ep->buf_len_ = (static_cast<std::uint64_t>(p.qps) * ep->slots_ * ep->slot_bytes_ + 4095u) & ~4095ull;
+    ep->buf_ = static_cast<std::uint8_t*>(std::aligned_alloc(4096, ep->buf_len_));
+    if (!ep->buf_) {
+        *err = "cannot allocate " + std::to_string(ep->buf_len_) + " bytes";
+        return nullptr;
+    }
+    std::memset(ep->buf_, 0, ep->buf_len_);
+    if (server && p.op == Op::read)
+        for (unsigned q = 0; q < p.qps; ++q)
+            for (std::uint32_t s = 0; s < ep->slots_; ++s) fill(ep->slot(q, s), q, s, msg);
+    if (p.mode == Mode::lat && (p.op == Op::write || p.op == Op::send))
+        ep->slot(0, 0)[msg - 1] = static_cast<std::uint8_t>(~pattern(0, 0, msg - 1)); // not yet message 0
+
+    int e = 0;
+    ep->pd_ = dev.alloc_pd(&e);
+    if (!ep->pd_) {
+        *err = "alloc_pd: " + std::string(std::strerror(e));
+        return nullptr;
+    }
+    ep->mr_ = dev.reg_mr(ep->pd_, ep->buf_, ep->buf_len_,
+                         rc::kAccessLocalWrite | rc::kAccessRemoteWrite | rc::kAccessRemoteRead | rc::kAccessRemoteAtomic,
+                         &e);
+    if (!ep->mr_) {
+        *err = "reg_mr: " + std::string(std::strerror(e));
+        return nullptr;
+    }
+    const std::uint32_t sq = std::min(rc::kMaxQpWr, next_pow2(std::max<std::uint32_t>(p.tx_depth, 16) * 2));
+    const std::uint32_t rq = std::min(rc::kMaxQpWr, next_pow2(std::max<std::uint32_t>(ep->slots_, 16) * 2));
+    const std::uint32_t cqe = std::min<std::uint32_t>(rc::kMaxCqe, next_pow2((sq + rq) * p.qps));
+    ep->scq_ = dev.create_cq(cqe, &e);
+    ep->rcq_ = ep->scq_ ? dev.create_cq(cqe, &e) : nullptr;
+    if (!ep->rcq_) {
+        *err = "create_cq: " + std::string(std::strerror(e));
+        return nullptr;
+    }
+    std::random_device rd;
+    for (unsigned q = 0; q < p.qps; ++q) {
+        rc::Qp* qp = dev.create_qp(ep->pd_, ep->scq_, ep->rcq_, rc::QpCap{sq, rq, 1, 1, 0}, false, &e);
+        if (!qp) {
+            *err = "create_qp: " + std::string(std::strerror(e));
+            return nullptr;
+        }
+        ep->qps_.push_back(qp);
+        ep->psn_.push_back(rd() & 0xffffffu);
+    }
+    return ep;
+}
+
+Endpoint::~Endpoint() {
+    for (rc::Qp* qp : qps_) (void)dev_.destroy_qp(qp);
+    (void)dev_.destroy_cq(scq_);
+    (void)dev_.destroy_cq(rcq_);
+    (void)dev_.dereg_mr(mr_);
+    (void)dev_.dealloc_pd(pd_);
+    std::free(buf_);
+}
+
+QpInfo Endpoint::info(unsigned q) const noexcept {
+    QpInfo i;
+    i.qpn = qps_[q]->qpn;
+    i.psn = psn_[q];
+    const wire::Ipv6Addr& gid = dev_.port(0).gid;
+    std::memcpy(i.gid, gid.data(), 16);
+    i.rkey = mr_->rkey;
+    i.va = reinterpret_cast<std::uintptr_t>(buf_);
+    i.len = buf_len_;
+    return i;
+}
+
+std::string Endpoint::connect(const std::vector<QpInfo>& peer, const QpDefaults& defaults, std::uint32_t port_path_mtu) {
+    if (peer.size() != qps_.size()) return "the peer has " + std::to_string(peer.size()) + " QPs, this side " +
+                                             std::to_string(qps_.size());
+    peer_ = peer;
+    for (const QpInfo& i : peer)
+        if (i.len < buf_len_) return "the peer's buffer is smaller than this side's";
+    path_mtu_ = std::min(p_.path_mtu ? p_.path_mtu : defaults.path_mtu, port_path_mtu);
+    for (unsigned q = 0; q < qps_.size(); ++q) {
+        rc::QpAttr a;
+        a.qp_state = rc::QpState::init;
+        a.port_num = 1;
+        a.pkey_index = 0;
+        a.qp_access_flags = rc::kAccessRemoteWrite | rc::kAccessRemoteRead | rc::kAccessRemoteAtomic;
+        if (int e = dev_.modify_qp(qps_[q], a, rc::kQpState | rc::kQpPkeyIndex | rc::kQpPort | rc::kQpAccessFlags))
+            return "modify_qp INIT: " + std::string(std::strerror(e));
+        a.qp_state = rc::QpState::rtr;
+        a.path_mtu = mtu_enum(path_mtu_);
+        a.dest_qp_num = peer[q].qpn;
+        a.rq_psn = peer[q].psn;
+        a.max_dest_rd_atomic = static_cast<std::uint8_t>(rc::kMaxRdAtomic);
+        a.min_rnr_timer = defaults.min_rnr_timer;
+        std::memcpy(a.ah_attr.dgid.data(), peer[q].gid, 16);
+        a.ah_attr.dmac = {}; // resolved by the engine (static neighbour or ARP / ND)
+        a.ah_attr.port_num = 1;
+        if (int e = dev_.modify_qp(qps_[q], a,
+                                   rc::kQpState | rc::kQpAv | rc::kQpPathMtu | rc::kQpDestQpn | rc::kQpRqPsn |
+                                       rc::kQpMaxDestRdAtomic | rc::kQpMinRnrTimer))
+            return "modify_qp RTR: " + std::string(std::strerror(e));
+        a.qp_state = rc::QpState::rts;
+        a.sq_psn = psn_[q];
+        a.timeout = p_.timeout != 0xff ? p_.timeout : defaults.timeout;
+        a.retry_cnt = defaults.retry_cnt;
+        a.rnr_retry = defaults.rnr_retry;
+        a.max_rd_atomic = static_cast<std::uint8_t>(std::max<unsigned>(defaults.max_rd_atomic, 1));
+        if (int e = dev_.modify_qp(qps_[q], a,
+                                   rc::kQpState | rc::kQpSqPsn | rc::kQpTimeout | rc::kQpRetryCnt | rc::kQpRnrRetry |
+                                       rc::kQpMaxQpRdAtomic))
+            return "modify_qp RTS: " + std::string(std::strerror(e));
+    }
+    // Receive WQEs: a SEND bandwidth server fills every slot; SEND latency uses slot 0 on both sides.
+    if (p_.op == Op::send) {
+        Channel none;
+        Runner run(*this, none);
+        Result r;
+        if (p_.mode == Mode::bw && server_) {
+            for (unsigned q = 0; q < qps_.size(); ++q)
+                for (std::uint32_t s = 0; s < slots_; ++s)
+                    if (!run.post_recv(q, s, s, r)) return r.error;
+        } else if (p_.mode == Mode::lat) {
+            if (!run.post_recv(0, 0, 0, r)) return r.error;
+        }
+    }
+    return {};
+}
+
+Result run_client(Endpoint& ep, const Channel& ch) {
+    Runner run(ep, ch);
+    return ep.p_.mode == Mode::bw ? run.client_bw() : run.client_lat();
+}
+
+Result run_server(Endpoint& ep, const Channel& ch) {
+    Runner run(ep, ch);
+    return ep.p_.mode == Mode::bw ? run.server_bw() : run.server_lat();
+}
+
+namespace {
+
+std::string exchange(Endpoint& ep, const QpDefaults& defaults, std::uint32_t port_path_mtu, const Channel& ch) {
+    SetupMsg mine;
+    mine.nqp = static_cast<std::uint32_t>(ep.qps_.size());
+    for (unsigned q = 0; q < mine.nqp; ++q) mine.qp[q] = ep.info(q);
+    if (std::string e = ch.send(&mine, sizeof mine); !e.empty()) return "sending QP information: " + e;
+    SetupMsg theirs;
+    if (std::string e = ch.recv(&theirs, sizeof theirs, kHandshakeMs); !e.empty())
+        return "receiving QP information: " + e;
+    if (theirs.magic != kMagic || theirs.nqp > kMaxQps) return "bad QP information from the peer";
+    return ep.connect(std::vector<QpInfo>(theirs.qp, theirs.qp + theirs.nqp), defaults, port_path_mtu);
+}
+
+} // namespace
+
+std::unique_ptr<Endpoint> handshake_client(Device& dev, const Params& p, const QpDefaults& defaults,
+                                           std::uint32_t port_path_mtu, const Channel& ch, std::string* err) {
+    Hello h;
+    h.p = p;
+    if (std::string e = ch.send(&h, sizeof h); !e.empty()) {
+        *err = "sending the test parameters: " + e;
+        return nullptr;
+    }
+    auto ep = Endpoint::create(dev, p, false, err);
+    if (!ep) return nullptr;
+    if (std::string e = exchange(*ep, defaults, port_path_mtu, ch); !e.empty()) {
+        *err = e;
+        return nullptr;
+    }
+    return ep;
+}
+
+std::unique_ptr<Endpoint> handshake_server(Device& dev, Params* p, const QpDefaults& defaults,
+                                           std::uint32_t port_path_mtu, const Channel& ch, std::string* err) {
+    Hello h;
+    if (std::string e = ch.recv(&h, sizeof h, kHandshakeMs); !e.empty()) {
+        *err = "receiving the test parameters: " + e;
+        return nullptr;
+    }
+    if (h.magic != kMagic || h.version != kVersion) {
+        *err = "the client is not droce-perf (or another version)";
+        return nullptr;
+    }
+    if (h.p.qps < 1 || h.p.qps > kMaxQps || h.p.size > (1u << 30) || (h.p.mode == Mode::lat && h.p.qps != 1) ||
+        static_cast<unsigned>(h.p.op) > 3 || h.p.tx_depth < 1 || h.p.tx_depth > 2048) {
+        *err = "the client's parameters are out of range";
+        return nullptr;
+    }
+    const bool json = p->json, progress = p->progress;
+    *p = h.p;
+    p->json = json;
+    p->progress = progress;
+    auto ep = Endpoint::create(dev, *p, true, err);
+    if (!ep) return nullptr;
+    if (std::string e = exchange(*ep, defaults, port_path_mtu, ch); !e.empty()) {
+        *err = e;
+        return nullptr;
+    }
+    return ep;
+}
+
+std::string barrier(const Channel& ch, int timeout_ms) {
+    const char r = 'R';
+    if (std::string e = ch.send(&r, 1); !e.empty()) return "start barrier: " + e;
+    char got = 0;
+    if (std::string e = ch.recv(&got, 1, timeout_ms); !e.empty()) return "start barrier: " + e;
+    return got == 'R' ? std::string() : std::string("start barrier: bad byte");
+}
+
+} // namespace droce::perf

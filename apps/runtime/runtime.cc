@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "runtime.h"
+
+#include <sched.h>
+
+#include <immintrin.h>
+#include <rte_log.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "dpdk/eal.h"
+#include "dpdk/eth_port.h"
+#include "sim/impair.h"
+
+namespace droce {
+
+namespace {
+
+std::string port_prefix(const DeviceConfig& d, unsigned p) {
+    return "device " + d.name + " port" + std::to_string(p) + " (" + d.ports[p].devargs + "): ";
+}
+
+/** Largest RoCE path MTU that fits the IP MTU of @p pc with IP, UDP, BTH, RETH and ICRC headers. */
+std::uint32_t path_mtu_cap(const PortConfig& pc) noexcept {
+    const std::uint32_t headers = (pc.ip.ipv4 ? 20u : 40u) + 8u + 12u + 16u + 4u;
+    std::uint32_t m = 4096;
+    while (m > 256 && m + headers > pc.mtu) m /= 2;
+    return m;
+}
+
+bool has_log_level(const std::vector<std::string>& args) {
+    return std::any_of(args.begin(), args.end(), [](const std::string& a) { return a.rfind("--log-level", 0) == 0; });
+}
+
+} // namespace
+
+Runtime::Runtime() : clock_(Clock::tsc()) {}
+
+std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const RuntimeOptions& opts, std::string* err) {
+    std::string e;
+    auto file = load_config(config_path, &e);
+    if (!file) {
+        *err = e;
+        return nullptr;
+    }
+    std::vector<unsigned> which = opts.devices;
+    if (which.empty())
+        for (unsigned i = 0; i < file->devices.size(); ++i) which.push_back(i);
+    for (unsigned i : which) {
+        if (i >= file->devices.size()) {
+            *err = config_path + ": no device " + std::to_string(i) + " (the file has " +
+                   std::to_string(file->devices.size()) + ")";
+            return nullptr;
+        }
+        if (file->devices[i].clock == ClockKind::virtual_clock) {
+            *err = config_path + ": device " + file->devices[i].name +
+                   ": clock = virtual is for tests that advance time by hand; use clock = tsc";
+            return nullptr;
+        }
+    }
+    sim::ImpairConfig ic;
+    if (!opts.impair_spec.empty()) {
+        if (e = sim::parse_impair_spec(opts.impair_spec, ic); !e.empty()) {
+            *err = "impairment spec \"" + opts.impair_spec + "\": " + e;
+            return nullptr;
+        }
+    }
+    if (!dpdk::eal_initialized()) {
+        // DPDK logs to stdout by default; apps keep stdout for their own output (tables, JSON).
+        rte_openlog_stream(stderr);
+        std::vector<std::string> eal = file->devices[0].eal;
+        if (opts.eal_log_level > 0 && !has_log_level(eal))
+            eal.push_back("--log-level=" + std::to_string(opts.eal_log_level));
+        if (e = dpdk::eal_init(eal); !e.empty()) {
+            *err = config_path + ": EAL: " + e;
+            return nullptr;
+        }
+    }
+
+    std::unique_ptr<Runtime> rt(new Runtime());
+    rt->file_ = *file;
+    for (unsigned i : which) {
+        DeviceSlot slot;
+        slot.cfg = file->devices[i];
+        const DeviceConfig& dc = slot.cfg;
+        std::vector<PortSpec> specs;
+        for (unsigned p = 0; p < dc.ports.size(); ++p) {
+            const PortConfig& pc = dc.ports[p];
+            dpdk::EthPortConfig ec;
+            if (e = dpdk::probe_port(pc.devargs, &ec.port_id); !e.empty()) {
+                *err = port_prefix(dc, p) + e;
+                return nullptr;
+            }
+            ec.port_index = static_cast<std::uint8_t>(p);
+            ec.mtu = pc.mtu;
+            ec.mac = pc.mac;
+            auto eth = dpdk::EthPort::create(ec, &e);
+            if (!eth) {
+                *err = port_prefix(dc, p) + e;
+                return nullptr;
+            }
+            PortDriver* drv = eth.get();
+            slot.eth.push_back(std::move(eth));
+            if (!opts.impair_spec.empty()) {
+                sim::ImpairConfig pic = ic;
+                pic.seed = ic.seed + 7919u * (i * kMaxConfigPorts + p); // independent draws per port
+                try {
+                    slot.stages.push_back(std::make_unique<sim::ImpairedPort>(*drv, &rt->clock_, pic));
+                } catch (const std::exception& ex) {
+                    *err = port_prefix(dc, p) + "impairment stage: " + ex.what();
+                    return nullptr;
+                }
+                drv = slot.stages.back().get();
+            }
+            specs.push_back(PortSpec{drv, pc.mac, pc.ip.addr, 4096});
+            specs.back().mtu = path_mtu_cap(pc);
+        }
+        slot.dev = std::make_unique<Device>(dc.name, rt->clock_, specs);
+        for (const Neighbor& n : dc.neighbors) {
+            if (!slot.dev->add_static_neighbor(n.ip.addr, n.mac)) {
+                *err = config_path + ": device " + dc.name + ": neighbour table full at " + to_string(n.ip);
+                return nullptr;
+            }
+        }
+        rt->devices_.push_back(std::move(slot));
+    }
+    return rt;
+}
+
+Runtime::~Runtime() {
+    stop_engines();
+    // Devices first: they stop referencing the ports. Then give back frames still sitting in rx
+    // queues (a ring-pair peer's ring holds mbufs of the other port's pool), then the stages, then
+    // the EthPorts.
+    for (auto& s : devices_) s.dev.reset();
+    for (auto& s : devices_)
+        for (auto& eth : s.eth) {
+            PktBuf* bufs[64];
+            for (int round = 0; round < 64; ++round) {
+                const std::uint16_t n = eth->rx_burst(bufs, 64);
+                if (n == 0) break;
+                eth->free_bulk(bufs, n);
+            }
+        }
+    for (auto& s : devices_) s.stages.clear();
+    for (auto& s : devices_) s.eth.clear();
+}
+
+dpdk::EthPort& Runtime::eth_port(unsigned dev, unsigned port) noexcept { return *devices_[dev].eth[port]; }
+
+sim::ImpairedPort* Runtime::impair_stage(unsigned dev, unsigned port) noexcept {
+    auto& st = devices_[dev].stages;
+    return port < st.size() ? st[port].get() : nullptr;
+}
+
+std::uint32_t Runtime::max_path_mtu(unsigned dev, unsigned port) const noexcept {
+    return path_mtu_cap(devices_[dev].cfg.ports[port]);
+}
+
+bool Runtime::start_engines(EngineMode mode) {
+    if (engines_running()) return false;
+    if (mode == EngineMode::shared) {
+        shared_stop_.store(false, std::memory_order_relaxed);
+        try {
+            shared_ = std::thread([this] { shared_loop(); });
+        } catch (...) {
+            return false;
+        }
+        return true;
+    }
+    for (auto& s : devices_) {
+        threads_.push_back(std::make_unique<EngineThread>(*s.dev));
+        if (!threads_.back()->start()) {
+            stop_engines();
+            return false;
+        }
+    }
+    return true;
+}
+
+void Runtime::stop_engines() noexcept {
+    for (auto& t : threads_) t->stop();
+    threads_.clear();
+    if (shared_.joinable()) {
+        shared_stop_.store(true, std::memory_order_relaxed);
+        shared_.join();
+    }
+}
+
+void Runtime::shared_loop() noexcept {
+    // Spin while there is work or was recently; yield when idle so that application threads on a
+    // small host get the core. No sleep: a doorbell belongs to one device.
+    constexpr std::uint32_t kSpinPolls = 2'000;
+    std::uint32_t idle = 0;
+    while (!shared_stop_.load(std::memory_order_relaxed)) {
+        std::uint32_t work = 0;
+        for (auto& s : devices_) work += s.dev->poll();
+        if (work) {
+            idle = 0;
+        } else if (++idle < kSpinPolls) {
+            _mm_pause();
+        } else {
+            sched_yield();
+        }
+    }
+}
+
+} // namespace droce

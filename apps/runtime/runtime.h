@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * droce::Runtime — brings up the droce devices of one config file on DPDK ports and owns them:
+ *
+ *     config file → load_config → eal_init (once per process) → probe_port + EthPort per port
+ *       → [optional impairment stage, sim::ImpairedPort, on every port] → Device per [device]
+ *       (PortSpec from the port's mac / ip / mtu; [neighbors] as static neighbours)
+ *
+ * and runs their engines: one EngineThread per device, or one thread polling every device (best on a
+ * 2-core host with two devices in one process). This is the bring-up sequence drivers/dpdk/README.md
+ * describes, in one place, for droce's apps (droce-perf, later droce-burnin and the verbs layer).
+ *
+ * Where it lives: apps/runtime, because the top-level meson.build processes lib/ before drivers/
+ * and the runtime needs both (lib/engine, lib/config, drivers/dpdk, drivers/sim).
+ *
+ * Ownership: the Runtime owns the EthPorts, the impairment stages, the Devices, the Clock and the
+ * engine threads. Destruction order: engines stopped, devices destroyed, ports drained, stages
+ * destroyed, EthPorts destroyed. The DPDK EAL stays initialised for the life of the process.
+ *
+ * Thread rules: every member function is control path, called from one thread. Device control calls
+ * (create_qp, modify_qp ...) must be made while engines are stopped (stop_engines(), or before
+ * start_engines()); post_send / post_recv / poll_cq may run on application threads while they run.
+ */
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config/config.h"
+#include "engine/clock.h"
+#include "engine/device.h"
+#include "engine/engine_thread.h"
+
+namespace droce {
+
+namespace dpdk {
+class EthPort;
+}
+namespace sim {
+class ImpairedPort;
+}
+
+/** How Runtime::create() builds the devices. */
+struct RuntimeOptions {
+    /**
+     * An impairment spec (sim::parse_impair_spec syntax: "loss=0.01,seed=3"); when not empty every
+     * port of every device is wrapped in a sim::ImpairedPort built from it (transmit side unless the
+     * spec says side=rx). Empty: the engine talks to the EthPorts directly.
+     */
+    std::string impair_spec;
+    /**
+     * Which devices of the file to bring up (indices into ConfigFile::devices); empty = all of them.
+     */
+    std::vector<unsigned> devices;
+    /**
+     * EAL log level appended as --log-level=N unless the config's eal arguments set one
+     * (1 = emergency .. 8 = debug; 0 = leave DPDK's default). DPDK's log goes to stderr, never
+     * stdout, so that an app's stdout carries only its own output.
+     */
+    int eal_log_level = 4;
+};
+
+/** How Runtime::start_engines() runs the devices. */
+enum class EngineMode : std::uint8_t {
+    per_device, ///< one droce::EngineThread per device (spin, yield, doorbell sleep)
+    shared,     ///< one thread polls every device in turn (spin, then yield; no sleep)
+};
+
+class Runtime {
+public:
+    /**
+     * Loads @p config_path and brings up its devices (see the file comment).
+     * @param err on failure, one line: the config loader's "path:line: [section] key: reason", or
+     *        "device D port P (devargs): reason" for EAL / probe / port / impairment failures.
+     * @return the runtime, or nullptr with *err set. A config with `clock = virtual` is refused
+     *         (virtual time is for tests that advance it by hand).
+     * Calls eal_init() with devices[0]'s eal arguments unless the EAL is already initialised.
+     */
+    [[nodiscard]] static std::unique_ptr<Runtime> create(const std::string& config_path, const RuntimeOptions& opts,
+                                                         std::string* err);
+    ~Runtime();
+    Runtime(const Runtime&) = delete;
+    Runtime& operator=(const Runtime&) = delete;
+
+    /** Devices brought up, in the order of RuntimeOptions::devices (file order by default). */
+    [[nodiscard]] unsigned num_devices() const noexcept { return static_cast<unsigned>(devices_.size()); }
+    /** Device @p i (0 <= i < num_devices()). */
+    [[nodiscard]] Device& device(unsigned i) noexcept { return *devices_[i].dev; }
+    /** The config section device @p i was built from. */
+    [[nodiscard]] const DeviceConfig& device_config(unsigned i) const noexcept { return devices_[i].cfg; }
+    /** The DPDK port under port @p port of device @p dev. */
+    [[nodiscard]] dpdk::EthPort& eth_port(unsigned dev, unsigned port) noexcept;
+    /** The impairment stage over port @p port of device @p dev, or nullptr without impair_spec. */
+    [[nodiscard]] sim::ImpairedPort* impair_stage(unsigned dev, unsigned port) noexcept;
+    /**
+     * Largest RoCE path MTU (256..4096 bytes) that port @p port of device @p dev carries: the largest
+     * power of two that fits its IP MTU with the IPv4/IPv6, UDP, BTH, RETH and ICRC headers.
+     */
+    [[nodiscard]] std::uint32_t max_path_mtu(unsigned dev, unsigned port) const noexcept;
+    /** The clock every device uses (TSC). */
+    [[nodiscard]] Clock& clock() noexcept { return clock_; }
+    /** The loaded file. */
+    [[nodiscard]] const ConfigFile& config() const noexcept { return file_; }
+
+    /**
+     * Starts polling every device. @return false if already running or a thread cannot be created
+     * (then nothing runs).
+     */
+    bool start_engines(EngineMode mode = EngineMode::per_device);
+    /** Stops and joins the engine thread(s); no-op when none runs. */
+    void stop_engines() noexcept;
+    [[nodiscard]] bool engines_running() const noexcept { return !threads_.empty() || shared_.joinable(); }
+
+private:
+    Runtime();
+    struct DeviceSlot {
+        DeviceConfig cfg;
+        std::vector<std::unique_ptr<dpdk::EthPort>> eth;
+        std::vector<std::unique_ptr<sim::ImpairedPort>> stages; ///< empty without impair_spec
+        std::unique_ptr<Device> dev;
+    };
+    void shared_loop() noexcept;
+
+    ConfigFile file_;
+    Clock clock_;
+    std::vector<DeviceSlot> devices_;
+    std::vector<std::unique_ptr<EngineThread>> threads_;
+    std::thread shared_;
+    std::atomic<bool> shared_stop_{false};
+};
+
+} // namespace droce
