@@ -182,6 +182,7 @@ std::size_t build_frame(const PathHeaders& path, const PacketFields& pf,
     for (auto s : payload) payload_len += s.size();
     const OpcodeInfo& info = opcode_info(pf.opcode);
     if (!info.known) return 0;
+    if (payload_len != 0 && !info.is(OpFlags::payload)) return 0; // parse_frame would reject it
     const std::size_t total = frame_length(path, pf.opcode, payload_len);
     const std::size_t l3_off = sizeof(EthHdr) + (path.has_vlan ? sizeof(VlanTag) : 0);
     const std::size_t ip_len = path.ipv6 ? sizeof(Ipv6Hdr) : sizeof(Ipv4Hdr);

@@ -192,7 +192,8 @@ struct PacketFields {
  * (BTH PadCnt set to match, pad bytes zero), and the ICRC. The IPv4 header checksum is computed
  * here. The UDP checksum is 0 on IPv4 (A17.3.2 allows it) and computed on IPv6, where RFC 8200
  * forbids a zero checksum.
- * @return bytes written, or 0 when @p out is too small or the frame would exceed 65535 bytes of IP.
+ * @return bytes written, or 0 when the opcode is unknown, when @p payload is not empty but the opcode
+ *         carries no payload, when @p out is too small, or when the frame would exceed 65535 bytes of IP.
  * Thread safety: pure; writes only @p out.
  */
 [[nodiscard]] std::size_t build_frame(const PathHeaders& path, const PacketFields& fields,
