@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * The small pieces of lib/wire: PSN serial arithmetic, big-endian field accessors, the opcode table
+ * against IBTA Vol 1 table 39, the UDP source port rule, header sizes and reject reason names.
+ */
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "wire/udp_sport.h"
+#include "wire_test_util.h"
+
+namespace droce::wire::test {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// PSN (IBTA §9.7.1: 24 bits, serial arithmetic)
+
+TEST(Psn, ConstructorKeepsTheLow24Bits) {
+    EXPECT_EQ(Psn(0x01234567).value(), 0x234567u);
+    EXPECT_EQ(Psn(0xffffffff).value(), 0xffffffu);
+    EXPECT_EQ(Psn(0x1000000).value(), 0u);
+    EXPECT_EQ(Psn().value(), 0u);
+}
+
+TEST(Psn, IncrementWrapsFrom0xFFFFFFTo0) {
+    Psn p(0xfffffe);
+    ++p;
+    EXPECT_EQ(p.value(), 0xffffffu);
+    ++p;
+    EXPECT_EQ(p.value(), 0u);
+    p += 0x1000005; // 2^24 + 5: a whole turn and five
+    EXPECT_EQ(p.value(), 5u);
+    EXPECT_EQ((Psn(0xfffff0) + 0x20).value(), 0x10u);
+    EXPECT_EQ((Psn(3) - 5).value(), 0xfffffeu);
+    EXPECT_EQ((Psn(0) - 1).value(), 0xffffffu);
+}
+
+TEST(Psn, OrderingFollowsSerialArithmeticAcrossTheWrap) {
+    EXPECT_LT(Psn(0xffffff), Psn(0));
+    EXPECT_GT(Psn(0), Psn(0xffffff));
+    EXPECT_LT(Psn(0xfffff0), Psn(0x10));
+    EXPECT_LE(Psn(0xfffff0), Psn(0x10));
+    EXPECT_GE(Psn(0x10), Psn(0xfffff0));
+    EXPECT_LE(Psn(7), Psn(7));
+    EXPECT_GE(Psn(7), Psn(7));
+    EXPECT_FALSE(Psn(7) < Psn(7));
+    EXPECT_FALSE(Psn(7) > Psn(7));
+    // Plain integer order would say the opposite of each of these.
+    EXPECT_FALSE(Psn(0) < Psn(0xffffff));
+    EXPECT_TRUE(Psn(0x7fffff) > Psn(0));
+    EXPECT_TRUE(Psn(0x800001) < Psn(0));
+}
+
+TEST(Psn, DistanceIsSignedAndLiesInMinus2To23UpTo2To23) {
+    EXPECT_EQ(Psn(5).distance_from(Psn(2)), 3);
+    EXPECT_EQ(Psn(2).distance_from(Psn(5)), -3);
+    EXPECT_EQ(Psn(1).distance_from(Psn(0xfffffe)), 3);
+    EXPECT_EQ(Psn(0xfffffe).distance_from(Psn(1)), -3);
+    EXPECT_EQ(Psn(0x7fffff).distance_from(Psn(0)), 0x7fffff);
+    EXPECT_EQ(Psn(0x800000).distance_from(Psn(0)), -0x800000);
+    EXPECT_EQ(Psn(0x800001).distance_from(Psn(0)), -0x7fffff);
+    for (std::uint32_t base : {0u, 1u, 0x7fffffu, 0x800000u, 0xfffff0u, 0xffffffu}) {
+        for (std::int32_t d : {-0x800000, -0x7fffff, -1000, -1, 0, 1, 1000, 0x7fffff}) {
+            const Psn a(base);
+            const Psn b = a + static_cast<std::uint32_t>(d);
+            EXPECT_EQ(b.distance_from(a), d) << "base " << base << " d " << d;
+            EXPECT_EQ(b > a, d > 0);
+            EXPECT_EQ(b < a, d < 0);
+            EXPECT_EQ(b == a, d == 0);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Big-endian storage and header accessors (CONVENTIONS.md rule 6)
+
+TEST(BeUint, StoresMostSignificantByteFirst) {
+    Be32 v{};
+    v.set(0x11223344);
+    EXPECT_EQ(v.bytes[0], 0x11);
+    EXPECT_EQ(v.bytes[3], 0x44);
+    EXPECT_EQ(v.get(), 0x11223344u);
+    Be64 w{};
+    w.set(0x0102030405060708ull);
+    EXPECT_EQ(w.bytes[0], 0x01);
+    EXPECT_EQ(w.bytes[7], 0x08);
+    EXPECT_EQ(w.get(), 0x0102030405060708ull);
+}
+
+TEST(BeUint, SetKeepsOnlyTheLowBitsOfItsWidth) {
+    Be16 a{};
+    a.set(0xabcd1234);
+    EXPECT_EQ(a.get(), 0x1234u);
+    Be24 b{};
+    b.set(0xff89abcdull);
+    EXPECT_EQ(b.get(), 0x89abcdu);
+    Be32 c{};
+    c.set(0x1122334455667788ull);
+    EXPECT_EQ(c.get(), 0x55667788u);
+    BeUint<5> d{};
+    d.set(0xffeeddccbbaa99ull);
+    EXPECT_EQ(d.get(), 0xddccbbaa99ull);
+}
+
+TEST(BeUint, NeighbouringFieldsAreNotTouched) {
+    struct Pair {
+        Be24 a;
+        Be24 b;
+    } p{};
+    static_assert(sizeof(Pair) == 6);
+    p.a.set(0xffffffff);
+    p.b.set(0x123456);
+    p.a.set(0x7fffffff);
+    EXPECT_EQ(p.b.get(), 0x123456u);
+    EXPECT_EQ(p.a.get(), 0xffffffu);
+}
+
+TEST(HeaderAccessors, BthSettersMaskToTheirBitFields) {
+    Bth b{};
+    b.fecn_becn = 0;
+    b.set_flags(true, false, 7, 0x1f); // pad 7 → 3, tver 0x1f → 0xf
+    EXPECT_TRUE(b.se());
+    EXPECT_FALSE(b.mig_req());
+    EXPECT_EQ(b.pad_count(), 3u);
+    EXPECT_EQ(b.tver(), 0xfu);
+    b.set_flags(false, true, 1, 0);
+    EXPECT_EQ(b.flags, 0x50);
+    b.set_dest_qp(0xfedcba98);
+    EXPECT_EQ(b.dest_qp(), 0xdcba98u);
+    EXPECT_EQ(b.fecn_becn, 0u) << "DestQP spilled into the FECN/BECN byte";
+    b.set_psn(Psn(0xabcdef01));
+    EXPECT_EQ(b.psn().value(), 0xcdef01u);
+    b.set_ack_req(true);
+    EXPECT_EQ(b.ackreq_byte, 0x80);
+    EXPECT_EQ(b.psn().value(), 0xcdef01u);
+    b.set_fecn_becn(false, true);
+    EXPECT_EQ(b.fecn_becn, 0x40);
+    EXPECT_FALSE(b.fecn());
+    EXPECT_TRUE(b.becn());
+    b.set_opcode(Opcode::CNP);
+    EXPECT_EQ(b.opcode_byte, 0x81);
+}
+
+TEST(HeaderAccessors, OtherSettersMaskToTheirFields) {
+    Aeth a{};
+    a.set_msn(0x12fedcba);
+    EXPECT_EQ(a.msn(), 0xfedcbau);
+    EXPECT_EQ(a.syndrome, 0u);
+    a.syndrome = make_syndrome(AethKind::nak, 0xe2); // low five bits: 2
+    EXPECT_EQ(a.kind(), AethKind::nak);
+    EXPECT_EQ(a.value(), 2u);
+    EXPECT_EQ(a.syndrome, 0x62);
+    EXPECT_EQ(make_syndrome(AethKind::rnr_nak, 14), 0x2e);
+    EXPECT_EQ(make_syndrome(AethKind::ack, kAethCreditsInvalid), 0x1f);
+
+    Deth d{};
+    d.set_src_qp(0xff000011);
+    EXPECT_EQ(d.src_qp(), 0x000011u);
+    EXPECT_EQ(d.reserved, 0u);
+
+    VlanTag v{};
+    v.set_tci(9, 0x1abc); // PCP 9 → 1, VID 0x1abc → 0xabc
+    EXPECT_EQ(v.pcp(), 1u);
+    EXPECT_EQ(v.vid(), 0xabcu);
+    EXPECT_EQ(v.tci.get(), 0x2abcu);
+
+    Ipv6Hdr h{};
+    h.set_vtc_flow(0x1e3, 0xfff1face); // traffic class → 0xe3, flow label → 0x1face
+    EXPECT_EQ(h.version(), 6u);
+    EXPECT_EQ(h.traffic_class(), 0xe3u);
+    EXPECT_EQ(h.flow_label(), 0x1faceu);
+
+    Ipv4Hdr ip{};
+    ip.version_ihl = 0x46;
+    ip.tos = 0x6b;
+    EXPECT_EQ(ip.version(), 4u);
+    EXPECT_EQ(ip.header_length(), 24u);
+    EXPECT_EQ(ip.dscp(), 26u);
+    EXPECT_EQ(ip.ecn(), 3u);
+}
+
+TEST(HeaderSizes, MatchTheWire) {
+    EXPECT_EQ(sizeof(EthHdr), 14u);
+    EXPECT_EQ(sizeof(VlanTag), 4u);
+    EXPECT_EQ(sizeof(Ipv4Hdr), 20u);
+    EXPECT_EQ(sizeof(Ipv6Hdr), 40u);
+    EXPECT_EQ(sizeof(UdpHdr), 8u);
+    EXPECT_EQ(sizeof(Bth), 12u);
+    EXPECT_EQ(sizeof(Deth), 8u);
+    EXPECT_EQ(sizeof(Reth), 16u);
+    EXPECT_EQ(sizeof(AtomicEth), 28u);
+    EXPECT_EQ(sizeof(Aeth), 4u);
+    EXPECT_EQ(sizeof(AtomicAckEth), 8u);
+    EXPECT_EQ(sizeof(ImmDt), 4u);
+    EXPECT_EQ(sizeof(Ieth), 4u);
+    EXPECT_EQ(sizeof(CnpBody), 16u);
+    EXPECT_EQ(alignof(Bth), 1u);
+    EXPECT_EQ(alignof(AtomicEth), 1u);
+}
+
+TEST(Checksum, Ipv4HeaderChecksumOfTheRfc1071Example) {
+    // A textbook header (Wikipedia's IPv4 checksum example): checksum 0xb861.
+    const std::uint8_t hdr[20] = {0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11,
+                                  0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7};
+    EXPECT_EQ(ipv4_header_checksum(hdr, sizeof hdr), 0xb861u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Opcode table against IBTA Vol 1 table 39 (and Annex A17.9.3 for the CNP), typed in here from the
+// specification independently of lib/wire/opcode.h.
+
+enum Ext : unsigned { kDeth = 1, kReth = 2, kAtomicEth = 4, kAeth = 8, kAtomicAckEth = 16, kImmDt = 32, kIeth = 64, kCnp = 128 };
+
+struct Table39Row {
+    std::uint8_t code;
+    const char* name;
+    unsigned ext;
+    bool payload;
+    std::size_t ext_bytes;
+};
+
+// clang-format off
+const Table39Row kTable39[] = {
+    {0x00, "RC_SEND_FIRST",                     0,                 true,  0},
+    {0x01, "RC_SEND_MIDDLE",                    0,                 true,  0},
+    {0x02, "RC_SEND_LAST",                      0,                 true,  0},
+    {0x03, "RC_SEND_LAST_WITH_IMMEDIATE",       kImmDt,            true,  4},
+    {0x04, "RC_SEND_ONLY",                      0,                 true,  0},
+    {0x05, "RC_SEND_ONLY_WITH_IMMEDIATE",       kImmDt,            true,  4},
+    {0x06, "RC_RDMA_WRITE_FIRST",               kReth,             true,  16},
+    {0x07, "RC_RDMA_WRITE_MIDDLE",              0,                 true,  0},
+    {0x08, "RC_RDMA_WRITE_LAST",                0,                 true,  0},
+    {0x09, "RC_RDMA_WRITE_LAST_WITH_IMMEDIATE", kImmDt,            true,  4},
+    {0x0a, "RC_RDMA_WRITE_ONLY",                kReth,             true,  16},
+    {0x0b, "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", kReth | kImmDt,    true,  20},
+    {0x0c, "RC_RDMA_READ_REQUEST",              kReth,             false, 16},
+    {0x0d, "RC_RDMA_READ_RESPONSE_FIRST",       kAeth,             true,  4},
+    {0x0e, "RC_RDMA_READ_RESPONSE_MIDDLE",      0,                 true,  0},
+    {0x0f, "RC_RDMA_READ_RESPONSE_LAST",        kAeth,             true,  4},
+    {0x10, "RC_RDMA_READ_RESPONSE_ONLY",        kAeth,             true,  4},
+    {0x11, "RC_ACKNOWLEDGE",                    kAeth,             false, 4},
+    {0x12, "RC_ATOMIC_ACKNOWLEDGE",             kAeth | kAtomicAckEth, false, 12},
+    {0x13, "RC_COMPARE_SWAP",                   kAtomicEth,        false, 28},
+    {0x14, "RC_FETCH_ADD",                      kAtomicEth,        false, 28},
+    {0x16, "RC_SEND_LAST_WITH_INVALIDATE",      kIeth,             true,  4},
+    {0x17, "RC_SEND_ONLY_WITH_INVALIDATE",      kIeth,             true,  4},
+    {0x20, "UC_SEND_FIRST",                     0,                 true,  0},
+    {0x21, "UC_SEND_MIDDLE",                    0,                 true,  0},
+    {0x22, "UC_SEND_LAST",                      0,                 true,  0},
+    {0x23, "UC_SEND_LAST_WITH_IMMEDIATE",       kImmDt,            true,  4},
+    {0x24, "UC_SEND_ONLY",                      0,                 true,  0},
+    {0x25, "UC_SEND_ONLY_WITH_IMMEDIATE",       kImmDt,            true,  4},
+    {0x26, "UC_RDMA_WRITE_FIRST",               kReth,             true,  16},
+    {0x27, "UC_RDMA_WRITE_MIDDLE",              0,                 true,  0},
+    {0x28, "UC_RDMA_WRITE_LAST",                0,                 true,  0},
+    {0x29, "UC_RDMA_WRITE_LAST_WITH_IMMEDIATE", kImmDt,            true,  4},
+    {0x2a, "UC_RDMA_WRITE_ONLY",                kReth,             true,  16},
+    {0x2b, "UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", kReth | kImmDt,    true,  20},
+    {0x64, "UD_SEND_ONLY",                      kDeth,             true,  8},
+    {0x65, "UD_SEND_ONLY_WITH_IMMEDIATE",       kDeth | kImmDt,    true,  12},
+    {0x81, "CNP",                               kCnp,              false, 16},
+};
+// clang-format on
+
+unsigned ext_set(const OpcodeInfo& info) {
+    unsigned e = 0;
+    if (info.is(OpFlags::deth)) e |= kDeth;
+    if (info.is(OpFlags::reth)) e |= kReth;
+    if (info.is(OpFlags::atomic_eth)) e |= kAtomicEth;
+    if (info.is(OpFlags::aeth)) e |= kAeth;
+    if (info.is(OpFlags::atomic_ack_eth)) e |= kAtomicAckEth;
+    if (info.is(OpFlags::immdt)) e |= kImmDt;
+    if (info.is(OpFlags::ieth)) e |= kIeth;
+    if (info.is(OpFlags::cnp)) e |= kCnp;
+    return e;
+}
+
+TEST(OpcodeTable, ExtensionHeadersAndLengthsMatchIbtaTable39) {
+    for (const Table39Row& row : kTable39) {
+        const OpcodeInfo& info = kOpcodeTable[row.code];
+        SCOPED_TRACE(row.name);
+        ASSERT_TRUE(info.known);
+        EXPECT_EQ(info.name, row.name);
+        EXPECT_EQ(ext_set(info), row.ext);
+        EXPECT_EQ(info.ext_length, row.ext_bytes);
+        EXPECT_EQ(info.is(OpFlags::payload), row.payload);
+    }
+}
+
+TEST(OpcodeTable, KnowsExactlyTheOpcodesOfTable39AndNoOther) {
+    std::set<unsigned> spec;
+    for (const Table39Row& row : kTable39) spec.insert(row.code);
+    for (unsigned v = 0; v < 256; ++v) EXPECT_EQ(kOpcodeTable[v].known, spec.count(v) == 1) << "opcode 0x" << std::hex << v;
+    ASSERT_EQ(std::size(kAllOpcodes), std::size(kTable39));
+    for (std::size_t i = 0; i < std::size(kAllOpcodes); ++i) {
+        EXPECT_EQ(static_cast<unsigned>(kAllOpcodes[i]), kTable39[i].code) << "kAllOpcodes is in numeric order";
+        EXPECT_EQ(to_string(kAllOpcodes[i]), kTable39[i].name);
+    }
+    EXPECT_EQ(to_string(static_cast<Opcode>(0x15)), "UNKNOWN");
+    EXPECT_TRUE(kOpcodeTable[0x15].name.empty());
+}
+
+TEST(OpcodeTable, UcOpcodesMirrorRcOpcodesAndAreNeverResponses) {
+    for (unsigned v = 0x20; v <= 0x2b; ++v) {
+        const OpcodeInfo& uc = kOpcodeTable[v];
+        const OpcodeInfo& rc = kOpcodeTable[v - 0x20];
+        ASSERT_TRUE(uc.known);
+        EXPECT_EQ(uc.flags, rc.flags) << uc.name;
+        EXPECT_EQ(uc.name.substr(3), rc.name.substr(3));
+        EXPECT_FALSE(uc.is(OpFlags::response));
+    }
+}
+
+TEST(OpcodeTable, TransportComesFromTheTopThreeBits) {
+    EXPECT_EQ(transport_of(Opcode::RC_FETCH_ADD), Transport::rc);
+    EXPECT_EQ(transport_of(Opcode::UC_SEND_ONLY), Transport::uc);
+    EXPECT_EQ(transport_of(Opcode::UD_SEND_ONLY_WITH_IMMEDIATE), Transport::ud);
+    EXPECT_EQ(transport_of(Opcode::CNP), Transport::cnp);
+    for (Opcode op : kAllOpcodes) EXPECT_EQ(opcode_info(op).name.substr(0, 2) == "RC", transport_of(op) == Transport::rc);
+}
+
+TEST(OpcodeTable, MessagePositionAndRoleAreConsistent) {
+    for (Opcode op : kAllOpcodes) {
+        const OpcodeInfo& i = opcode_info(op);
+        const std::string n(i.name);
+        SCOPED_TRACE(n);
+        if (op == Opcode::CNP) {
+            EXPECT_FALSE(i.is(OpFlags::request) || i.is(OpFlags::response));
+            continue;
+        }
+        EXPECT_NE(i.is(OpFlags::request), i.is(OpFlags::response)) << "exactly one of request/response";
+        const bool named_only = n.find("ONLY") != std::string::npos || n.find("REQUEST") != std::string::npos ||
+                                n.find("ACKNOWLEDGE") != std::string::npos || n.find("COMPARE_SWAP") != std::string::npos ||
+                                n.find("FETCH_ADD") != std::string::npos;
+        EXPECT_EQ(i.is(OpFlags::only), named_only);
+        EXPECT_EQ(i.is(OpFlags::middle), n.find("MIDDLE") != std::string::npos);
+        if (n.find("FIRST") != std::string::npos) {
+            EXPECT_TRUE(i.is(OpFlags::first) && !i.is(OpFlags::last));
+        }
+        if (n.find("LAST") != std::string::npos) {
+            EXPECT_TRUE(i.is(OpFlags::last) && !i.is(OpFlags::first));
+        }
+        // Immediate data and SEND always complete at the responder on the last packet; plain WRITE never.
+        if (i.is(OpFlags::last) && (i.is(OpFlags::immdt) || i.is(OpFlags::send))) {
+            EXPECT_TRUE(i.is(OpFlags::completes) && i.is(OpFlags::recv_wqe));
+        }
+        if (i.is(OpFlags::write) && !i.is(OpFlags::immdt)) {
+            EXPECT_FALSE(i.is(OpFlags::completes) || i.is(OpFlags::recv_wqe));
+        }
+        // The first packet of a WRITE carries the RETH; middle and last never do.
+        if (i.is(OpFlags::write)) {
+            EXPECT_EQ(i.is(OpFlags::reth), i.is(OpFlags::first));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// UDP source port (Linux rdma_get_udp_sport)
+
+TEST(UdpSourcePort, LinuxRuleOnKnownVectors) {
+    EXPECT_EQ(rdma_udp_sport(0, 0x11, 0x12), 0xC132);
+    EXPECT_EQ(rdma_udp_sport(0, 0xffffff, 0xffffff), 0xff21);
+    EXPECT_EQ(rdma_udp_sport(0, 0x123456, 0x654321), 0xf787);
+    EXPECT_EQ(rdma_udp_sport(0, 0, 5), 0xc000);
+    // A given flow label is used as is (20 bits), not derived from the QPNs.
+    EXPECT_EQ(rdma_udp_sport(0x12345, 1, 2), 0xe341);
+    EXPECT_EQ(rdma_udp_sport(0x12345, 0x11, 0x12), 0xe341);
+    EXPECT_EQ(rdma_udp_sport(0xf12345, 7, 9), 0xe341) << "flow label bits above 20 are ignored";
+    EXPECT_EQ(flow_label_from_qpns(0x11, 0x12), 0x132u);
+}
+
+TEST(UdpSourcePort, IsSymmetricInTheTwoQpns) {
+    std::uint32_t a = 1, b = 0xabcdef;
+    for (int i = 0; i < 2000; ++i) {
+        a = (a * 1103515245u + 12345u) & 0xffffff;
+        b = (b * 2654435761u + 1u) & 0xffffff;
+        ASSERT_EQ(rdma_udp_sport(0, a, b), rdma_udp_sport(0, b, a)) << a << " " << b;
+        const std::uint16_t port = rdma_udp_sport(0, a, b);
+        ASSERT_GE(port, 0xc000);
+    }
+}
+
+TEST(UdpSourcePort, DifferentQpPairsSpreadOverManyPorts) {
+    std::set<std::uint16_t> ports;
+    for (std::uint32_t q = 0x11; q < 0x11 + 1000; ++q) ports.insert(rdma_udp_sport(0, q, 0x12));
+    EXPECT_GT(ports.size(), 900u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reject reasons are printable (CONVENTIONS.md rule 19)
+
+TEST(RejectReasons, EveryReasonHasADistinctNameAndDescription) {
+    std::set<std::string_view> names, texts;
+    for (std::size_t i = 0; i < kNumRejectReasons; ++i) {
+        const auto r = static_cast<RejectReason>(i);
+        EXPECT_FALSE(to_string(r).empty());
+        EXPECT_FALSE(describe(r).empty());
+        names.insert(to_string(r));
+        texts.insert(describe(r));
+    }
+    EXPECT_EQ(names.size(), kNumRejectReasons);
+    EXPECT_EQ(texts.size(), kNumRejectReasons);
+    EXPECT_EQ(kNumRejectReasons, 14u);
+    EXPECT_EQ(to_string(RejectReason::bad_icrc), "bad_icrc");
+    EXPECT_EQ(to_string(RejectReason::ok), "ok");
+    EXPECT_EQ(to_string(static_cast<RejectReason>(200)), "invalid");
+}
+
+TEST(RejectReasons, CountersCountPerReason) {
+    ParseCounters c;
+    c.count(RejectReason::bad_icrc);
+    c.count(RejectReason::bad_icrc);
+    c.count(RejectReason::ok);
+    EXPECT_EQ(c[RejectReason::bad_icrc], 2u);
+    EXPECT_EQ(c[RejectReason::ok], 1u);
+    EXPECT_EQ(c[RejectReason::too_short], 0u);
+}
+
+} // namespace
+} // namespace droce::wire::test
