@@ -5,6 +5,7 @@
  * syndromes and failure cases no shared capture holds (NAKs, RNR NAKs, atomics, invalidate, UD
  * with immediate, VLAN, ECN CE, bad ICRC, truncation), and the classification of non-RoCE frames.
  */
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -394,6 +395,48 @@ TEST(TraceSkips, LinkTypes) {
     EXPECT_EQ(format_all(raw_of(bytes, 113)).text, "1  skipped (link type LINUX_SLL)");
     EXPECT_EQ(format_all(raw_of(bytes, 197)).json["link_type"], "ERF");
     EXPECT_EQ(link_type_name(101), "DLT 101");
+}
+
+} // namespace
+} // namespace droce::trace::test
+
+namespace droce::trace::test {
+namespace {
+
+// Every prefix of a frame, and every single-byte corruption of its headers, must format without
+// reading outside the frame (the asan build of this test catches such reads) and still produce
+// one line naming the frame.
+TEST(TraceRobustness, PrefixesAndCorruptionsFormat) {
+    std::vector<std::vector<std::uint8_t>> frames;
+    PacketFields cs = fields(Opcode::RC_COMPARE_SWAP);
+    frames.push_back(build(cs));
+    PacketFields ud = fields(Opcode::UD_SEND_ONLY_WITH_IMMEDIATE);
+    frames.push_back(build(ud, 13));
+    wire::PathHeaders v6 = test_path(true);
+    v6.has_vlan = true;
+    frames.push_back(build(fields(Opcode::RC_SEND_LAST_WITH_INVALIDATE), 6, v6));
+    frames.push_back(build(fields(Opcode::CNP)));
+    for (const auto& full : frames) {
+        for (std::size_t n = 0; n <= full.size(); ++n) {
+            const std::vector<std::uint8_t> prefix(full.begin(),
+                                                   full.begin() + static_cast<long>(n));
+            const FrameOutput f = format_bytes(prefix);
+            EXPECT_EQ(f.text.rfind("1  ", 0), 0u) << f.text;
+            if (n < full.size()) {
+                EXPECT_NE(f.kind, FrameKind::roce) << n << ": " << f.text;
+            }
+        }
+        const std::size_t headers = std::min<std::size_t>(full.size(), 100);
+        for (std::size_t i = 0; i < headers; ++i) {
+            for (std::uint8_t x : {0x01, 0x80, 0xff}) {
+                std::vector<std::uint8_t> bad = full;
+                bad[i] ^= x;
+                const FrameOutput f = format_bytes(bad);
+                EXPECT_EQ(f.text.find('\n'), std::string::npos);
+                EXPECT_FALSE(f.json.dump().empty());
+            }
+        }
+    }
 }
 
 } // namespace
