@@ -97,8 +97,8 @@ int run_remote(const Cli& cli, Params p) {
     const std::uint32_t port_mtu = rt->max_path_mtu(0, 0);
     Channel ch;
     if (cli.server) {
-        if (!cli.json) std::printf(" Waiting for a client on TCP port %u (device %s) ...\n", cli.port, dc.name.c_str());
-        std::fflush(stdout);
+        // On stderr, so that --json keeps stdout for the one object; scripts wait for this line.
+        std::fprintf(stderr, "droce-perf: waiting for a client on TCP port %u (device %s)\n", cli.port, dc.name.c_str());
         ch = tcp_accept_one(cli.port, 600'000, &err);
     } else {
         ch = tcp_connect(cli.server_addr, cli.port, 30'000, &err);

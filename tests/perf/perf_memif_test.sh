@@ -1,0 +1,120 @@
+#!/bin/bash
+# droce-perf between two processes over net_memif (config/memif-server.ini and memif-client.ini):
+#   ops:  every op, bandwidth and latency, with --verify (data checked byte by byte on the side that
+#         receives it, atomic results checked); plus one negative case (a client with no server).
+#   loss: WRITE, READ and SEND bandwidth with 1 % loss injected by the impairment stage (--impair) on
+#         both sides: every transfer completes, data verified, and the client's engine counters (from
+#         --json) show retransmissions.
+# Each run gets private copies of the configs (own memif socket and EAL file prefixes), so it does not
+# collide with tests/dpdk's memif test; every process runs under `timeout`; the trap kills what is left
+# and removes the copies and the EAL runtime directories.
+# usage: perf_memif_test.sh PATH/TO/droce-perf CONFIG_DIR ops|loss
+set -u
+bin=$1
+cfg=$2
+mode=$3
+tag=perf$$
+tmp=$(mktemp -d)
+runtime=${XDG_RUNTIME_DIR:-/var/run}/dpdk
+[ "$(id -u)" = 0 ] || runtime=${XDG_RUNTIME_DIR:-/tmp}/dpdk
+server_pid=
+cleanup() {
+    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+    rm -rf "$tmp" "$runtime/droce-$tag-s" "$runtime/droce-$tag-c"
+}
+trap cleanup EXIT
+for side in server client; do
+    short=${side:0:1}
+    sed -e "s|socket=/run/droce/memif.sock|socket=/run/droce/memif-$tag.sock|" \
+        -e "s|--file-prefix=droce-memif-$side|--file-prefix=droce-$tag-$short|" \
+        "$cfg/memif-$side.ini" > "$tmp/$side.ini"
+done
+tcp_port=$((20000 + $$ % 20000))
+failures=0
+
+fail() {
+    echo "FAIL: $*"
+    failures=$((failures + 1))
+}
+
+# run_pair NAME SERVER_EXTRA CLIENT_ARGS...: starts the server, waits until it listens, runs the
+# client; leaves the client's output in $tmp/NAME.client, the server's in $tmp/NAME.server.
+# Returns 0 when both exit 0.
+run_pair() {
+    local name=$1 sextra=$2
+    shift 2
+    # shellcheck disable=SC2086
+    timeout 120 "$bin" --server -c "$tmp/server.ini" -p "$tcp_port" $sextra \
+        > "$tmp/$name.server" 2> "$tmp/$name.server.err" &
+    server_pid=$!
+    local i
+    for i in $(seq 1 300); do
+        grep -q "waiting for a client" "$tmp/$name.server.err" 2>/dev/null && break
+        kill -0 "$server_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    timeout 90 "$bin" 127.0.0.1 -c "$tmp/client.ini" -p "$tcp_port" "$@" \
+        > "$tmp/$name.client" 2> "$tmp/$name.client.err"
+    local crc=$?
+    [ $crc = 0 ] || kill "$server_pid" 2>/dev/null
+    wait "$server_pid"
+    local src=$?
+    server_pid=
+    echo "== $name: client $crc server $src"
+    cat "$tmp/$name.client"
+    if [ $crc != 0 ] || [ $src != 0 ]; then
+        echo "-- client stderr"; tail -5 "$tmp/$name.client.err"
+        echo "-- server"; tail -15 "$tmp/$name.server"; tail -5 "$tmp/$name.server.err"
+        return 1
+    fi
+    return 0
+}
+
+case "$mode" in
+ops)
+    # Negative: without a server the client must fail (memif cannot connect), not hang or pass.
+    timeout 60 "$bin" 127.0.0.1 -c "$tmp/client.ini" -p "$tcp_port" --op write -n 10 > "$tmp/neg.out" 2>&1
+    rc=$?
+    if [ $rc = 0 ] || [ $rc = 124 ]; then fail "client without a server exited $rc"; cat "$tmp/neg.out"
+    else echo "== no server: client exited $rc as it should: $(tail -1 "$tmp/neg.out")"; fi
+    rm -rf "$runtime/droce-$tag-c"
+    for op in write read send atomic; do
+        size=65536; [ $op = atomic ] && size=8
+        run_pair "$op-bw" "" --op $op -s $size -n 300 --bw --verify || fail "$op bw"
+        grep -q "data verified   : yes" "$tmp/$op-bw.client" || fail "$op bw: no 'data verified: yes'"
+        grep -Eq "^ $size +300 " "$tmp/$op-bw.client" || fail "$op bw: no result row"
+        run_pair "$op-lat" "" --op $op -s 4096 -n 100 --lat --verify || fail "$op lat"
+        grep -q "data verified   : yes" "$tmp/$op-lat.client" || fail "$op lat: no 'data verified: yes'"
+    done
+    # Two QPs and a small MTU, WRITE with every byte checked.
+    run_pair "write-2qp" "" --op write -s 3000 -n 200 -q 2 --mtu 512 --bw --verify || fail "write -q 2"
+    ;;
+loss)
+    for op in write read send; do
+        run_pair "$op-loss" "--impair loss=0.01,seed=5" --op $op -s 16384 -n 300 --bw --verify --timeout 12 \
+            --json --impair loss=0.01,seed=9 || fail "$op with 1% loss"
+        python3 - "$tmp/$op-loss.client" "$op" <<'PY' || fail "$op with 1% loss: JSON checks"
+import json, sys
+j = json.load(open(sys.argv[1]))
+c = j["counters"]
+problems = []
+if not j["ok"]: problems.append("not ok: %s" % j.get("error"))
+if j["verified"] is not True: problems.append("data not verified")
+if j["iterations"] != 300: problems.append("iterations %s" % j["iterations"])
+if j["impair"]["dropped_loss"] == 0: problems.append("the stage dropped nothing")
+if c["retransmitted_pkts"] == 0: problems.append("no retransmission")
+print("%s: dropped %d, retransmitted_pkts %d, packet_seq_err %d, local_ack_timeout_err %d, implied_nak_seq_err %d"
+      % (sys.argv[2], j["impair"]["dropped_loss"], c["retransmitted_pkts"], c["packet_seq_err"],
+         c["local_ack_timeout_err"], c["implied_nak_seq_err"]))
+for p in problems: print("  " + p)
+sys.exit(1 if problems else 0)
+PY
+    done
+    ;;
+*)
+    echo "usage: $0 BIN CONFIG_DIR ops|loss"
+    exit 2
+    ;;
+esac
+echo "failures: $failures"
+[ $failures = 0 ]
