@@ -80,6 +80,7 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
 
     std::unique_ptr<Runtime> rt(new Runtime());
     rt->file_ = *file;
+    rt->engine_opts_ = opts.engine;
     for (unsigned i : which) {
         DeviceSlot slot;
         slot.cfg = file->devices[i];
@@ -170,7 +171,7 @@ bool Runtime::start_engines(EngineMode mode) {
         return true;
     }
     for (auto& s : devices_) {
-        threads_.push_back(std::make_unique<EngineThread>(*s.dev));
+        threads_.push_back(std::make_unique<EngineThread>(*s.dev, engine_opts_));
         if (!threads_.back()->start()) {
             stop_engines();
             return false;
@@ -191,14 +192,14 @@ void Runtime::stop_engines() noexcept {
 void Runtime::shared_loop() noexcept {
     // Spin while there is work or was recently; yield when idle so that application threads on a
     // small host get the core. No sleep: a doorbell belongs to one device.
-    constexpr std::uint32_t kSpinPolls = 2'000;
+    const std::uint32_t spin_polls = engine_opts_.spin_polls;
     std::uint32_t idle = 0;
     while (!shared_stop_.load(std::memory_order_relaxed)) {
         std::uint32_t work = 0;
         for (auto& s : devices_) work += s.dev->poll();
         if (work) {
             idle = 0;
-        } else if (++idle < kSpinPolls) {
+        } else if (++idle < spin_polls) {
             _mm_pause();
         } else {
             sched_yield();

@@ -63,6 +63,13 @@ struct RuntimeOptions {
      * stdout, so that an app's stdout carries only its own output.
      */
     int eal_log_level = 4;
+    /**
+     * Back-off of the engine threads. The default spins only briefly before yielding: on a host
+     * with fewer cores than busy threads (two processes, each with an engine and an application
+     * thread, on 2 cores) a long spin phase holds a core for milliseconds while the thread that
+     * would give it work waits to run. EngineMode::shared uses spin_polls only.
+     */
+    EngineThread::Options engine{200, 200'000, 100'000};
 };
 
 /** How Runtime::start_engines() runs the devices. */
@@ -132,6 +139,7 @@ private:
     std::vector<std::unique_ptr<EngineThread>> threads_;
     std::thread shared_;
     std::atomic<bool> shared_stop_{false};
+    EngineThread::Options engine_opts_;
 };
 
 } // namespace droce
