@@ -1,7 +1,8 @@
 #!/bin/bash
 # droce-perf between two processes over net_memif (config/memif-server.ini and memif-client.ini):
 #   ops:  every op, bandwidth and latency, with --verify (data checked byte by byte on the side that
-#         receives it, atomic results checked); plus one negative case (a client with no server).
+#         receives it, atomic results checked); two QPs at path MTU 512; the peer's MAC by ARP (no
+#         static neighbours); plus one negative case (a client with no server).
 #   loss: WRITE, READ and SEND bandwidth with 1 % loss injected by the impairment stage (--impair) on
 #         both sides: every transfer completes, data verified, and the client's engine counters (from
 #         --json) show retransmissions.
@@ -88,6 +89,12 @@ ops)
     done
     # Two QPs and a small MTU, WRITE with every byte checked.
     run_pair "write-2qp" "" --op write -s 3000 -n 200 -q 2 --mtu 512 --bw --verify || fail "write -q 2"
+    # No static neighbours: the engines find each other's MAC by ARP.
+    for side in server client; do
+        sed -i -e '/^10\.1\.0\.[0-9]* *=/d' "$tmp/$side.ini"
+    done
+    run_pair "write-arp" "" --op write -s 4096 -n 200 --bw --verify || fail "write with ARP"
+    grep -Eq "neigh_tx [1-9]" "$tmp/write-arp.client" || fail "write with ARP: the client sent no ARP request"
     ;;
 loss)
     for op in write read send; do
