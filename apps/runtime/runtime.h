@@ -69,7 +69,7 @@ struct RuntimeOptions {
      * thread, on 2 cores) a long spin phase holds a core for milliseconds while the thread that
      * would give it work waits to run. EngineMode::shared uses spin_polls only.
      */
-    EngineThread::Options engine{200, 200'000, 100'000};
+    EngineThread::Options engine{20, 200'000, 100'000};
 };
 
 /** How Runtime::start_engines() runs the devices. */
