@@ -18,11 +18,14 @@ namespace droce::perf {
 namespace {
 
 std::int64_t now_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
         .count();
 }
 
-std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+std::string errno_text(const char* what) {
+    return std::string(what) + ": " + std::strerror(errno);
+}
 
 } // namespace
 
@@ -121,7 +124,8 @@ Channel tcp_accept_one(std::uint16_t port, int timeout_ms, std::string* err) {
     pollfd pfd{lfd, POLLIN, 0};
     const int r = poll(&pfd, 1, timeout_ms);
     if (r <= 0) {
-        *err = r == 0 ? "no client connected to TCP port " + std::to_string(port) + " in time" : errno_text("poll");
+        *err = r == 0 ? "no client connected to TCP port " + std::to_string(port) + " in time"
+                      : errno_text("poll");
         close(lfd);
         return {};
     }

@@ -18,7 +18,7 @@
 namespace droce::perf {
 
 class Channel {
-public:
+  public:
     Channel() = default;
     explicit Channel(int fd) : fd_(fd) {}
     ~Channel();
@@ -38,7 +38,7 @@ public:
     /** True when at least one byte (or end of stream) can be read without blocking. */
     [[nodiscard]] bool readable() const noexcept;
 
-private:
+  private:
     int fd_ = -1;
 };
 
@@ -51,7 +51,8 @@ private:
  * Connects to @p host : @p port, retrying while the server is not listening yet, for up to
  * @p timeout_ms. @return the channel or an invalid one with *err set.
  */
-[[nodiscard]] Channel tcp_connect(const std::string& host, std::uint16_t port, int timeout_ms, std::string* err);
+[[nodiscard]] Channel tcp_connect(const std::string& host, std::uint16_t port, int timeout_ms,
+                                  std::string* err);
 /** Two connected ends (AF_UNIX socketpair). @return false with *err set. */
 [[nodiscard]] bool channel_pair(Channel* a, Channel* b, std::string* err);
 

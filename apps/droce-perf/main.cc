@@ -6,7 +6,8 @@
  *
  *   droce-perf --server -c CONFIG [options]            wait for one client on TCP -p PORT
  *   droce-perf SERVER_ADDR -c CONFIG --op OP [options] run against it
- *   droce-perf --demo [-c config/demo.ini]             two devices in one process, every op verified
+ *   droce-perf --demo [-c config/demo.ini]             two devices in one process, every op
+ * verified
  *
  * The client's test parameters are sent to the server, which adopts them (a server needs only
  * --server and -c). QP information travels over TCP as in perftest; the peer's MAC comes from the
@@ -55,14 +56,17 @@ struct Cli {
 
 Counters delta(const Counters& after, const Counters& before) {
     Counters d;
-    for (std::size_t i = 0; i < kNumCounters; ++i) d.v[i] = after.v[i] - before.v[i];
+    for (std::size_t i = 0; i < kNumCounters; ++i)
+        d.v[i] = after.v[i] - before.v[i];
     return d;
 }
 
-std::vector<std::pair<std::string, std::uint64_t>> impair_delta(const sim::LinkStats& after, const sim::LinkStats& before) {
+std::vector<std::pair<std::string, std::uint64_t>> impair_delta(const sim::LinkStats& after,
+                                                                const sim::LinkStats& before) {
     std::vector<std::pair<std::string, std::uint64_t>> v;
     for (std::size_t i = 0; i < sim::kNumLinkCounters; ++i)
-        v.emplace_back(std::string(sim::to_string(static_cast<sim::LinkCounter>(i))), after.v[i] - before.v[i]);
+        v.emplace_back(std::string(sim::to_string(static_cast<sim::LinkCounter>(i))),
+                       after.v[i] - before.v[i]);
     return v;
 }
 
@@ -70,14 +74,19 @@ sim::LinkStats stage_stats(Runtime& rt, unsigned dev) {
     sim::LinkStats s;
     for (unsigned p = 0; p < rt.device(dev).num_ports(); ++p)
         if (sim::ImpairedPort* st = rt.impair_stage(dev, p))
-            for (std::size_t i = 0; i < sim::kNumLinkCounters; ++i) s.v[i] += st->stats().v[i];
+            for (std::size_t i = 0; i < sim::kNumLinkCounters; ++i)
+                s.v[i] += st->stats().v[i];
     return s;
 }
 
-bool passed(const Params& p, const Result& r) { return r.ok && (!p.verify || (r.verified && r.peer_verified)); }
+bool passed(const Params& p, const Result& r) {
+    return r.ok && (!p.verify || (r.verified && r.peer_verified));
+}
 
 /** A wait after a run so that ACKs in flight land before the engines stop and the QPs go away. */
-void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }
+void settle() {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
 
 // ---------------------------------------------------------------------------------------------
 // Two processes
@@ -98,7 +107,8 @@ int run_remote(const Cli& cli, Params p) {
     Channel ch;
     if (cli.server) {
         // On stderr, so that --json keeps stdout for the one object; scripts wait for this line.
-        std::fprintf(stderr, "droce-perf: waiting for a client on TCP port %u (device %s)\n", cli.port, dc.name.c_str());
+        std::fprintf(stderr, "droce-perf: waiting for a client on TCP port %u (device %s)\n",
+                     cli.port, dc.name.c_str());
         ch = tcp_accept_one(cli.port, 600'000, &err);
     } else {
         ch = tcp_connect(cli.server_addr, cli.port, 30'000, &err);
@@ -140,10 +150,11 @@ int run_remote(const Cli& cli, Params p) {
     if (cli.json) {
         std::printf("%s\n", to_json(p, r, cli.server, dc.name, ep->path_mtu()).dump(2).c_str());
     } else {
-        if (!cli.server) print_table_row(stdout, p, r);
+        if (!cli.server)
+            print_table_row(stdout, p, r);
         else
-            std::printf(" %" PRIu64 " messages of %u bytes on %u QP(s)\n", r.messages, p.op == Op::atomic ? 8u : p.size,
-                        p.qps);
+            std::printf(" %" PRIu64 " messages of %u bytes on %u QP(s)\n", r.messages,
+                        p.op == Op::atomic ? 8u : p.size, p.qps);
         print_footer(stdout, p, r, cli.server);
     }
     std::fflush(stdout);
@@ -177,7 +188,8 @@ PairResult run_pair(Runtime& rt, const Params& p) {
         ib.push_back(sb->info(q));
     }
     const std::uint32_t mtu = std::min(rt.max_path_mtu(0, 0), rt.max_path_mtu(1, 0));
-    if (err = ca->connect(ib, rt.device_config(0).qp, mtu); err.empty()) err = sb->connect(ia, rt.device_config(1).qp, mtu);
+    if (err = ca->connect(ib, rt.device_config(0).qp, mtu); err.empty())
+        err = sb->connect(ia, rt.device_config(1).qp, mtu);
     if (!err.empty()) {
         pr.client.error = err;
         return pr;
@@ -201,7 +213,8 @@ PairResult run_pair(Runtime& rt, const Params& p) {
     rt.stop_engines();
     // The demo's counter table: what both engines did (client + server side).
     const Counters ac = delta(a.total_counters(), before), bc = delta(b.total_counters(), before_b);
-    for (std::size_t i = 0; i < kNumCounters; ++i) pr.client.counters.v[i] = ac.v[i] + bc.v[i];
+    for (std::size_t i = 0; i < kNumCounters; ++i)
+        pr.client.counters.v[i] = ac.v[i] + bc.v[i];
     const sim::LinkStats sa = stage_stats(rt, 0), sb2 = stage_stats(rt, 1);
     sim::LinkStats sum, base;
     for (std::size_t i = 0; i < sim::kNumLinkCounters; ++i) {
@@ -220,9 +233,11 @@ std::uint64_t impair_value(const Result& r, const char* name) {
 }
 
 int run_demo(const Cli& cli) {
-    const std::string cfg = cli.config.empty() ? std::string(DROCE_SOURCE_DIR) + "/config/demo.ini" : cli.config;
+    const std::string cfg =
+        cli.config.empty() ? std::string(DROCE_SOURCE_DIR) + "/config/demo.ini" : cli.config;
     RuntimeOptions ro;
-    ro.impair_spec = cli.impair.empty() ? "loss=0,seed=11" : cli.impair; // a stage on every port, idle for now
+    ro.impair_spec =
+        cli.impair.empty() ? "loss=0,seed=11" : cli.impair; // a stage on every port, idle for now
     ro.devices = {0, 1};
     std::string err;
     const auto t_start = std::chrono::steady_clock::now();
@@ -232,19 +247,25 @@ int run_demo(const Cli& cli) {
         return 1;
     }
     const std::uint32_t mtu = std::min(rt->max_path_mtu(0, 0), rt->max_path_mtu(1, 0));
-    std::printf("droce demo: devices %s and %s in one process, joined by DPDK ring-pair ports (%s), path MTU %u,\n"
-                "            one engine thread polls both; every byte of every transfer is checked.\n\n",
-                rt->device_config(0).name.c_str(), rt->device_config(1).name.c_str(),
-                rt->device_config(0).ports[0].devargs.c_str(), mtu);
+    std::printf(
+        "droce demo: devices %s and %s in one process, joined by DPDK ring-pair ports (%s), path "
+        "MTU %u,\n"
+        "            one engine thread polls both; every byte of every transfer is checked.\n\n",
+        rt->device_config(0).name.c_str(), rt->device_config(1).name.c_str(),
+        rt->device_config(0).ports[0].devargs.c_str(), mtu);
     bool all_ok = true;
     const std::uint32_t sizes[] = {64, 4096, 65536};
     const Op ops[] = {Op::write, Op::read, Op::send};
-    auto bw_iters = [](std::uint32_t s) -> std::uint64_t { return s <= 64 ? 4000 : s <= 4096 ? 2000 : 400; };
-    auto lat_iters = [](std::uint32_t s) -> std::uint64_t { return s <= 64 ? 200 : s <= 4096 ? 100 : 50; };
+    auto bw_iters = [](std::uint32_t s) -> std::uint64_t {
+        return s <= 64 ? 4000 : s <= 4096 ? 2000 : 400;
+    };
+    auto lat_iters = [](std::uint32_t s) -> std::uint64_t {
+        return s <= 64 ? 200 : s <= 4096 ? 100 : 50;
+    };
 
     std::printf("Bandwidth (%u QP, %u outstanding)\n", 1u, 64u);
-    std::printf(" %-7s %-8s %-11s %-16s %-19s %-14s %s\n", "op", "#bytes", "#iterations", "BW peak[Gb/sec]",
-                "BW average[Gb/sec]", "MsgRate[Mpps]", "data");
+    std::printf(" %-7s %-8s %-11s %-16s %-19s %-14s %s\n", "op", "#bytes", "#iterations",
+                "BW peak[Gb/sec]", "BW average[Gb/sec]", "MsgRate[Mpps]", "data");
     for (Op op : ops)
         for (std::uint32_t s : sizes) {
             Params p;
@@ -256,14 +277,20 @@ int run_demo(const Cli& cli) {
             p.verify = true;
             const PairResult pr = run_pair(*rt, p);
             all_ok = all_ok && pr.ok;
-            std::printf(" %-7s %-8u %-11" PRIu64 " %-16.2f %-19.2f %-14.6f %s\n", to_string(op), s,
-                        pr.client.messages, pr.client.bw_peak_gbps, pr.client.bw_avg_gbps, pr.client.msg_rate_mpps,
-                        pr.ok ? "verified" : ("FAILED: " + (pr.client.error.empty() ? pr.server.error : pr.client.error)).c_str());
+            std::printf(
+                " %-7s %-8u %-11" PRIu64 " %-16.2f %-19.2f %-14.6f %s\n", to_string(op), s,
+                pr.client.messages, pr.client.bw_peak_gbps, pr.client.bw_avg_gbps,
+                pr.client.msg_rate_mpps,
+                pr.ok ? "verified"
+                      : ("FAILED: " + (pr.client.error.empty() ? pr.server.error : pr.client.error))
+                            .c_str());
             std::fflush(stdout);
         }
-    std::printf("\nLatency (write and send: half round trip of a ping-pong; read: full round trip)\n");
-    std::printf(" %-7s %-8s %-11s %-12s %-16s %-12s %-12s %-14s %s\n", "op", "#bytes", "#iterations", "t_min[usec]",
-                "t_typical[usec]", "t_avg[usec]", "t_max[usec]", "99%[usec]", "data");
+    std::printf(
+        "\nLatency (write and send: half round trip of a ping-pong; read: full round trip)\n");
+    std::printf(" %-7s %-8s %-11s %-12s %-16s %-12s %-12s %-14s %s\n", "op", "#bytes",
+                "#iterations", "t_min[usec]", "t_typical[usec]", "t_avg[usec]", "t_max[usec]",
+                "99%[usec]", "data");
     for (Op op : ops)
         for (std::uint32_t s : sizes) {
             Params p;
@@ -274,10 +301,13 @@ int run_demo(const Cli& cli) {
             p.verify = true;
             const PairResult pr = run_pair(*rt, p);
             all_ok = all_ok && pr.ok;
-            std::printf(" %-7s %-8u %-11" PRIu64 " %-12.2f %-16.2f %-12.2f %-12.2f %-14.2f %s\n", to_string(op), s,
-                        pr.client.messages, pr.client.t_min, pr.client.t_typical, pr.client.t_avg, pr.client.t_max,
-                        pr.client.t_p99,
-                        pr.ok ? "verified" : ("FAILED: " + (pr.client.error.empty() ? pr.server.error : pr.client.error)).c_str());
+            std::printf(
+                " %-7s %-8u %-11" PRIu64 " %-12.2f %-16.2f %-12.2f %-12.2f %-14.2f %s\n",
+                to_string(op), s, pr.client.messages, pr.client.t_min, pr.client.t_typical,
+                pr.client.t_avg, pr.client.t_max, pr.client.t_p99,
+                pr.ok ? "verified"
+                      : ("FAILED: " + (pr.client.error.empty() ? pr.server.error : pr.client.error))
+                            .c_str());
             std::fflush(stdout);
         }
 
@@ -291,11 +321,14 @@ int run_demo(const Cli& cli) {
                 c.loss = lossy.loss;
                 st->set_config(c); // engines are stopped between runs: this thread may call it
             }
-    std::printf("\nWith 1%% loss injected on both devices' transmit side (impairment stage), 64 KiB messages:\n");
-    std::printf(" %-6s %-10s %-8s %-8s %-9s %-9s %-11s %-10s %-12s %-12s %s\n", "op", "BW", "frames", "retrans", "seq NAKs",
-                "seq NAKs", "out_of_seq", "duplicate", "local_ack", "implied_nak", "data");
-    std::printf(" %-6s %-10s %-8s %-8s %-9s %-9s %-11s %-10s %-12s %-12s %s\n", "", "[Gb/sec]", "dropped", "pkts", "sent",
-                "received", "(resp.)", "request", "timeout_err", "seq_err", "");
+    std::printf("\nWith 1%% loss injected on both devices' transmit side (impairment stage), 64 "
+                "KiB messages:\n");
+    std::printf(" %-6s %-10s %-8s %-8s %-9s %-9s %-11s %-10s %-12s %-12s %s\n", "op", "BW",
+                "frames", "retrans", "seq NAKs", "seq NAKs", "out_of_seq", "duplicate", "local_ack",
+                "implied_nak", "data");
+    std::printf(" %-6s %-10s %-8s %-8s %-9s %-9s %-11s %-10s %-12s %-12s %s\n", "", "[Gb/sec]",
+                "dropped", "pkts", "sent", "received", "(resp.)", "request", "timeout_err",
+                "seq_err", "");
     for (Op op : {Op::write, Op::read}) {
         Params p;
         p.op = op;
@@ -308,19 +341,26 @@ int run_demo(const Cli& cli) {
         const PairResult pr = run_pair(*rt, p);
         all_ok = all_ok && pr.ok;
         const Counters& c = pr.client.counters;
-        std::printf(" %-6s %-10.2f %-8" PRIu64 " %-8" PRIu64 " %-9" PRIu64 " %-9" PRIu64 " %-11" PRIu64 " %-10" PRIu64
-                    " %-12" PRIu64 " %-12" PRIu64 " %s\n",
-                    to_string(op), pr.client.bw_avg_gbps, impair_value(pr.client, "dropped_loss"),
-                    c[Counter::retransmitted_pkts], c[Counter::seq_naks_sent], c[Counter::packet_seq_err],
-                    c[Counter::out_of_sequence], c[Counter::duplicate_request], c[Counter::local_ack_timeout_err],
-                    c[Counter::implied_nak_seq_err],
-                    pr.ok ? "verified" : ("FAILED: " + (pr.client.error.empty() ? pr.server.error : pr.client.error)).c_str());
+        std::printf(
+            " %-6s %-10.2f %-8" PRIu64 " %-8" PRIu64 " %-9" PRIu64 " %-9" PRIu64 " %-11" PRIu64
+            " %-10" PRIu64 " %-12" PRIu64 " %-12" PRIu64 " %s\n",
+            to_string(op), pr.client.bw_avg_gbps, impair_value(pr.client, "dropped_loss"),
+            c[Counter::retransmitted_pkts], c[Counter::seq_naks_sent], c[Counter::packet_seq_err],
+            c[Counter::out_of_sequence], c[Counter::duplicate_request],
+            c[Counter::local_ack_timeout_err], c[Counter::implied_nak_seq_err],
+            pr.ok ? "verified"
+                  : ("FAILED: " + (pr.client.error.empty() ? pr.server.error : pr.client.error))
+                        .c_str());
         std::fflush(stdout);
     }
-    std::printf("\n How to read it: a lost data packet makes the responder see a later PSN (out_of_seq) and answer\n"
-                " with a PSN-sequence NAK; the requester goes back to the NAK PSN and sends again (retrans). A lost\n"
-                " READ response is noticed by the requester itself (implied_nak_seq_err). Losses with nothing behind\n"
-                " them (the last packet, a lost ACK) end in a local ACK timeout. duplicate_request counts packets the\n"
+    std::printf("\n How to read it: a lost data packet makes the responder see a later PSN "
+                "(out_of_seq) and answer\n"
+                " with a PSN-sequence NAK; the requester goes back to the NAK PSN and sends again "
+                "(retrans). A lost\n"
+                " READ response is noticed by the requester itself (implied_nak_seq_err). Losses "
+                "with nothing behind\n"
+                " them (the last packet, a lost ACK) end in a local ACK timeout. duplicate_request "
+                "counts packets the\n"
                 " responder had already placed: re-ACKed, not placed twice.\n");
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
@@ -339,8 +379,10 @@ int main(int argc, char** argv) {
     app.add_option("server_addr", cli.server_addr, "the server's host name or address (client)");
     app.add_option("--op", cli.op, "write | read | send | atomic (fetch_add)")
         ->check(CLI::IsMember({"write", "read", "send", "atomic"}));
-    app.add_option("-s,--size", cli.size, "message size in bytes (atomic: 8)")->check(CLI::Range(1u, 1u << 30));
-    auto* n_opt = app.add_option("-n,--iters", cli.iters, "messages per QP (default: bw 5000, lat 1000)");
+    app.add_option("-s,--size", cli.size, "message size in bytes (atomic: 8)")
+        ->check(CLI::Range(1u, 1u << 30));
+    auto* n_opt =
+        app.add_option("-n,--iters", cli.iters, "messages per QP (default: bw 5000, lat 1000)");
     auto* d_opt = app.add_option("-D,--duration", cli.duration, "run for this many seconds instead")
                       ->check(CLI::Range(0.1, 86400.0));
     n_opt->excludes(d_opt);
@@ -353,10 +395,14 @@ int main(int argc, char** argv) {
     app.add_flag("--verify", cli.verify, "check every byte (and every atomic result)");
     app.add_flag("--json", cli.json, "print one JSON object instead of tables");
     app.add_option("-p,--port", cli.port, "TCP port of the out-of-band exchange");
-    app.add_option("--impair", cli.impair, "impairment stage on this side's ports, e.g. loss=0.01,seed=3");
-    app.add_flag("--demo", cli.demo, "two devices in one process (config/demo.ini): every op, verified, then 1% loss");
-    app.add_option("-t,--tx-depth", cli.tx_depth, "outstanding messages per QP (bandwidth)")->check(CLI::Range(1u, 2048u));
-    app.add_option("--timeout", cli.timeout, "QP local ACK timeout code (4.096 us << T; default from the config)")
+    app.add_option("--impair", cli.impair,
+                   "impairment stage on this side's ports, e.g. loss=0.01,seed=3");
+    app.add_flag("--demo", cli.demo,
+                 "two devices in one process (config/demo.ini): every op, verified, then 1% loss");
+    app.add_option("-t,--tx-depth", cli.tx_depth, "outstanding messages per QP (bandwidth)")
+        ->check(CLI::Range(1u, 2048u));
+    app.add_option("--timeout", cli.timeout,
+                   "QP local ACK timeout code (4.096 us << T; default from the config)")
         ->check(CLI::Range(0, 31));
     app.add_option("--device", cli.device, "which device of the config file (0-based)");
     try {
@@ -374,7 +420,10 @@ int main(int argc, char** argv) {
         return 2;
     }
     Params p;
-    p.op = cli.op == "read" ? Op::read : cli.op == "send" ? Op::send : cli.op == "atomic" ? Op::atomic : Op::write;
+    p.op = cli.op == "read"     ? Op::read
+           : cli.op == "send"   ? Op::send
+           : cli.op == "atomic" ? Op::atomic
+                                : Op::write;
     p.mode = cli.lat ? Mode::lat : Mode::bw;
     p.size = p.op == Op::atomic ? 8u : cli.size;
     p.iters = cli.iters ? cli.iters : (p.mode == Mode::bw ? 5000 : 1000);

@@ -19,8 +19,8 @@ namespace {
 constexpr std::uint32_t kMagic = 0x44525046; // "DRPF"
 constexpr std::uint32_t kVersion = 1;
 constexpr int kHandshakeMs = 30'000;
-constexpr std::uint64_t kStallNs = 20'000'000'000ull;  ///< no progress for this long: the run failed
-constexpr std::uint64_t kWindowNs = 10'000'000ull;     ///< bandwidth peak window
+constexpr std::uint64_t kStallNs = 20'000'000'000ull; ///< no progress for this long: the run failed
+constexpr std::uint64_t kWindowNs = 10'000'000ull;    ///< bandwidth peak window
 constexpr unsigned kPostBatch = 16;
 constexpr unsigned kPollBatch = 64;
 
@@ -50,28 +50,36 @@ struct VerdictMsg {
 
 std::uint32_t next_pow2(std::uint32_t v) {
     std::uint32_t r = 1;
-    while (r < v) r <<= 1;
+    while (r < v)
+        r <<= 1;
     return r;
 }
 
 rc::Mtu mtu_enum(std::uint32_t bytes) {
     switch (bytes) {
-    case 256: return rc::Mtu::mtu256;
-    case 512: return rc::Mtu::mtu512;
-    case 1024: return rc::Mtu::mtu1024;
-    case 2048: return rc::Mtu::mtu2048;
-    default: return rc::Mtu::mtu4096;
+    case 256:
+        return rc::Mtu::mtu256;
+    case 512:
+        return rc::Mtu::mtu512;
+    case 1024:
+        return rc::Mtu::mtu1024;
+    case 2048:
+        return rc::Mtu::mtu2048;
+    default:
+        return rc::Mtu::mtu4096;
     }
 }
 
 void fill(std::uint8_t* dst, unsigned q, std::uint64_t k, std::uint32_t len) {
-    for (std::uint32_t i = 0; i < len; ++i) dst[i] = pattern(q, k, i);
+    for (std::uint32_t i = 0; i < len; ++i)
+        dst[i] = pattern(q, k, i);
 }
 
 /** Bytes of @p src that differ from message k's pattern. */
 std::uint64_t check(const std::uint8_t* src, unsigned q, std::uint64_t k, std::uint32_t len) {
     std::uint64_t bad = 0;
-    for (std::uint32_t i = 0; i < len; ++i) bad += src[i] != pattern(q, k, i);
+    for (std::uint32_t i = 0; i < len; ++i)
+        bad += src[i] != pattern(q, k, i);
     return bad;
 }
 
@@ -91,7 +99,8 @@ struct Backoff {
     std::uint32_t idle = 0;
     void reset() { idle = 0; }
     void wait() {
-        if (++idle < 256) _mm_pause();
+        if (++idle < 256)
+            _mm_pause();
         else {
             idle = 0;
             sched_yield();
@@ -100,8 +109,9 @@ struct Backoff {
 };
 
 std::string status_error(const rc::Cqe& c) {
-    return std::string("completion with status ") + std::string(rc::to_string(c.status)) + " (wr_id " +
-           std::to_string(c.wr_id) + ", vendor_err " + std::to_string(c.vendor_err) + ")";
+    return std::string("completion with status ") + std::string(rc::to_string(c.status)) +
+           " (wr_id " + std::to_string(c.wr_id) + ", vendor_err " + std::to_string(c.vendor_err) +
+           ")";
 }
 
 void lat_stats(std::vector<double>& ns, Result& r) {
@@ -109,10 +119,12 @@ void lat_stats(std::vector<double>& ns, Result& r) {
     std::sort(ns.begin(), ns.end());
     const double n = static_cast<double>(ns.size());
     double sum = 0;
-    for (double v : ns) sum += v;
+    for (double v : ns)
+        sum += v;
     const double avg = sum / n;
     double var = 0;
-    for (double v : ns) var += (v - avg) * (v - avg);
+    for (double v : ns)
+        var += (v - avg) * (v - avg);
     auto pct = [&](double f) {
         std::size_t i = static_cast<std::size_t>(std::ceil(f * n));
         if (i > 0) --i;
@@ -128,10 +140,12 @@ void lat_stats(std::vector<double>& ns, Result& r) {
 }
 
 /** Sends the end-of-run message and waits for the server's verdict. */
-void finish_client(const Channel& ch, const std::vector<std::uint64_t>& counts, Result& r, int timeout_ms) {
+void finish_client(const Channel& ch, const std::vector<std::uint64_t>& counts, Result& r,
+                   int timeout_ms) {
     DoneMsg d;
     d.client_ok = r.ok ? 1 : 0;
-    for (std::size_t q = 0; q < counts.size() && q < kMaxQps; ++q) d.count[q] = counts[q];
+    for (std::size_t q = 0; q < counts.size() && q < kMaxQps; ++q)
+        d.count[q] = counts[q];
     if (std::string e = ch.send(&d, sizeof d); !e.empty()) {
         r.ok = false;
         if (r.error.empty()) r.error = "sending the end of the run: " + e;
@@ -140,7 +154,8 @@ void finish_client(const Channel& ch, const std::vector<std::uint64_t>& counts, 
     VerdictMsg v;
     if (std::string e = ch.recv(&v, sizeof v, timeout_ms); !e.empty() || v.magic != kMagic) {
         r.ok = false;
-        if (r.error.empty()) r.error = "waiting for the server's verdict: " + (e.empty() ? "bad message" : e);
+        if (r.error.empty())
+            r.error = "waiting for the server's verdict: " + (e.empty() ? "bad message" : e);
         return;
     }
     r.peer_verified = v.ok != 0;
@@ -149,14 +164,17 @@ void finish_client(const Channel& ch, const std::vector<std::uint64_t>& counts, 
 }
 
 class Runner {
-public:
-    Runner(Endpoint& ep, const Channel& ch) : ep_(ep), ch_(ch), dev_(ep.dev_), p_(ep.p_), clk_(ep.dev_.clock()) {}
+  public:
+    Runner(Endpoint& ep, const Channel& ch)
+        : ep_(ep), ch_(ch), dev_(ep.dev_), p_(ep.p_), clk_(ep.dev_.clock()) {}
 
     std::uint64_t now() const { return clk_.now_ns(); }
     [[nodiscard]] bool time_up(std::uint64_t start) const {
         return p_.duration_s > 0 && static_cast<double>(now() - start) >= p_.duration_s * 1e9;
     }
-    [[nodiscard]] bool count_up(std::uint64_t k) const { return p_.duration_s <= 0 && k >= p_.iters; }
+    [[nodiscard]] bool count_up(std::uint64_t k) const {
+        return p_.duration_s <= 0 && k >= p_.iters;
+    }
 
     /** Posts one WQE; false with r.error on failure. */
     bool post(const rc::SendWqe& w, unsigned q, Result& r) {
@@ -171,7 +189,8 @@ public:
         rc::RecvWqe w;
         w.wr_id = (static_cast<std::uint64_t>(q) << 32) | (k & 0xffffffffu);
         w.num_sge = 1;
-        w.sg_list[0] = rc::Sge{reinterpret_cast<std::uintptr_t>(ep_.slot(q, slot_index)), ep_.slot_bytes_, ep_.mr_->lkey};
+        w.sg_list[0] = rc::Sge{reinterpret_cast<std::uintptr_t>(ep_.slot(q, slot_index)),
+                               ep_.slot_bytes_, ep_.mr_->lkey};
         std::uint32_t bad = 0;
         if (const int e = dev_.post_recv(ep_.qps_[q], &w, 1, &bad); e != 0) {
             r.error = "post_recv: " + std::string(std::strerror(e));
@@ -194,13 +213,15 @@ public:
         return true;
     }
 
-    rc::SendWqe wqe(unsigned q, std::uint64_t k, std::uint64_t local_slot, std::uint64_t remote_slot) const {
+    rc::SendWqe wqe(unsigned q, std::uint64_t k, std::uint64_t local_slot,
+                    std::uint64_t remote_slot) const {
         rc::SendWqe w;
         w.wr_id = (static_cast<std::uint64_t>(q) << 32) | (k & 0xffffffffu);
         w.send_flags = rc::kSendSignaled;
         w.num_sge = 1;
         const std::uint32_t len = p_.op == Op::atomic ? 8u : p_.size;
-        w.sg_list[0] = rc::Sge{reinterpret_cast<std::uintptr_t>(ep_.slot(q, local_slot)), len, ep_.mr_->lkey};
+        w.sg_list[0] =
+            rc::Sge{reinterpret_cast<std::uintptr_t>(ep_.slot(q, local_slot)), len, ep_.mr_->lkey};
         w.rkey = ep_.peer_[q].rkey;
         switch (p_.op) {
         case Op::write:
@@ -211,7 +232,9 @@ public:
             w.opcode = rc::WrOpcode::rdma_read;
             w.remote_addr = ep_.remote_slot(q, remote_slot);
             break;
-        case Op::send: w.opcode = rc::WrOpcode::send; break;
+        case Op::send:
+            w.opcode = rc::WrOpcode::send;
+            break;
         case Op::atomic:
             w.opcode = rc::WrOpcode::atomic_fetch_and_add;
             w.remote_addr = ep_.remote_slot(q, 0);
@@ -226,7 +249,7 @@ public:
     Result server_bw();
     Result server_lat();
 
-private:
+  private:
     void progress_line(double secs, double gbps, double mpps) const {
         std::FILE* f = p_.json ? stderr : stdout;
         std::fprintf(f, " [%5.1f s] %10.2f Gb/s %10.4f Mpps\n", secs, gbps, mpps);
@@ -243,11 +266,13 @@ private:
         VerdictMsg v;
         v.ok = r.ok && r.verified ? 1 : 0;
         v.errors = r.verify_errors;
-        std::snprintf(v.msg, sizeof v.msg, "%s", r.error.empty() ? (v.ok ? "ok" : "data differ") : r.error.c_str());
+        std::snprintf(v.msg, sizeof v.msg, "%s",
+                      r.error.empty() ? (v.ok ? "ok" : "data differ") : r.error.c_str());
         (void)ch_.send(&v, sizeof v);
     }
     int done_timeout_ms() const {
-        return static_cast<int>(std::min(3'600'000.0, (p_.duration_s > 0 ? p_.duration_s * 1000 : 0) + 600'000));
+        return static_cast<int>(
+            std::min(3'600'000.0, (p_.duration_s > 0 ? p_.duration_s * 1000 : 0) + 600'000));
     }
 
     Endpoint& ep_;
@@ -281,12 +306,15 @@ Result Runner::client_bw() {
         bool all_posted = true;
         for (unsigned q = 0; q < nq && r.ok; ++q) {
             std::uint32_t nb = 0;
-            while (!stop && !count_up(posted[q]) && posted[q] - done[q] < depth && nb < kPostBatch) {
+            while (!stop && !count_up(posted[q]) && posted[q] - done[q] < depth &&
+                   nb < kPostBatch) {
                 const std::uint64_t k = posted[q];
                 const std::uint64_t s = k % S;
                 if (p_.verify) {
-                    if (p_.op == Op::write || p_.op == Op::send) fill(ep_.slot(q, s), q, k, msg_bytes);
-                    else std::memset(ep_.slot(q, s), 0, msg_bytes);
+                    if (p_.op == Op::write || p_.op == Op::send)
+                        fill(ep_.slot(q, s), q, k, msg_bytes);
+                    else
+                        std::memset(ep_.slot(q, s), 0, msg_bytes);
                 }
                 batch[nb++] = wqe(q, k, s, s);
                 ++posted[q];
@@ -318,8 +346,10 @@ Result Runner::client_bw() {
             const std::uint64_t k = done[q]++;
             if (p_.verify) {
                 const std::uint64_t s = k % S;
-                if (p_.op == Op::read) r.verify_errors += check(ep_.slot(q, s), q, s, msg_bytes);
-                else if (p_.op == Op::atomic) r.verify_errors += load_u64(ep_.slot(q, s)) != k;
+                if (p_.op == Op::read)
+                    r.verify_errors += check(ep_.slot(q, s), q, s, msg_bytes);
+                else if (p_.op == Op::atomic)
+                    r.verify_errors += load_u64(ep_.slot(q, s)) != k;
             }
         }
         if (n) {
@@ -345,13 +375,15 @@ Result Runner::client_bw() {
         if (p_.progress && t - last_progress_ns >= 1'000'000'000ull) {
             const double dt = static_cast<double>(t - last_progress_ns);
             const double m = static_cast<double>(total_done - prog_msgs);
-            progress_line(static_cast<double>(t - start) / 1e9, m * msg_bytes * 8.0 / dt, m * 1e3 / dt);
+            progress_line(static_cast<double>(t - start) / 1e9, m * msg_bytes * 8.0 / dt,
+                          m * 1e3 / dt);
             last_progress_ns = t;
             prog_msgs = total_done;
         }
         if (all_posted || stop) {
             bool fin = true;
-            for (unsigned q = 0; q < nq; ++q) fin = fin && done[q] == posted[q];
+            for (unsigned q = 0; q < nq; ++q)
+                fin = fin && done[q] == posted[q];
             if (fin) break;
         }
     }
@@ -430,7 +462,8 @@ Result Runner::server_bw() {
             }
             if (have_done) {
                 bool fin = true;
-                for (unsigned q = 0; q < nq; ++q) fin = fin && got[q] >= d.count[q];
+                for (unsigned q = 0; q < nq; ++q)
+                    fin = fin && got[q] >= d.count[q];
                 if (fin) break;
                 if (now() - last > 5'000'000'000ull) {
                     r.ok = false;
@@ -439,7 +472,8 @@ Result Runner::server_bw() {
                 }
             }
         }
-        for (std::uint64_t g : got) r.messages += g;
+        for (std::uint64_t g : got)
+            r.messages += g;
         r.bytes = r.messages * p_.size;
         if (!have_done) {
             send_verdict(r);
@@ -451,7 +485,8 @@ Result Runner::server_bw() {
             const std::uint64_t nmsg = d.count[q];
             if (p_.op == Op::write) {
                 for (std::uint64_t s = 0; s < S && s < nmsg; ++s) {
-                    const std::uint64_t k = s + ((nmsg - 1 - s) / S) * S; // last message into slot s
+                    const std::uint64_t k =
+                        s + ((nmsg - 1 - s) / S) * S; // last message into slot s
                     r.verify_errors += check(ep_.slot(q, s), q, k, p_.size);
                 }
             } else if (p_.op == Op::atomic) {
@@ -460,7 +495,8 @@ Result Runner::server_bw() {
         }
     }
     if (p_.op != Op::send)
-        for (unsigned q = 0; q < nq; ++q) r.messages += d.count[q];
+        for (unsigned q = 0; q < nq; ++q)
+            r.messages += d.count[q];
     r.verified = r.verify_errors == 0;
     if (!d.client_ok && r.error.empty()) r.error = "the client failed";
     r.ok = r.ok && d.client_ok;
@@ -475,7 +511,9 @@ Result Runner::client_lat() {
     r.ok = true;
     const std::uint32_t len = p_.op == Op::atomic ? 8u : p_.size;
     std::vector<double> samples;
-    samples.reserve(p_.duration_s > 0 ? 1u << 16 : static_cast<std::size_t>(std::min<std::uint64_t>(p_.iters, 1u << 24)));
+    samples.reserve(p_.duration_s > 0
+                        ? 1u << 16
+                        : static_cast<std::size_t>(std::min<std::uint64_t>(p_.iters, 1u << 24)));
     std::uint8_t* in = ep_.slot(0, 0);
     std::uint8_t* src = ep_.slot(0, 1);
     const std::uint64_t start = now();
@@ -484,13 +522,17 @@ Result Runner::client_lat() {
     std::uint64_t reaped = 0; // send completions seen
     for (; r.ok && !time_up(start) && !count_up(k); ++k) {
         if (p_.op == Op::write || p_.op == Op::send) {
-            if (p_.verify) fill(src, 0, k, len);
-            else src[len - 1] = pattern(0, k, len - 1);
+            if (p_.verify)
+                fill(src, 0, k, len);
+            else
+                src[len - 1] = pattern(0, k, len - 1);
         } else if (p_.verify) {
             std::memset(in, 0, len);
         }
-        // write/send: from slot 1 to the peer's slot 0; read/atomic: into slot 0 from the peer's slot 0.
-        const rc::SendWqe w = (p_.op == Op::write || p_.op == Op::send) ? wqe(0, k, 1, 0) : wqe(0, k, 0, 0);
+        // write/send: from slot 1 to the peer's slot 0; read/atomic: into slot 0 from the peer's
+        // slot 0.
+        const rc::SendWqe w =
+            (p_.op == Op::write || p_.op == Op::send) ? wqe(0, k, 1, 0) : wqe(0, k, 0, 0);
         const std::uint64_t t0 = now();
         if (!post(w, 0, r)) {
             r.ok = false;
@@ -509,15 +551,19 @@ Result Runner::client_lat() {
                 bo.wait();
             }
             t1 = now();
-            if (!r.error.empty()) r.ok = false;
-            else if (!reap_sends(r, &reaped)) r.ok = false;
+            if (!r.error.empty())
+                r.ok = false;
+            else if (!reap_sends(r, &reaped))
+                r.ok = false;
         } else if (p_.op == Op::send) {
             for (;;) {
                 const std::uint32_t n = dev_.poll_cq(ep_.rcq_, c, 1);
                 if (n) {
                     t1 = now();
-                    if (c[0].status != rc::WcStatus::success) r.error = status_error(c[0]);
-                    else if (p_.verify && c[0].byte_len != len) ++r.verify_errors;
+                    if (c[0].status != rc::WcStatus::success)
+                        r.error = status_error(c[0]);
+                    else if (p_.verify && c[0].byte_len != len)
+                        ++r.verify_errors;
                     break;
                 }
                 if (!reap_sends(r, &reaped)) break;
@@ -527,8 +573,10 @@ Result Runner::client_lat() {
                 }
                 bo.wait();
             }
-            if (!r.error.empty() || !reap_sends(r, &reaped)) r.ok = false;
-            else if (!post_recv(0, k + 1, 0, r)) r.ok = false;
+            if (!r.error.empty() || !reap_sends(r, &reaped))
+                r.ok = false;
+            else if (!post_recv(0, k + 1, 0, r))
+                r.ok = false;
         } else {
             for (;;) {
                 const std::uint32_t n = dev_.poll_cq(ep_.scq_, c, 1);
@@ -550,9 +598,12 @@ Result Runner::client_lat() {
         const double ns = static_cast<double>(t1 - t0);
         samples.push_back(p_.op == Op::write || p_.op == Op::send ? ns / 2 : ns);
         if (p_.verify) {
-            if (p_.op == Op::atomic) r.verify_errors += load_u64(in) != k;
-            else if (p_.op == Op::read) r.verify_errors += check(in, 0, 0, len);
-            else r.verify_errors += check(in, 0, k, len);
+            if (p_.op == Op::atomic)
+                r.verify_errors += load_u64(in) != k;
+            else if (p_.op == Op::read)
+                r.verify_errors += check(in, 0, 0, len);
+            else
+                r.verify_errors += check(in, 0, k, len);
         }
     }
     // Let the last sends complete before the QP goes away.
@@ -624,8 +675,10 @@ Result Runner::server_lat() {
                 r.ok = false;
                 break;
             }
-            if (p_.verify) fill(src, 0, k, len);
-            else src[len - 1] = pattern(0, k, len - 1);
+            if (p_.verify)
+                fill(src, 0, k, len);
+            else
+                src[len - 1] = pattern(0, k, len - 1);
             if (!post(wqe(0, k, 1, 0), 0, r)) {
                 r.ok = false;
                 break;
@@ -636,7 +689,8 @@ Result Runner::server_lat() {
     } else {
         if (!wait_done(d, r, done_timeout_ms())) r.ok = false;
         k = d.count[0];
-        if (r.ok && p_.op == Op::atomic && p_.verify && d.client_ok) r.verify_errors += load_u64(ep_.slot(0, 0)) != k;
+        if (r.ok && p_.op == Op::atomic && p_.verify && d.client_ok)
+            r.verify_errors += load_u64(ep_.slot(0, 0)) != k;
     }
     r.messages = k;
     r.bytes = k * len;
@@ -652,27 +706,37 @@ Result Runner::server_lat() {
 
 const char* to_string(Op op) noexcept {
     switch (op) {
-    case Op::write: return "write";
-    case Op::read: return "read";
-    case Op::send: return "send";
-    case Op::atomic: return "atomic";
+    case Op::write:
+        return "write";
+    case Op::read:
+        return "read";
+    case Op::send:
+        return "send";
+    case Op::atomic:
+        return "atomic";
     }
     return "?";
 }
 
-const char* to_string(Mode m) noexcept { return m == Mode::bw ? "bw" : "lat"; }
+const char* to_string(Mode m) noexcept {
+    return m == Mode::bw ? "bw" : "lat";
+}
 
-std::unique_ptr<Endpoint> Endpoint::create(Device& dev, const Params& p, bool server, std::string* err) {
+std::unique_ptr<Endpoint> Endpoint::create(Device& dev, const Params& p, bool server,
+                                           std::string* err) {
     std::unique_ptr<Endpoint> ep(new Endpoint(dev, p, server));
     const std::uint32_t msg = p.op == Op::atomic ? 8u : std::max<std::uint32_t>(p.size, 1u);
     ep->slot_bytes_ = (std::max<std::uint32_t>(msg, 8u) + 63u) & ~63u;
     if (p.mode == Mode::lat) {
         ep->slots_ = 2;
     } else {
-        const std::uint64_t fit = kMaxBufferBytes / (static_cast<std::uint64_t>(ep->slot_bytes_) * p.qps);
-        ep->slots_ = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(p.tx_depth, fit)));
+        const std::uint64_t fit =
+            kMaxBufferBytes / (static_cast<std::uint64_t>(ep->slot_bytes_) * p.qps);
+        ep->slots_ = static_cast<std::uint32_t>(
+            std::max<std::uint64_t>(1, std::min<std::uint64_t>(p.tx_depth, fit)));
     }
-    ep->buf_len_ = (static_cast<std::uint64_t>(p.qps) * ep->slots_ * ep->slot_bytes_ + 4095u) & ~4095ull;
+    ep->buf_len_ =
+        (static_cast<std::uint64_t>(p.qps) * ep->slots_ * ep->slot_bytes_ + 4095u) & ~4095ull;
     ep->buf_ = static_cast<std::uint8_t*>(std::aligned_alloc(4096, ep->buf_len_));
     if (!ep->buf_) {
         *err = "cannot allocate " + std::to_string(ep->buf_len_) + " bytes";
@@ -681,9 +745,11 @@ std::unique_ptr<Endpoint> Endpoint::create(Device& dev, const Params& p, bool se
     std::memset(ep->buf_, 0, ep->buf_len_);
     if (server && p.op == Op::read)
         for (unsigned q = 0; q < p.qps; ++q)
-            for (std::uint32_t s = 0; s < ep->slots_; ++s) fill(ep->slot(q, s), q, s, msg);
+            for (std::uint32_t s = 0; s < ep->slots_; ++s)
+                fill(ep->slot(q, s), q, s, msg);
     if (p.mode == Mode::lat && (p.op == Op::write || p.op == Op::send))
-        ep->slot(0, 0)[msg - 1] = static_cast<std::uint8_t>(~pattern(0, 0, msg - 1)); // not yet message 0
+        ep->slot(0, 0)[msg - 1] =
+            static_cast<std::uint8_t>(~pattern(0, 0, msg - 1)); // not yet message 0
 
     int e = 0;
     ep->pd_ = dev.alloc_pd(&e);
@@ -692,14 +758,17 @@ std::unique_ptr<Endpoint> Endpoint::create(Device& dev, const Params& p, bool se
         return nullptr;
     }
     ep->mr_ = dev.reg_mr(ep->pd_, ep->buf_, ep->buf_len_,
-                         rc::kAccessLocalWrite | rc::kAccessRemoteWrite | rc::kAccessRemoteRead | rc::kAccessRemoteAtomic,
+                         rc::kAccessLocalWrite | rc::kAccessRemoteWrite | rc::kAccessRemoteRead |
+                             rc::kAccessRemoteAtomic,
                          &e);
     if (!ep->mr_) {
         *err = "reg_mr: " + std::string(std::strerror(e));
         return nullptr;
     }
-    const std::uint32_t sq = std::min(rc::kMaxQpWr, next_pow2(std::max<std::uint32_t>(p.tx_depth, 16) * 2));
-    const std::uint32_t rq = std::min(rc::kMaxQpWr, next_pow2(std::max<std::uint32_t>(ep->slots_, 16) * 2));
+    const std::uint32_t sq =
+        std::min(rc::kMaxQpWr, next_pow2(std::max<std::uint32_t>(p.tx_depth, 16) * 2));
+    const std::uint32_t rq =
+        std::min(rc::kMaxQpWr, next_pow2(std::max<std::uint32_t>(ep->slots_, 16) * 2));
     const std::uint32_t cqe = std::min<std::uint32_t>(rc::kMaxCqe, next_pow2((sq + rq) * p.qps));
     ep->scq_ = dev.create_cq(cqe, &e);
     ep->rcq_ = ep->scq_ ? dev.create_cq(cqe, &e) : nullptr;
@@ -709,7 +778,8 @@ std::unique_ptr<Endpoint> Endpoint::create(Device& dev, const Params& p, bool se
     }
     std::random_device rd;
     for (unsigned q = 0; q < p.qps; ++q) {
-        rc::Qp* qp = dev.create_qp(ep->pd_, ep->scq_, ep->rcq_, rc::QpCap{sq, rq, 1, 1, 0}, false, &e);
+        rc::Qp* qp =
+            dev.create_qp(ep->pd_, ep->scq_, ep->rcq_, rc::QpCap{sq, rq, 1, 1, 0}, false, &e);
         if (!qp) {
             *err = "create_qp: " + std::string(std::strerror(e));
             return nullptr;
@@ -721,7 +791,8 @@ std::unique_ptr<Endpoint> Endpoint::create(Device& dev, const Params& p, bool se
 }
 
 Endpoint::~Endpoint() {
-    for (rc::Qp* qp : qps_) (void)dev_.destroy_qp(qp);
+    for (rc::Qp* qp : qps_)
+        (void)dev_.destroy_qp(qp);
     (void)dev_.destroy_cq(scq_);
     (void)dev_.destroy_cq(rcq_);
     (void)dev_.dereg_mr(mr_);
@@ -741,9 +812,11 @@ QpInfo Endpoint::info(unsigned q) const noexcept {
     return i;
 }
 
-std::string Endpoint::connect(const std::vector<QpInfo>& peer, const QpDefaults& defaults, std::uint32_t port_path_mtu) {
-    if (peer.size() != qps_.size()) return "the peer has " + std::to_string(peer.size()) + " QPs, this side " +
-                                             std::to_string(qps_.size());
+std::string Endpoint::connect(const std::vector<QpInfo>& peer, const QpDefaults& defaults,
+                              std::uint32_t port_path_mtu) {
+    if (peer.size() != qps_.size())
+        return "the peer has " + std::to_string(peer.size()) + " QPs, this side " +
+               std::to_string(qps_.size());
     peer_ = peer;
     for (const QpInfo& i : peer)
         if (i.len < buf_len_) return "the peer's buffer is smaller than this side's";
@@ -753,8 +826,10 @@ std::string Endpoint::connect(const std::vector<QpInfo>& peer, const QpDefaults&
         a.qp_state = rc::QpState::init;
         a.port_num = 1;
         a.pkey_index = 0;
-        a.qp_access_flags = rc::kAccessRemoteWrite | rc::kAccessRemoteRead | rc::kAccessRemoteAtomic;
-        if (int e = dev_.modify_qp(qps_[q], a, rc::kQpState | rc::kQpPkeyIndex | rc::kQpPort | rc::kQpAccessFlags))
+        a.qp_access_flags =
+            rc::kAccessRemoteWrite | rc::kAccessRemoteRead | rc::kAccessRemoteAtomic;
+        if (int e = dev_.modify_qp(
+                qps_[q], a, rc::kQpState | rc::kQpPkeyIndex | rc::kQpPort | rc::kQpAccessFlags))
             return "modify_qp INIT: " + std::string(std::strerror(e));
         a.qp_state = rc::QpState::rtr;
         a.path_mtu = mtu_enum(path_mtu_);
@@ -766,8 +841,8 @@ std::string Endpoint::connect(const std::vector<QpInfo>& peer, const QpDefaults&
         a.ah_attr.dmac = {}; // resolved by the engine (static neighbour or ARP / ND)
         a.ah_attr.port_num = 1;
         if (int e = dev_.modify_qp(qps_[q], a,
-                                   rc::kQpState | rc::kQpAv | rc::kQpPathMtu | rc::kQpDestQpn | rc::kQpRqPsn |
-                                       rc::kQpMaxDestRdAtomic | rc::kQpMinRnrTimer))
+                                   rc::kQpState | rc::kQpAv | rc::kQpPathMtu | rc::kQpDestQpn |
+                                       rc::kQpRqPsn | rc::kQpMaxDestRdAtomic | rc::kQpMinRnrTimer))
             return "modify_qp RTR: " + std::string(std::strerror(e));
         a.qp_state = rc::QpState::rts;
         a.sq_psn = psn_[q];
@@ -776,11 +851,12 @@ std::string Endpoint::connect(const std::vector<QpInfo>& peer, const QpDefaults&
         a.rnr_retry = defaults.rnr_retry;
         a.max_rd_atomic = static_cast<std::uint8_t>(std::max<unsigned>(defaults.max_rd_atomic, 1));
         if (int e = dev_.modify_qp(qps_[q], a,
-                                   rc::kQpState | rc::kQpSqPsn | rc::kQpTimeout | rc::kQpRetryCnt | rc::kQpRnrRetry |
-                                       rc::kQpMaxQpRdAtomic))
+                                   rc::kQpState | rc::kQpSqPsn | rc::kQpTimeout | rc::kQpRetryCnt |
+                                       rc::kQpRnrRetry | rc::kQpMaxQpRdAtomic))
             return "modify_qp RTS: " + std::string(std::strerror(e));
     }
-    // Receive WQEs: a SEND bandwidth server fills every slot; SEND latency uses slot 0 on both sides.
+    // Receive WQEs: a SEND bandwidth server fills every slot; SEND latency uses slot 0 on both
+    // sides.
     if (p_.op == Op::send) {
         Channel none;
         Runner run(*this, none);
@@ -808,22 +884,27 @@ Result run_server(Endpoint& ep, const Channel& ch) {
 
 namespace {
 
-std::string exchange(Endpoint& ep, const QpDefaults& defaults, std::uint32_t port_path_mtu, const Channel& ch) {
+std::string exchange(Endpoint& ep, const QpDefaults& defaults, std::uint32_t port_path_mtu,
+                     const Channel& ch) {
     SetupMsg mine;
     mine.nqp = static_cast<std::uint32_t>(ep.qps_.size());
-    for (unsigned q = 0; q < mine.nqp; ++q) mine.qp[q] = ep.info(q);
-    if (std::string e = ch.send(&mine, sizeof mine); !e.empty()) return "sending QP information: " + e;
+    for (unsigned q = 0; q < mine.nqp; ++q)
+        mine.qp[q] = ep.info(q);
+    if (std::string e = ch.send(&mine, sizeof mine); !e.empty())
+        return "sending QP information: " + e;
     SetupMsg theirs;
     if (std::string e = ch.recv(&theirs, sizeof theirs, kHandshakeMs); !e.empty())
         return "receiving QP information: " + e;
     if (theirs.magic != kMagic || theirs.nqp > kMaxQps) return "bad QP information from the peer";
-    return ep.connect(std::vector<QpInfo>(theirs.qp, theirs.qp + theirs.nqp), defaults, port_path_mtu);
+    return ep.connect(std::vector<QpInfo>(theirs.qp, theirs.qp + theirs.nqp), defaults,
+                      port_path_mtu);
 }
 
 } // namespace
 
 std::unique_ptr<Endpoint> handshake_client(Device& dev, const Params& p, const QpDefaults& defaults,
-                                           std::uint32_t port_path_mtu, const Channel& ch, std::string* err) {
+                                           std::uint32_t port_path_mtu, const Channel& ch,
+                                           std::string* err) {
     Hello h;
     h.p = p;
     if (std::string e = ch.send(&h, sizeof h); !e.empty()) {
@@ -840,7 +921,8 @@ std::unique_ptr<Endpoint> handshake_client(Device& dev, const Params& p, const Q
 }
 
 std::unique_ptr<Endpoint> handshake_server(Device& dev, Params* p, const QpDefaults& defaults,
-                                           std::uint32_t port_path_mtu, const Channel& ch, std::string* err) {
+                                           std::uint32_t port_path_mtu, const Channel& ch,
+                                           std::string* err) {
     Hello h;
     if (std::string e = ch.recv(&h, sizeof h, kHandshakeMs); !e.empty()) {
         *err = "receiving the test parameters: " + e;
@@ -850,8 +932,9 @@ std::unique_ptr<Endpoint> handshake_server(Device& dev, Params* p, const QpDefau
         *err = "the client is not droce-perf (or another version)";
         return nullptr;
     }
-    if (h.p.qps < 1 || h.p.qps > kMaxQps || h.p.size > (1u << 30) || (h.p.mode == Mode::lat && h.p.qps != 1) ||
-        static_cast<unsigned>(h.p.op) > 3 || h.p.tx_depth < 1 || h.p.tx_depth > 2048) {
+    if (h.p.qps < 1 || h.p.qps > kMaxQps || h.p.size > (1u << 30) ||
+        (h.p.mode == Mode::lat && h.p.qps != 1) || static_cast<unsigned>(h.p.op) > 3 ||
+        h.p.tx_depth < 1 || h.p.tx_depth > 2048) {
         *err = "the client's parameters are out of range";
         return nullptr;
     }

@@ -5,20 +5,22 @@
  * to the peer's, and the client / server loops for WRITE, READ, SEND and FETCH_ADD bandwidth and
  * latency with optional byte-by-byte verification.
  *
- * Buffer layout (both sides alike): QP q owns `slots` slots of `slot_bytes` bytes, slot s of QP q at
- * offset (q * slots + s) * slot_bytes. Message k of QP q uses slot k % slots on both sides.
- * Data pattern: byte i of message k of QP q is pattern(q, k, i); with --verify the sender writes it
+ * Buffer layout (both sides alike): QP q owns `slots` slots of `slot_bytes` bytes, slot s of QP q
+ * at offset (q * slots + s) * slot_bytes. Message k of QP q uses slot k % slots on both sides. Data
+ * pattern: byte i of message k of QP q is pattern(q, k, i); with --verify the sender writes it
  * before each message and the receiver (server for WRITE/SEND, client for READ) checks every byte.
- * READ sources hold pattern(q, s, i) for slot s. FETCH_ADD adds 1 to an 8-byte counter per QP (slot 0
- * of the QP on the server): message k must return k and the counter must end at the message count.
+ * READ sources hold pattern(q, s, i) for slot s. FETCH_ADD adds 1 to an 8-byte counter per QP (slot
+ * 0 of the QP on the server): message k must return k and the counter must end at the message
+ * count.
  *
  * Latency: WRITE is a ping-pong on memory (each side writes the peer's slot 0 and spins on the last
  * byte of its own, which changes every iteration); SEND is a send/recv ping-pong; both report half
- * the round trip. READ and FETCH_ADD report the completion time of each operation (a full round trip).
+ * the round trip. READ and FETCH_ADD report the completion time of each operation (a full round
+ * trip).
  *
- * Thread rules: an Endpoint is created, connected and destroyed while the device's engine is stopped
- * (Device control calls); run_client / run_server then run on one application thread each while the
- * engine polls.
+ * Thread rules: an Endpoint is created, connected and destroyed while the device's engine is
+ * stopped (Device control calls); run_client / run_server then run on one application thread each
+ * while the engine polls.
  */
 #pragma once
 
@@ -48,16 +50,16 @@ inline constexpr std::uint64_t kMaxBufferBytes = 256ull << 20; ///< per side, al
 struct Params {
     Op op = Op::write;
     Mode mode = Mode::bw;
-    std::uint32_t size = 65536;     ///< bytes per message (atomic: 8)
-    std::uint64_t iters = 1000;     ///< messages per QP (when duration_s == 0)
-    double duration_s = 0;          ///< run for this long instead (seconds), 0 = use iters
-    std::uint32_t qps = 1;          ///< 1..kMaxQps
-    std::uint32_t path_mtu = 0;     ///< bytes, 0 = the config's [qp] path_mtu (capped by the port)
-    std::uint32_t tx_depth = 128;   ///< outstanding messages per QP (bw)
-    std::uint8_t timeout = 0xff;    ///< QP local ACK timeout code, 0xff = the config's
+    std::uint32_t size = 65536;   ///< bytes per message (atomic: 8)
+    std::uint64_t iters = 1000;   ///< messages per QP (when duration_s == 0)
+    double duration_s = 0;        ///< run for this long instead (seconds), 0 = use iters
+    std::uint32_t qps = 1;        ///< 1..kMaxQps
+    std::uint32_t path_mtu = 0;   ///< bytes, 0 = the config's [qp] path_mtu (capped by the port)
+    std::uint32_t tx_depth = 128; ///< outstanding messages per QP (bw)
+    std::uint8_t timeout = 0xff;  ///< QP local ACK timeout code, 0xff = the config's
     bool verify = false;
-    bool progress = false;          ///< print a line per second (duration runs)
-    bool json = false;              ///< progress lines to stderr (stdout carries the JSON)
+    bool progress = false; ///< print a line per second (duration runs)
+    bool json = false;     ///< progress lines to stderr (stdout carries the JSON)
 };
 
 /** One QP's connection data, exchanged out of band. */
@@ -72,30 +74,32 @@ struct QpInfo {
 
 /** Results of one run on one side. */
 struct Result {
-    bool ok = false;               ///< every operation completed successfully
-    std::string error;             ///< why not
-    bool verify = false;           ///< data was checked
-    bool verified = false;         ///< this side's checks passed (true when nothing to check)
-    bool peer_verified = false;    ///< the other side's checks passed
+    bool ok = false;                 ///< every operation completed successfully
+    std::string error;               ///< why not
+    bool verify = false;             ///< data was checked
+    bool verified = false;           ///< this side's checks passed (true when nothing to check)
+    bool peer_verified = false;      ///< the other side's checks passed
     std::uint64_t verify_errors = 0; ///< bytes / results that differed (both sides)
-    std::uint64_t messages = 0;    ///< all QPs
+    std::uint64_t messages = 0;      ///< all QPs
     std::uint64_t bytes = 0;
     double seconds = 0;
     double bw_peak_gbps = 0, bw_avg_gbps = 0, msg_rate_mpps = 0;
     // latency, microseconds
     double t_min = 0, t_max = 0, t_typical = 0, t_avg = 0, t_stdev = 0, t_p99 = 0, t_p999 = 0;
-    Counters counters;             ///< engine counters of this side's device during the run
-    std::vector<std::pair<std::string, std::uint64_t>> impair; ///< impairment stage counters (delta)
+    Counters counters; ///< engine counters of this side's device during the run
+    std::vector<std::pair<std::string, std::uint64_t>>
+        impair; ///< impairment stage counters (delta)
 };
 
 /** The resources of one side. */
 class Endpoint {
-public:
+  public:
     /**
      * Creates PD, CQs, @p p.qps QPs in RESET and the buffer; the device's engine must be stopped.
      * @return nullptr with *err set on failure.
      */
-    [[nodiscard]] static std::unique_ptr<Endpoint> create(Device& dev, const Params& p, bool server, std::string* err);
+    [[nodiscard]] static std::unique_ptr<Endpoint> create(Device& dev, const Params& p, bool server,
+                                                          std::string* err);
     /** Destroys QPs, CQs, MR, PD (engine stopped). */
     ~Endpoint();
     Endpoint(const Endpoint&) = delete;
@@ -104,9 +108,9 @@ public:
     /** This side's data for QP @p q (its PSN, GID of port 1, rkey, buffer). */
     [[nodiscard]] QpInfo info(unsigned q) const noexcept;
     /**
-     * Moves every QP through INIT → RTR → RTS towards the peer's QPs (@p peer[q]); the peer's MAC is
-     * left to the engine's neighbour resolution (static neighbour or ARP). Posts the receive WQEs a
-     * SEND run needs. Engine stopped. @return empty or the reason.
+     * Moves every QP through INIT → RTR → RTS towards the peer's QPs (@p peer[q]); the peer's MAC
+     * is left to the engine's neighbour resolution (static neighbour or ARP). Posts the receive
+     * WQEs a SEND run needs. Engine stopped. @return empty or the reason.
      */
     [[nodiscard]] std::string connect(const std::vector<QpInfo>& peer, const QpDefaults& defaults,
                                       std::uint32_t port_path_mtu);
@@ -126,7 +130,7 @@ public:
     std::vector<rc::Qp*> qps_;
     std::vector<std::uint32_t> psn_;
     std::vector<QpInfo> peer_;
-    std::uint8_t* buf_ = nullptr;  ///< 4 KiB aligned
+    std::uint8_t* buf_ = nullptr; ///< 4 KiB aligned
     std::uint64_t buf_len_ = 0;
     mem::Mr* mr_ = nullptr;
     std::uint32_t slot_bytes_ = 0;
@@ -140,7 +144,7 @@ public:
         return peer_[q].va + (static_cast<std::uint64_t>(q) * slots_ + s) * slot_bytes_;
     }
 
-private:
+  private:
     Endpoint(Device& dev, const Params& p, bool server) : dev_(dev), p_(p), server_(server) {}
 };
 
@@ -163,12 +167,14 @@ private:
  * *p), creates its endpoint, exchanges, connects. Engines must be stopped; the caller starts them
  * and then calls barrier().
  */
-[[nodiscard]] std::unique_ptr<Endpoint> handshake_client(Device& dev, const Params& p, const QpDefaults& defaults,
-                                                         std::uint32_t port_path_mtu, const Channel& ch,
-                                                         std::string* err);
-[[nodiscard]] std::unique_ptr<Endpoint> handshake_server(Device& dev, Params* p, const QpDefaults& defaults,
-                                                         std::uint32_t port_path_mtu, const Channel& ch,
-                                                         std::string* err);
+[[nodiscard]] std::unique_ptr<Endpoint> handshake_client(Device& dev, const Params& p,
+                                                         const QpDefaults& defaults,
+                                                         std::uint32_t port_path_mtu,
+                                                         const Channel& ch, std::string* err);
+[[nodiscard]] std::unique_ptr<Endpoint> handshake_server(Device& dev, Params* p,
+                                                         const QpDefaults& defaults,
+                                                         std::uint32_t port_path_mtu,
+                                                         const Channel& ch, std::string* err);
 /** Both sides call it after starting their engines: returns when the peer is ready too. */
 [[nodiscard]] std::string barrier(const Channel& ch, int timeout_ms);
 

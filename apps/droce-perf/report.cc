@@ -22,8 +22,8 @@ std::string gid_text(const std::uint8_t (&g)[16]) {
 }
 
 void print_qp(std::FILE* f, const char* which, const QpInfo& i) {
-    std::fprintf(f, " %s address: QPN 0x%04x PSN 0x%06x RKey 0x%08x VAddr 0x%016" PRIx64 "\n", which, i.qpn, i.psn,
-                 i.rkey, i.va);
+    std::fprintf(f, " %s address: QPN 0x%04x PSN 0x%06x RKey 0x%08x VAddr 0x%016" PRIx64 "\n",
+                 which, i.qpn, i.psn, i.rkey, i.va);
     std::fprintf(f, " GID: %s\n", gid_text(i.gid).c_str());
 }
 
@@ -32,19 +32,29 @@ void print_qp(std::FILE* f, const char* which, const QpInfo& i) {
 std::string test_title(const Params& p) {
     std::string t;
     switch (p.op) {
-    case Op::write: t = "RDMA_Write"; break;
-    case Op::read: t = "RDMA_Read"; break;
-    case Op::send: t = "Send"; break;
-    case Op::atomic: t = "Atomic FETCH_AND_ADD"; break;
+    case Op::write:
+        t = "RDMA_Write";
+        break;
+    case Op::read:
+        t = "RDMA_Read";
+        break;
+    case Op::send:
+        t = "Send";
+        break;
+    case Op::atomic:
+        t = "Atomic FETCH_AND_ADD";
+        break;
     }
     return t + (p.mode == Mode::bw ? " BW Test" : " Latency Test");
 }
 
-void print_header(std::FILE* f, const Params& p, bool server, const std::string& device, std::uint32_t path_mtu,
-                  const std::vector<QpInfo>& local, const std::vector<QpInfo>& remote) {
+void print_header(std::FILE* f, const Params& p, bool server, const std::string& device,
+                  std::uint32_t path_mtu, const std::vector<QpInfo>& local,
+                  const std::vector<QpInfo>& remote) {
     std::fprintf(f, "%s", kRule);
     std::fprintf(f, "                    %s\n", test_title(p).c_str());
-    std::fprintf(f, " Role            : %-12s Device         : %s\n", server ? "server" : "client", device.c_str());
+    std::fprintf(f, " Role            : %-12s Device         : %s\n", server ? "server" : "client",
+                 device.c_str());
     std::fprintf(f, " Number of qps   : %-12u Transport type : RoCEv2 (droce)\n", p.qps);
     std::fprintf(f, " Connection type : %-12s Using SRQ      : OFF\n", "RC");
     if (p.mode == Mode::bw) std::fprintf(f, " TX depth        : %u\n", p.tx_depth);
@@ -55,29 +65,36 @@ void print_header(std::FILE* f, const Params& p, bool server, const std::string&
     std::fprintf(f, " Data ex. method : Ethernet (TCP)\n");
     std::fprintf(f, " Verify data     : %s\n", p.verify ? "ON" : "OFF");
     std::fprintf(f, "%s", kRule);
-    for (const QpInfo& i : local) print_qp(f, "local", i);
-    for (const QpInfo& i : remote) print_qp(f, "remote", i);
+    for (const QpInfo& i : local)
+        print_qp(f, "local", i);
+    for (const QpInfo& i : remote)
+        print_qp(f, "remote", i);
     std::fprintf(f, "%s", kRule);
     std::fflush(f);
 }
 
 void print_table_head(std::FILE* f, Mode m) {
     if (m == Mode::bw)
-        std::fprintf(f, " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n");
+        std::fprintf(
+            f,
+            " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n");
     else
-        std::fprintf(f, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    "
-                        "t_stdev[usec]   99%% percentile[usec]   99.9%% percentile[usec]\n");
+        std::fprintf(
+            f,
+            " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    "
+            "t_stdev[usec]   99%% percentile[usec]   99.9%% percentile[usec]\n");
 }
 
 void print_table_row(std::FILE* f, const Params& p, const Result& r) {
     const std::uint32_t bytes = p.op == Op::atomic ? 8u : p.size;
     const std::uint64_t iters = p.mode == Mode::bw ? r.messages / p.qps : r.messages;
     if (p.mode == Mode::bw)
-        std::fprintf(f, " %-10u %-10" PRIu64 "     %-18.2f %-20.2f %-.6f\n", bytes, iters, r.bw_peak_gbps,
-                     r.bw_avg_gbps, r.msg_rate_mpps);
+        std::fprintf(f, " %-10u %-10" PRIu64 "     %-18.2f %-20.2f %-.6f\n", bytes, iters,
+                     r.bw_peak_gbps, r.bw_avg_gbps, r.msg_rate_mpps);
     else
-        std::fprintf(f, " %-7u %-10" PRIu64 "     %-14.2f %-12.2f %-18.2f %-14.2f %-15.2f %-23.2f %.2f\n", bytes, iters,
-                     r.t_min, r.t_max, r.t_typical, r.t_avg, r.t_stdev, r.t_p99, r.t_p999);
+        std::fprintf(
+            f, " %-7u %-10" PRIu64 "     %-14.2f %-12.2f %-18.2f %-14.2f %-15.2f %-23.2f %.2f\n",
+            bytes, iters, r.t_min, r.t_max, r.t_typical, r.t_avg, r.t_stdev, r.t_p99, r.t_p999);
 }
 
 void print_footer(std::FILE* f, const Params& p, const Result& r, bool server) {
@@ -85,14 +102,17 @@ void print_footer(std::FILE* f, const Params& p, const Result& r, bool server) {
     if (!r.ok) std::fprintf(f, " FAILED: %s\n", r.error.c_str());
     if (p.verify) {
         const bool all = r.verified && r.peer_verified;
-        std::fprintf(f, " data verified   : %s (%" PRIu64 " differences)\n", all ? "yes" : "NO", r.verify_errors);
+        std::fprintf(f, " data verified   : %s (%" PRIu64 " differences)\n", all ? "yes" : "NO",
+                     r.verify_errors);
     } else {
         std::fprintf(f, " data verified   : not checked (--verify)\n");
     }
     std::fprintf(f, " engine counters : ");
     int shown = 0;
     for (std::size_t i = 0; i < kNumCounters; ++i)
-        if (r.counters.v[i]) std::fprintf(f, "%s%s %" PRIu64, shown++ ? ", " : "", kCounterNames[i].data(), r.counters.v[i]);
+        if (r.counters.v[i])
+            std::fprintf(f, "%s%s %" PRIu64, shown++ ? ", " : "", kCounterNames[i].data(),
+                         r.counters.v[i]);
     std::fprintf(f, "%s\n", shown ? "" : "(all zero)");
     if (!r.impair.empty()) {
         std::fprintf(f, " impairment stage: ");
@@ -108,11 +128,13 @@ void print_footer(std::FILE* f, const Params& p, const Result& r, bool server) {
 
 nlohmann::json counters_json(const Counters& c) {
     nlohmann::json j = nlohmann::json::object();
-    for (std::size_t i = 0; i < kNumCounters; ++i) j[std::string(kCounterNames[i])] = c.v[i];
+    for (std::size_t i = 0; i < kNumCounters; ++i)
+        j[std::string(kCounterNames[i])] = c.v[i];
     return j;
 }
 
-nlohmann::json to_json(const Params& p, const Result& r, bool server, const std::string& device, std::uint32_t path_mtu) {
+nlohmann::json to_json(const Params& p, const Result& r, bool server, const std::string& device,
+                       std::uint32_t path_mtu) {
     nlohmann::json j;
     j["role"] = server ? "server" : "client";
     j["test"] = test_title(p);
@@ -128,7 +150,8 @@ nlohmann::json to_json(const Params& p, const Result& r, bool server, const std:
     j["ok"] = r.ok;
     if (!r.error.empty()) j["error"] = r.error;
     j["verify"] = p.verify;
-    j["verified"] = p.verify ? nlohmann::json(r.verified && r.peer_verified) : nlohmann::json(nullptr);
+    j["verified"] =
+        p.verify ? nlohmann::json(r.verified && r.peer_verified) : nlohmann::json(nullptr);
     j["verify_errors"] = r.verify_errors;
     if (!server) {
         if (p.mode == Mode::bw) {
@@ -148,7 +171,8 @@ nlohmann::json to_json(const Params& p, const Result& r, bool server, const std:
     j["counters"] = counters_json(r.counters);
     if (!r.impair.empty()) {
         nlohmann::json im = nlohmann::json::object();
-        for (const auto& [name, v] : r.impair) im[name] = v;
+        for (const auto& [name, v] : r.impair)
+            im[name] = v;
         j["impair"] = im;
     }
     return j;

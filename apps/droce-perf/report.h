@@ -19,8 +19,9 @@ namespace droce::perf {
 /** "RDMA_Write BW Test" ... */
 [[nodiscard]] std::string test_title(const Params& p);
 /** The header block: test, device, QPs, depth, MTU, then local and remote QP information. */
-void print_header(std::FILE* f, const Params& p, bool server, const std::string& device, std::uint32_t path_mtu,
-                  const std::vector<QpInfo>& local, const std::vector<QpInfo>& remote);
+void print_header(std::FILE* f, const Params& p, bool server, const std::string& device,
+                  std::uint32_t path_mtu, const std::vector<QpInfo>& local,
+                  const std::vector<QpInfo>& remote);
 /** The column titles of the bw or lat table. */
 void print_table_head(std::FILE* f, Mode m);
 /** One table row. */
@@ -28,8 +29,8 @@ void print_table_row(std::FILE* f, const Params& p, const Result& r);
 /** "data verified: ..." and the engine counters that are not zero. */
 void print_footer(std::FILE* f, const Params& p, const Result& r, bool server);
 /** Everything as one JSON object. */
-[[nodiscard]] nlohmann::json to_json(const Params& p, const Result& r, bool server, const std::string& device,
-                                     std::uint32_t path_mtu);
+[[nodiscard]] nlohmann::json to_json(const Params& p, const Result& r, bool server,
+                                     const std::string& device, std::uint32_t path_mtu);
 /** The counters as a JSON object (every counter, zero included). */
 [[nodiscard]] nlohmann::json counters_json(const Counters& c);
 

@@ -25,19 +25,22 @@ std::string port_prefix(const DeviceConfig& d, unsigned p) {
 std::uint32_t path_mtu_cap(const PortConfig& pc) noexcept {
     const std::uint32_t headers = (pc.ip.ipv4 ? 20u : 40u) + 8u + 12u + 16u + 4u;
     std::uint32_t m = 4096;
-    while (m > 256 && m + headers > pc.mtu) m /= 2;
+    while (m > 256 && m + headers > pc.mtu)
+        m /= 2;
     return m;
 }
 
 bool has_log_level(const std::vector<std::string>& args) {
-    return std::any_of(args.begin(), args.end(), [](const std::string& a) { return a.rfind("--log-level", 0) == 0; });
+    return std::any_of(args.begin(), args.end(),
+                       [](const std::string& a) { return a.rfind("--log-level", 0) == 0; });
 }
 
 } // namespace
 
 Runtime::Runtime() : clock_(Clock::tsc()) {}
 
-std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const RuntimeOptions& opts, std::string* err) {
+std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const RuntimeOptions& opts,
+                                         std::string* err) {
     std::string e;
     auto file = load_config(config_path, &e);
     if (!file) {
@@ -46,7 +49,8 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
     }
     std::vector<unsigned> which = opts.devices;
     if (which.empty())
-        for (unsigned i = 0; i < file->devices.size(); ++i) which.push_back(i);
+        for (unsigned i = 0; i < file->devices.size(); ++i)
+            which.push_back(i);
     for (unsigned i : which) {
         if (i >= file->devices.size()) {
             *err = config_path + ": no device " + std::to_string(i) + " (the file has " +
@@ -105,9 +109,11 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
             slot.eth.push_back(std::move(eth));
             if (!opts.impair_spec.empty()) {
                 sim::ImpairConfig pic = ic;
-                pic.seed = ic.seed + 7919u * (i * kMaxConfigPorts + p); // independent draws per port
+                pic.seed =
+                    ic.seed + 7919u * (i * kMaxConfigPorts + p); // independent draws per port
                 try {
-                    slot.stages.push_back(std::make_unique<sim::ImpairedPort>(*drv, &rt->clock_, pic));
+                    slot.stages.push_back(
+                        std::make_unique<sim::ImpairedPort>(*drv, &rt->clock_, pic));
                 } catch (const std::exception& ex) {
                     *err = port_prefix(dc, p) + "impairment stage: " + ex.what();
                     return nullptr;
@@ -120,7 +126,8 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
         slot.dev = std::make_unique<Device>(dc.name, rt->clock_, specs);
         for (const Neighbor& n : dc.neighbors) {
             if (!slot.dev->add_static_neighbor(n.ip.addr, n.mac)) {
-                *err = config_path + ": device " + dc.name + ": neighbour table full at " + to_string(n.ip);
+                *err = config_path + ": device " + dc.name + ": neighbour table full at " +
+                       to_string(n.ip);
                 return nullptr;
             }
         }
@@ -134,7 +141,8 @@ Runtime::~Runtime() {
     // Devices first: they stop referencing the ports. Then give back frames still sitting in rx
     // queues (a ring-pair peer's ring holds mbufs of the other port's pool), then the stages, then
     // the EthPorts.
-    for (auto& s : devices_) s.dev.reset();
+    for (auto& s : devices_)
+        s.dev.reset();
     for (auto& s : devices_)
         for (auto& eth : s.eth) {
             PktBuf* bufs[64];
@@ -144,11 +152,15 @@ Runtime::~Runtime() {
                 eth->free_bulk(bufs, n);
             }
         }
-    for (auto& s : devices_) s.stages.clear();
-    for (auto& s : devices_) s.eth.clear();
+    for (auto& s : devices_)
+        s.stages.clear();
+    for (auto& s : devices_)
+        s.eth.clear();
 }
 
-dpdk::EthPort& Runtime::eth_port(unsigned dev, unsigned port) noexcept { return *devices_[dev].eth[port]; }
+dpdk::EthPort& Runtime::eth_port(unsigned dev, unsigned port) noexcept {
+    return *devices_[dev].eth[port];
+}
 
 sim::ImpairedPort* Runtime::impair_stage(unsigned dev, unsigned port) noexcept {
     auto& st = devices_[dev].stages;
@@ -181,7 +193,8 @@ bool Runtime::start_engines(EngineMode mode) {
 }
 
 void Runtime::stop_engines() noexcept {
-    for (auto& t : threads_) t->stop();
+    for (auto& t : threads_)
+        t->stop();
     threads_.clear();
     if (shared_.joinable()) {
         shared_stop_.store(true, std::memory_order_relaxed);
@@ -196,7 +209,8 @@ void Runtime::shared_loop() noexcept {
     std::uint32_t idle = 0;
     while (!shared_stop_.load(std::memory_order_relaxed)) {
         std::uint32_t work = 0;
-        for (auto& s : devices_) work += s.dev->poll();
+        for (auto& s : devices_)
+            work += s.dev->poll();
         if (work) {
             idle = 0;
         } else if (++idle < spin_polls) {

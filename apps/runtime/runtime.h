@@ -7,9 +7,10 @@
  *       → [optional impairment stage, sim::ImpairedPort, on every port] → Device per [device]
  *       (PortSpec from the port's mac / ip / mtu; [neighbors] as static neighbours)
  *
- * and runs their engines: one EngineThread per device, or one thread polling every device (best on a
- * 2-core host with two devices in one process). This is the bring-up sequence drivers/dpdk/README.md
- * describes, in one place, for droce's apps (droce-perf, later droce-burnin and the verbs layer).
+ * and runs their engines: one EngineThread per device, or one thread polling every device (best on
+ * a 2-core host with two devices in one process). This is the bring-up sequence
+ * drivers/dpdk/README.md describes, in one place, for droce's apps (droce-perf, later droce-burnin
+ * and the verbs layer).
  *
  * Where it lives: apps/runtime, because the top-level meson.build processes lib/ before drivers/
  * and the runtime needs both (lib/engine, lib/config, drivers/dpdk, drivers/sim).
@@ -49,12 +50,13 @@ class ImpairedPort;
 struct RuntimeOptions {
     /**
      * An impairment spec (sim::parse_impair_spec syntax: "loss=0.01,seed=3"); when not empty every
-     * port of every device is wrapped in a sim::ImpairedPort built from it (transmit side unless the
-     * spec says side=rx). Empty: the engine talks to the EthPorts directly.
+     * port of every device is wrapped in a sim::ImpairedPort built from it (transmit side unless
+     * the spec says side=rx). Empty: the engine talks to the EthPorts directly.
      */
     std::string impair_spec;
     /**
-     * Which devices of the file to bring up (indices into ConfigFile::devices); empty = all of them.
+     * Which devices of the file to bring up (indices into ConfigFile::devices); empty = all of
+     * them.
      */
     std::vector<unsigned> devices;
     /**
@@ -79,7 +81,7 @@ enum class EngineMode : std::uint8_t {
 };
 
 class Runtime {
-public:
+  public:
     /**
      * Loads @p config_path and brings up its devices (see the file comment).
      * @param err on failure, one line: the config loader's "path:line: [section] key: reason", or
@@ -88,25 +90,30 @@ public:
      *         (virtual time is for tests that advance it by hand).
      * Calls eal_init() with devices[0]'s eal arguments unless the EAL is already initialised.
      */
-    [[nodiscard]] static std::unique_ptr<Runtime> create(const std::string& config_path, const RuntimeOptions& opts,
-                                                         std::string* err);
+    [[nodiscard]] static std::unique_ptr<Runtime>
+    create(const std::string& config_path, const RuntimeOptions& opts, std::string* err);
     ~Runtime();
     Runtime(const Runtime&) = delete;
     Runtime& operator=(const Runtime&) = delete;
 
     /** Devices brought up, in the order of RuntimeOptions::devices (file order by default). */
-    [[nodiscard]] unsigned num_devices() const noexcept { return static_cast<unsigned>(devices_.size()); }
+    [[nodiscard]] unsigned num_devices() const noexcept {
+        return static_cast<unsigned>(devices_.size());
+    }
     /** Device @p i (0 <= i < num_devices()). */
     [[nodiscard]] Device& device(unsigned i) noexcept { return *devices_[i].dev; }
     /** The config section device @p i was built from. */
-    [[nodiscard]] const DeviceConfig& device_config(unsigned i) const noexcept { return devices_[i].cfg; }
+    [[nodiscard]] const DeviceConfig& device_config(unsigned i) const noexcept {
+        return devices_[i].cfg;
+    }
     /** The DPDK port under port @p port of device @p dev. */
     [[nodiscard]] dpdk::EthPort& eth_port(unsigned dev, unsigned port) noexcept;
     /** The impairment stage over port @p port of device @p dev, or nullptr without impair_spec. */
     [[nodiscard]] sim::ImpairedPort* impair_stage(unsigned dev, unsigned port) noexcept;
     /**
-     * Largest RoCE path MTU (256..4096 bytes) that port @p port of device @p dev carries: the largest
-     * power of two that fits its IP MTU with the IPv4/IPv6, UDP, BTH, RETH and ICRC headers.
+     * Largest RoCE path MTU (256..4096 bytes) that port @p port of device @p dev carries: the
+     * largest power of two that fits its IP MTU with the IPv4/IPv6, UDP, BTH, RETH and ICRC
+     * headers.
      */
     [[nodiscard]] std::uint32_t max_path_mtu(unsigned dev, unsigned port) const noexcept;
     /** The clock every device uses (TSC). */
@@ -121,9 +128,11 @@ public:
     bool start_engines(EngineMode mode = EngineMode::per_device);
     /** Stops and joins the engine thread(s); no-op when none runs. */
     void stop_engines() noexcept;
-    [[nodiscard]] bool engines_running() const noexcept { return !threads_.empty() || shared_.joinable(); }
+    [[nodiscard]] bool engines_running() const noexcept {
+        return !threads_.empty() || shared_.joinable();
+    }
 
-private:
+  private:
     Runtime();
     struct DeviceSlot {
         DeviceConfig cfg;
