@@ -22,4 +22,25 @@ grep -q "FAILED" "$out" && fail "a row FAILED"
 # Loss rows: column 4 is retransmitted packets, column 3 frames the stage dropped; both must be > 0.
 awk '/With 1% loss/{loss=1} loss && /^ (write|read) / { if ($3 == 0 || $4 == 0) bad=1; rows++ }
      END { exit (rows == 2 && !bad) ? 0 : 1 }' "$out" || fail "loss rows without drops or retransmissions"
+# Errors are reported, with the file and line where there is one, and fail.
+bad=$(mktemp)
+trap 'rm -f "$out" "$bad"' EXIT
+printf '[device]\nname = x\n[port0]\ndevargs = net_null0\nmac = 02:00:00:00:00:zz\nip = 10.0.0.1/24\n' > "$bad"
+check_error() { # EXPECTED_RC PATTERN ARGS...
+    local want=$1 pat=$2
+    shift 2
+    local msg
+    msg=$(timeout 30 "$bin" "$@" 2>&1)
+    local got=$?
+    if [ "$got" != "$want" ] || ! grep -q -- "$pat" <<<"$msg"; then
+        fail "droce-perf $*: exit $got (want $want), output: $msg"
+    else
+        echo "ok: droce-perf $* -> $got: $(head -1 <<<"$msg")"
+    fi
+}
+check_error 1 "/nonexistent.ini: cannot open" --demo -c /nonexistent.ini
+check_error 1 "$bad:5: \[port0\] mac" --server -c "$bad"
+check_error 1 "impairment spec" --demo -c "$cfg/demo.ini" --impair loss=2x
+check_error 2 "not in" 127.0.0.1 -c "$cfg/demo.ini" --op nosuchop
+check_error 2 "either --server or" -c "$cfg/demo.ini"
 exit $status
