@@ -517,6 +517,8 @@ Result Runner::client_lat() {
     std::uint8_t* in = ep_.slot(0, 0);
     std::uint8_t* src = ep_.slot(0, 1);
     const std::uint64_t start = now();
+    std::uint64_t last_progress_ns = start;
+    std::size_t prog_samples = 0;
     std::uint64_t k = 0;
     rc::Cqe c[kPollBatch];
     std::uint64_t reaped = 0; // send completions seen
@@ -597,6 +599,19 @@ Result Runner::client_lat() {
         if (!r.ok) break;
         const double ns = static_cast<double>(t1 - t0);
         samples.push_back(p_.op == Op::write || p_.op == Op::send ? ns / 2 : ns);
+        if (p_.progress && t1 - last_progress_ns >= 1'000'000'000ull) {
+            double sum = 0;
+            for (std::size_t i = prog_samples; i < samples.size(); ++i)
+                sum += samples[i];
+            const std::size_t n = samples.size() - prog_samples;
+            std::FILE* f = p_.json ? stderr : stdout;
+            std::fprintf(f, " [%5.1f s] %8zu iterations, t_avg %.2f usec\n",
+                         static_cast<double>(t1 - start) / 1e9, n,
+                         n ? sum / static_cast<double>(n) / 1e3 : 0.0);
+            std::fflush(f);
+            last_progress_ns = t1;
+            prog_samples = samples.size();
+        }
         if (p_.verify) {
             if (p_.op == Op::atomic)
                 r.verify_errors += load_u64(in) != k;
