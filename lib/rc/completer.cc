@@ -234,7 +234,7 @@ AckOutcome ack_through(Qp& qp, TransportCtx& ctx, Psn p, Psn& retry_psn) noexcep
             const Psn e = expected_response(qp, w);
             if (p >= e) { // acknowledged past a response that never came (§9.7.5.1 implied NAK)
                 advance_unacked(qp, ctx, e);
-                count(qp, ctx, Counter::implied_nak_seq_err);
+                if (!qp.comp.retry_started) count(qp, ctx, Counter::implied_nak_seq_err);
                 retry_psn = e;
                 return AckOutcome::implied_nak;
             }
@@ -463,7 +463,9 @@ CompState do_read(Qp& qp, TransportCtx& ctx, Rx& rx) noexcept {
     const Psn e = expected_response(qp, *w);
     if (rx.psn < e) return CompState::done; // a duplicate of a response already placed
     if (rx.psn > e) { // responses skipped: implied NAK, ask again from e
-        count(qp, ctx, Counter::implied_nak_seq_err);
+        // Counted once per gap, like the go-back-N it starts; later responses of the same gap are
+        // the tail of the lost burst, not new losses.
+        if (!qp.comp.retry_started) count(qp, ctx, Counter::implied_nak_seq_err);
         rx.retry_psn = e;
         return CompState::retry;
     }
