@@ -52,12 +52,13 @@ timeout 10 ip netns add "$nsa" || { echo "cannot create network namespaces: skip
 timeout 10 ip netns add "$nsb" || { echo "cannot create network namespaces: skipped"; exit 77; }
 timeout 10 ip link add "$va" netns "$nsa" type veth peer name "$vb" netns "$nsb" ||
     { echo "cannot create a veth pair: skipped"; exit 77; }
-for x in "$nsa $va $ka" "$nsb $vb $kb"; do
-    set -- $x
+up() { # NS IFACE KERNEL_ADDR
     timeout 10 ip -n "$1" link set lo up
     timeout 10 ip -n "$1" link set "$2" up
     timeout 10 ip -n "$1" addr add "$3/24" dev "$2"
-done
+}
+up "$nsa" "$va" "$ka"
+up "$nsb" "$vb" "$kb"
 
 # Private configs: own iface, EAL prefix and droce address; no static neighbours, so ARP must happen.
 sed -e "s|iface=veth0|iface=$va|" -e "s|--file-prefix=droce-netns-a|--file-prefix=droce-$tag-a|" \
@@ -83,7 +84,7 @@ cap=$tmp/veth.pcapng
 timeout 600 ip netns exec "$nsa" tshark -n -i "$va" -w "$cap" > "$tmp/tshark.out" 2> "$tmp/tshark.err" &
 tshark_pid=$!
 pids+=("$tshark_pid")
-for i in $(seq 1 200); do
+for _ in $(seq 1 200); do
     grep -q "Capturing on" "$tmp/tshark.err" 2>/dev/null && break
     kill -0 "$tshark_pid" 2>/dev/null || break
     sleep 0.1
@@ -103,8 +104,8 @@ run_pair() {
         > "$tmp/$name.server" 2> "$tmp/$name.server.err" &
     local spid=$!
     pids+=("$spid")
-    local i
-    for i in $(seq 1 300); do
+    local _
+    for _ in $(seq 1 300); do
         grep -q "waiting for a client" "$tmp/$name.server.err" 2>/dev/null && break
         kill -0 "$spid" 2>/dev/null || break
         sleep 0.1
