@@ -34,6 +34,8 @@ const CaptureExpectation kCaptures[] = {
     {"scapy_roce_uts_icrc_vectors.pcap", DLT_EN10MB, 5, {{RejectReason::ok, 3}, {RejectReason::not_ip, 2}}},
 };
 
+void PrintTo(const CaptureExpectation& c, std::ostream* os) { *os << c.file; }
+
 std::string capture_path(const char* file) { return captures_dir() + "/" + file; }
 
 PcapFile load(const char* file) {

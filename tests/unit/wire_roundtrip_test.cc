@@ -22,6 +22,10 @@ struct RoundTripCase {
     bool vlan;
 };
 
+void PrintTo(const RoundTripCase& c, std::ostream* os) {
+    *os << to_string(c.opcode) << (c.ipv6 ? " IPv6" : " IPv4") << (c.vlan ? " 802.1Q " : " ") << c.payload_len << " B";
+}
+
 std::string case_name(const ::testing::TestParamInfo<RoundTripCase>& info) {
     const RoundTripCase& c = info.param;
     return std::string(to_string(c.opcode)) + (c.ipv6 ? "_ipv6" : "_ipv4") + (c.vlan ? "_vlan" : "") + "_" +
