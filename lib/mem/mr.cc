@@ -23,6 +23,12 @@ constexpr std::uint32_t kTagMask = (1u << kTagBits) - 1u;
 constexpr std::uint32_t kMaxIndex = std::numeric_limits<std::uint32_t>::max() >> kTagBits;
 
 constexpr std::uint32_t kRemoteNeedsLocalWrite = rc::kAccessRemoteWrite | rc::kAccessRemoteAtomic;
+/** Access bits ibv_reg_mr defines below the optional range (IBV_ACCESS_LOCAL_WRITE .. HUGETLB). */
+constexpr std::uint32_t kKnownAccess = rc::kAccessLocalWrite | rc::kAccessRemoteWrite | rc::kAccessRemoteRead |
+                                       rc::kAccessRemoteAtomic | rc::kAccessMwBind | rc::kAccessZeroBased |
+                                       rc::kAccessOnDemand | rc::kAccessHugetlb;
+/** IBV_ACCESS_OPTIONAL_RANGE: bits 20..29, ignored when unsupported. */
+constexpr std::uint32_t kOptionalAccessRange = 0x3ffu << 20;
 
 constexpr std::uint32_t make_key(std::uint32_t index, std::uint8_t tag) noexcept {
     return (index << kTagBits) | tag;
@@ -54,6 +60,12 @@ Mr* MrTable::register_mr(const Pd* pd, void* addr, std::uint64_t length, std::ui
                          std::uint32_t access, int* err) noexcept {
     if (pd == nullptr || (addr == nullptr && length != 0) ||
         length > std::numeric_limits<std::uint64_t>::max() - iova) {
+        set_err(err, EINVAL);
+        return nullptr;
+    }
+    // ibv_reg_mr: unknown access bits are EINVAL, except the optional range (bits 20..29,
+    // IBV_ACCESS_OPTIONAL_RANGE), which a provider may ignore.
+    if ((access & ~(kKnownAccess | kOptionalAccessRange)) != 0) {
         set_err(err, EINVAL);
         return nullptr;
     }
