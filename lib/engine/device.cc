@@ -76,6 +76,11 @@ int Device::dealloc_pd(mem::Pd* pd) noexcept {
 }
 
 mem::Mr* Device::reg_mr(mem::Pd* pd, void* addr, std::uint64_t length, std::uint32_t access, int* err) noexcept {
+    // A PD of another device (or a freed one) is EINVAL, as a foreign handle is for ibv_reg_mr.
+    if (pd && std::none_of(pds_.begin(), pds_.end(), [&](auto& p) { return p.get() == pd; })) {
+        *err = EINVAL;
+        return nullptr;
+    }
     return mrs_.register_mr(pd, addr, length, reinterpret_cast<std::uintptr_t>(addr), access, err);
 }
 
@@ -126,6 +131,15 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
     if (!pd || !send_cq || !recv_cq || cap.max_send_wr == 0 || cap.max_send_wr > rc::kMaxQpWr ||
         cap.max_recv_wr > rc::kMaxQpWr || cap.max_send_sge > rc::kMaxSge || cap.max_recv_sge > rc::kMaxSge ||
         cap.max_inline_data > rc::kMaxInlineData) {
+        *err = EINVAL;
+        return nullptr;
+    }
+    // PD and CQs must be this device's: the engine would otherwise complete into another device's CQ
+    // and check keys against a PD this device's MRs can never match.
+    const auto mine = [](const auto& v, const void* obj) {
+        return std::any_of(v.begin(), v.end(), [&](auto& o) { return o.get() == obj; });
+    };
+    if (!mine(pds_, pd) || !mine(cqs_, send_cq) || !mine(cqs_, recv_cq)) {
         *err = EINVAL;
         return nullptr;
     }
@@ -325,7 +339,8 @@ int Device::modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) no
 
 int Device::post_send(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept {
     *bad = 0;
-    if (!qp) return EINVAL;
+    // A QP of another device is EINVAL (O(1): the QPN indexes this device's table).
+    if (!qp || qp_by_num(qp->qpn) != qp || (n > 0 && !wrs)) return EINVAL;
     // ibv_post_send before RTS is refused; in ERR the WQEs are accepted and flushed (IBTA §10.7.3.1).
     if (qp->state != QpState::rts && qp->state != QpState::sqd && qp->state != QpState::err) return EINVAL;
     for (std::uint32_t i = 0; i < n; ++i) {
@@ -393,7 +408,7 @@ int Device::post_send(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, std::
 
 int Device::post_recv(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept {
     *bad = 0;
-    if (!qp || qp->state == QpState::reset) return EINVAL;
+    if (!qp || qp_by_num(qp->qpn) != qp || (n > 0 && !wrs) || qp->state == QpState::reset) return EINVAL;
     for (std::uint32_t i = 0; i < n; ++i) {
         *bad = i;
         const rc::RecvWqe& w = wrs[i];
@@ -416,7 +431,7 @@ int Device::post_recv(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, std::
 }
 
 std::uint32_t Device::poll_cq(rc::Cq* cq, rc::Cqe* out, std::uint32_t n) noexcept {
-    if (!cq) return 0;
+    if (!cq || !out) return 0;
     std::uint32_t got = std::min(n, cq->ring.ready());
     for (std::uint32_t i = 0; i < got; ++i) out[i] = cq->ring.slot(cq->ring.consumer_index() + i);
     cq->ring.release(got);
