@@ -171,9 +171,11 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
 
 int Device::destroy_qp(rc::Qp* qp) noexcept {
     if (!qp) return 0;
-    rc::Qp* mine = qp_by_num(qp->qpn);
-    if (mine != qp) return EINVAL;
-    qps_[qp->qpn - rc::kFirstQpn].reset();
+    // Found by address, never by reading *qp: a QP destroyed before (or another device's) is EINVAL
+    // without touching freed memory, as destroy_cq and dealloc_pd already do.
+    auto it = std::find_if(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; });
+    if (it == qps_.end()) return EINVAL;
+    it->reset();
     return 0;
 }
 
@@ -257,7 +259,8 @@ void Device::set_path(rc::Qp& qp) noexcept {
 }
 
 int Device::modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) noexcept {
-    if (!qp || qp_by_num(qp->qpn) != qp) return EINVAL;
+    // Found by address before *qp is read: a destroyed or foreign QP is EINVAL (control path, O(kMaxQp)).
+    if (!qp || std::none_of(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; })) return EINVAL;
     const QpState cur = qp->state;
     if ((mask & kQpCurState) && attr.cur_qp_state != cur) return EINVAL;
     const QpState next = (mask & kQpState) ? attr.qp_state : cur;
