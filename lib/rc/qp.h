@@ -56,6 +56,7 @@ struct TransportCtx {
      * Builds and transmits one packet of @p qp on the path the QP's path selector gives for
      * @p fields.psn, with the payload gathered from @p payload (spans into registered memory or
      * WQE inline data, already checked by the caller).
+     * The emit function counts sent_pkts on the QP (the transport does not).
      * @return false when no buffer or queue space is free now; nothing was sent and the caller must
      *         keep its state so the packet is sent later (the requester simply does not advance).
      */

@@ -313,7 +313,6 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
             w.state = WqeState::sent;
             ++req.next_wqe;
         }
-        count(qp, ctx, Counter::sent_pkts);
         if (qp.attr.timeout != 0 && req.ack_deadline_ns == 0)
             req.ack_deadline_ns = now + ack_timeout_ns(qp.attr.timeout);
         ++sent;

@@ -145,6 +145,8 @@ private:
         std::size_t n = wire::build_frame(q.path, f, payload, out);
         out.resize(n);
         h->sent.push_back(std::move(out));
+        // As Device's emit does: every packet the transport hands over is counted once, here.
+        if (n != 0) q.counters.inc(Counter::sent_pkts);
         return n != 0;
     }
 };
