@@ -15,6 +15,7 @@
 #include <deque>
 #include <memory>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "engine/device.h"
@@ -412,6 +413,113 @@ TEST(Hostile, AtomicMisalignedAndAtEndOfMr) {
             EXPECT_EQ(v.dev->destroy_qp(q), 0);
         }
     }
+}
+
+// ------------------------------------------------------------------- multi-packet overruns
+
+/** Opcodes of the frames in @p frames. */
+std::vector<Opcode> opcodes(const std::vector<std::vector<std::uint8_t>>& frames) {
+    std::vector<Opcode> ops;
+    for (const auto& fr : frames) {
+        wire::ParsedFrame pf;
+        if (wire::parse_frame(fr, pf) == wire::RejectReason::ok) ops.push_back(pf.bth->opcode());
+    }
+    return ops;
+}
+
+TEST(Hostile, WriteMorePacketsThanTheDmaLengthSays) {
+    Victim v;
+    std::vector<std::uint8_t> payload(1024, 0xEE);
+    for (Opcode tail : {Opcode::RC_RDMA_WRITE_LAST, Opcode::RC_RDMA_WRITE_MIDDLE}) {
+        auto buf = v.region(4096);
+        rc::Qp* q = v.qp();
+        // FIRST: 1024 of 1100 bytes ending exactly at the MR end; then a 1024-byte LAST/MIDDLE.
+        wire::PacketFields f = req(Opcode::RC_RDMA_WRITE_FIRST, q->qpn, 0);
+        f.va = buf->addr(4096 - 1100);
+        f.rkey = buf->mr->rkey;
+        f.dma_len = 1100;
+        f.ack_req = false;
+        auto ans = v.exchange(v.frame(f, payload));
+        EXPECT_EQ(ack_syndrome(ans), -1);
+        wire::PacketFields g = req(tail, q->qpn, 1);
+        ans = v.exchange(v.frame(g, payload));
+        EXPECT_TRUE(ack_syndrome(ans) == nak(NakCode::invalid_request) ||
+                    ack_syndrome(ans) == nak(NakCode::remote_access_error))
+            << wire::to_string(tail) << " syn " << ack_syndrome(ans);
+        EXPECT_TRUE(buf->canaries_intact()) << wire::to_string(tail);
+        for (std::size_t i = 0; i < 4096 - 1100; ++i) ASSERT_EQ(buf->data()[i], buf->snapshot[i]) << i;
+        EXPECT_EQ(v.dev->destroy_qp(q), 0);
+        EXPECT_EQ(v.dev->dereg_mr(buf->mr), 0);
+    }
+}
+
+TEST(Hostile, MultiPacketSendLongerThanTheReceive) {
+    Victim v;
+    auto buf = v.region(4096);
+    rc::Qp* q = v.qp();
+    rc::RecvWqe r;
+    r.wr_id = 9;
+    r.num_sge = 1;
+    r.sg_list[0] = rc::Sge{buf->addr(1000), 2000, buf->mr->lkey};
+    std::uint32_t bad = 0;
+    ASSERT_EQ(v.dev->post_recv(q, &r, 1, &bad), 0);
+    std::vector<std::uint8_t> payload(1024, 0xEE);
+    std::vector<std::vector<std::uint8_t>> ans;
+    std::uint32_t psn = 0;
+    for (Opcode op : {Opcode::RC_SEND_FIRST, Opcode::RC_SEND_MIDDLE, Opcode::RC_SEND_MIDDLE, Opcode::RC_SEND_LAST}) {
+        auto a = v.exchange(v.frame(req(op, q->qpn, psn++), payload));
+        ans.insert(ans.end(), a.begin(), a.end());
+    }
+    EXPECT_EQ(ack_syndrome(ans), nak(NakCode::invalid_request));
+    EXPECT_TRUE(buf->canaries_intact());
+    for (std::size_t i = 0; i < 4096; ++i) {
+        if (i < 1000 || i >= 3000) {
+            ASSERT_EQ(buf->data()[i], buf->snapshot[i]) << i;
+        }
+    }
+    ASSERT_FALSE(v.cqes.empty());
+    EXPECT_EQ(v.cqes[0].status, WcStatus::loc_len_err);
+}
+
+TEST(Hostile, DuplicateReadCannotWidenOrOutliveItsRegion) {
+    Victim v;
+    auto buf = v.region(4096);
+    auto other = v.region(4096, nullptr, 8);
+    rc::Qp* q = v.qp();
+    wire::PacketFields f = req(Opcode::RC_RDMA_READ_REQUEST, q->qpn, 0);
+    f.va = buf->addr(100);
+    f.rkey = buf->mr->rkey;
+    f.dma_len = 16;
+    auto ans = v.exchange(v.frame(f));
+    ASSERT_EQ(opcodes(ans), std::vector<Opcode>{Opcode::RC_RDMA_READ_RESPONSE_ONLY});
+    // Move the expected PSN on, so that PSN 0 is a duplicate.
+    wire::PacketFields w = req(Opcode::RC_RDMA_WRITE_ONLY, q->qpn, 1);
+    w.va = other->addr();
+    w.rkey = other->mr->rkey;
+    w.dma_len = 0;
+    (void)v.exchange(v.frame(w));
+    // Duplicates asking for more, elsewhere, or through another key: no data goes out.
+    for (auto [va, len, key] : {std::tuple{buf->addr(100), 4096u, buf->mr->rkey},
+                                std::tuple{buf->addr(0), 16u, buf->mr->rkey},
+                                std::tuple{other->addr(100), 16u, other->mr->rkey},
+                                std::tuple{buf->addr(100), 0x80000000u, buf->mr->rkey}}) {
+        wire::PacketFields d = f;
+        d.va = va;
+        d.dma_len = len;
+        d.rkey = key;
+        ans = v.exchange(v.frame(d));
+        EXPECT_TRUE(opcodes(ans).empty()) << std::hex << va << " " << len;
+    }
+    // The region goes away: a duplicate of the READ must not read it.
+    buf->all.assign(buf->all.size(), kCanary);
+    ASSERT_EQ(v.dev->dereg_mr(buf->mr), 0);
+    ans = v.exchange(v.frame(f));
+    for (const auto& fr : ans) {
+        wire::ParsedFrame pf;
+        ASSERT_EQ(wire::parse_frame(fr, pf), wire::RejectReason::ok);
+        EXPECT_NE(pf.bth->opcode(), Opcode::RC_RDMA_READ_RESPONSE_ONLY) << "replayed a READ of a deregistered MR";
+    }
+    EXPECT_TRUE(other->canaries_intact());
 }
 
 // ---------------------------------------------------------------------------- opcode sequence
