@@ -158,15 +158,8 @@ SendWqe* oldest(Qp& qp) noexcept {
 /** Completes the oldest WQE successfully: a CQE if signaled, the slot back to the application. */
 void complete_ok(Qp& qp, SendWqe& w) noexcept {
     if ((is_read(w) || is_atomic(w)) && qp.req.rd_atomic_inflight > 0) --qp.req.rd_atomic_inflight;
-    if (qp.sq_sig_all || (w.send_flags & kSendSignaled)) {
-        Cqe c{};
-        c.wr_id = w.wr_id;
-        c.status = WcStatus::success;
-        c.opcode = wc_opcode_of(w.opcode);
-        c.byte_len = is_atomic(w) ? 8u : w.length;
-        c.qp_num = qp.qpn;
-        if (qp.send_cq) cq_push(*qp.send_cq, c);
-    }
+    if (qp.sq_sig_all || (w.send_flags & kSendSignaled))
+        push_send_cqe(qp, w, WcStatus::success, is_atomic(w) ? 8u : w.length);
     w.state = WqeState::done;
     qp.sq.release();
 }
@@ -179,12 +172,7 @@ void complete_error(Qp& qp, TransportCtx& ctx, WcStatus status) noexcept {
     if (qp.sq.ready() > 0) {
         SendWqe& w = qp.sq.slot(qp.sq.consumer_index());
         w.status = status;
-        Cqe c{};
-        c.wr_id = w.wr_id;
-        c.status = status;
-        c.opcode = wc_opcode_of(w.opcode);
-        c.qp_num = qp.qpn;
-        if (qp.send_cq) cq_push(*qp.send_cq, c);
+        push_send_cqe(qp, w, status);
         w.state = WqeState::done;
         qp.sq.release();
     }

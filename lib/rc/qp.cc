@@ -29,6 +29,16 @@ WcOpcode wc_opcode_of(WrOpcode op) noexcept {
     return WcOpcode::send;
 }
 
+void push_send_cqe(Qp& qp, const SendWqe& w, WcStatus status, std::uint32_t byte_len) noexcept {
+    Cqe c{};
+    c.wr_id = w.wr_id;
+    c.status = status;
+    c.opcode = wc_opcode_of(w.opcode);
+    c.byte_len = byte_len;
+    c.qp_num = qp.qpn;
+    if (qp.send_cq) cq_push(*qp.send_cq, c);
+}
+
 void qp_enter_error(Qp& qp, TransportCtx& /*ctx*/) noexcept {
     qp.state = QpState::err;
     qp.attr.qp_state = QpState::err;
@@ -39,13 +49,7 @@ void qp_enter_error(Qp& qp, TransportCtx& /*ctx*/) noexcept {
     // (IBTA §10.7.3.1: error completions are always generated). A WQE the completer already failed
     // carries its own status and was completed before this call released it.
     while (qp.sq.ready() > 0) {
-        SendWqe& w = qp.sq.slot(qp.sq.consumer_index());
-        Cqe c{};
-        c.wr_id = w.wr_id;
-        c.status = WcStatus::wr_flush_err;
-        c.opcode = wc_opcode_of(w.opcode);
-        c.qp_num = qp.qpn;
-        if (qp.send_cq) cq_push(*qp.send_cq, c);
+        push_send_cqe(qp, qp.sq.slot(qp.sq.consumer_index()), WcStatus::wr_flush_err);
         qp.counters.inc(Counter::flushed_wqes);
         qp.sq.release();
     }

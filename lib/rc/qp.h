@@ -37,6 +37,12 @@ struct Cq {
 [[nodiscard]] WcOpcode wc_opcode_of(WrOpcode op) noexcept;
 
 /**
+ * Pushes the send completion of @p w (wr_id, opcode from wc_opcode_of, @p status, @p byte_len, QPN)
+ * on the QP's send CQ. Whether to complete at all (signaled, error) is the caller's decision.
+ */
+void push_send_cqe(Qp& qp, const SendWqe& w, WcStatus status, std::uint32_t byte_len = 0) noexcept;
+
+/**
  * Pushes @p cqe on @p cq. Returns false (and marks the CQ overflowed) when the ring is full.
  * Engine thread only.
  */

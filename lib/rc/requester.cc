@@ -152,12 +152,7 @@ void fail_local(Qp& qp, TransportCtx& ctx, SendWqe& w, WcStatus status) noexcept
     w.status = status;
     w.state = WqeState::done;
     if (qp.sq.consumer_index() != qp.req.next_wqe) return;
-    Cqe c{};
-    c.wr_id = w.wr_id;
-    c.status = status;
-    c.opcode = wc_opcode_of(w.opcode);
-    c.qp_num = qp.qpn;
-    if (qp.send_cq) cq_push(*qp.send_cq, c);
+    push_send_cqe(qp, w, status);
     qp.sq.release();
     qp_enter_error(qp, ctx);
 }
