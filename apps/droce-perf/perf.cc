@@ -114,6 +114,25 @@ std::string status_error(const rc::Cqe& c) {
            ")";
 }
 
+/**
+ * Checks a completion of a bandwidth loop: success status and a wr_id naming one of @p nq QPs
+ * (QP index in the top 32 bits). On failure marks @p r failed with the reason and returns false.
+ */
+bool accept_cqe(const rc::Cqe& c, unsigned nq, Result& r, unsigned& q, const char* what) {
+    if (c.status != rc::WcStatus::success) {
+        r.ok = false;
+        r.error = status_error(c);
+        return false;
+    }
+    q = static_cast<unsigned>(c.wr_id >> 32);
+    if (q >= nq) {
+        r.ok = false;
+        r.error = std::string(what) + " of an unknown wr_id";
+        return false;
+    }
+    return true;
+}
+
 void lat_stats(std::vector<double>& ns, Result& r) {
     if (ns.empty()) return;
     std::sort(ns.begin(), ns.end());
@@ -332,17 +351,8 @@ Result Runner::client_bw() {
         const std::uint32_t n = dev_.poll_cq(ep_.scq_, cqes, kPollBatch);
         for (std::uint32_t i = 0; i < n; ++i) {
             const rc::Cqe& c = cqes[i];
-            if (c.status != rc::WcStatus::success) {
-                r.ok = false;
-                r.error = status_error(c);
-                break;
-            }
-            const unsigned q = static_cast<unsigned>(c.wr_id >> 32);
-            if (q >= nq) {
-                r.ok = false;
-                r.error = "completion of an unknown wr_id";
-                break;
-            }
+            unsigned q = 0;
+            if (!accept_cqe(c, nq, r, q, "completion")) break;
             const std::uint64_t k = done[q]++;
             if (p_.verify) {
                 const std::uint64_t s = k % S;
@@ -426,17 +436,8 @@ Result Runner::server_bw() {
             const std::uint32_t n = dev_.poll_cq(ep_.rcq_, cqes, kPollBatch);
             for (std::uint32_t i = 0; i < n && r.ok; ++i) {
                 const rc::Cqe& c = cqes[i];
-                if (c.status != rc::WcStatus::success) {
-                    r.ok = false;
-                    r.error = status_error(c);
-                    break;
-                }
-                const unsigned q = static_cast<unsigned>(c.wr_id >> 32);
-                if (q >= nq) {
-                    r.ok = false;
-                    r.error = "receive completion of an unknown wr_id";
-                    break;
-                }
+                unsigned q = 0;
+                if (!accept_cqe(c, nq, r, q, "receive completion")) break;
                 const std::uint64_t k = got[q]++;
                 const std::uint64_t s = k % S;
                 if (p_.verify) {
