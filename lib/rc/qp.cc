@@ -3,13 +3,21 @@
 
 namespace droce::rc {
 
-bool cq_push(Cq& cq, const Cqe& cqe) noexcept {
+bool cq_push(Cq& cq, const Cqe& cqe, bool solicited) noexcept {
     if (cq.ring.free_slots() == 0) {
         cq.overflowed = true;
         return false;
     }
     cq.ring.producer_slot() = cqe;
     cq.ring.publish();
+    // Relaxed first look: an unarmed CQ (the common case) costs one load. The exchange is acq_rel so
+    // that an application that re-arms and then polls (the ibv_req_notify_cq / ibv_poll_cq idiom)
+    // either sees this CQE or gets the event.
+    const std::uint8_t arm = cq.armed.load(std::memory_order_relaxed);
+    if (arm != Cq::kDisarmed && cq.notify != nullptr &&
+        (arm == Cq::kArmNext || solicited || cqe.status != WcStatus::success) &&
+        cq.armed.exchange(Cq::kDisarmed, std::memory_order_acq_rel) != Cq::kDisarmed)
+        cq.notify(cq.notify_ctx, cq);
     return true;
 }
 

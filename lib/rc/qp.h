@@ -12,6 +12,7 @@
  */
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 
@@ -31,6 +32,18 @@ struct Cq {
     SpscRing<Cqe> ring;
     std::uint32_t cqn = 0;
     bool overflowed = false; ///< a CQE was lost because the ring was full (IBV_EVENT_CQ_ERR)
+
+    /** What ibv_req_notify_cq armed: a completion event for the next CQE, or only for the next
+     *  solicited or error CQE (IBTA Vol 1 §11.4.2.2 Request Completion Notification). One shot: the
+     *  engine disarms the CQ when it raises the event. */
+    enum Arm : std::uint8_t { kDisarmed = 0, kArmNext = 1, kArmSolicited = 2 };
+    /** Written by the application thread (ibv_req_notify_cq), exchanged to kDisarmed by the engine. */
+    std::atomic<std::uint8_t> armed{kDisarmed};
+    /** Called on the engine thread when an armed CQ gets a CQE that matches the arming; it must not
+     *  block, allocate or throw (the verbs layer writes one event into the completion channel's
+     *  pipe). Set on the control path; null = no completion events. */
+    void (*notify)(void* notify_ctx, Cq& cq) noexcept = nullptr;
+    void* notify_ctx = nullptr;
 };
 
 /** Completion opcode of a send WQE of opcode @p op (ibv_wc_opcode for ibv_wr_opcode). */
@@ -44,9 +57,12 @@ void push_send_cqe(Qp& qp, const SendWqe& w, WcStatus status, std::uint32_t byte
 
 /**
  * Pushes @p cqe on @p cq. Returns false (and marks the CQ overflowed) when the ring is full.
+ * If the CQ is armed (Cq::armed) and the CQE matches (any CQE for kArmNext; an error CQE or
+ * @p solicited for kArmSolicited), disarms it and calls Cq::notify after the CQE is published.
+ * @param solicited the completed receive was a SEND with the Solicited Event bit (BTH.SE)
  * Engine thread only.
  */
-bool cq_push(Cq& cq, const Cqe& cqe) noexcept;
+bool cq_push(Cq& cq, const Cqe& cqe, bool solicited = false) noexcept;
 
 /**
  * What the transport needs from its device. Set up once per device; passed by reference to every

@@ -354,13 +354,13 @@ void start_read(Qp& qp, TransportCtx& ctx, const ResponderResource& res) noexcep
 }
 
 /** Completes the receive WQE the responder holds and releases its slot. @return false on CQ overrun. */
-bool complete_recv(Qp& qp, const Cqe& proto) noexcept {
+bool complete_recv(Qp& qp, const Cqe& proto, bool solicited = false) noexcept {
     const RecvWqe& w = qp.rq.slot(qp.rq.consumer_index());
     Cqe c = proto;
     c.wr_id = w.wr_id;
     c.qp_num = qp.qpn;
     c.src_qp = qp.attr.dest_qp_num;
-    const bool ok = qp.recv_cq == nullptr || cq_push(*qp.recv_cq, c);
+    const bool ok = qp.recv_cq == nullptr || cq_push(*qp.recv_cq, c, solicited);
     qp.rq.release();
     qp.resp.have_recv_wqe = false;
     qp.resp.recv_offset = 0;
@@ -638,7 +638,7 @@ RespState on_complete(Rx& rx) noexcept {
         c.imm_data = rx.pkt.ieth->rkey.get();
         c.wc_flags |= kWcWithInv;
     }
-    if (!complete_recv(qp, c)) {
+    if (!complete_recv(qp, c, rx.pkt.bth->se())) {
         // Accept the packet (the data is placed) but the QP cannot go on: class G.
         r.expected_psn += 1;
         return fail(rx, RespError::cq_overflow);
