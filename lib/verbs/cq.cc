@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * Completion queues of droce's libibverbs: ibv_create_cq / ibv_create_cq_ex (one object, an ibv_cq_ex
+ * whose leading fields are the ibv_cq), ibv_poll_cq and the ibv_start_poll .. ibv_end_poll reader,
+ * completion channels and completion events.
+ *
+ * Completion events: each ibv_comp_channel is a pipe. ibv_req_notify_cq arms the droce CQ
+ * (rc::Cq::armed); when the engine pushes a matching CQE it disarms the CQ and calls cq_notify() on
+ * the engine thread, which writes the CQ's address (8 bytes) into the pipe without blocking. The
+ * channel's fd (the read end) is readable while events are pending; ibv_get_cq_event reads one.
+ */
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "provider.h"
+
+namespace droce::verbs {
+namespace {
+
+void cq_notify(void* notify_ctx, rc::Cq&) noexcept {
+    auto* cq = static_cast<VCq*>(notify_ctx);
+    VChannel* ch = cq->channel;
+    if (!ch) return;
+    // Non-blocking: with 8192 unread events (64 KiB pipe) further events are dropped rather than
+    // stalling the engine; an application that reads its events never gets there.
+    [[maybe_unused]] ssize_t r = write(ch->wfd, &cq, sizeof cq);
+}
+
+void to_wc(const rc::Cqe& e, ibv_wc* wc) noexcept {
+    wc->wr_id = e.wr_id;
+    wc->status = static_cast<ibv_wc_status>(e.status);
+    wc->opcode = static_cast<ibv_wc_opcode>(e.opcode);
+    wc->vendor_err = e.vendor_err;
+    wc->byte_len = e.byte_len;
+    if (e.wc_flags & rc::kWcWithInv)
+        wc->invalidated_rkey = e.imm_data;
+    else
+        wc->imm_data = htobe32(e.imm_data);
+    wc->qp_num = e.qp_num;
+    wc->src_qp = e.src_qp;
+    wc->wc_flags = e.wc_flags;
+    wc->pkey_index = e.pkey_index;
+    wc->slid = e.slid;
+    wc->sl = e.sl;
+    wc->dlid_path_bits = e.dlid_path_bits;
+}
+
+int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
+    if (num_entries <= 0) return 0;
+    VCq* cq = from_ibv<VCq>(ibcq);
+    constexpr std::uint32_t kChunk = 16;
+    rc::Cqe buf[kChunk];
+    int done = 0;
+    cq->lock.lock();
+    while (done < num_entries) {
+        const std::uint32_t want = std::min<std::uint32_t>(kChunk, static_cast<std::uint32_t>(num_entries - done));
+        const std::uint32_t got = cq->ctx->dev->poll_cq(cq->native, buf, want);
+        for (std::uint32_t i = 0; i < got; ++i)
+            to_wc(buf[i], &wc[done + static_cast<int>(i)]);
+        done += static_cast<int>(got);
+        if (got < want) break;
+    }
+    cq->lock.unlock();
+    return done;
+}
+
+int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
+    VCq* cq = from_ibv<VCq>(ibcq);
+    // Without a channel the arming has no visible effect (no notify hook), as with a kernel provider.
+    // release: the arming is published after whatever the application did before (its last poll).
+    cq->native->armed.store(solicited_only ? rc::Cq::kArmSolicited : rc::Cq::kArmNext, std::memory_order_release);
+    return 0;
+}
+
+// ---- ibv_cq_ex reader: start_poll holds the CQ lock until end_poll (or a start_poll that finds nothing).
+void load_cur(VCq* cq) noexcept {
+    cq->cqx.status = static_cast<ibv_wc_status>(cq->cur.status);
+    cq->cqx.wr_id = cq->cur.wr_id;
+}
+int start_poll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) {
+    VCq* cq = from_ibv<VCq>(cqx);
+    if (attr && attr->comp_mask) return EINVAL;
+    cq->lock.lock();
+    if (cq->ctx->dev->poll_cq(cq->native, &cq->cur, 1) == 0) {
+        cq->lock.unlock();
+        return ENOENT;
+    }
+    load_cur(cq);
+    return 0;
+}
+int next_poll(ibv_cq_ex* cqx) {
+    VCq* cq = from_ibv<VCq>(cqx);
+    if (cq->ctx->dev->poll_cq(cq->native, &cq->cur, 1) == 0) return ENOENT;
+    load_cur(cq);
+    return 0;
+}
+void end_poll(ibv_cq_ex* cqx) { from_ibv<VCq>(cqx)->lock.unlock(); }
+ibv_wc_opcode read_opcode(ibv_cq_ex* c) { return static_cast<ibv_wc_opcode>(from_ibv<VCq>(c)->cur.opcode); }
+uint32_t read_vendor_err(ibv_cq_ex* c) { return from_ibv<VCq>(c)->cur.vendor_err; }
+uint32_t read_byte_len(ibv_cq_ex* c) { return from_ibv<VCq>(c)->cur.byte_len; }
+__be32 read_imm_data(ibv_cq_ex* c) {
+    const rc::Cqe& e = from_ibv<VCq>(c)->cur;
+    return (e.wc_flags & rc::kWcWithInv) ? e.imm_data : htobe32(e.imm_data);
+}
+uint32_t read_qp_num(ibv_cq_ex* c) { return from_ibv<VCq>(c)->cur.qp_num; }
+uint32_t read_src_qp(ibv_cq_ex* c) { return from_ibv<VCq>(c)->cur.src_qp; }
+unsigned int read_wc_flags(ibv_cq_ex* c) { return from_ibv<VCq>(c)->cur.wc_flags; }
+uint32_t read_slid(ibv_cq_ex* c) { return from_ibv<VCq>(c)->cur.slid; }
+uint8_t read_sl(ibv_cq_ex* c) { return from_ibv<VCq>(c)->cur.sl; }
+uint8_t read_dlid_path_bits(ibv_cq_ex* c) { return from_ibv<VCq>(c)->cur.dlid_path_bits; }
+
+/** Supported ibv_create_cq_wc_flags: the standard ones (no timestamps, VLAN, flow tag, TM). */
+constexpr std::uint64_t kSupportedWcFlags = IBV_WC_STANDARD_FLAGS;
+
+VCq* create(ibv_context* context, std::uint32_t cqe, void* cq_context, ibv_comp_channel* channel,
+            std::uint32_t comp_vector, std::uint64_t wc_flags, int* err) {
+    VContext* c = vctx_of(context);
+    if (comp_vector >= static_cast<std::uint32_t>(context->num_comp_vectors)) {
+        *err = EINVAL;
+        return nullptr;
+    }
+    if (channel && channel->context != context) {
+        *err = EINVAL;
+        return nullptr;
+    }
+    auto* cq = new (std::nothrow) VCq;
+    if (!cq) {
+        *err = ENOMEM;
+        return nullptr;
+    }
+    {
+        ControlGuard guard;
+        cq->native = c->dev->create_cq(cqe, err);
+        if (!cq->native) {
+            delete cq;
+            return nullptr;
+        }
+        cq->ctx = c;
+        if (channel) {
+            cq->channel = from_ibv<VChannel>(channel);
+            ++channel->refcnt;
+            cq->native->notify_ctx = cq;
+            cq->native->notify = cq_notify;
+        }
+    }
+    ibv_cq_ex& x = cq->cqx;
+    x.context = context;
+    x.channel = channel;
+    x.cq_context = cq_context;
+    x.handle = cq->native->cqn;
+    x.cqe = static_cast<int>(cq->native->ring.capacity());
+    pthread_mutex_init(&x.mutex, nullptr);
+    pthread_cond_init(&x.cond, nullptr);
+    x.comp_events_completed = 0;
+    x.async_events_completed = 0;
+    cq->wc_flags = wc_flags;
+    x.start_poll = start_poll;
+    x.next_poll = next_poll;
+    x.end_poll = end_poll;
+    x.read_opcode = read_opcode;
+    x.read_vendor_err = read_vendor_err;
+    x.read_byte_len = read_byte_len;
+    x.read_imm_data = read_imm_data;
+    x.read_qp_num = read_qp_num;
+    x.read_src_qp = read_src_qp;
+    x.read_wc_flags = read_wc_flags;
+    x.read_slid = read_slid;
+    x.read_sl = read_sl;
+    x.read_dlid_path_bits = read_dlid_path_bits;
+    *err = 0;
+    return cq;
+}
+
+ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* a) {
+    if (!context || !a) return fail<ibv_cq_ex>(EINVAL);
+    if (a->comp_mask & ~static_cast<std::uint32_t>(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD))
+        return fail<ibv_cq_ex>(EOPNOTSUPP);
+    if (a->wc_flags & ~kSupportedWcFlags) return fail<ibv_cq_ex>(EOPNOTSUPP);
+    if ((a->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+        (a->flags & ~static_cast<std::uint32_t>(IBV_CREATE_CQ_ATTR_SINGLE_THREADED)))
+        return fail<ibv_cq_ex>(EOPNOTSUPP);
+    int err = 0;
+    VCq* cq = create(context, a->cqe, a->cq_context, a->channel, a->comp_vector, a->wc_flags, &err);
+    if (!cq) return fail<ibv_cq_ex>(err);
+    return &cq->cqx;
+}
+
+} // namespace
+
+void install_cq_ops(VContext& c) noexcept {
+    c.vctx.context.ops.poll_cq = poll_cq;
+    c.vctx.context.ops.req_notify_cq = req_notify_cq;
+    c.vctx.create_cq_ex = create_cq_ex;
+}
+
+} // namespace droce::verbs
+
+using namespace droce;
+using namespace droce::verbs;
+
+/**
+ * ibv_create_cq. @param cqe minimum depth (1..65536; the CQ may be deeper, cq->cqe says how deep)
+ * @return the CQ, or NULL with errno EINVAL (cqe out of range, comp_vector >= 1, channel of another
+ *         context) or ENOMEM.
+ */
+extern "C" ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+                                 int comp_vector) {
+    if (!context || cqe <= 0 || comp_vector < 0) return fail<ibv_cq>(EINVAL);
+    int err = 0;
+    VCq* cq = create(context, static_cast<std::uint32_t>(cqe), cq_context, channel,
+                     static_cast<std::uint32_t>(comp_vector), IBV_WC_STANDARD_FLAGS, &err);
+    if (!cq) return fail<ibv_cq>(err);
+    return ibv_cq_ex_to_cq(&cq->cqx);
+}
+
+/** @return 0, EINVAL (NULL), EBUSY (a QP still uses it). */
+extern "C" int ibv_destroy_cq(ibv_cq* ibcq) {
+    if (!ibcq) return EINVAL;
+    VCq* cq = from_ibv<VCq>(ibcq);
+    {
+        ControlGuard guard;
+        if (int e = cq->ctx->dev->destroy_cq(cq->native); e != 0) return e;
+        if (cq->channel) --cq->channel->ch.refcnt;
+    }
+    pthread_mutex_destroy(&cq->cqx.mutex);
+    pthread_cond_destroy(&cq->cqx.cond);
+    delete cq;
+    return 0;
+}
+
+/** Not supported: droce CQ rings have a fixed size. @return EOPNOTSUPP. */
+extern "C" int ibv_resize_cq(ibv_cq* cq, int cqe) {
+    (void)cq;
+    (void)cqe;
+    return EOPNOTSUPP;
+}
+
+/**
+ * A completion channel: fd becomes readable when an armed CQ attached to it gets a completion.
+ * @return the channel, or NULL with errno EINVAL, ENOMEM, EMFILE.
+ */
+extern "C" ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
+    if (!context) return fail<ibv_comp_channel>(EINVAL);
+    auto* ch = new (std::nothrow) VChannel;
+    if (!ch) return fail<ibv_comp_channel>(ENOMEM);
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        int e = errno;
+        delete ch;
+        return fail<ibv_comp_channel>(e);
+    }
+    fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK);
+    ch->ch.context = context;
+    ch->ch.fd = fds[0];
+    ch->ch.refcnt = 0;
+    ch->wfd = fds[1];
+    return &ch->ch;
+}
+
+/** @return 0, EINVAL (NULL), EBUSY (CQs still attached). */
+extern "C" int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
+    if (!channel) return EINVAL;
+    if (channel->refcnt) return EBUSY;
+    VChannel* ch = from_ibv<VChannel>(channel);
+    close(ch->ch.fd);
+    close(ch->wfd);
+    delete ch;
+    return 0;
+}
+
+/**
+ * Waits for a completion event on @p channel (blocks unless channel->fd was made non-blocking).
+ * @return 0 with *cq and *cq_context set, or -1 with errno (EAGAIN when non-blocking and none pending).
+ */
+extern "C" int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+    if (!channel || !cq || !cq_context) {
+        errno = EINVAL;
+        return -1;
+    }
+    VCq* v = nullptr;
+    ssize_t n;
+    do {
+        n = read(channel->fd, &v, sizeof v);
+    } while (n < 0 && errno == EINTR);
+    if (n != static_cast<ssize_t>(sizeof v)) {
+        if (n >= 0) errno = EIO;
+        return -1;
+    }
+    *cq = ibv_cq_ex_to_cq(&v->cqx);
+    *cq_context = v->cqx.cq_context;
+    return 0;
+}
+
+/** Counts @p nevents events of @p cq as acknowledged. */
+extern "C" void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
+    if (!cq) return;
+    pthread_mutex_lock(&cq->mutex);
+    cq->comp_events_completed += nevents;
+    pthread_cond_signal(&cq->cond);
+    pthread_mutex_unlock(&cq->mutex);
+}

@@ -1,0 +1,460 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * Devices and contexts of droce's libibverbs: the device list (from the droce config), open/close
+ * (the runtime and its engine threads), query_device(_ex), query_port, GIDs, P_Keys, asynchronous
+ * events, and the quiescence guard every control verb uses.
+ */
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "provider.h"
+#include "rc/params.h"
+
+#ifndef DROCE_DEFAULT_CONFIG
+#error "meson passes DROCE_DEFAULT_CONFIG (the config used when DROCE_CONFIG is not set)"
+#endif
+
+namespace droce::verbs {
+
+Provider& provider() noexcept {
+    // Deliberately leaked: perftest and others exit without closing; destroying the runtime from a
+    // static destructor would race with DPDK's own teardown.
+    static Provider* p = new Provider;
+    return *p;
+}
+
+namespace {
+
+std::uint64_t guid_from_mac(const wire::MacAddr& m) noexcept {
+    // Modified EUI-64 of the MAC (flip the universal/local bit, insert ff:fe), network order.
+    const std::uint8_t g[8] = {static_cast<std::uint8_t>(m[0] ^ 2u), m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]};
+    std::uint64_t be;
+    std::memcpy(&be, g, 8);
+    return be;
+}
+
+void stop_all_engines_at_exit() {
+    // Runs from exit(): the application may not have closed its contexts (perftest does not). Stop
+    // the engine threads so nothing polls ports while the process tears down; leave the rest.
+    Provider& p = provider();
+    if (!p.mu.try_lock()) return; // a control verb is running on another thread: leave it
+    if (p.runtime) p.runtime->stop_engines();
+    p.mu.unlock();
+}
+
+} // namespace
+
+int load_devices(Provider& p) {
+    if (p.listed) return 0;
+    const char* env = std::getenv("DROCE_CONFIG");
+    p.config_path = (env && *env) ? env : DROCE_DEFAULT_CONFIG;
+    std::string err;
+    auto file = load_config(p.config_path, &err);
+    if (!file) {
+        std::fprintf(stderr, "droce: %s\n", err.c_str());
+        return ENODEV;
+    }
+    for (unsigned i = 0; i < file->devices.size(); ++i) {
+        auto d = std::make_unique<VDevice>();
+        d->index = i;
+        d->cfg = file->devices[i];
+        d->dev.node_type = IBV_NODE_CA;
+        d->dev.transport_type = IBV_TRANSPORT_IB;
+        std::snprintf(d->dev.name, sizeof d->dev.name, "%s", d->cfg.name.c_str());
+        std::snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "uverbs%u", i);
+        // No sysfs behind droce devices; the paths name what they would be so tools print something.
+        std::snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "/sys/class/infiniband_verbs/uverbs%u", i);
+        std::snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "/sys/class/infiniband/%s", d->cfg.name.c_str());
+        d->guid_be = guid_from_mac(d->cfg.ports[0].mac);
+        p.devices.push_back(std::move(d));
+    }
+    p.listed = true;
+    return 0;
+}
+
+ControlGuard::ControlGuard() : lock_(provider().mu) {
+    Provider& p = provider();
+    if (p.runtime && p.runtime->engines_running()) {
+        p.runtime->stop_engines();
+        restart_ = true;
+    }
+}
+
+ControlGuard::~ControlGuard() {
+    Provider& p = provider();
+    if (restart_ && p.runtime && p.open_contexts > 0)
+        p.runtime->start_engines(p.runtime->num_devices() > 1 ? EngineMode::shared : EngineMode::per_device);
+}
+
+void post_async_event(Device* dev, const AsyncRecord& rec) noexcept {
+    // The context list only changes under ControlGuard, i.e. while no engine runs.
+    for (VContext* c : provider().contexts) {
+        if (c->dev != dev || c->async_wfd < 0) continue;
+        [[maybe_unused]] ssize_t r = write(c->async_wfd, &rec, sizeof rec);
+    }
+}
+
+namespace {
+
+VContext* ctx_of(ibv_context* c) noexcept { return vctx_of(c); }
+
+bool port_ok(VContext* c, unsigned port_num) noexcept {
+    return port_num >= 1 && port_num <= c->dev->num_ports();
+}
+
+ibv_mtu mtu_enum(std::uint32_t bytes) noexcept {
+    switch (bytes) {
+    case 256: return IBV_MTU_256;
+    case 512: return IBV_MTU_512;
+    case 1024: return IBV_MTU_1024;
+    case 2048: return IBV_MTU_2048;
+    default: return IBV_MTU_4096;
+    }
+}
+
+int query_port_impl(ibv_context* context, uint8_t port_num, ibv_port_attr* attr, size_t attr_len) {
+    VContext* c = ctx_of(context);
+    if (!attr || !port_ok(c, port_num)) return EINVAL;
+    ibv_port_attr a{};
+    const unsigned p = port_num - 1u;
+    const bool up = c->dev->port(p).driver && c->dev->port(p).driver->link_up();
+    a.state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+    const std::uint32_t max_path = provider().runtime->max_path_mtu(c->vdev->index, p);
+    a.max_mtu = mtu_enum(max_path);
+    a.active_mtu = mtu_enum(std::min(max_path, c->vdev->cfg.qp.path_mtu));
+    a.gid_tbl_len = 1;
+    a.port_cap_flags = 0;
+    a.max_msg_sz = static_cast<uint32_t>(rc::kMaxMsgSize);
+    a.bad_pkey_cntr = 0;
+    a.qkey_viol_cntr = 0;
+    a.pkey_tbl_len = 1;
+    a.lid = 0;
+    a.sm_lid = 0;
+    a.lmc = 0;
+    a.max_vl_num = 1;
+    a.sm_sl = 0;
+    a.subnet_timeout = 0;
+    a.init_type_reply = 0;
+    a.active_width = 2;   // 4x
+    a.active_speed = 32;  // EDR lane rate: a nominal figure, droce's real rate depends on the host
+    a.phys_state = up ? 5 : 3; // LinkUp / Disabled
+    a.link_layer = IBV_LINK_LAYER_ETHERNET;
+    a.flags = 0;
+    a.port_cap_flags2 = 0;
+    std::memcpy(attr, &a, std::min(attr_len, sizeof a));
+    return 0;
+}
+
+int query_device_impl(ibv_context* context, ibv_device_attr* a) {
+    VContext* c = ctx_of(context);
+    std::memset(a, 0, sizeof *a);
+    std::snprintf(a->fw_ver, sizeof a->fw_ver, "droce 0.1.0");
+    a->node_guid = c->vdev->guid_be;
+    a->sys_image_guid = c->vdev->guid_be;
+    a->max_mr_size = UINT64_MAX >> 16; // 48-bit virtual addresses
+    a->page_size_cap = 4096;
+    a->vendor_id = 0; // no IEEE OUI: droce is not a Mellanox (0x02c9) or any other vendor's device
+    a->vendor_part_id = 0;
+    a->hw_ver = 0;
+    a->max_qp = static_cast<int>(rc::kMaxQp);
+    a->max_qp_wr = static_cast<int>(rc::kMaxQpWr);
+    a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT;
+    a->max_sge = static_cast<int>(rc::kMaxSge);
+    a->max_sge_rd = static_cast<int>(rc::kMaxSge);
+    a->max_cq = static_cast<int>(rc::kMaxQp * 2);
+    a->max_cqe = static_cast<int>(rc::kMaxCqe);
+    a->max_mr = static_cast<int>(rc::kMaxMr);
+    a->max_pd = static_cast<int>(rc::kMaxQp);
+    a->max_qp_rd_atom = static_cast<int>(rc::kMaxRdAtomic);
+    a->max_ee_rd_atom = 0;
+    a->max_res_rd_atom = static_cast<int>(rc::kMaxRdAtomic * rc::kMaxQp);
+    a->max_qp_init_rd_atom = static_cast<int>(rc::kMaxRdAtomic);
+    a->max_ee_init_rd_atom = 0;
+    a->atomic_cap = IBV_ATOMIC_HCA;
+    a->max_ee = 0;
+    a->max_rdd = 0;
+    a->max_mw = 0;
+    a->max_raw_ipv6_qp = 0;
+    a->max_raw_ethy_qp = 0;
+    a->max_mcast_grp = 0;
+    a->max_mcast_qp_attach = 0;
+    a->max_total_mcast_qp_attach = 0;
+    a->max_ah = static_cast<int>(rc::kMaxQp);
+    a->max_fmr = 0;
+    a->max_map_per_fmr = 0;
+    a->max_srq = 0;
+    a->max_srq_wr = 0;
+    a->max_srq_sge = 0;
+    a->max_pkeys = 1;
+    a->local_ca_ack_delay = 15;
+    a->phys_port_cnt = static_cast<uint8_t>(c->dev->num_ports());
+    return 0;
+}
+
+int query_device_ex_impl(ibv_context* context, const ibv_query_device_ex_input* input,
+                         ibv_device_attr_ex* attr, size_t attr_size) {
+    if (input && input->comp_mask) return EINVAL;
+    if (attr_size < sizeof(ibv_device_attr)) return EINVAL;
+    ibv_device_attr_ex a{};
+    query_device_impl(context, &a.orig_attr);
+    a.max_dm_size = 0;
+    a.completion_timestamp_mask = 0;
+    a.hca_core_clock = 0;
+    std::memcpy(attr, &a, std::min(attr_size, sizeof a));
+    return 0;
+}
+
+} // namespace
+
+} // namespace droce::verbs
+
+using namespace droce;
+using namespace droce::verbs;
+
+// ---------------------------------------------------------------- device list
+#undef ibv_get_device_list
+
+/**
+ * The droce devices of the config named by $DROCE_CONFIG (else the default config compiled in).
+ * Reads the file only; the EAL and ports come up at ibv_open_device.
+ * @return a NULL-terminated array (free with ibv_free_device_list), empty (not NULL) when the config
+ *         cannot be read (the reason goes to stderr); NULL with errno ENOMEM.
+ */
+extern "C" ibv_device** ibv_get_device_list(int* num_devices) {
+    Provider& p = provider();
+    std::lock_guard<std::mutex> g(p.mu);
+    load_devices(p);
+    auto** list = static_cast<ibv_device**>(std::calloc(p.devices.size() + 1, sizeof(ibv_device*)));
+    if (!list) return fail<ibv_device*>(ENOMEM);
+    for (std::size_t i = 0; i < p.devices.size(); ++i)
+        list[i] = &p.devices[i]->dev;
+    if (num_devices) *num_devices = static_cast<int>(p.devices.size());
+    return list;
+}
+
+/** Frees the array; the devices themselves live for the process. */
+extern "C" void ibv_free_device_list(ibv_device** list) { std::free(list); }
+
+extern "C" const char* ibv_get_device_name(ibv_device* device) { return device ? device->name : nullptr; }
+
+/** Node GUID in network order: EUI-64 of port 0's MAC. */
+extern "C" __be64 ibv_get_device_guid(ibv_device* device) {
+    return device ? reinterpret_cast<VDevice*>(device)->guid_be : 0;
+}
+
+/** Index of the device in the config file. */
+extern "C" int ibv_get_device_index(ibv_device* device) {
+    return device ? static_cast<int>(reinterpret_cast<VDevice*>(device)->index) : -1;
+}
+
+// ---------------------------------------------------------------- open / close
+
+/**
+ * Opens a context. The first open in the process brings up the runtime of the whole config (EAL,
+ * ports, every device); engine threads run while at least one context is open.
+ * @return the context, or NULL with errno ENODEV (runtime bring-up failed: the reason is on stderr),
+ *         EINVAL (not a droce device), ENOMEM or EMFILE (no pipe for async events).
+ */
+extern "C" ibv_context* ibv_open_device(ibv_device* device) {
+    if (!device) return fail<ibv_context>(EINVAL);
+    ControlGuard guard;
+    Provider& p = provider();
+    VDevice* vd = nullptr;
+    for (auto& d : p.devices)
+        if (&d->dev == device) vd = d.get();
+    if (!vd) return fail<ibv_context>(EINVAL);
+    if (!p.runtime) {
+        std::string err;
+        RuntimeOptions opts;
+        p.runtime = Runtime::create(p.config_path, opts, &err);
+        if (!p.runtime) {
+            std::fprintf(stderr, "droce: %s\n", err.c_str());
+            return fail<ibv_context>(ENODEV);
+        }
+        for (unsigned i = 0; i < p.runtime->num_devices(); ++i) {
+            Device* dev = &p.runtime->device(i);
+            dev->on_link_change = [dev](unsigned port, bool up) {
+                AsyncRecord r;
+                r.type = up ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR;
+                r.port = port + 1;
+                post_async_event(dev, r);
+            };
+        }
+        std::atexit(stop_all_engines_at_exit);
+    }
+    if (vd->index >= p.runtime->num_devices()) return fail<ibv_context>(ENODEV);
+    auto* c = new (std::nothrow) VContext;
+    if (!c) return fail<ibv_context>(ENOMEM);
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        int e = errno;
+        delete c;
+        return fail<ibv_context>(e);
+    }
+    fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK);
+    c->vdev = vd;
+    c->dev = &p.runtime->device(vd->index);
+    c->async_wfd = fds[1];
+    ibv_context& ic = c->vctx.context;
+    ic.device = device;
+    ic.cmd_fd = -1;
+    ic.async_fd = fds[0];
+    ic.num_comp_vectors = 1;
+    pthread_mutex_init(&ic.mutex, nullptr);
+    ic.abi_compat = __VERBS_ABI_IS_EXTENDED;
+    c->vctx.sz = sizeof(verbs_context);
+    c->vctx.query_port = query_port_impl;
+    c->vctx.query_device_ex = query_device_ex_impl;
+    install_cq_ops(*c);
+    install_qp_ops(*c);
+    p.contexts.push_back(c);
+    ++p.open_contexts;
+    // ControlGuard restarts engines only if they ran before; the first open starts them here.
+    if (!p.runtime->engines_running())
+        p.runtime->start_engines(p.runtime->num_devices() > 1 ? EngineMode::shared : EngineMode::per_device);
+    return &ic;
+}
+
+/**
+ * Closes a context. Objects still created on it stay in the device (as with a kernel provider, the
+ * application should destroy them first). The last close stops the engine threads; the runtime
+ * stays for the next open. @return 0, or EINVAL for NULL.
+ */
+extern "C" int ibv_close_device(ibv_context* context) {
+    if (!context) return EINVAL;
+    VContext* c = vctx_of(context);
+    {
+        ControlGuard guard;
+        Provider& p = provider();
+        std::erase(p.contexts, c);
+        if (p.open_contexts > 0) --p.open_contexts;
+        if (p.open_contexts == 0 && p.runtime) p.runtime->stop_engines();
+    }
+    close(context->async_fd);
+    close(c->async_wfd);
+    pthread_mutex_destroy(&context->mutex);
+    delete c;
+    return 0;
+}
+
+// ---------------------------------------------------------------- queries
+
+/** ibv_query_device: droce's limits (rc/params.h). @return 0 or EINVAL. */
+extern "C" int ibv_query_device(ibv_context* context, ibv_device_attr* device_attr) {
+    if (!context || !device_attr) return EINVAL;
+    return query_device_impl(context, device_attr);
+}
+
+struct _compat_ibv_port_attr;
+#undef ibv_query_port
+/** The pre-1.1 entry point (verbs.h inlines a call to the context's query_port instead). */
+extern "C" int ibv_query_port(ibv_context* context, uint8_t port_num, _compat_ibv_port_attr* port_attr) {
+    if (!context || !port_attr) return EINVAL;
+    // The compat struct is ibv_port_attr up to and including link_layer.
+    return query_port_impl(context, port_num, reinterpret_cast<ibv_port_attr*>(port_attr),
+                           offsetof(ibv_port_attr, link_layer) + sizeof(uint8_t));
+}
+
+/** GID 0 of each port: the port's address, IPv4-mapped for IPv4 (RoCEv2). @return 0, EINVAL. */
+extern "C" int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
+    if (!context || !gid) return EINVAL;
+    VContext* c = vctx_of(context);
+    if (!port_ok(c, port_num) || index != 0) return EINVAL;
+    std::memcpy(gid->raw, c->dev->port(port_num - 1u).gid.data(), 16);
+    return 0;
+}
+
+/** The GID entry with its type (always RoCE v2). @return 0, EINVAL, ENODATA (no such index). */
+extern "C" int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_index,
+                                 ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
+    if (!context || !entry || flags != 0 || entry_size < sizeof(ibv_gid_entry)) return EINVAL;
+    VContext* c = vctx_of(context);
+    if (!port_ok(c, port_num)) return EINVAL;
+    if (gid_index != 0) return ENODATA;
+    ibv_gid_entry e{};
+    std::memcpy(e.gid.raw, c->dev->port(port_num - 1u).gid.data(), 16);
+    e.gid_index = 0;
+    e.port_num = port_num;
+    e.gid_type = IBV_GID_TYPE_ROCE_V2;
+    e.ndev_ifindex = 0;
+    std::memcpy(entry, &e, sizeof e);
+    return 0;
+}
+
+/** Every port's GID. @return entries written, or -EINVAL / -ENOMEM (max_entries too small). */
+extern "C" ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_t max_entries,
+                                        uint32_t flags, size_t entry_size) {
+    if (!context || !entries || flags != 0 || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
+    VContext* c = vctx_of(context);
+    const unsigned n = c->dev->num_ports();
+    if (max_entries < n) return -ENOMEM;
+    for (unsigned p = 1; p <= n; ++p) {
+        auto* e = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) + (p - 1) * entry_size);
+        _ibv_query_gid_ex(context, p, 0, e, 0, sizeof(ibv_gid_entry));
+    }
+    return n;
+}
+
+/** rdma-core private: GID type as sysfs names it (1 = RoCE v2). @return 0 or EINVAL. */
+extern "C" int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index, uint32_t* type) {
+    if (!context || !type) return EINVAL;
+    if (!port_ok(vctx_of(context), port_num) || index != 0) return EINVAL;
+    *type = 1; // IBV_GID_TYPE_SYSFS_ROCE_V2
+    return 0;
+}
+
+/** One P_Key, the default 0xffff, at index 0. @return 0 or EINVAL. */
+extern "C" int ibv_query_pkey(ibv_context* context, uint8_t port_num, int index, __be16* pkey) {
+    if (!context || !pkey) return EINVAL;
+    if (!port_ok(vctx_of(context), port_num) || index != 0) return EINVAL;
+    *pkey = 0xffff;
+    return 0;
+}
+
+/** Index of @p pkey: 0 for the default P_Key (full or limited membership), else -1 with errno ENOENT. */
+extern "C" int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, __be16 pkey) {
+    if (!context || !port_ok(vctx_of(context), port_num)) {
+        errno = EINVAL;
+        return -1;
+    }
+    if ((be16toh(pkey) & 0x7fff) == 0x7fff) return 0;
+    errno = ENOENT;
+    return -1;
+}
+
+// ---------------------------------------------------------------- async events
+
+/**
+ * Blocks (unless the application made context->async_fd non-blocking) until an asynchronous event
+ * arrives: IBV_EVENT_PORT_ACTIVE / IBV_EVENT_PORT_ERR when a port's link changes.
+ * @return 0, or -1 with errno (EAGAIN on a non-blocking fd with nothing pending, EINVAL).
+ */
+extern "C" int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
+    if (!context || !event) {
+        errno = EINVAL;
+        return -1;
+    }
+    AsyncRecord r;
+    ssize_t n = read(context->async_fd, &r, sizeof r);
+    if (n != static_cast<ssize_t>(sizeof r)) {
+        if (n >= 0) errno = EIO;
+        return -1;
+    }
+    event->event_type = static_cast<ibv_event_type>(r.type);
+    switch (event->event_type) {
+    case IBV_EVENT_PORT_ACTIVE:
+    case IBV_EVENT_PORT_ERR: event->element.port_num = static_cast<int>(r.port); break;
+    case IBV_EVENT_CQ_ERR: event->element.cq = static_cast<ibv_cq*>(r.element); break;
+    default: event->element.qp = static_cast<ibv_qp*>(r.element); break;
+    }
+    return 0;
+}
+
+/** Acknowledges an event (nothing to release in droce). */
+extern "C" void ibv_ack_async_event(ibv_async_event* event) { (void)event; }
