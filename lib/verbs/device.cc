@@ -123,8 +123,13 @@ int query_port_impl(ibv_context* context, uint8_t port_num, ibv_port_attr* attr,
     if (!attr || !port_ok(c, port_num)) return EINVAL;
     ibv_port_attr a{};
     const unsigned p = port_num - 1u;
+    // A port whose link has not come up yet (a memif server waiting for its client) reports ACTIVE
+    // with phys_state Polling, so that a server can start before its peer (perftest's server checks
+    // for ACTIVE first); frames wait in the engine until the link is up. A link that was up and
+    // went down reports DOWN (and raised IBV_EVENT_PORT_ERR).
     const bool up = c->dev->port(p).driver && c->dev->port(p).driver->link_up();
-    a.state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+    const bool lost = c->vdev->link_lost[p].load(std::memory_order_relaxed);
+    a.state = (up || !lost) ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
     const std::uint32_t max_path = provider().runtime->max_path_mtu(c->vdev->index, p);
     a.max_mtu = mtu_enum(max_path);
     a.active_mtu = mtu_enum(std::min(max_path, c->vdev->cfg.qp.path_mtu));
@@ -143,7 +148,7 @@ int query_port_impl(ibv_context* context, uint8_t port_num, ibv_port_attr* attr,
     a.init_type_reply = 0;
     a.active_width = 2;   // 4x
     a.active_speed = 32;  // EDR lane rate: a nominal figure, droce's real rate depends on the host
-    a.phys_state = up ? 5 : 3; // LinkUp / Disabled
+    a.phys_state = up ? 5 : (lost ? 3 : 2); // LinkUp / Disabled / Polling
     a.link_layer = IBV_LINK_LAYER_ETHERNET;
     a.flags = 0;
     a.port_cap_flags2 = 0;
@@ -277,9 +282,11 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
             std::fprintf(stderr, "droce: %s\n", err.c_str());
             return fail<ibv_context>(ENODEV);
         }
-        for (unsigned i = 0; i < p.runtime->num_devices(); ++i) {
+        for (unsigned i = 0; i < p.runtime->num_devices() && i < p.devices.size(); ++i) {
             Device* dev = &p.runtime->device(i);
-            dev->on_link_change = [dev](unsigned port, bool up) {
+            VDevice* vdev = p.devices[i].get();
+            dev->on_link_change = [dev, vdev](unsigned port, bool up) {
+                if (port < kMaxConfigPorts) vdev->link_lost[port].store(!up, std::memory_order_relaxed);
                 AsyncRecord r;
                 r.type = up ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR;
                 r.port = port + 1;

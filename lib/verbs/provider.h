@@ -62,6 +62,9 @@ struct VDevice {
     unsigned index = 0;    ///< index in the config file = Runtime device index
     DeviceConfig cfg;      ///< from the config, read without the EAL
     std::uint64_t guid_be = 0; ///< node GUID (EUI-64 of port 0's MAC), network order
+    /** Per port: the link was up and went down (set from Device::on_link_change on the engine
+     *  thread, read by ibv_query_port). A link that has not come up yet is not "lost". */
+    std::atomic<bool> link_lost[kMaxConfigPorts] = {};
 };
 
 struct VContext;
