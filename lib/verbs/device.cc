@@ -166,6 +166,10 @@ int query_device_impl(ibv_context* context, ibv_device_attr* a) {
     a->page_size_cap = 4096;
     a->vendor_id = 0; // no IEEE OUI: droce is not a Mellanox (0x02c9) or any other vendor's device
     a->vendor_part_id = 0;
+    // Tools that choose code paths by part id (perftest takes its ibv_wr_* path only for devices it
+    // recognises) can be steered for testing; the default is 0, droce's own identity.
+    if (const char* part = std::getenv("DROCE_VERBS_VENDOR_PART_ID"); part && *part)
+        a->vendor_part_id = static_cast<uint32_t>(std::strtoul(part, nullptr, 0));
     a->hw_ver = 0;
     a->max_qp = static_cast<int>(rc::kMaxQp);
     a->max_qp_wr = static_cast<int>(rc::kMaxQpWr);
