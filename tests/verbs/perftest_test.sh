@@ -53,7 +53,8 @@ run() {
     server_pid=$!
     local i
     for i in $(seq 1 200); do
-        grep -q "Waiting for client" "$tmp/$name.server" 2>/dev/null && break
+        # perftest's stdout is a file here (fully buffered): wait for its TCP listener instead.
+        [ -n "$(ss -Hltn "sport = :$tcp_port" 2>/dev/null)" ] && break
         kill -0 "$server_pid" 2>/dev/null || break
         sleep 0.1
     done
