@@ -1,0 +1,91 @@
+#!/bin/bash
+# Debian's unmodified ibverbs-utils over droce's libibverbs.so.1:
+#   - ibv_devices / ibv_devinfo with the default config (config/demo.ini: droce_a, droce_b) list the
+#     devices with their ports PORT_ACTIVE, link layer Ethernet and a RoCE v2 IPv4-mapped GID;
+#     with DROCE_CONFIG the config's device instead;
+#   - ibv_rc_pingpong -c (the receiver checks every byte) between two processes over net_memif
+#     (private copies of config/memif-*.ini), sizes 1 B, 4 KiB and 64 KiB, plus completion events
+#     (-e) and the ibv_wr_* API (-N).
+# usage: utils_test.sh BUILD/lib/verbs CONFIG_DIR
+set -u
+libdir=$1
+cfg=$2
+for t in ibv_devinfo ibv_devices ibv_rc_pingpong; do
+    command -v $t > /dev/null || { echo "SKIP: $t not installed (apt-get install ibverbs-utils)"; exit 77; }
+done
+tag=vut$$
+tmp=$(mktemp -d)
+runtime=${XDG_RUNTIME_DIR:-/var/run}/dpdk
+[ "$(id -u)" = 0 ] || runtime=${XDG_RUNTIME_DIR:-/tmp}/dpdk
+server_pid=
+cleanup() {
+    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+    rm -rf "$tmp" "$runtime/droce-$tag-s" "$runtime/droce-$tag-c"
+}
+trap cleanup EXIT
+for side in server client; do
+    short=${side:0:1}
+    sed -e "s|socket=/run/droce/memif.sock|socket=/run/droce/memif-$tag.sock|" \
+        -e "s|--file-prefix=droce-memif-$side|--file-prefix=droce-$tag-$short|" \
+        "$cfg/memif-$side.ini" > "$tmp/$side.ini"
+done
+export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+failures=0
+fail() {
+    echo "FAIL: $*"
+    failures=$((failures + 1))
+}
+
+# ---- ibv_devices / ibv_devinfo
+unset DROCE_CONFIG
+timeout 60 ibv_devices > "$tmp/devices" 2>&1 || fail "ibv_devices exited $?"
+grep -q droce_a "$tmp/devices" && grep -q droce_b "$tmp/devices" || { fail "ibv_devices: no droce_a / droce_b"; cat "$tmp/devices"; }
+timeout 60 ibv_devinfo -v > "$tmp/devinfo" 2> "$tmp/devinfo.err" || fail "ibv_devinfo exited $?"
+for want in "hca_id:.droce_a" "hca_id:.droce_b" "state:.*PORT_ACTIVE" "link_layer:.*Ethernet" \
+            "GID\[ *0\]:.*::ffff:10.0.0.1, RoCE v2" "atomic_cap:.*ATOMIC_HCA" "vendor_id:.*0x0000"; do
+    grep -Eq "$want" "$tmp/devinfo" || fail "ibv_devinfo -v: no line matching '$want'"
+done
+[ "$(grep -Ec 'state:.*PORT_ACTIVE' "$tmp/devinfo")" = 4 ] || fail "ibv_devinfo: expected 4 active ports"
+grep -q . "$tmp/devinfo.err" && echo "-- ibv_devinfo stderr:" && head -5 "$tmp/devinfo.err"
+[ $failures = 0 ] && echo "== ibv_devinfo: droce_a, droce_b, 4 ports PORT_ACTIVE, RoCE v2 GIDs"
+DROCE_CONFIG="$tmp/server.ini" timeout 60 ibv_devinfo > "$tmp/devinfo.s" 2>&1
+grep -q "hca_id:.droce_memif_s" "$tmp/devinfo.s" && grep -q PORT_ACTIVE "$tmp/devinfo.s" ||
+    { fail "ibv_devinfo with DROCE_CONFIG"; cat "$tmp/devinfo.s"; }
+
+# ---- ibv_rc_pingpong NAME ARGS...
+tcp_port=$((20000 + ($$ + 7000) % 20000))
+pingpong() {
+    local name=$1
+    shift
+    DROCE_CONFIG="$tmp/server.ini" timeout 60 ibv_rc_pingpong -d droce_memif_s -g 0 -p $tcp_port -c "$@" \
+        > "$tmp/$name.server" 2>&1 &
+    server_pid=$!
+    local i
+    for i in $(seq 1 200); do
+        [ -n "$(ss -Hltn "sport = :$tcp_port" 2>/dev/null)" ] && break
+        kill -0 "$server_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    DROCE_CONFIG="$tmp/client.ini" timeout 60 ibv_rc_pingpong -d droce_memif_c -g 0 -p $tcp_port -c "$@" 127.0.0.1 \
+        > "$tmp/$name.client" 2>&1
+    local crc=$?
+    [ $crc = 0 ] || kill "$server_pid" 2>/dev/null
+    wait "$server_pid"
+    local src=$?
+    server_pid=
+    tcp_port=$((tcp_port + 1))
+    if [ $crc != 0 ] || [ $src != 0 ] || grep -qi "fail\|error" "$tmp/$name.client" "$tmp/$name.server" ||
+       ! grep -q "iters in" "$tmp/$name.client" || ! grep -q "iters in" "$tmp/$name.server"; then
+        fail "ibv_rc_pingpong $name: client $crc server $src"
+        tail -8 "$tmp/$name.client" "$tmp/$name.server"
+        return
+    fi
+    echo "== ibv_rc_pingpong $name: $(grep 'iters in' "$tmp/$name.client")"
+}
+pingpong size1 -s 1 -n 200
+pingpong size4096 -s 4096 -n 200
+pingpong size65536 -s 65536 -n 50
+pingpong events -s 4096 -n 200 -e
+pingpong wr-api -s 4096 -n 200 -N
+echo "failures: $failures"
+[ $failures = 0 ]

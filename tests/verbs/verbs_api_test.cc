@@ -1,0 +1,575 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * droce's libibverbs.so.1 through the public verbs API (infiniband/verbs.h, linked against droce's
+ * library, not the system's): queries, one positive case per verb family and one negative case per
+ * error cause, and data between two devices of one process (config/demo.ini: droce_a and droce_b
+ * joined by in-process ring ports). Unsupported verbs must return EOPNOTSUPP, never crash.
+ */
+#include <infiniband/verbs.h>
+
+#include <gtest/gtest.h>
+#include <poll.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace {
+
+/** Both devices of demo.ini, opened once for the whole program (the runtime is per process). */
+struct Env {
+    ibv_context* a = nullptr;
+    ibv_context* b = nullptr;
+};
+Env& env() {
+    static Env e = [] {
+        Env r;
+        int n = 0;
+        ibv_device** list = ibv_get_device_list(&n);
+        for (int i = 0; list && i < n; ++i) {
+            if (std::strcmp(ibv_get_device_name(list[i]), "droce_a") == 0) r.a = ibv_open_device(list[i]);
+            if (std::strcmp(ibv_get_device_name(list[i]), "droce_b") == 0) r.b = ibv_open_device(list[i]);
+        }
+        ibv_free_device_list(list);
+        return r;
+    }();
+    return e;
+}
+
+class Verbs : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        a = env().a;
+        b = env().b;
+        ASSERT_NE(a, nullptr);
+        ASSERT_NE(b, nullptr);
+    }
+    ibv_context* a = nullptr;
+    ibv_context* b = nullptr;
+};
+
+TEST_F(Verbs, DeviceList) {
+    int n = -1;
+    ibv_device** list = ibv_get_device_list(&n);
+    ASSERT_NE(list, nullptr);
+    EXPECT_EQ(n, 2);
+    EXPECT_EQ(list[n], nullptr);
+    EXPECT_STREQ(ibv_get_device_name(list[0]), "droce_a");
+    EXPECT_EQ(ibv_get_device_index(list[1]), 1);
+    EXPECT_NE(ibv_get_device_guid(list[0]), 0u);
+    ibv_free_device_list(list);
+}
+
+TEST_F(Verbs, QueryDeviceAndPort) {
+    ibv_device_attr d{};
+    ASSERT_EQ(ibv_query_device(a, &d), 0);
+    EXPECT_NE(d.vendor_id, 0x02c9u); // not Mellanox
+    EXPECT_EQ(d.max_qp, 1024);
+    EXPECT_EQ(d.max_sge, 16);
+    EXPECT_EQ(d.atomic_cap, IBV_ATOMIC_HCA);
+    EXPECT_EQ(d.phys_port_cnt, 2);
+    ibv_device_attr_ex dx{};
+    ASSERT_EQ(ibv_query_device_ex(a, nullptr, &dx), 0);
+    EXPECT_EQ(dx.orig_attr.max_qp_wr, d.max_qp_wr);
+
+    ibv_port_attr p{};
+    ASSERT_EQ(ibv_query_port(a, 1, &p), 0);
+    EXPECT_EQ(p.state, IBV_PORT_ACTIVE);
+    EXPECT_EQ(p.link_layer, IBV_LINK_LAYER_ETHERNET);
+    EXPECT_EQ(p.active_mtu, IBV_MTU_4096);
+    EXPECT_EQ(p.gid_tbl_len, 1);
+    EXPECT_EQ(ibv_query_port(a, 3, &p), EINVAL);
+    EXPECT_EQ(ibv_query_port(a, 0, &p), EINVAL);
+
+    ibv_gid gid{};
+    ASSERT_EQ(ibv_query_gid(a, 1, 0, &gid), 0);
+    const std::uint8_t want[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
+    EXPECT_EQ(std::memcmp(gid.raw, want, 16), 0);
+    EXPECT_EQ(ibv_query_gid(a, 1, 1, &gid), EINVAL);
+    ibv_gid_entry e{};
+    ASSERT_EQ(ibv_query_gid_ex(a, 1, 0, &e, 0), 0);
+    EXPECT_EQ(e.gid_type, IBV_GID_TYPE_ROCE_V2);
+    EXPECT_EQ(ibv_query_gid_ex(a, 1, 5, &e, 0), ENODATA);
+    ibv_gid_entry table[4];
+    EXPECT_EQ(ibv_query_gid_table(a, table, 4, 0), 2);
+    __be16 pkey = 0;
+    EXPECT_EQ(ibv_query_pkey(a, 1, 0, &pkey), 0);
+    EXPECT_EQ(pkey, 0xffff);
+    EXPECT_EQ(ibv_get_pkey_index(a, 1, 0xffff), 0);
+}
+
+TEST_F(Verbs, PdAndMr) {
+    ibv_pd* pd = ibv_alloc_pd(a);
+    ASSERT_NE(pd, nullptr);
+    std::vector<char> buf(8192);
+    ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(),
+                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_RELAXED_ORDERING);
+    ASSERT_NE(mr, nullptr) << std::strerror(errno);
+    EXPECT_NE(mr->lkey, 0u);
+    // Remote write without local write: EINVAL (IBTA C10-... as every provider).
+    errno = 0;
+    EXPECT_EQ(ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_REMOTE_WRITE), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    // An iova other than the address: not supported.
+    errno = 0;
+    EXPECT_EQ(ibv_reg_mr_iova(pd, buf.data(), buf.size(), 0x1000, IBV_ACCESS_LOCAL_WRITE), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    // The PD is busy while the MR lives.
+    EXPECT_EQ(ibv_dealloc_pd(pd), EBUSY);
+    EXPECT_EQ(ibv_dereg_mr(mr), 0);
+    EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+}
+
+TEST_F(Verbs, CqBadAttributes) {
+    errno = 0;
+    EXPECT_EQ(ibv_create_cq(a, 0, nullptr, nullptr, 0), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    errno = 0;
+    EXPECT_EQ(ibv_create_cq(a, 1 << 20, nullptr, nullptr, 0), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    errno = 0;
+    EXPECT_EQ(ibv_create_cq(a, 16, nullptr, nullptr, 1), nullptr); // one completion vector
+    EXPECT_EQ(errno, EINVAL);
+    ibv_cq_init_attr_ex cx{};
+    cx.cqe = 16;
+    cx.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+    errno = 0;
+    EXPECT_EQ(ibv_create_cq_ex(a, &cx), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    EXPECT_EQ(ibv_destroy_cq(nullptr), EINVAL);
+}
+
+TEST_F(Verbs, QpBadAttributes) {
+    ibv_pd* pd = ibv_alloc_pd(a);
+    ibv_cq* cq = ibv_create_cq(a, 16, nullptr, nullptr, 0);
+    ASSERT_NE(cq, nullptr);
+    ibv_qp_init_attr ia{};
+    ia.send_cq = cq;
+    ia.recv_cq = cq;
+    ia.cap.max_send_wr = 8;
+    ia.cap.max_recv_wr = 8;
+    ia.cap.max_send_sge = 1;
+    ia.cap.max_recv_sge = 1;
+    ia.qp_type = IBV_QPT_UD;
+    errno = 0;
+    EXPECT_EQ(ibv_create_qp(pd, &ia), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap.max_send_sge = 64;
+    errno = 0;
+    EXPECT_EQ(ibv_create_qp(pd, &ia), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    ia.cap.max_send_sge = 1;
+    ibv_qp* qp = ibv_create_qp(pd, &ia);
+    ASSERT_NE(qp, nullptr);
+    EXPECT_EQ(qp->state, IBV_QPS_RESET);
+    EXPECT_GE(ia.cap.max_send_wr, 8u);
+    // RESET -> RTR is not a legal transition.
+    ibv_qp_attr at{};
+    at.qp_state = IBV_QPS_RTR;
+    EXPECT_EQ(ibv_modify_qp(qp, &at, IBV_QP_STATE), EINVAL);
+    // RESET -> INIT without its required attributes.
+    at.qp_state = IBV_QPS_INIT;
+    EXPECT_EQ(ibv_modify_qp(qp, &at, IBV_QP_STATE), EINVAL);
+    // Alternate paths are not supported.
+    EXPECT_EQ(ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_ALT_PATH), EOPNOTSUPP);
+    // Posting in RESET.
+    char byte = 0;
+    ibv_sge sge{reinterpret_cast<uintptr_t>(&byte), 1, 0};
+    ibv_send_wr wr{};
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    ibv_send_wr* bad = nullptr;
+    EXPECT_EQ(ibv_post_send(qp, &wr, &bad), EINVAL);
+    EXPECT_EQ(bad, &wr);
+    EXPECT_EQ(ibv_destroy_cq(cq), EBUSY); // still used by the QP
+    EXPECT_EQ(ibv_destroy_qp(qp), 0);
+    EXPECT_EQ(ibv_destroy_cq(cq), 0);
+    EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+}
+
+TEST_F(Verbs, UnsupportedVerbsSayEopnotsupp) {
+    ibv_pd* pd = ibv_alloc_pd(a);
+    ibv_srq_init_attr sa{};
+    sa.attr.max_wr = 4;
+    sa.attr.max_sge = 1;
+    errno = 0;
+    EXPECT_EQ(ibv_create_srq(pd, &sa), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    errno = 0;
+    EXPECT_EQ(ibv_alloc_mw(pd, IBV_MW_TYPE_1), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    ibv_xrcd_init_attr xa{};
+    errno = 0;
+    EXPECT_EQ(ibv_open_xrcd(a, &xa), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    ibv_td_init_attr ta{};
+    errno = 0;
+    EXPECT_EQ(ibv_alloc_td(a, &ta), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    ibv_cq* cq = ibv_create_cq(a, 4, nullptr, nullptr, 0);
+    EXPECT_EQ(ibv_resize_cq(cq, 64), EOPNOTSUPP);
+    errno = 0;
+    EXPECT_EQ(ibv_import_device(3), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    errno = 0;
+    EXPECT_EQ(ibv_reg_dmabuf_mr(pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    ibv_destroy_cq(cq);
+    ibv_dealloc_pd(pd);
+}
+
+TEST(VerbsStrings, Helpers) {
+    EXPECT_STRNE(ibv_wc_status_str(IBV_WC_SUCCESS), "");
+    EXPECT_STRNE(ibv_wc_status_str(IBV_WC_RETRY_EXC_ERR), ibv_wc_status_str(IBV_WC_SUCCESS));
+    EXPECT_STREQ(ibv_port_state_str(IBV_PORT_ACTIVE), "PORT_ACTIVE");
+    EXPECT_STRNE(ibv_event_type_str(IBV_EVENT_PORT_ERR), "unknown");
+    EXPECT_STRNE(ibv_node_type_str(IBV_NODE_CA), "unknown");
+    EXPECT_EQ(ibv_rate_to_mult(IBV_RATE_10_GBPS), 4);
+    EXPECT_EQ(mult_to_ibv_rate(4), IBV_RATE_10_GBPS);
+    EXPECT_EQ(ibv_rate_to_mbps(IBV_RATE_40_GBPS), 40000);
+    EXPECT_EQ(mbps_to_ibv_rate(40000), IBV_RATE_40_GBPS);
+    EXPECT_EQ(ibv_rate_to_mult(IBV_RATE_MAX), -1);
+}
+
+/** An RC QP on each device, connected to each other, with a registered buffer on each side. */
+class Pair : public Verbs {
+  protected:
+    struct Side {
+        ibv_pd* pd = nullptr;
+        ibv_comp_channel* ch = nullptr;
+        ibv_cq* cq = nullptr;
+        ibv_qp* qp = nullptr;
+        std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(65536);
+        ibv_mr* mr = nullptr;
+    };
+    Side sa, sb;
+
+    void make(ibv_context* c, Side& s) {
+        s.pd = ibv_alloc_pd(c);
+        s.ch = ibv_create_comp_channel(c);
+        ASSERT_NE(s.ch, nullptr);
+        ibv_cq_init_attr_ex cx{};
+        cx.cqe = 64;
+        cx.channel = s.ch;
+        cx.wc_flags = IBV_WC_STANDARD_FLAGS;
+        ibv_cq_ex* cqx = ibv_create_cq_ex(c, &cx);
+        ASSERT_NE(cqx, nullptr);
+        s.cq = ibv_cq_ex_to_cq(cqx);
+        ibv_qp_init_attr_ex ia{};
+        ia.send_cq = s.cq;
+        ia.recv_cq = s.cq;
+        ia.cap.max_send_wr = 32;
+        ia.cap.max_recv_wr = 32;
+        ia.cap.max_send_sge = 2;
+        ia.cap.max_recv_sge = 2;
+        ia.cap.max_inline_data = 64;
+        ia.qp_type = IBV_QPT_RC;
+        ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        ia.pd = s.pd;
+        ia.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_READ |
+                            IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+        s.qp = ibv_create_qp_ex(c, &ia);
+        ASSERT_NE(s.qp, nullptr) << std::strerror(errno);
+        s.mr = ibv_reg_mr(s.pd, s.buf.data(), s.buf.size(),
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                              IBV_ACCESS_REMOTE_ATOMIC);
+        ASSERT_NE(s.mr, nullptr);
+    }
+    void connect(ibv_context* c, Side& s, const Side& peer, ibv_context* peer_ctx) {
+        ibv_qp_attr at{};
+        at.qp_state = IBV_QPS_INIT;
+        at.pkey_index = 0;
+        at.port_num = 1;
+        at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+        ASSERT_EQ(ibv_modify_qp(s.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+        at = {};
+        at.qp_state = IBV_QPS_RTR;
+        at.path_mtu = IBV_MTU_1024;
+        at.dest_qp_num = peer.qp->qp_num;
+        at.rq_psn = 100;
+        at.max_dest_rd_atomic = 4;
+        at.min_rnr_timer = 1;
+        at.ah_attr.port_num = 1;
+        // Without a global route (RoCE addresses by GID): EINVAL.
+        ASSERT_EQ(ibv_modify_qp(s.qp, &at,
+                                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+                  EINVAL);
+        at.ah_attr.is_global = 1;
+        ASSERT_EQ(ibv_query_gid(peer_ctx, 1, 0, &at.ah_attr.grh.dgid), 0);
+        at.ah_attr.grh.hop_limit = 64;
+        ASSERT_EQ(ibv_modify_qp(s.qp, &at,
+                                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+                  0);
+        at = {};
+        at.qp_state = IBV_QPS_RTS;
+        at.sq_psn = 100;
+        at.timeout = 14;
+        at.retry_cnt = 7;
+        at.rnr_retry = 7;
+        at.max_rd_atomic = 4;
+        ASSERT_EQ(ibv_modify_qp(s.qp, &at,
+                                IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                    IBV_QP_MAX_QP_RD_ATOMIC),
+                  0);
+        EXPECT_EQ(s.qp->state, IBV_QPS_RTS);
+        (void)c;
+    }
+    void SetUp() override {
+        Verbs::SetUp();
+        make(a, sa);
+        make(b, sb);
+        connect(a, sa, sb, b);
+        connect(b, sb, sa, a);
+    }
+    void TearDown() override {
+        for (Side* s : {&sa, &sb}) {
+            if (s->qp) {
+                EXPECT_EQ(ibv_destroy_qp(s->qp), 0);
+            }
+            if (s->mr) {
+                EXPECT_EQ(ibv_dereg_mr(s->mr), 0);
+            }
+            if (s->cq) {
+                EXPECT_EQ(ibv_destroy_cq(s->cq), 0);
+            }
+            if (s->ch) {
+                EXPECT_EQ(ibv_destroy_comp_channel(s->ch), 0);
+            }
+            if (s->pd) {
+                EXPECT_EQ(ibv_dealloc_pd(s->pd), 0);
+            }
+        }
+    }
+    /** Polls @p cq for one completion (up to 5 s). */
+    static bool poll_one(ibv_cq* cq, ibv_wc* wc) {
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (std::chrono::steady_clock::now() < end) {
+            int n = ibv_poll_cq(cq, 1, wc);
+            if (n == 1) return true;
+            if (n < 0) return false;
+        }
+        return false;
+    }
+    ibv_send_wr write_wr(ibv_sge* sge, std::uint32_t rkey, std::uint64_t raddr) {
+        ibv_send_wr wr{};
+        wr.wr_id = 7;
+        wr.sg_list = sge;
+        wr.num_sge = 1;
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.wr.rdma.remote_addr = raddr;
+        wr.wr.rdma.rkey = rkey;
+        return wr;
+    }
+};
+
+TEST_F(Pair, WriteMovesDataAndBadKeysFail) {
+    for (std::size_t i = 0; i < 4096; ++i)
+        sa.buf[i] = static_cast<std::uint8_t>(i * 7);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 4096, sa.mr->lkey};
+    ibv_send_wr wr = write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
+    ibv_wc wc{};
+    ASSERT_TRUE(poll_one(sa.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    EXPECT_EQ(wc.opcode, IBV_WC_RDMA_WRITE);
+    EXPECT_EQ(wc.wr_id, 7u);
+    EXPECT_EQ(std::memcmp(sa.buf.data(), sb.buf.data(), 4096), 0);
+
+    // A bad rkey: the responder NAKs, the requester completes with REM_ACCESS_ERR (and the QP fails).
+    wr = write_wr(&sge, sb.mr->rkey ^ 0x100, reinterpret_cast<uintptr_t>(sb.buf.data()));
+    ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
+    ASSERT_TRUE(poll_one(sa.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(wc.status);
+}
+
+TEST_F(Pair, BadLkeyFailsLocally) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 64, sa.mr->lkey + 0x1000};
+    ibv_send_wr wr = write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
+    ibv_wc wc{};
+    ASSERT_TRUE(poll_one(sa.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(wc.status);
+}
+
+TEST_F(Pair, PostSendRejectsBadWrs) {
+    ibv_sge sge[20] = {};
+    ibv_send_wr wr{};
+    wr.sg_list = sge;
+    wr.num_sge = 20; // above the QP's max_send_sge and droce's 16
+    wr.opcode = IBV_WR_SEND;
+    ibv_send_wr* bad = nullptr;
+    EXPECT_EQ(ibv_post_send(sa.qp, &wr, &bad), EINVAL);
+    EXPECT_EQ(bad, &wr);
+    ibv_send_wr w2{};
+    w2.opcode = IBV_WR_LOCAL_INV; // not supported on droce
+    wr.num_sge = 0;
+    wr.next = &w2;
+    bad = nullptr;
+    EXPECT_EQ(ibv_post_send(sa.qp, &wr, &bad), EINVAL);
+    EXPECT_EQ(bad, &w2);
+    ibv_recv_wr rw{};
+    rw.sg_list = nullptr;
+    rw.num_sge = 40;
+    ibv_recv_wr* rbad = nullptr;
+    EXPECT_EQ(ibv_post_recv(sa.qp, &rw, &rbad), EINVAL);
+    EXPECT_EQ(rbad, &rw);
+}
+
+TEST_F(Pair, SendInlineWithCompletionEventAndCqEx) {
+    // b posts a receive and arms its CQ; a sends inline data; b's channel fd becomes readable.
+    ibv_sge rs{reinterpret_cast<uintptr_t>(sb.buf.data()), 256, sb.mr->lkey};
+    ibv_recv_wr rw{};
+    rw.wr_id = 42;
+    rw.sg_list = &rs;
+    rw.num_sge = 1;
+    ibv_recv_wr* rbad = nullptr;
+    ASSERT_EQ(ibv_post_recv(sb.qp, &rw, &rbad), 0);
+    ASSERT_EQ(ibv_req_notify_cq(sb.cq, 0), 0);
+    char msg[] = "droce inline hello";
+    ibv_sge ss{reinterpret_cast<uintptr_t>(msg), sizeof msg, 0}; // lkey ignored for inline data
+    ibv_send_wr wr{};
+    wr.wr_id = 1;
+    wr.sg_list = &ss;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND_WITH_IMM;
+    wr.imm_data = htobe32(0x12345678);
+    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
+    pollfd pfd{sb.ch->fd, POLLIN, 0};
+    ASSERT_EQ(poll(&pfd, 1, 5000), 1);
+    ibv_cq* ev_cq = nullptr;
+    void* ev_ctx = nullptr;
+    ASSERT_EQ(ibv_get_cq_event(sb.ch, &ev_cq, &ev_ctx), 0);
+    EXPECT_EQ(ev_cq, sb.cq);
+    ibv_ack_cq_events(ev_cq, 1);
+    // Read it with the ibv_cq_ex interface.
+    ibv_cq_ex* cqx = reinterpret_cast<ibv_cq_ex*>(sb.cq);
+    ibv_poll_cq_attr pa{};
+    ASSERT_EQ(ibv_start_poll(cqx, &pa), 0);
+    EXPECT_EQ(cqx->status, IBV_WC_SUCCESS);
+    EXPECT_EQ(cqx->wr_id, 42u);
+    EXPECT_EQ(ibv_wc_read_opcode(cqx), IBV_WC_RECV);
+    EXPECT_EQ(ibv_wc_read_byte_len(cqx), sizeof msg);
+    EXPECT_TRUE(ibv_wc_read_wc_flags(cqx) & IBV_WC_WITH_IMM);
+    EXPECT_EQ(be32toh(ibv_wc_read_imm_data(cqx)), 0x12345678u);
+    EXPECT_EQ(ibv_wc_read_qp_num(cqx), sb.qp->qp_num);
+    EXPECT_EQ(ibv_next_poll(cqx), ENOENT);
+    ibv_end_poll(cqx);
+    EXPECT_STREQ(reinterpret_cast<char*>(sb.buf.data()), msg);
+    // The sender's completion; then the CQ is empty: start_poll says ENOENT (no end_poll then).
+    ibv_wc wc{};
+    ASSERT_TRUE(poll_one(sa.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(ibv_start_poll(cqx, &pa), ENOENT);
+}
+
+TEST_F(Pair, WrApiReadWriteAtomicAndUnsupported) {
+    ibv_qp_ex* qx = ibv_qp_to_qp_ex(sa.qp);
+    ASSERT_NE(qx, nullptr);
+    for (std::size_t i = 0; i < 8192; ++i)
+        sb.buf[i] = static_cast<std::uint8_t>(i ^ 0x5a);
+    std::uint64_t counter = 5;
+    std::memcpy(sb.buf.data() + 16384, &counter, 8);
+    const auto raddr = reinterpret_cast<uintptr_t>(sb.buf.data());
+    ibv_wr_start(qx);
+    qx->wr_id = 1;
+    qx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_rdma_read(qx, sb.mr->rkey, raddr);
+    ibv_sge two[2] = {{reinterpret_cast<uintptr_t>(sa.buf.data()), 4096, sa.mr->lkey},
+                      {reinterpret_cast<uintptr_t>(sa.buf.data()) + 4096, 4096, sa.mr->lkey}};
+    ibv_wr_set_sge_list(qx, 2, two);
+    qx->wr_id = 2;
+    ibv_wr_atomic_fetch_add(qx, sb.mr->rkey, raddr + 16384, 10);
+    ibv_wr_set_sge(qx, sa.mr->lkey, reinterpret_cast<uintptr_t>(sa.buf.data()) + 32768, 8);
+    qx->wr_id = 3;
+    ibv_wr_rdma_write(qx, sb.mr->rkey, raddr + 20000);
+    ibv_wr_set_inline_data(qx, const_cast<char*>("inline!"), 8);
+    ASSERT_EQ(ibv_wr_complete(qx), 0);
+    for (std::uint64_t want = 1; want <= 3; ++want) {
+        ibv_wc wc{};
+        ASSERT_TRUE(poll_one(sa.cq, &wc));
+        EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+        EXPECT_EQ(wc.wr_id, want);
+    }
+    EXPECT_EQ(std::memcmp(sa.buf.data(), sb.buf.data(), 8192), 0);
+    std::uint64_t old = 0, now = 0;
+    std::memcpy(&old, sa.buf.data() + 32768, 8);
+    std::memcpy(&now, sb.buf.data() + 16384, 8);
+    EXPECT_EQ(old, 5u);
+    EXPECT_EQ(now, 15u);
+    EXPECT_STREQ(reinterpret_cast<char*>(sb.buf.data()) + 20000, "inline!");
+
+    // Unsupported in a batch: wr_complete says EOPNOTSUPP and nothing of the batch is posted.
+    ibv_wr_start(qx);
+    qx->wr_id = 9;
+    ibv_wr_rdma_write(qx, sb.mr->rkey, raddr);
+    ibv_wr_set_sge(qx, sa.mr->lkey, reinterpret_cast<uintptr_t>(sa.buf.data()), 8);
+    ibv_wr_local_inv(qx, 0x1234);
+    EXPECT_EQ(ibv_wr_complete(qx), EOPNOTSUPP);
+    // wr_abort drops a batch.
+    ibv_wr_start(qx);
+    ibv_wr_send(qx);
+    ibv_wr_set_sge(qx, sa.mr->lkey, reinterpret_cast<uintptr_t>(sa.buf.data()), 8);
+    ibv_wr_abort(qx);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ibv_wc wc{};
+    EXPECT_EQ(ibv_poll_cq(sa.cq, 1, &wc), 0);
+}
+
+TEST_F(Pair, QueryQp) {
+    ibv_qp_attr at{};
+    ibv_qp_init_attr ia{};
+    ASSERT_EQ(ibv_query_qp(sa.qp, &at, IBV_QP_STATE | IBV_QP_CAP, &ia), 0);
+    EXPECT_EQ(at.qp_state, IBV_QPS_RTS);
+    EXPECT_EQ(at.dest_qp_num, sb.qp->qp_num);
+    EXPECT_EQ(at.path_mtu, IBV_MTU_1024);
+    EXPECT_EQ(at.sq_psn, 100u);
+    EXPECT_EQ(ia.qp_type, IBV_QPT_RC);
+    EXPECT_GE(ia.cap.max_inline_data, 64u);
+}
+
+TEST_F(Pair, ManyThreadsPostOnOneQp) {
+    // verbs lets several threads post on one QP: the library serialises them.
+    constexpr int kThreads = 4, kPer = 192; // 12 signaled per thread
+    std::vector<std::thread> ts;
+    std::atomic<int> posted{0};
+    for (int t = 0; t < kThreads; ++t)
+        ts.emplace_back([&, t] {
+            for (int i = 0; i < kPer; ++i) {
+                ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()) + t * 64, 64, sa.mr->lkey};
+                ibv_send_wr wr = write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()) + t * 64);
+                wr.send_flags = (i % 16 == 15) ? IBV_SEND_SIGNALED : 0;
+                ibv_send_wr* bad = nullptr;
+                while (ibv_post_send(sa.qp, &wr, &bad) == ENOMEM)
+                    std::this_thread::yield();
+                posted.fetch_add(1);
+            }
+        });
+    int signaled = 0;
+    ibv_wc wc[16];
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (signaled < kThreads * kPer / 16 && std::chrono::steady_clock::now() < end) {
+        int n = ibv_poll_cq(sa.cq, 16, wc);
+        for (int i = 0; i < n; ++i)
+            EXPECT_EQ(wc[i].status, IBV_WC_SUCCESS);
+        signaled += n;
+    }
+    for (auto& t : ts)
+        t.join();
+    EXPECT_EQ(posted.load(), kThreads * kPer);
+    EXPECT_EQ(signaled, kThreads * kPer / 16);
+}
+
+} // namespace
