@@ -318,7 +318,7 @@ int run_demo(const Cli& cli) {
         for (unsigned port = 0; port < rt->device(d).num_ports(); ++port)
             if (sim::ImpairedPort* st = rt->impair_stage(d, port)) {
                 sim::ImpairConfig c = st->config();
-                c.loss = lossy.loss;
+                c.link.loss = lossy.link.loss;
                 st->set_config(c); // engines are stopped between runs: this thread may call it
             }
     std::printf("\nWith 1%% loss injected on both devices' transmit side (impairment stage), 64 "

@@ -178,7 +178,7 @@ struct ImpairedPort::Impl {
      */
     template <typename Sink>
     std::uint32_t drain(std::uint64_t now, std::uint32_t budget, Sink&& sink) noexcept {
-        if (!cfg.up) {
+        if (!cfg.link.up) {
             drop_all_down();
             return 0;
         }
@@ -217,7 +217,7 @@ struct ImpairedPort::Impl {
 
     /** Impairs one frame into the ring; the caller checked that one slot is free. */
     void admit(PktBuf* b, std::uint64_t now) noexcept {
-        const ImpairConfig& c = cfg;
+        const LinkConfig& c = cfg.link;
         stats.inc(LinkCounter::tx_frames);
         if (!c.up) {
             stats.inc(LinkCounter::dropped_down);
@@ -240,7 +240,7 @@ struct ImpairedPort::Impl {
         b->ecn_ce = detail::ecn_of(*b, ly) == static_cast<int>(detail::kEcnCe);
         const bool mark =
             (c.ecn && detail::red_decides_mark(rng, c.kmin_bytes, c.kmax_bytes, c.pmax, backlog)) ||
-            detail::chance(rng, c.ecn_mark_probability);
+            detail::chance(rng, cfg.ecn_mark_probability);
         if (mark && detail::mark_ce(*b, ly)) stats.inc(LinkCounter::ecn_marked);
         if (detail::chance(rng, c.corrupt)) {
             detail::corrupt_one_bit(rng, *b, ly);
@@ -362,13 +362,13 @@ std::uint32_t ImpairedPort::max_frame() const noexcept {
 }
 
 bool ImpairedPort::link_up() const noexcept {
-    return impl_->cfg.up && inner_->link_up();
+    return impl_->cfg.link.up && inner_->link_up();
 }
 
 void ImpairedPort::poll() noexcept {
     if (impl_->cfg.side == ImpairSide::tx)
         (void)impl_->drain_to_inner(impl_->clock->now_ns());
-    else if (!impl_->cfg.up)
+    else if (!impl_->cfg.link.up)
         impl_->drop_all_down();
     impl_->flush_drops();
 }
@@ -386,7 +386,7 @@ void ImpairedPort::set_config(const ImpairConfig& config) noexcept {
 }
 
 void ImpairedPort::set_up(bool up) noexcept {
-    impl_->cfg.up = up;
+    impl_->cfg.link.up = up;
 }
 
 const LinkStats& ImpairedPort::stats() const noexcept {
@@ -559,39 +559,39 @@ std::string parse_impair_spec(std::string_view spec, ImpairConfig& out) {
             if (!parse_double(v, d) || d < 0.0 || d > 1.0)
                 return bad_value(name, v, "a probability 0..1");
             switch (k->key) {
-            case Key::loss: c.loss = d; break;
-            case Key::reorder: c.reorder = d; break;
-            case Key::dup: c.duplicate = d; break;
-            case Key::corrupt: c.corrupt = d; break;
+            case Key::loss: c.link.loss = d; break;
+            case Key::reorder: c.link.reorder = d; break;
+            case Key::dup: c.link.duplicate = d; break;
+            case Key::corrupt: c.link.corrupt = d; break;
             case Key::ecn: c.ecn_mark_probability = d; break;
-            default: c.pmax = d; red_given = true; break;
+            default: c.link.pmax = d; red_given = true; break;
             }
             break;
         }
         case Key::bw:
             if (!parse_double(v, d) || d < 0.0 || d > 1e6)
                 return bad_value(name, v, "Gb/s, 0 (infinite) to 1e6");
-            c.bandwidth_gbps = d;
+            c.link.bandwidth_gbps = d;
             break;
         case Key::reorder_frames:
             if (!parse_u64(v, 0xffff, u)) return bad_value(name, v, "frames, 0..65535");
-            c.reorder_max_frames = static_cast<std::uint16_t>(u);
+            c.link.reorder_max_frames = static_cast<std::uint16_t>(u);
             break;
         case Key::reorder_ns:
             if (!parse_u64(v, std::numeric_limits<std::uint64_t>::max(), u))
                 return bad_value(name, v, "ns, an unsigned integer");
-            c.reorder_max_ns = u;
+            c.link.reorder_max_ns = u;
             break;
         case Key::queue:
             if (!parse_u64(v, std::numeric_limits<std::uint64_t>::max(), u))
                 return bad_value(name, v, "bytes, an unsigned integer (0 = unlimited)");
-            c.queue_bytes = u;
+            c.link.queue_bytes = u;
             break;
         case Key::red_kmin:
         case Key::red_kmax:
             if (!parse_u64(v, std::numeric_limits<std::uint64_t>::max(), u))
                 return bad_value(name, v, "bytes, an unsigned integer");
-            (k->key == Key::red_kmin ? c.kmin_bytes : c.kmax_bytes) = u;
+            (k->key == Key::red_kmin ? c.link.kmin_bytes : c.link.kmax_bytes) = u;
             red_given = true;
             break;
         case Key::red:
@@ -609,7 +609,7 @@ std::string parse_impair_spec(std::string_view spec, ImpairConfig& out) {
             else return bad_value(name, v, "tx or rx");
             break;
         case Key::up:
-            if (!parse_bool(v, c.up)) return bad_value(name, v, "0, 1, true or false");
+            if (!parse_bool(v, c.link.up)) return bad_value(name, v, "0, 1, true or false");
             break;
         case Key::ring:
             if (!parse_u64(v, kMaxImpairRing, u) || u < 1)
@@ -622,11 +622,11 @@ std::string parse_impair_spec(std::string_view spec, ImpairConfig& out) {
         if (comma == std::string_view::npos) break;
         spec.remove_prefix(comma + 1);
     }
-    if (red_given) c.ecn = true;
-    if (red_explicit) c.ecn = red_value;
-    if (c.ecn && c.kmin_bytes > c.kmax_bytes)
+    if (red_given) c.link.ecn = true;
+    if (red_explicit) c.link.ecn = red_value;
+    if (c.link.ecn && c.link.kmin_bytes > c.link.kmax_bytes)
         return "impair spec: key 'red_kmin' must not exceed 'red_kmax' (" +
-               std::to_string(c.kmin_bytes) + " > " + std::to_string(c.kmax_bytes) + ")";
+               std::to_string(c.link.kmin_bytes) + " > " + std::to_string(c.link.kmax_bytes) + ")";
     out = c;
     return {};
 }
@@ -641,22 +641,22 @@ std::string shortest(double d) {
 
 std::string to_spec(const ImpairConfig& c) {
     std::string s;
-    s += "loss=" + shortest(c.loss);
-    s += ",reorder=" + shortest(c.reorder);
-    s += ",reorder_frames=" + std::to_string(c.reorder_max_frames);
-    s += ",reorder_ns=" + std::to_string(c.reorder_max_ns);
-    s += ",dup=" + shortest(c.duplicate);
-    s += ",corrupt=" + shortest(c.corrupt);
+    s += "loss=" + shortest(c.link.loss);
+    s += ",reorder=" + shortest(c.link.reorder);
+    s += ",reorder_frames=" + std::to_string(c.link.reorder_max_frames);
+    s += ",reorder_ns=" + std::to_string(c.link.reorder_max_ns);
+    s += ",dup=" + shortest(c.link.duplicate);
+    s += ",corrupt=" + shortest(c.link.corrupt);
     s += ",ecn=" + shortest(c.ecn_mark_probability);
-    s += ",bw=" + shortest(c.bandwidth_gbps);
-    s += ",queue=" + std::to_string(c.queue_bytes);
-    s += ",red_kmin=" + std::to_string(c.kmin_bytes);
-    s += ",red_kmax=" + std::to_string(c.kmax_bytes);
-    s += ",red_pmax=" + shortest(c.pmax);
-    s += std::string(",red=") + (c.ecn ? "1" : "0");
+    s += ",bw=" + shortest(c.link.bandwidth_gbps);
+    s += ",queue=" + std::to_string(c.link.queue_bytes);
+    s += ",red_kmin=" + std::to_string(c.link.kmin_bytes);
+    s += ",red_kmax=" + std::to_string(c.link.kmax_bytes);
+    s += ",red_pmax=" + shortest(c.link.pmax);
+    s += std::string(",red=") + (c.link.ecn ? "1" : "0");
     s += ",seed=" + std::to_string(c.seed);
     s += ",side=" + std::string(to_string(c.side));
-    s += std::string(",up=") + (c.up ? "1" : "0");
+    s += std::string(",up=") + (c.link.up ? "1" : "0");
     s += ",ring=" + std::to_string(c.ring_frames);
     return s;
 }

@@ -88,42 +88,21 @@ enum class ImpairSide : std::uint8_t { tx, rx };
 inline constexpr std::uint32_t kMaxImpairRing = 1u << 16;
 
 /**
- * What a stage does to frames; LinkConfig's impairments without propagation delay, plus a flat
- * ECN marking probability. Probabilities are in 0..1, drawn independently per frame; values
- * outside are clamped (<= 0 never, >= 1 always).
+ * What a stage does to frames: a fabric link's impairments (LinkConfig, with the same meaning and
+ * clamping) plus what only a stage has.
  */
 struct ImpairConfig {
+    /**
+     * The impairments, as on a fabric link: up (false also makes link_up() report false), loss,
+     * reorder (held in the stage's ring, see the file comment), duplicate, corrupt, the modelled
+     * egress queue (bandwidth_gbps, queue_bytes) and RED (ecn, kmin_bytes, kmax_bytes, pmax).
+     * delay_ns is not applied: a stage never delays frames.
+     */
+    LinkConfig link;
     /** PRNG seed (applied at construction only). */
     std::uint64_t seed = 1;
     /** The direction impaired (construction only; see the file comment). */
     ImpairSide side = ImpairSide::tx;
-    /** False: every frame offered, and every frame still in the ring, is dropped (dropped_down);
-     *  link_up() reports false. */
-    bool up = true;
-    /** Probability that a frame is lost (dropped_loss). */
-    double loss = 0.0;
-    /** Probability that a frame is held back (reordered); see the ring in the file comment.
-     *  reorder_max_frames 0 disables reordering. */
-    double reorder = 0.0;
-    std::uint16_t reorder_max_frames = 3;
-    /** ns; the longest a held-back frame waits for later frames before it is released. */
-    std::uint64_t reorder_max_ns = 20'000;
-    /** Probability that a frame is sent twice; the copy follows the original. */
-    double duplicate = 0.0;
-    /** Probability that one bit after the Ethernet header, outside the ICRC-masked fields, is
-     *  flipped (as on a fabric link), so that the receiver's ICRC rejects the frame. */
-    double corrupt = 0.0;
-    /** Gb/s drain rate of the modelled egress queue; 0 = infinite (no backlog ever). */
-    double bandwidth_gbps = 0.0;
-    /** Bytes; a frame that finds backlog + its length > queue_bytes is tail-dropped
-     *  (dropped_queue_full). 0 = unlimited. */
-    std::uint64_t queue_bytes = 0;
-    /** RED on the modelled backlog, exactly as LinkConfig::ecn/kmin_bytes/kmax_bytes/pmax
-     *  (kmin = kmax = 0 marks every ECT frame). */
-    bool ecn = false;
-    std::uint64_t kmin_bytes = 0;
-    std::uint64_t kmax_bytes = 0;
-    double pmax = 0.0;
     /** Probability that an ECT frame not marked by RED is marked CE anyway; needs no rate. */
     double ecn_mark_probability = 0.0;
     /** Entries of the stage's ring (rounded up to a power of two), 1..kMaxImpairRing
@@ -191,7 +170,7 @@ class ImpairedPort final : public PortDriver {
     std::uint16_t rx_burst(PktBuf** bufs, std::uint16_t n) noexcept override;
     /** The inner port's. */
     [[nodiscard]] std::uint32_t max_frame() const noexcept override;
-    /** ImpairConfig::up and the inner port's link_up(). */
+    /** ImpairConfig::link.up and the inner port's link_up(). */
     [[nodiscard]] bool link_up() const noexcept override;
 
     /**
@@ -208,7 +187,7 @@ class ImpairedPort final : public PortDriver {
      * construction values). Frames already held keep their release conditions.
      */
     void set_config(const ImpairConfig& config) noexcept;
-    /** Sets ImpairConfig::up: pulling the cable (false) or plugging it back. */
+    /** Sets ImpairConfig::link.up: pulling the cable (false) or plugging it back. */
     void set_up(bool up) noexcept;
 
     /** Counters, named as a fabric link's (LinkCounter): tx_frames = frames offered to the

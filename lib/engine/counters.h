@@ -45,6 +45,7 @@ namespace droce {
     X(tx_no_buffer)                /* transmit deferred: no buffer or the port queue was full */ \
     X(tx_wait_neigh)               /* transmit deferred: the peer's MAC is not resolved yet (ARP / ND) */ \
     X(neigh_tx)                    /* ARP / ND requests and replies sent by the engine */ \
+    X(loopback_pkts)               /* packets to a QP of the same device, passed through the loopback queue */ \
     X(link_downed)                 /* a port's link went down (mlx5 link_downed) */ \
     X(link_upped)                  /* a port's link came (back) up */ \
     X(flushed_wqes)                /* WQEs completed with WR_FLUSH_ERR */ \

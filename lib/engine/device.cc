@@ -49,6 +49,10 @@ Device::~Device() {
         if (tx_[p].count) ports_[p].driver->free_bulk(tx_[p].pending.data(), tx_[p].count);
         tx_[p].count = 0;
     }
+    while (loopback_.size() > 0) {
+        PktBuf* buf = loopback_.bufs[loopback_.head++ % LoopbackQueue::kDepth];
+        ports_[buf->port].driver->free_bulk(&buf, 1);
+    }
 }
 
 // ---------------------------------------------------------------- control path
@@ -246,8 +250,18 @@ void Device::set_path(rc::Qp& qp) noexcept {
     wire::PathHeaders& p = qp.path;
     p.src_mac = port.mac;
     p.dst_mac = av.dmac;
-    // An address vector without a MAC (the verbs case: only a GID) is resolved by ARP / ND.
+    // An address vector without a MAC (the verbs case: only a GID) is resolved by ARP / ND, unless
+    // the GID is one of this device's own: then the QP talks to a QP of this device through the
+    // loopback queue, as a NIC loops back traffic between its own functions.
     qp.path_resolved = av.dmac != wire::MacAddr{};
+    qp.loopback_peer = false;
+    for (const PortSpec& own : ports_) {
+        if (own.gid != av.dgid) continue;
+        p.dst_mac = own.mac;
+        qp.path_resolved = true;
+        qp.loopback_peer = true;
+        break;
+    }
     p.ipv6 = !gid_is_ipv4(av.dgid);
     p.src_ip = port.gid;
     p.dst_ip = av.dgid;
@@ -452,8 +466,8 @@ bool Device::emit(void* self, rc::Qp& qp, const wire::PacketFields& f,
     }
     const unsigned port = qp.attr.port_num - 1u;
     TxQueue& q = dev->tx_[port];
-    if (q.count == kTxBatch) dev->flush_tx(port);
-    if (q.count == kTxBatch) {
+    if (!qp.loopback_peer && q.count == kTxBatch) dev->flush_tx(port);
+    if (qp.loopback_peer ? dev->loopback_.size() == LoopbackQueue::kDepth : q.count == kTxBatch) {
         dev->counters_.inc(Counter::tx_no_buffer);
         return false;
     }
@@ -471,9 +485,26 @@ bool Device::emit(void* self, rc::Qp& qp, const wire::PacketFields& f,
     }
     buf->len = static_cast<std::uint32_t>(len);
     buf->port = static_cast<std::uint8_t>(port);
-    q.pending[q.count++] = buf;
     qp.counters.inc(Counter::sent_pkts);
+    if (qp.loopback_peer) {
+        dev->loopback_.bufs[dev->loopback_.tail++ % LoopbackQueue::kDepth] = buf;
+        qp.counters.inc(Counter::loopback_pkts);
+    } else {
+        q.pending[q.count++] = buf;
+    }
     return true;
+}
+
+std::uint32_t Device::drain_loopback(std::uint32_t budget) noexcept {
+    // Only the frames queued before this call: the ACKs and responses they cause wait for the next
+    // pass, so one pass is bounded even when two QPs of this device talk back and forth.
+    std::uint32_t n = std::min(budget, loopback_.size());
+    for (std::uint32_t i = 0; i < n; ++i) {
+        PktBuf* buf = loopback_.bufs[loopback_.head++ % LoopbackQueue::kDepth];
+        receive(*buf);
+        ports_[buf->port].driver->free_bulk(&buf, 1);
+    }
+    return n;
 }
 
 void Device::flush_tx(unsigned port) noexcept {
@@ -591,6 +622,7 @@ std::uint32_t Device::poll() noexcept {
         if (n) drv->free_bulk(bufs.data(), n);
         work += n;
     }
+    work += drain_loopback(kBurst);
     for (auto& qp_ptr : qps_) {
         rc::Qp* qp = qp_ptr.get();
         if (!qp || qp->state == QpState::reset) continue;
@@ -619,7 +651,7 @@ void Device::ring_doorbell() noexcept {
 
 void Device::sleep_until_doorbell(std::uint64_t max_ns) noexcept {
     asleep_.store(true, std::memory_order_seq_cst);
-    bool work = false; // WQEs posted but not yet started by the requester
+    bool work = loopback_.size() > 0; // looped-back frames or WQEs not yet started by the requester
     for (auto& qp : qps_)
         if (qp && qp->state != QpState::reset && qp->sq.producer_index() != qp->req.next_wqe) work = true;
     if (!work && doorbell_fd_ >= 0) {

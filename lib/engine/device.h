@@ -168,10 +168,25 @@ private:
         std::uint16_t count = 0;
     };
 
+    /**
+     * Frames from a QP to a QP of this same device (Qp::loopback_peer), in emit order. Owned by the
+     * device from emit until poll() has received them and given them back to their port's driver
+     * (free_bulk); the destructor frees what is left. Engine thread only.
+     */
+    struct LoopbackQueue {
+        static constexpr std::uint32_t kDepth = 256; ///< power of two
+        std::array<PktBuf*, kDepth> bufs{};
+        std::uint32_t head = 0; ///< next to receive
+        std::uint32_t tail = 0; ///< next free slot
+        [[nodiscard]] std::uint32_t size() const noexcept { return tail - head; }
+    };
+    std::uint32_t drain_loopback(std::uint32_t budget) noexcept;
+
     std::string name_;
     Clock* clock_;
     std::vector<PortSpec> ports_;
     std::vector<TxQueue> tx_;
+    LoopbackQueue loopback_;
     mem::MrTable mrs_;
     Counters counters_;
     wire::ParseCounters parse_counters_;

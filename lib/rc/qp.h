@@ -184,6 +184,8 @@ struct Qp {
     RequesterState req;
     CompleterState comp;
     ResponderState resp;
+    /** The peer's GID is one of this device's own ports: frames go through the device's loopback
+     *  queue, never to a port (a NIC's internal loopback; pyverbs tests connect QPs this way). */
     bool loopback_peer = false;
     /** False while the peer's MAC is being resolved (ARP / ND); nothing is transmitted until then. */
     bool path_resolved = true;

@@ -270,7 +270,7 @@ TEST_F(ImpairTest, LossRateAndSameSeedSameSequence) {
     auto run = [this](std::uint64_t seed) {
         CountingPort inner;
         ImpairConfig c;
-        c.loss = 0.1;
+        c.link.loss = 0.1;
         c.seed = seed;
         std::vector<std::uint32_t> got;
         {
@@ -308,9 +308,9 @@ TEST_F(ImpairTest, ReorderIsBoundedAndEveryHeldFrameIsDelivered) {
     for (const std::uint16_t burst : {std::uint16_t{1}, std::uint16_t{5}, std::uint16_t{32}}) {
         CountingPort inner;
         ImpairConfig c;
-        c.reorder = 0.2;
-        c.reorder_max_frames = 3;
-        c.reorder_max_ns = 1'000'000;
+        c.link.reorder = 0.2;
+        c.link.reorder_max_frames = 3;
+        c.link.reorder_max_ns = 1'000'000;
         c.seed = 11;
         {
             ImpairedPort st(inner, &clock, c);
@@ -333,8 +333,8 @@ TEST_F(ImpairTest, ReorderIsBoundedAndEveryHeldFrameIsDelivered) {
 TEST_F(ImpairTest, HeldFrameLeavesByTimeFromRxOrPoll) {
     CountingPort inner;
     ImpairConfig c;
-    c.reorder = 1.0;
-    c.reorder_max_ns = 5000;
+    c.link.reorder = 1.0;
+    c.link.reorder_max_ns = 5000;
     {
         ImpairedPort st(inner, &clock, c);
         const std::uint64_t t0 = clock.now_ns();
@@ -362,8 +362,8 @@ TEST_F(ImpairTest, HeldFrameLeavesByTimeFromRxOrPoll) {
 TEST_F(ImpairTest, FullRingReleasesItsOldestHeldFrameInsteadOfStalling) {
     CountingPort inner;
     ImpairConfig c;
-    c.reorder = 1.0; // every frame held, 1..3 followers
-    c.reorder_max_ns = 1'000'000'000;
+    c.link.reorder = 1.0; // every frame held, 1..3 followers
+    c.link.reorder_max_ns = 1'000'000'000;
     c.ring_frames = 4;
     {
         ImpairedPort st(inner, &clock, c);
@@ -378,7 +378,7 @@ TEST_F(ImpairTest, FullRingReleasesItsOldestHeldFrameInsteadOfStalling) {
 TEST_F(ImpairTest, Duplication) {
     CountingPort inner;
     ImpairConfig c;
-    c.duplicate = 0.1;
+    c.link.duplicate = 0.1;
     c.seed = 3;
     {
         ImpairedPort st(inner, &clock, c);
@@ -396,7 +396,7 @@ TEST_F(ImpairTest, Duplication) {
         EXPECT_EQ(expect, 2000u);
 
         // No buffer for the copy: counted, not made, nothing leaks.
-        c.duplicate = 1.0;
+        c.link.duplicate = 1.0;
         st.set_config(c);
         PktBuf* b = buffer_with(st, roce_frame(5000));
         ASSERT_NE(b, nullptr);
@@ -420,7 +420,7 @@ TEST_F(ImpairTest, CorruptionFailsTheIcrcAndSparesMaskedFields) {
     for (const bool ipv6 : {false, true}) {
         CountingPort inner;
         ImpairConfig c;
-        c.corrupt = 1.0;
+        c.link.corrupt = 1.0;
         c.seed = 5;
         {
             ImpairedPort st(inner, &clock, c);
@@ -502,12 +502,12 @@ TEST_F(ImpairTest, EcnProbabilityMarksOnlyEctFramesAndKeepsChecksums) {
 TEST_F(ImpairTest, RedMarksAndTailDropsOnTheModelledQueue) {
     CountingPort inner;
     ImpairConfig c;
-    c.bandwidth_gbps = 8.0; // 1 byte per ns
-    c.ecn = true;
-    c.kmin_bytes = 4000;
-    c.kmax_bytes = 8000;
-    c.pmax = 0.5;
-    c.queue_bytes = 12000;
+    c.link.bandwidth_gbps = 8.0; // 1 byte per ns
+    c.link.ecn = true;
+    c.link.kmin_bytes = 4000;
+    c.link.kmax_bytes = 8000;
+    c.link.pmax = 0.5;
+    c.link.queue_bytes = 12000;
     {
         ImpairedPort st(inner, &clock, c);
         // 20 frames of 998 bytes at one instant: backlog 0, 998, ... 10978, then full.
@@ -538,8 +538,8 @@ TEST_F(ImpairTest, RedMarksAndTailDropsOnTheModelledQueue) {
         EXPECT_EQ(inner.sent.back()[15] & 3, 2);
 
         // Infinite bandwidth: never a backlog, so RED between kmin and kmax never marks.
-        c.bandwidth_gbps = 0.0;
-        c.kmin_bytes = 1;
+        c.link.bandwidth_gbps = 0.0;
+        c.link.kmin_bytes = 1;
         st.set_config(c);
         const auto before = st.stats()[LC::ecn_marked];
         send_frames(st, 100, 10, 0x02);
@@ -551,8 +551,8 @@ TEST_F(ImpairTest, RedMarksAndTailDropsOnTheModelledQueue) {
 TEST_F(ImpairTest, LinkDownDropsOfferedAndHeldFrames) {
     CountingPort inner;
     ImpairConfig c;
-    c.reorder = 1.0;
-    c.reorder_max_ns = 1'000'000;
+    c.link.reorder = 1.0;
+    c.link.reorder_max_ns = 1'000'000;
     {
         ImpairedPort st(inner, &clock, c);
         send_frames(st, 1); // held
@@ -564,7 +564,7 @@ TEST_F(ImpairTest, LinkDownDropsOfferedAndHeldFrames) {
         EXPECT_EQ(st.queued(), 0u);
         EXPECT_EQ(st.stats()[LC::dropped_down], 11u);
         st.set_up(true);
-        c.reorder = 0.0;
+        c.link.reorder = 0.0;
         st.set_config(c);
         EXPECT_TRUE(st.link_up());
         send_frames(st, 3);
@@ -578,12 +578,12 @@ TEST_F(ImpairTest, LinkDownDropsOfferedAndHeldFrames) {
 TEST_F(ImpairTest, BackpressureLeavesTheRestWithTheCallerAndDestructionFreesTheRing) {
     CountingPort inner(256);
     ImpairConfig c;
-    c.loss = 0.05;
-    c.reorder = 0.2;
-    c.duplicate = 0.05;
-    c.corrupt = 0.05;
+    c.link.loss = 0.05;
+    c.link.reorder = 0.2;
+    c.link.duplicate = 0.05;
+    c.link.corrupt = 0.05;
     c.ecn_mark_probability = 0.2;
-    c.reorder_max_ns = 1'000'000;
+    c.link.reorder_max_ns = 1'000'000;
     c.ring_frames = 8;
     c.seed = 21;
     {
@@ -621,16 +621,16 @@ TEST_F(ImpairTest, EverythingAtOnceIsDeterministic) {
     auto run = [this]() {
         CountingPort inner;
         ImpairConfig c;
-        c.loss = 0.05;
-        c.reorder = 0.1;
-        c.duplicate = 0.05;
-        c.corrupt = 0.05;
+        c.link.loss = 0.05;
+        c.link.reorder = 0.1;
+        c.link.duplicate = 0.05;
+        c.link.corrupt = 0.05;
         c.ecn_mark_probability = 0.1;
-        c.bandwidth_gbps = 10;
-        c.ecn = true;
-        c.kmin_bytes = 1000;
-        c.kmax_bytes = 10000;
-        c.pmax = 0.3;
+        c.link.bandwidth_gbps = 10;
+        c.link.ecn = true;
+        c.link.kmin_bytes = 1000;
+        c.link.kmax_bytes = 10000;
+        c.link.pmax = 0.3;
         c.seed = 1234;
         std::vector<std::vector<std::uint8_t>> out;
         LinkStats stats;
@@ -661,11 +661,11 @@ TEST_F(ImpairTest, ReceiveSideImpairsWhatTheInnerPortReceives) {
     CountingPort inner(4096);
     ImpairConfig c;
     c.side = ImpairSide::rx;
-    c.loss = 0.1;
-    c.reorder = 0.2;
-    c.reorder_max_frames = 3;
-    c.reorder_max_ns = 1'000'000;
-    c.duplicate = 0.05;
+    c.link.loss = 0.1;
+    c.link.reorder = 0.2;
+    c.link.reorder_max_frames = 3;
+    c.link.reorder_max_ns = 1'000'000;
+    c.link.duplicate = 0.05;
     c.seed = 4;
     std::vector<std::uint32_t> order;
     {
@@ -715,7 +715,7 @@ TEST_F(ImpairTest, WrapsASimFabricPortEndToEnd) {
     fc.buffer_capacity = 2048;
     Fabric fabric(&clock, fc);
     ImpairConfig c;
-    c.corrupt = 0.3;
+    c.link.corrupt = 0.3;
     c.ecn_mark_probability = 0.3;
     c.seed = 77;
     std::uint32_t bad = 0, ce = 0, n_rx = 0;
@@ -761,31 +761,31 @@ TEST(ImpairSpec, AcceptsTheDocumentedKeys) {
                   "loss=0.01,reorder=0.01,reorder_frames=3,dup=0.005,corrupt=0.001,ecn=0.05,seed=7",
                   c),
               "");
-    EXPECT_DOUBLE_EQ(c.loss, 0.01);
-    EXPECT_DOUBLE_EQ(c.reorder, 0.01);
-    EXPECT_EQ(c.reorder_max_frames, 3);
-    EXPECT_DOUBLE_EQ(c.duplicate, 0.005);
-    EXPECT_DOUBLE_EQ(c.corrupt, 0.001);
+    EXPECT_DOUBLE_EQ(c.link.loss, 0.01);
+    EXPECT_DOUBLE_EQ(c.link.reorder, 0.01);
+    EXPECT_EQ(c.link.reorder_max_frames, 3);
+    EXPECT_DOUBLE_EQ(c.link.duplicate, 0.005);
+    EXPECT_DOUBLE_EQ(c.link.corrupt, 0.001);
     EXPECT_DOUBLE_EQ(c.ecn_mark_probability, 0.05);
     EXPECT_EQ(c.seed, 7u);
-    EXPECT_FALSE(c.ecn);
+    EXPECT_FALSE(c.link.ecn);
 
     ImpairConfig e;
     EXPECT_EQ(parse_impair_spec(" bw = 25 ,queue_bytes=100000,red_kmin=1000,\tred_kmax=5000,"
                                 "red_pmax=0.2,side=rx,up=false,ring=64,reorder_ns=500,duplicate=1",
                                 e),
               "");
-    EXPECT_DOUBLE_EQ(e.bandwidth_gbps, 25.0);
-    EXPECT_EQ(e.queue_bytes, 100000u);
-    EXPECT_TRUE(e.ecn);
-    EXPECT_EQ(e.kmin_bytes, 1000u);
-    EXPECT_EQ(e.kmax_bytes, 5000u);
-    EXPECT_DOUBLE_EQ(e.pmax, 0.2);
+    EXPECT_DOUBLE_EQ(e.link.bandwidth_gbps, 25.0);
+    EXPECT_EQ(e.link.queue_bytes, 100000u);
+    EXPECT_TRUE(e.link.ecn);
+    EXPECT_EQ(e.link.kmin_bytes, 1000u);
+    EXPECT_EQ(e.link.kmax_bytes, 5000u);
+    EXPECT_DOUBLE_EQ(e.link.pmax, 0.2);
     EXPECT_EQ(e.side, ImpairSide::rx);
-    EXPECT_FALSE(e.up);
+    EXPECT_FALSE(e.link.up);
     EXPECT_EQ(e.ring_frames, 64u);
-    EXPECT_EQ(e.reorder_max_ns, 500u);
-    EXPECT_DOUBLE_EQ(e.duplicate, 1.0);
+    EXPECT_EQ(e.link.reorder_max_ns, 500u);
+    EXPECT_DOUBLE_EQ(e.link.duplicate, 1.0);
 
     // Empty spec: nothing changes. Later specs layer over earlier ones (config, then command line).
     ImpairConfig f = e;
@@ -793,40 +793,40 @@ TEST(ImpairSpec, AcceptsTheDocumentedKeys) {
     EXPECT_EQ(parse_impair_spec("   ", f), "");
     EXPECT_EQ(to_spec(f), to_spec(e));
     EXPECT_EQ(parse_impair_spec("loss=0.5,red=0", f), "");
-    EXPECT_DOUBLE_EQ(f.loss, 0.5);
-    EXPECT_FALSE(f.ecn);
-    EXPECT_EQ(f.queue_bytes, 100000u);
+    EXPECT_DOUBLE_EQ(f.link.loss, 0.5);
+    EXPECT_FALSE(f.link.ecn);
+    EXPECT_EQ(f.link.queue_bytes, 100000u);
 }
 
 TEST(ImpairSpec, ToSpecRoundTrips) {
     ImpairConfig c;
-    c.loss = 0.1234567890123;
-    c.reorder = 1.0 / 3.0;
-    c.reorder_max_frames = 65535;
-    c.reorder_max_ns = std::numeric_limits<std::uint64_t>::max();
-    c.duplicate = 1e-9;
-    c.corrupt = 0.5;
-    c.bandwidth_gbps = 100;
-    c.queue_bytes = 1 << 20;
-    c.ecn = true;
-    c.kmin_bytes = 5;
-    c.kmax_bytes = 6;
-    c.pmax = 0.75;
+    c.link.loss = 0.1234567890123;
+    c.link.reorder = 1.0 / 3.0;
+    c.link.reorder_max_frames = 65535;
+    c.link.reorder_max_ns = std::numeric_limits<std::uint64_t>::max();
+    c.link.duplicate = 1e-9;
+    c.link.corrupt = 0.5;
+    c.link.bandwidth_gbps = 100;
+    c.link.queue_bytes = 1 << 20;
+    c.link.ecn = true;
+    c.link.kmin_bytes = 5;
+    c.link.kmax_bytes = 6;
+    c.link.pmax = 0.75;
     c.ecn_mark_probability = 0.01;
     c.seed = std::numeric_limits<std::uint64_t>::max();
     c.side = ImpairSide::rx;
-    c.up = false;
+    c.link.up = false;
     c.ring_frames = 65536;
     ImpairConfig d;
     ASSERT_EQ(parse_impair_spec(to_spec(c), d), "");
     EXPECT_EQ(to_spec(d), to_spec(c));
-    EXPECT_EQ(d.loss, c.loss);
-    EXPECT_EQ(d.reorder, c.reorder);
+    EXPECT_EQ(d.link.loss, c.link.loss);
+    EXPECT_EQ(d.link.reorder, c.link.reorder);
     EXPECT_EQ(d.seed, c.seed);
-    EXPECT_EQ(d.reorder_max_ns, c.reorder_max_ns);
+    EXPECT_EQ(d.link.reorder_max_ns, c.link.reorder_max_ns);
     ImpairConfig def;
     ImpairConfig e;
-    e.loss = 0.9;
+    e.link.loss = 0.9;
     ASSERT_EQ(parse_impair_spec(to_spec(def), e), "");
     EXPECT_EQ(to_spec(e), to_spec(def));
 }
@@ -834,7 +834,7 @@ TEST(ImpairSpec, ToSpecRoundTrips) {
 /** Parses @p spec, expects an error containing every one of @p parts, and @p out unchanged. */
 void expect_rejected(std::string_view spec, std::initializer_list<std::string_view> parts) {
     ImpairConfig c;
-    c.loss = 0.25;
+    c.link.loss = 0.25;
     const std::string before = to_spec(c);
     const std::string err = parse_impair_spec(spec, c);
     ASSERT_FALSE(err.empty()) << spec;
@@ -906,7 +906,7 @@ TEST(ImpairSpec, HostileInputNeverCrashesAndStaysShort) {
         if (!e.empty()) {
             EXPECT_EQ(to_spec(d), before);
         } else {
-            EXPECT_GE(d.loss, 0.0);
+            EXPECT_GE(d.link.loss, 0.0);
         }
     }
 }
