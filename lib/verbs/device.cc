@@ -31,6 +31,8 @@ Provider& provider() noexcept {
 
 namespace {
 
+constexpr std::uint32_t kVendorId = 0x02d0ce;
+
 std::uint64_t guid_from_mac(const wire::MacAddr& m) noexcept {
     // Modified EUI-64 of the MAC (flip the universal/local bit, insert ff:fe), network order.
     const std::uint8_t g[8] = {static_cast<std::uint8_t>(m[0] ^ 2u), m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]};
@@ -164,7 +166,10 @@ int query_device_impl(ibv_context* context, ibv_device_attr* a) {
     a->sys_image_guid = c->vdev->guid_be;
     a->max_mr_size = UINT64_MAX >> 16; // 48-bit virtual addresses
     a->page_size_cap = 4096;
-    a->vendor_id = 0; // no IEEE OUI: droce is not a Mellanox (0x02c9) or any other vendor's device
+    // droce has no IEEE OUI. 0x02d0ce has the locally-administered bit set in its first octet, so no
+    // assigned OUI or CID (Mellanox is 0x02c9) can be equal to it; it is not 0 either, which tools
+    // (pyverbs' test_device) take as "no device".
+    a->vendor_id = kVendorId;
     a->vendor_part_id = 0;
     // Tools that choose code paths by part id (perftest takes its ibv_wr_* path only for devices it
     // recognises) can be steered for testing; the default is 0, droce's own identity.
@@ -212,6 +217,7 @@ int query_device_ex_impl(ibv_context* context, const ibv_query_device_ex_input* 
     if (attr_size < sizeof(ibv_device_attr)) return EINVAL;
     ibv_device_attr_ex a{};
     query_device_impl(context, &a.orig_attr);
+    a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
     a.max_dm_size = 0;
     a.completion_timestamp_mask = 0;
     a.hca_core_clock = 0;
@@ -398,13 +404,13 @@ extern "C" int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32
     return 0;
 }
 
-/** Every port's GID. @return entries written, or -EINVAL / -ENOMEM (max_entries too small). */
+/** Every port's GID. @return entries written, or -EINVAL (bad arguments, max_entries too small). */
 extern "C" ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_t max_entries,
                                         uint32_t flags, size_t entry_size) {
     if (!context || !entries || flags != 0 || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
     VContext* c = vctx_of(context);
     const unsigned n = c->dev->num_ports();
-    if (max_entries < n) return -ENOMEM;
+    if (max_entries < n) return -EINVAL;
     for (unsigned p = 1; p <= n; ++p) {
         auto* e = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) + (p - 1) * entry_size);
         _ibv_query_gid_ex(context, p, 0, e, 0, sizeof(ibv_gid_entry));
