@@ -211,17 +211,6 @@ extern "C" int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
     (void)lid;
     return EOPNOTSUPP;
 }
-/** Not supported: sets errno EOPNOTSUPP and returns IBV_REREG_MR_ERR_INPUT (the old MR stays valid). */
-extern "C" int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
-    (void)mr;
-    (void)flags;
-    (void)pd;
-    (void)addr;
-    (void)length;
-    (void)access;
-    errno = EOPNOTSUPP;
-    return IBV_REREG_MR_ERR_INPUT;
-}
 extern "C" ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access) {
     (void)pd;
     (void)offset;

@@ -91,6 +91,7 @@ struct VPd {
 struct VMr {
     ibv_mr mr{};
     mem::Mr* native = nullptr;
+    unsigned access = 0; ///< ibv_access_flags it was registered with (ibv_rereg_mr keeps them)
 };
 
 struct VChannel {

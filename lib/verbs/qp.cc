@@ -513,6 +513,7 @@ ibv_mr* reg_mr_common(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, un
         delete mr;
         return fail<ibv_mr>(err);
     }
+    mr->access = access;
     mr->mr.context = ibpd->context;
     mr->mr.pd = ibpd;
     mr->mr.addr = addr;
@@ -541,6 +542,46 @@ extern "C" ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64
 /** As ibv_reg_mr; @p iova must equal @p addr (else EOPNOTSUPP). */
 extern "C" ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access) {
     return reg_mr_common(pd, addr, length, iova, access);
+}
+
+/**
+ * Changes an MR's translation (@p addr, @p length), PD and / or access flags (@p flags:
+ * IBV_REREG_MR_CHANGE_*), keeping its lkey and rkey (as a hardware MR keeps its key). The new
+ * attributes are checked by registering them first (a scratch registration, released at once), so
+ * the MR stays as it was when they are refused.
+ * @return 0; IBV_REREG_MR_ERR_INPUT with errno EINVAL (bad flags, PD of another context, range or
+ *         access refused as by ibv_reg_mr), ENOMEM (MR table full for the scratch registration) or
+ *         EOPNOTSUPP (ON_DEMAND); the MR is unchanged then.
+ */
+extern "C" int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
+    errno = EINVAL;
+    if (!ibmr || flags <= 0 || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED)) return IBV_REREG_MR_ERR_INPUT;
+    if ((flags & IBV_REREG_MR_CHANGE_PD) && (!pd || pd->context != ibmr->context)) return IBV_REREG_MR_ERR_INPUT;
+    VMr* mr = from_ibv<VMr>(ibmr);
+    ibv_pd* new_pd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd : ibmr->pd;
+    void* new_addr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : ibmr->addr;
+    size_t new_len = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? length : ibmr->length;
+    unsigned new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? static_cast<unsigned>(access) : mr->access;
+    ibv_mr* scratch = reg_mr_common(new_pd, new_addr, new_len, reinterpret_cast<std::uintptr_t>(new_addr), new_access);
+    if (!scratch) return IBV_REREG_MR_ERR_INPUT; // errno from the registration
+    VMr* s = from_ibv<VMr>(scratch);
+    {
+        // Engines stopped: no packet sees the MR half-updated.
+        ControlGuard guard;
+        mem::Mr& n = *mr->native;
+        n.pd = s->native->pd;
+        n.iova = s->native->iova;
+        n.length = s->native->length;
+        n.host = s->native->host;
+        n.access = s->native->access;
+        vctx_of(ibmr->context)->dev->dereg_mr(s->native);
+    }
+    mr->access = new_access;
+    ibmr->pd = new_pd;
+    ibmr->addr = new_addr;
+    ibmr->length = new_len;
+    delete s;
+    return 0;
 }
 
 /** @return 0 or EINVAL. */
