@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * Completion queues of droce's libibverbs: ibv_create_cq / ibv_create_cq_ex (one object, an ibv_cq_ex
- * whose leading fields are the ibv_cq), ibv_poll_cq and the ibv_start_poll .. ibv_end_poll reader,
- * completion channels and completion events.
+ * Completion queues of droce's libibverbs: ibv_create_cq / ibv_create_cq_ex (one object, an
+ * ibv_cq_ex whose leading fields are the ibv_cq), ibv_poll_cq and the ibv_start_poll ..
+ * ibv_end_poll reader, completion channels and completion events.
  *
  * Completion events: each ibv_comp_channel is a pipe. ibv_req_notify_cq arms the droce CQ
  * (rc::Cq::armed); when the engine pushes a matching CQE it disarms the CQ and calls cq_notify() on
@@ -77,7 +77,8 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
     int done = 0;
     cq->lock.lock();
     while (done < num_entries) {
-        const std::uint32_t want = std::min<std::uint32_t>(kChunk, static_cast<std::uint32_t>(num_entries - done));
+        const std::uint32_t want =
+            std::min<std::uint32_t>(kChunk, static_cast<std::uint32_t>(num_entries - done));
         const std::uint32_t got = cq->ctx->dev->poll_cq(cq->native, buf, want);
         for (std::uint32_t i = 0; i < got; ++i)
             to_wc(buf[i], &wc[done + static_cast<int>(i)]);
@@ -91,13 +92,16 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
 
 int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
     VCq* cq = from_ibv<VCq>(ibcq);
-    // Without a channel the arming has no visible effect (no notify hook), as with a kernel provider.
-    // release: the arming is published after whatever the application did before (its last poll).
-    cq->native->armed.store(solicited_only ? rc::Cq::kArmSolicited : rc::Cq::kArmNext, std::memory_order_release);
+    // Without a channel the arming has no visible effect (no notify hook), as with a kernel
+    // provider. release: the arming is published after whatever the application did before (its
+    // last poll).
+    cq->native->armed.store(solicited_only ? rc::Cq::kArmSolicited : rc::Cq::kArmNext,
+                            std::memory_order_release);
     return 0;
 }
 
-// ---- ibv_cq_ex reader: start_poll holds the CQ lock until end_poll (or a start_poll that finds nothing).
+// ---- ibv_cq_ex reader: start_poll holds the CQ lock until end_poll (or a start_poll that finds
+// nothing).
 void load_cur(VCq* cq) noexcept {
     cq->cqx.status = static_cast<ibv_wc_status>(cq->cur.status);
     cq->cqx.wr_id = cq->cur.wr_id;
@@ -120,20 +124,40 @@ int next_poll(ibv_cq_ex* cqx) {
     load_cur(cq);
     return 0;
 }
-void end_poll(ibv_cq_ex* cqx) { from_ibv<VCq>(cqx)->lock.unlock(); }
-ibv_wc_opcode read_opcode(ibv_cq_ex* c) { return static_cast<ibv_wc_opcode>(from_ibv<VCq>(c)->cur.opcode); }
-uint32_t read_vendor_err(ibv_cq_ex* c) { return from_ibv<VCq>(c)->cur.vendor_err; }
-uint32_t read_byte_len(ibv_cq_ex* c) { return from_ibv<VCq>(c)->cur.byte_len; }
+void end_poll(ibv_cq_ex* cqx) {
+    from_ibv<VCq>(cqx)->lock.unlock();
+}
+ibv_wc_opcode read_opcode(ibv_cq_ex* c) {
+    return static_cast<ibv_wc_opcode>(from_ibv<VCq>(c)->cur.opcode);
+}
+uint32_t read_vendor_err(ibv_cq_ex* c) {
+    return from_ibv<VCq>(c)->cur.vendor_err;
+}
+uint32_t read_byte_len(ibv_cq_ex* c) {
+    return from_ibv<VCq>(c)->cur.byte_len;
+}
 __be32 read_imm_data(ibv_cq_ex* c) {
     const rc::Cqe& e = from_ibv<VCq>(c)->cur;
     return (e.wc_flags & rc::kWcWithInv) ? e.imm_data : htobe32(e.imm_data);
 }
-uint32_t read_qp_num(ibv_cq_ex* c) { return from_ibv<VCq>(c)->cur.qp_num; }
-uint32_t read_src_qp(ibv_cq_ex* c) { return from_ibv<VCq>(c)->cur.src_qp; }
-unsigned int read_wc_flags(ibv_cq_ex* c) { return from_ibv<VCq>(c)->cur.wc_flags; }
-uint32_t read_slid(ibv_cq_ex* c) { return from_ibv<VCq>(c)->cur.slid; }
-uint8_t read_sl(ibv_cq_ex* c) { return from_ibv<VCq>(c)->cur.sl; }
-uint8_t read_dlid_path_bits(ibv_cq_ex* c) { return from_ibv<VCq>(c)->cur.dlid_path_bits; }
+uint32_t read_qp_num(ibv_cq_ex* c) {
+    return from_ibv<VCq>(c)->cur.qp_num;
+}
+uint32_t read_src_qp(ibv_cq_ex* c) {
+    return from_ibv<VCq>(c)->cur.src_qp;
+}
+unsigned int read_wc_flags(ibv_cq_ex* c) {
+    return from_ibv<VCq>(c)->cur.wc_flags;
+}
+uint32_t read_slid(ibv_cq_ex* c) {
+    return from_ibv<VCq>(c)->cur.slid;
+}
+uint8_t read_sl(ibv_cq_ex* c) {
+    return from_ibv<VCq>(c)->cur.sl;
+}
+uint8_t read_dlid_path_bits(ibv_cq_ex* c) {
+    return from_ibv<VCq>(c)->cur.dlid_path_bits;
+}
 
 /** Supported ibv_create_cq_wc_flags: the standard ones (no timestamps, VLAN, flow tag, TM). */
 constexpr std::uint64_t kSupportedWcFlags = IBV_WC_STANDARD_FLAGS;
@@ -199,7 +223,8 @@ VCq* create(ibv_context* context, std::uint32_t cqe, void* cq_context, ibv_comp_
 
 ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* a) {
     if (!context || !a) return fail<ibv_cq_ex>(EINVAL);
-    if (a->comp_mask & ~static_cast<std::uint32_t>(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD))
+    if (a->comp_mask &
+        ~static_cast<std::uint32_t>(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD))
         return fail<ibv_cq_ex>(EOPNOTSUPP);
     if (a->wc_flags & ~kSupportedWcFlags) return fail<ibv_cq_ex>(EOPNOTSUPP);
     if ((a->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
@@ -229,8 +254,8 @@ using namespace droce::verbs;
  * @return the CQ, or NULL with errno EINVAL (cqe out of range, comp_vector >= 1, channel of another
  *         context) or ENOMEM.
  */
-extern "C" ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
-                                 int comp_vector) {
+extern "C" ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context,
+                                 ibv_comp_channel* channel, int comp_vector) {
     if (!context || cqe <= 0 || comp_vector < 0) return fail<ibv_cq>(EINVAL);
     int err = 0;
     VCq* cq = create(context, static_cast<std::uint32_t>(cqe), cq_context, channel,
@@ -296,7 +321,8 @@ extern "C" int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
 
 /**
  * Waits for a completion event on @p channel (blocks unless channel->fd was made non-blocking).
- * @return 0 with *cq and *cq_context set, or -1 with errno (EAGAIN when non-blocking and none pending).
+ * @return 0 with *cq and *cq_context set, or -1 with errno (EAGAIN when non-blocking and none
+ * pending).
  */
 extern "C" int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
     if (!channel || !cq || !cq_context) {

@@ -35,7 +35,8 @@ constexpr std::uint32_t kVendorId = 0x02d0ce;
 
 std::uint64_t guid_from_mac(const wire::MacAddr& m) noexcept {
     // Modified EUI-64 of the MAC (flip the universal/local bit, insert ff:fe), network order.
-    const std::uint8_t g[8] = {static_cast<std::uint8_t>(m[0] ^ 2u), m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]};
+    const std::uint8_t g[8] = {
+        static_cast<std::uint8_t>(m[0] ^ 2u), m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]};
     std::uint64_t be;
     std::memcpy(&be, g, 8);
     return be;
@@ -70,9 +71,12 @@ int load_devices(Provider& p) {
         d->dev.transport_type = IBV_TRANSPORT_IB;
         std::snprintf(d->dev.name, sizeof d->dev.name, "%s", d->cfg.name.c_str());
         std::snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "uverbs%u", i);
-        // No sysfs behind droce devices; the paths name what they would be so tools print something.
-        std::snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "/sys/class/infiniband_verbs/uverbs%u", i);
-        std::snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "/sys/class/infiniband/%s", d->cfg.name.c_str());
+        // No sysfs behind droce devices; the paths name what they would be so tools print
+        // something.
+        std::snprintf(d->dev.dev_path, sizeof d->dev.dev_path,
+                      "/sys/class/infiniband_verbs/uverbs%u", i);
+        std::snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "/sys/class/infiniband/%s",
+                      d->cfg.name.c_str());
         d->guid_be = guid_from_mac(d->cfg.ports[0].mac);
         p.devices.push_back(std::move(d));
     }
@@ -91,7 +95,8 @@ ControlGuard::ControlGuard() : lock_(provider().mu) {
 ControlGuard::~ControlGuard() {
     Provider& p = provider();
     if (restart_ && p.runtime && p.open_contexts > 0)
-        p.runtime->start_engines(p.runtime->num_devices() > 1 ? EngineMode::shared : EngineMode::per_device);
+        p.runtime->start_engines(p.runtime->num_devices() > 1 ? EngineMode::shared
+                                                              : EngineMode::per_device);
 }
 
 void post_async_event(Device* dev, const AsyncRecord& rec) noexcept {
@@ -104,7 +109,9 @@ void post_async_event(Device* dev, const AsyncRecord& rec) noexcept {
 
 namespace {
 
-VContext* ctx_of(ibv_context* c) noexcept { return vctx_of(c); }
+VContext* ctx_of(ibv_context* c) noexcept {
+    return vctx_of(c);
+}
 
 bool port_ok(VContext* c, unsigned port_num) noexcept {
     return port_num >= 1 && port_num <= c->dev->num_ports();
@@ -112,11 +119,16 @@ bool port_ok(VContext* c, unsigned port_num) noexcept {
 
 ibv_mtu mtu_enum(std::uint32_t bytes) noexcept {
     switch (bytes) {
-    case 256: return IBV_MTU_256;
-    case 512: return IBV_MTU_512;
-    case 1024: return IBV_MTU_1024;
-    case 2048: return IBV_MTU_2048;
-    default: return IBV_MTU_4096;
+    case 256:
+        return IBV_MTU_256;
+    case 512:
+        return IBV_MTU_512;
+    case 1024:
+        return IBV_MTU_1024;
+    case 2048:
+        return IBV_MTU_2048;
+    default:
+        return IBV_MTU_4096;
     }
 }
 
@@ -148,8 +160,8 @@ int query_port_impl(ibv_context* context, uint8_t port_num, ibv_port_attr* attr,
     a.sm_sl = 0;
     a.subnet_timeout = 0;
     a.init_type_reply = 0;
-    a.active_width = 2;   // 4x
-    a.active_speed = 32;  // EDR lane rate: a nominal figure, droce's real rate depends on the host
+    a.active_width = 2;  // 4x
+    a.active_speed = 32; // EDR lane rate: a nominal figure, droce's real rate depends on the host
     a.phys_state = up ? 5 : (lost ? 3 : 2); // LinkUp / Disabled / Polling
     a.link_layer = IBV_LINK_LAYER_ETHERNET;
     a.flags = 0;
@@ -166,9 +178,9 @@ int query_device_impl(ibv_context* context, ibv_device_attr* a) {
     a->sys_image_guid = c->vdev->guid_be;
     a->max_mr_size = UINT64_MAX >> 16; // 48-bit virtual addresses
     a->page_size_cap = 4096;
-    // droce has no IEEE OUI. 0x02d0ce has the locally-administered bit set in its first octet, so no
-    // assigned OUI or CID (Mellanox is 0x02c9) can be equal to it; it is not 0 either, which tools
-    // (pyverbs' test_device) take as "no device".
+    // droce has no IEEE OUI. 0x02d0ce has the locally-administered bit set in its first octet, so
+    // no assigned OUI or CID (Mellanox is 0x02c9) can be equal to it; it is not 0 either, which
+    // tools (pyverbs' test_device) take as "no device".
     a->vendor_id = kVendorId;
     a->vendor_part_id = 0;
     // Tools that choose code paths by part id (perftest takes its ibv_wr_* path only for devices it
@@ -238,8 +250,8 @@ using namespace droce::verbs;
 /**
  * The droce devices of the config named by $DROCE_CONFIG (else the default config compiled in).
  * Reads the file only; the EAL and ports come up at ibv_open_device.
- * @return a NULL-terminated array (free with ibv_free_device_list), empty (not NULL) when the config
- *         cannot be read (the reason goes to stderr); NULL with errno ENOMEM.
+ * @return a NULL-terminated array (free with ibv_free_device_list), empty (not NULL) when the
+ * config cannot be read (the reason goes to stderr); NULL with errno ENOMEM.
  */
 extern "C" ibv_device** ibv_get_device_list(int* num_devices) {
     Provider& p = provider();
@@ -254,9 +266,13 @@ extern "C" ibv_device** ibv_get_device_list(int* num_devices) {
 }
 
 /** Frees the array; the devices themselves live for the process. */
-extern "C" void ibv_free_device_list(ibv_device** list) { std::free(list); }
+extern "C" void ibv_free_device_list(ibv_device** list) {
+    std::free(list);
+}
 
-extern "C" const char* ibv_get_device_name(ibv_device* device) { return device ? device->name : nullptr; }
+extern "C" const char* ibv_get_device_name(ibv_device* device) {
+    return device ? device->name : nullptr;
+}
 
 /** Node GUID in network order: EUI-64 of port 0's MAC. */
 extern "C" __be64 ibv_get_device_guid(ibv_device* device) {
@@ -273,8 +289,8 @@ extern "C" int ibv_get_device_index(ibv_device* device) {
 /**
  * Opens a context. The first open in the process brings up the runtime of the whole config (EAL,
  * ports, every device); engine threads run while at least one context is open.
- * @return the context, or NULL with errno ENODEV (runtime bring-up failed: the reason is on stderr),
- *         EINVAL (not a droce device), ENOMEM or EMFILE (no pipe for async events).
+ * @return the context, or NULL with errno ENODEV (runtime bring-up failed: the reason is on
+ * stderr), EINVAL (not a droce device), ENOMEM or EMFILE (no pipe for async events).
  */
 extern "C" ibv_context* ibv_open_device(ibv_device* device) {
     if (!device) return fail<ibv_context>(EINVAL);
@@ -287,6 +303,14 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
     if (!p.runtime) {
         std::string err;
         RuntimeOptions opts;
+        // DROCE_ENGINE_BACKOFF=spin,yield,sleep_ns overrides the engine threads' idle back-off
+        // (EngineThread::Options; default the runtime's).
+        if (const char* bo = std::getenv("DROCE_ENGINE_BACKOFF"); bo && *bo) {
+            unsigned long long sp = 0, yi = 0, sl = 0;
+            if (std::sscanf(bo, "%llu,%llu,%llu", &sp, &yi, &sl) == 3)
+                opts.engine = EngineThread::Options{static_cast<std::uint32_t>(sp),
+                                                    static_cast<std::uint32_t>(yi), sl};
+        }
         p.runtime = Runtime::create(p.config_path, opts, &err);
         if (!p.runtime) {
             std::fprintf(stderr, "droce: %s\n", err.c_str());
@@ -296,7 +320,8 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
             Device* dev = &p.runtime->device(i);
             VDevice* vdev = p.devices[i].get();
             dev->on_link_change = [dev, vdev](unsigned port, bool up) {
-                if (port < kMaxConfigPorts) vdev->link_lost[port].store(!up, std::memory_order_relaxed);
+                if (port < kMaxConfigPorts)
+                    vdev->link_lost[port].store(!up, std::memory_order_relaxed);
                 AsyncRecord r;
                 r.type = up ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR;
                 r.port = port + 1;
@@ -334,7 +359,8 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
     ++p.open_contexts;
     // ControlGuard restarts engines only if they ran before; the first open starts them here.
     if (!p.runtime->engines_running())
-        p.runtime->start_engines(p.runtime->num_devices() > 1 ? EngineMode::shared : EngineMode::per_device);
+        p.runtime->start_engines(p.runtime->num_devices() > 1 ? EngineMode::shared
+                                                              : EngineMode::per_device);
     return &ic;
 }
 
@@ -371,7 +397,8 @@ extern "C" int ibv_query_device(ibv_context* context, ibv_device_attr* device_at
 struct _compat_ibv_port_attr;
 #undef ibv_query_port
 /** The pre-1.1 entry point (verbs.h inlines a call to the context's query_port instead). */
-extern "C" int ibv_query_port(ibv_context* context, uint8_t port_num, _compat_ibv_port_attr* port_attr) {
+extern "C" int ibv_query_port(ibv_context* context, uint8_t port_num,
+                              _compat_ibv_port_attr* port_attr) {
     if (!context || !port_attr) return EINVAL;
     // The compat struct is ibv_port_attr up to and including link_layer.
     return query_port_impl(context, port_num, reinterpret_cast<ibv_port_attr*>(port_attr),
@@ -405,21 +432,23 @@ extern "C" int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32
 }
 
 /** Every port's GID. @return entries written, or -EINVAL (bad arguments, max_entries too small). */
-extern "C" ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_t max_entries,
-                                        uint32_t flags, size_t entry_size) {
+extern "C" ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries,
+                                        size_t max_entries, uint32_t flags, size_t entry_size) {
     if (!context || !entries || flags != 0 || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
     VContext* c = vctx_of(context);
     const unsigned n = c->dev->num_ports();
     if (max_entries < n) return -EINVAL;
     for (unsigned p = 1; p <= n; ++p) {
-        auto* e = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) + (p - 1) * entry_size);
+        auto* e = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) +
+                                                   (p - 1) * entry_size);
         _ibv_query_gid_ex(context, p, 0, e, 0, sizeof(ibv_gid_entry));
     }
     return n;
 }
 
 /** rdma-core private: GID type as sysfs names it (1 = RoCE v2). @return 0 or EINVAL. */
-extern "C" int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index, uint32_t* type) {
+extern "C" int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index,
+                                  uint32_t* type) {
     if (!context || !type) return EINVAL;
     if (!port_ok(vctx_of(context), port_num) || index != 0) return EINVAL;
     *type = 1; // IBV_GID_TYPE_SYSFS_ROCE_V2
@@ -434,7 +463,8 @@ extern "C" int ibv_query_pkey(ibv_context* context, uint8_t port_num, int index,
     return 0;
 }
 
-/** Index of @p pkey: 0 for the default P_Key (full or limited membership), else -1 with errno ENOENT. */
+/** Index of @p pkey: 0 for the default P_Key (full or limited membership), else -1 with errno
+ * ENOENT. */
 extern "C" int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, __be16 pkey) {
     if (!context || !port_ok(vctx_of(context), port_num)) {
         errno = EINVAL;
@@ -466,12 +496,20 @@ extern "C" int ibv_get_async_event(ibv_context* context, ibv_async_event* event)
     event->event_type = static_cast<ibv_event_type>(r.type);
     switch (event->event_type) {
     case IBV_EVENT_PORT_ACTIVE:
-    case IBV_EVENT_PORT_ERR: event->element.port_num = static_cast<int>(r.port); break;
-    case IBV_EVENT_CQ_ERR: event->element.cq = static_cast<ibv_cq*>(r.element); break;
-    default: event->element.qp = static_cast<ibv_qp*>(r.element); break;
+    case IBV_EVENT_PORT_ERR:
+        event->element.port_num = static_cast<int>(r.port);
+        break;
+    case IBV_EVENT_CQ_ERR:
+        event->element.cq = static_cast<ibv_cq*>(r.element);
+        break;
+    default:
+        event->element.qp = static_cast<ibv_qp*>(r.element);
+        break;
     }
     return 0;
 }
 
 /** Acknowledges an event (nothing to release in droce). */
-extern "C" void ibv_ack_async_event(ibv_async_event* event) { (void)event; }
+extern "C" void ibv_ack_async_event(ibv_async_event* event) {
+    (void)event;
+}

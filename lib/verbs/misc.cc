@@ -22,82 +22,140 @@ using namespace droce::verbs;
 /** A short English description of @p status ("unknown" for values outside the enum). */
 extern "C" const char* ibv_wc_status_str(ibv_wc_status status) {
     switch (status) {
-    case IBV_WC_SUCCESS: return "success";
-    case IBV_WC_LOC_LEN_ERR: return "local length error";
-    case IBV_WC_LOC_QP_OP_ERR: return "local QP operation error";
-    case IBV_WC_LOC_EEC_OP_ERR: return "local EE context operation error";
-    case IBV_WC_LOC_PROT_ERR: return "local protection error";
-    case IBV_WC_WR_FLUSH_ERR: return "work request flushed";
-    case IBV_WC_MW_BIND_ERR: return "memory window bind error";
-    case IBV_WC_BAD_RESP_ERR: return "bad response";
-    case IBV_WC_LOC_ACCESS_ERR: return "local access error";
-    case IBV_WC_REM_INV_REQ_ERR: return "remote invalid request";
-    case IBV_WC_REM_ACCESS_ERR: return "remote access error";
-    case IBV_WC_REM_OP_ERR: return "remote operation error";
-    case IBV_WC_RETRY_EXC_ERR: return "transport retries exhausted";
-    case IBV_WC_RNR_RETRY_EXC_ERR: return "RNR retries exhausted";
-    case IBV_WC_LOC_RDD_VIOL_ERR: return "local RDD violation";
-    case IBV_WC_REM_INV_RD_REQ_ERR: return "remote invalid RD request";
-    case IBV_WC_REM_ABORT_ERR: return "remote aborted";
-    case IBV_WC_INV_EECN_ERR: return "invalid EE context number";
-    case IBV_WC_INV_EEC_STATE_ERR: return "invalid EE context state";
-    case IBV_WC_FATAL_ERR: return "fatal error";
-    case IBV_WC_RESP_TIMEOUT_ERR: return "response timeout";
-    case IBV_WC_GENERAL_ERR: return "general error";
-    case IBV_WC_TM_ERR: return "tag matching error";
-    case IBV_WC_TM_RNDV_INCOMPLETE: return "tag matching rendezvous incomplete";
+    case IBV_WC_SUCCESS:
+        return "success";
+    case IBV_WC_LOC_LEN_ERR:
+        return "local length error";
+    case IBV_WC_LOC_QP_OP_ERR:
+        return "local QP operation error";
+    case IBV_WC_LOC_EEC_OP_ERR:
+        return "local EE context operation error";
+    case IBV_WC_LOC_PROT_ERR:
+        return "local protection error";
+    case IBV_WC_WR_FLUSH_ERR:
+        return "work request flushed";
+    case IBV_WC_MW_BIND_ERR:
+        return "memory window bind error";
+    case IBV_WC_BAD_RESP_ERR:
+        return "bad response";
+    case IBV_WC_LOC_ACCESS_ERR:
+        return "local access error";
+    case IBV_WC_REM_INV_REQ_ERR:
+        return "remote invalid request";
+    case IBV_WC_REM_ACCESS_ERR:
+        return "remote access error";
+    case IBV_WC_REM_OP_ERR:
+        return "remote operation error";
+    case IBV_WC_RETRY_EXC_ERR:
+        return "transport retries exhausted";
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+        return "RNR retries exhausted";
+    case IBV_WC_LOC_RDD_VIOL_ERR:
+        return "local RDD violation";
+    case IBV_WC_REM_INV_RD_REQ_ERR:
+        return "remote invalid RD request";
+    case IBV_WC_REM_ABORT_ERR:
+        return "remote aborted";
+    case IBV_WC_INV_EECN_ERR:
+        return "invalid EE context number";
+    case IBV_WC_INV_EEC_STATE_ERR:
+        return "invalid EE context state";
+    case IBV_WC_FATAL_ERR:
+        return "fatal error";
+    case IBV_WC_RESP_TIMEOUT_ERR:
+        return "response timeout";
+    case IBV_WC_GENERAL_ERR:
+        return "general error";
+    case IBV_WC_TM_ERR:
+        return "tag matching error";
+    case IBV_WC_TM_RNDV_INCOMPLETE:
+        return "tag matching rendezvous incomplete";
     }
     return "unknown";
 }
 
 extern "C" const char* ibv_node_type_str(ibv_node_type node_type) {
     switch (node_type) {
-    case IBV_NODE_CA: return "InfiniBand channel adapter";
-    case IBV_NODE_SWITCH: return "InfiniBand switch";
-    case IBV_NODE_ROUTER: return "InfiniBand router";
-    case IBV_NODE_RNIC: return "iWARP NIC";
-    case IBV_NODE_USNIC: return "usNIC";
-    case IBV_NODE_USNIC_UDP: return "usNIC UDP";
-    case IBV_NODE_UNSPECIFIED: return "unspecified";
-    case IBV_NODE_UNKNOWN: break;
+    case IBV_NODE_CA:
+        return "InfiniBand channel adapter";
+    case IBV_NODE_SWITCH:
+        return "InfiniBand switch";
+    case IBV_NODE_ROUTER:
+        return "InfiniBand router";
+    case IBV_NODE_RNIC:
+        return "iWARP NIC";
+    case IBV_NODE_USNIC:
+        return "usNIC";
+    case IBV_NODE_USNIC_UDP:
+        return "usNIC UDP";
+    case IBV_NODE_UNSPECIFIED:
+        return "unspecified";
+    case IBV_NODE_UNKNOWN:
+        break;
     }
     return "unknown";
 }
 
 extern "C" const char* ibv_port_state_str(ibv_port_state port_state) {
     switch (port_state) {
-    case IBV_PORT_NOP: return "PORT_NOP";
-    case IBV_PORT_DOWN: return "PORT_DOWN";
-    case IBV_PORT_INIT: return "PORT_INIT";
-    case IBV_PORT_ARMED: return "PORT_ARMED";
-    case IBV_PORT_ACTIVE: return "PORT_ACTIVE";
-    case IBV_PORT_ACTIVE_DEFER: return "PORT_ACTIVE_DEFER";
+    case IBV_PORT_NOP:
+        return "PORT_NOP";
+    case IBV_PORT_DOWN:
+        return "PORT_DOWN";
+    case IBV_PORT_INIT:
+        return "PORT_INIT";
+    case IBV_PORT_ARMED:
+        return "PORT_ARMED";
+    case IBV_PORT_ACTIVE:
+        return "PORT_ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER:
+        return "PORT_ACTIVE_DEFER";
     }
     return "unknown";
 }
 
 extern "C" const char* ibv_event_type_str(ibv_event_type event) {
     switch (event) {
-    case IBV_EVENT_CQ_ERR: return "CQ error";
-    case IBV_EVENT_QP_FATAL: return "QP fatal error";
-    case IBV_EVENT_QP_REQ_ERR: return "QP invalid request error";
-    case IBV_EVENT_QP_ACCESS_ERR: return "QP access violation";
-    case IBV_EVENT_COMM_EST: return "communication established";
-    case IBV_EVENT_SQ_DRAINED: return "send queue drained";
-    case IBV_EVENT_PATH_MIG: return "path migrated";
-    case IBV_EVENT_PATH_MIG_ERR: return "path migration failed";
-    case IBV_EVENT_DEVICE_FATAL: return "device fatal error";
-    case IBV_EVENT_PORT_ACTIVE: return "port active";
-    case IBV_EVENT_PORT_ERR: return "port error";
-    case IBV_EVENT_LID_CHANGE: return "LID changed";
-    case IBV_EVENT_PKEY_CHANGE: return "P_Key table changed";
-    case IBV_EVENT_SM_CHANGE: return "subnet manager changed";
-    case IBV_EVENT_SRQ_ERR: return "SRQ error";
-    case IBV_EVENT_SRQ_LIMIT_REACHED: return "SRQ limit reached";
-    case IBV_EVENT_QP_LAST_WQE_REACHED: return "last WQE reached";
-    case IBV_EVENT_CLIENT_REREGISTER: return "client reregistration requested";
-    case IBV_EVENT_GID_CHANGE: return "GID table changed";
-    case IBV_EVENT_WQ_FATAL: return "WQ fatal error";
+    case IBV_EVENT_CQ_ERR:
+        return "CQ error";
+    case IBV_EVENT_QP_FATAL:
+        return "QP fatal error";
+    case IBV_EVENT_QP_REQ_ERR:
+        return "QP invalid request error";
+    case IBV_EVENT_QP_ACCESS_ERR:
+        return "QP access violation";
+    case IBV_EVENT_COMM_EST:
+        return "communication established";
+    case IBV_EVENT_SQ_DRAINED:
+        return "send queue drained";
+    case IBV_EVENT_PATH_MIG:
+        return "path migrated";
+    case IBV_EVENT_PATH_MIG_ERR:
+        return "path migration failed";
+    case IBV_EVENT_DEVICE_FATAL:
+        return "device fatal error";
+    case IBV_EVENT_PORT_ACTIVE:
+        return "port active";
+    case IBV_EVENT_PORT_ERR:
+        return "port error";
+    case IBV_EVENT_LID_CHANGE:
+        return "LID changed";
+    case IBV_EVENT_PKEY_CHANGE:
+        return "P_Key table changed";
+    case IBV_EVENT_SM_CHANGE:
+        return "subnet manager changed";
+    case IBV_EVENT_SRQ_ERR:
+        return "SRQ error";
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+        return "SRQ limit reached";
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+        return "last WQE reached";
+    case IBV_EVENT_CLIENT_REREGISTER:
+        return "client reregistration requested";
+    case IBV_EVENT_GID_CHANGE:
+        return "GID table changed";
+    case IBV_EVENT_WQ_FATAL:
+        return "WQ fatal error";
     }
     return "unknown";
 }
@@ -110,14 +168,18 @@ struct RateRow {
     int mbps;
 };
 constexpr RateRow kRates[] = {
-    {IBV_RATE_2_5_GBPS, 1, 2500},     {IBV_RATE_5_GBPS, 2, 5000},       {IBV_RATE_10_GBPS, 4, 10000},
-    {IBV_RATE_20_GBPS, 8, 20000},     {IBV_RATE_30_GBPS, 12, 30000},    {IBV_RATE_40_GBPS, 16, 40000},
-    {IBV_RATE_60_GBPS, 24, 60000},    {IBV_RATE_80_GBPS, 32, 80000},    {IBV_RATE_120_GBPS, 48, 120000},
-    {IBV_RATE_14_GBPS, 5, 14062},     {IBV_RATE_56_GBPS, 22, 56250},    {IBV_RATE_112_GBPS, 45, 112500},
-    {IBV_RATE_168_GBPS, 67, 168750},  {IBV_RATE_25_GBPS, 10, 25781},    {IBV_RATE_100_GBPS, 40, 103125},
-    {IBV_RATE_200_GBPS, 80, 206250},  {IBV_RATE_300_GBPS, 120, 309375}, {IBV_RATE_28_GBPS, 11, 28125},
-    {IBV_RATE_50_GBPS, 20, 53125},    {IBV_RATE_400_GBPS, 160, 425000}, {IBV_RATE_600_GBPS, 240, 637500},
-    {IBV_RATE_800_GBPS, 320, 850000}, {IBV_RATE_1200_GBPS, 480, 1275000},
+    {IBV_RATE_2_5_GBPS, 1, 2500},       {IBV_RATE_5_GBPS, 2, 5000},
+    {IBV_RATE_10_GBPS, 4, 10000},       {IBV_RATE_20_GBPS, 8, 20000},
+    {IBV_RATE_30_GBPS, 12, 30000},      {IBV_RATE_40_GBPS, 16, 40000},
+    {IBV_RATE_60_GBPS, 24, 60000},      {IBV_RATE_80_GBPS, 32, 80000},
+    {IBV_RATE_120_GBPS, 48, 120000},    {IBV_RATE_14_GBPS, 5, 14062},
+    {IBV_RATE_56_GBPS, 22, 56250},      {IBV_RATE_112_GBPS, 45, 112500},
+    {IBV_RATE_168_GBPS, 67, 168750},    {IBV_RATE_25_GBPS, 10, 25781},
+    {IBV_RATE_100_GBPS, 40, 103125},    {IBV_RATE_200_GBPS, 80, 206250},
+    {IBV_RATE_300_GBPS, 120, 309375},   {IBV_RATE_28_GBPS, 11, 28125},
+    {IBV_RATE_50_GBPS, 20, 53125},      {IBV_RATE_400_GBPS, 160, 425000},
+    {IBV_RATE_600_GBPS, 240, 637500},   {IBV_RATE_800_GBPS, 320, 850000},
+    {IBV_RATE_1200_GBPS, 480, 1275000},
 };
 } // namespace
 
@@ -150,8 +212,12 @@ extern "C" ibv_rate mbps_to_ibv_rate(int mbps) {
 // ---------------------------------------------------------------- fork, sysfs
 
 /** droce pins nothing in a kernel: fork needs no preparation. @return 0. */
-extern "C" int ibv_fork_init(void) { return 0; }
-extern "C" ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }
+extern "C" int ibv_fork_init(void) {
+    return 0;
+}
+extern "C" ibv_fork_status ibv_is_fork_initialized(void) {
+    return IBV_FORK_UNNEEDED;
+}
 extern "C" int ibv_dontfork_range(void* base, size_t size) {
     (void)base;
     (void)size;
@@ -211,7 +277,8 @@ extern "C" int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
     (void)lid;
     return EOPNOTSUPP;
 }
-extern "C" ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access) {
+extern "C" ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova,
+                                     int fd, int access) {
     (void)pd;
     (void)offset;
     (void)length;
@@ -237,8 +304,8 @@ extern "C" ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, u
     (void)port_num;
     return fail<ibv_ah>(EOPNOTSUPP);
 }
-extern "C" int ibv_resolve_eth_l2_from_gid(ibv_context* context, ibv_ah_attr* attr, uint8_t eth_mac[6],
-                                           uint16_t* vid) {
+extern "C" int ibv_resolve_eth_l2_from_gid(ibv_context* context, ibv_ah_attr* attr,
+                                           uint8_t eth_mac[6], uint16_t* vid) {
     (void)context;
     (void)attr;
     (void)eth_mac;
@@ -272,23 +339,30 @@ extern "C" ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
     (void)pd_handle;
     return fail<ibv_pd>(EOPNOTSUPP);
 }
-extern "C" void ibv_unimport_pd(ibv_pd* pd) { (void)pd; }
+extern "C" void ibv_unimport_pd(ibv_pd* pd) {
+    (void)pd;
+}
 extern "C" ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
     (void)pd;
     (void)mr_handle;
     return fail<ibv_mr>(EOPNOTSUPP);
 }
-extern "C" void ibv_unimport_mr(ibv_mr* mr) { (void)mr; }
+extern "C" void ibv_unimport_mr(ibv_mr* mr) {
+    (void)mr;
+}
 extern "C" ibv_dm* ibv_import_dm(ibv_context* context, uint32_t dm_handle) {
     (void)context;
     (void)dm_handle;
     return fail<ibv_dm>(EOPNOTSUPP);
 }
-extern "C" void ibv_unimport_dm(ibv_dm* dm) { (void)dm; }
+extern "C" void ibv_unimport_dm(ibv_dm* dm) {
+    (void)dm;
+}
 
-// ---------------------------------------------------------------- kernel ABI copies (IBVERBS_1.0/1.1)
-// Conversions from the kernel's uverbs structures, used by providers and librdmacm on kernel
-// devices; droce has no kernel side. Present so that bind-now loaders resolve them; they do nothing.
+// ---------------------------------------------------------------- kernel ABI copies
+// (IBVERBS_1.0/1.1) Conversions from the kernel's uverbs structures, used by providers and
+// librdmacm on kernel devices; droce has no kernel side. Present so that bind-now loaders resolve
+// them; they do nothing.
 extern "C" void ibv_copy_qp_attr_from_kern(void* dst, const void* src) {
     (void)dst;
     (void)src;
@@ -316,7 +390,9 @@ extern "C" {
 bool verbs_allow_disassociate_destroy = false;
 }
 
-extern "C" void verbs_register_driver_34(const void* ops) { (void)ops; }
+extern "C" void verbs_register_driver_34(const void* ops) {
+    (void)ops;
+}
 extern "C" void __verbs_log(const void* ctx, int level, const char* fmt, ...) {
     (void)ctx;
     (void)level;
@@ -330,18 +406,26 @@ extern "C" void* verbs_open_device(void) {
     errno = EOPNOTSUPP;
     return nullptr;
 }
-extern "C" int verbs_init_cq(void) { return EOPNOTSUPP; }
+extern "C" int verbs_init_cq(void) {
+    return EOPNOTSUPP;
+}
 extern "C" void verbs_set_ops(void) {}
 extern "C" void verbs_uninit_context(void) {}
-extern "C" int execute_ioctl(void) { return EOPNOTSUPP; }
-extern "C" int __ioctl_final_num_attrs(void) { return EOPNOTSUPP; }
+extern "C" int execute_ioctl(void) {
+    return EOPNOTSUPP;
+}
+extern "C" int __ioctl_final_num_attrs(void) {
+    return EOPNOTSUPP;
+}
 extern "C" int ibv_read_ibdev_sysfs_file(void) {
     errno = ENOENT;
     return -1;
 }
 
-#define DROCE_CMD_STUB(name)                                                                        \
-    extern "C" int name(void) { return EOPNOTSUPP; }
+#define DROCE_CMD_STUB(name)                                                                       \
+    extern "C" int name(void) {                                                                    \
+        return EOPNOTSUPP;                                                                         \
+    }
 DROCE_CMD_STUB(ibv_cmd_advise_mr)
 DROCE_CMD_STUB(ibv_cmd_alloc_dm)
 DROCE_CMD_STUB(ibv_cmd_alloc_mw)

@@ -12,8 +12,8 @@
  * Thread rules (the quiescence rule of lib/engine/device.h, applied by the verbs layer):
  *  - Control verbs (open/close, alloc/dealloc, reg/dereg, create/modify/destroy, query) take the
  *    provider mutex and run with the engine threads of the runtime stopped: ControlGuard stops them
- *    and starts them again when it goes out of scope. A control verb therefore pauses the engines of
- *    every device for a few tens of microseconds (a thread join and a thread start).
+ *    and starts them again when it goes out of scope. A control verb therefore pauses the engines
+ * of every device for a few tens of microseconds (a thread join and a thread start).
  *  - post_send (ibv_post_send and the ibv_wr_* batch) takes the QP's send spinlock, post_recv its
  *    receive spinlock, poll_cq (and ibv_start_poll .. ibv_end_poll) the CQ's spinlock: verbs lets
  *    several application threads use one queue, while droce's rings have one producer and one
@@ -38,12 +38,14 @@
 
 namespace droce::verbs {
 
-/** A test-and-test-and-set spinlock for the application side of one queue (short critical sections). */
+/** A test-and-test-and-set spinlock for the application side of one queue (short critical
+ * sections). */
 class SpinLock {
   public:
     void lock() noexcept {
         for (;;) {
-            // acquire: the holder's writes to the queue's producer/consumer state are visible to us.
+            // acquire: the holder's writes to the queue's producer/consumer state are visible to
+            // us.
             if (!locked_.exchange(true, std::memory_order_acquire)) return;
             while (locked_.load(std::memory_order_relaxed))
                 __builtin_ia32_pause();
@@ -58,9 +60,9 @@ class SpinLock {
 
 /** One device of the config, as ibv_get_device_list reports it. Lives for the whole process. */
 struct VDevice {
-    ibv_device dev{};      ///< what the application holds (first member)
-    unsigned index = 0;    ///< index in the config file = Runtime device index
-    DeviceConfig cfg;      ///< from the config, read without the EAL
+    ibv_device dev{};          ///< what the application holds (first member)
+    unsigned index = 0;        ///< index in the config file = Runtime device index
+    DeviceConfig cfg;          ///< from the config, read without the EAL
     std::uint64_t guid_be = 0; ///< node GUID (EUI-64 of port 0's MAC), network order
     /** Per port: the link was up and went down (set from Device::on_link_change on the engine
      *  thread, read by ibv_query_port). A link that has not come up yet is not "lost". */
@@ -79,8 +81,9 @@ struct AsyncRecord {
 struct VContext {
     VDevice* vdev = nullptr;
     Device* dev = nullptr; ///< the runtime's device
-    int async_wfd = -1;    ///< write end of the async event pipe (non-blocking); read end = context.async_fd
-    verbs_context vctx{};  ///< must be last: ibv_context is the last member of verbs_context
+    int async_wfd =
+        -1; ///< write end of the async event pipe (non-blocking); read end = context.async_fd
+    verbs_context vctx{}; ///< must be last: ibv_context is the last member of verbs_context
 };
 
 struct VPd {
@@ -115,11 +118,12 @@ struct VQp {
     VContext* ctx = nullptr;
     SpinLock sq_lock;
     SpinLock rq_lock;
-    /** ibv_wr_* batch between wr_start and wr_complete (capacity max_send_wr), guarded by sq_lock. */
+    /** ibv_wr_* batch between wr_start and wr_complete (capacity max_send_wr), guarded by sq_lock.
+     */
     std::unique_ptr<rc::SendWqe[]> batch;
     std::uint32_t batch_cap = 0;
     std::uint32_t batch_n = 0;
-    int batch_err = 0;           ///< first error of the batch (reported by wr_complete)
+    int batch_err = 0;                      ///< first error of the batch (reported by wr_complete)
     std::unique_ptr<rc::SendWqe[]> scratch; ///< ibv_post_send conversion buffer (kScratch WQEs)
     static constexpr std::uint32_t kScratch = 16;
 };
@@ -129,8 +133,12 @@ struct VAh {
     ibv_ah_attr attr{};
 };
 
-/** Converts a libibverbs handle to the droce object that contains it (the handle is its first member). */
-template <typename V, typename H> inline V* from_ibv(H* h) noexcept { return reinterpret_cast<V*>(h); }
+/** Converts a libibverbs handle to the droce object that contains it (the handle is its first
+ * member). */
+template <typename V, typename H>
+inline V* from_ibv(H* h) noexcept {
+    return reinterpret_cast<V*>(h);
+}
 inline VContext* vctx_of(ibv_context* c) noexcept {
     return reinterpret_cast<VContext*>(reinterpret_cast<char*>(c) - offsetof(VContext, vctx) -
                                        offsetof(verbs_context, context));
@@ -138,24 +146,26 @@ inline VContext* vctx_of(ibv_context* c) noexcept {
 
 /** Process-wide state: the device list (from the config) and the runtime (after the first open). */
 struct Provider {
-    std::mutex mu;                       ///< serialises every control verb
-    bool listed = false;                 ///< devices read from the config
+    std::mutex mu;       ///< serialises every control verb
+    bool listed = false; ///< devices read from the config
     std::string config_path;
     std::vector<std::unique_ptr<VDevice>> devices;
-    std::unique_ptr<Runtime> runtime;    ///< created at the first ibv_open_device, never destroyed
-    unsigned open_contexts = 0;          ///< engines run while this is > 0
-    std::vector<VContext*> contexts;     ///< open contexts (for async events)
+    std::unique_ptr<Runtime> runtime; ///< created at the first ibv_open_device, never destroyed
+    unsigned open_contexts = 0;       ///< engines run while this is > 0
+    std::vector<VContext*> contexts;  ///< open contexts (for async events)
 };
 
-/** The provider singleton (never destroyed, so nothing runs at exit in an order we do not control). */
+/** The provider singleton (never destroyed, so nothing runs at exit in an order we do not control).
+ */
 Provider& provider() noexcept;
 
-/** Reads the config into provider().devices once. Caller holds provider().mu. @return 0 or errno. */
+/** Reads the config into provider().devices once. Caller holds provider().mu. @return 0 or errno.
+ */
 int load_devices(Provider& p);
 
 /**
- * Holds the provider mutex and keeps the engines stopped for the guard's lifetime (quiescence rule),
- * restarting them at the end if they ran before.
+ * Holds the provider mutex and keeps the engines stopped for the guard's lifetime (quiescence
+ * rule), restarting them at the end if they ran before.
  */
 class ControlGuard {
   public:
@@ -172,12 +182,14 @@ class ControlGuard {
 /** Writes an async event into every open context of @p dev (engine thread or control path). */
 void post_async_event(Device* dev, const AsyncRecord& rec) noexcept;
 
-/** Fills ibv_context_ops and the verbs_context ops of a new context (cq.cc / qp.cc provide them). */
+/** Fills ibv_context_ops and the verbs_context ops of a new context (cq.cc / qp.cc provide them).
+ */
 void install_cq_ops(VContext& c) noexcept;
 void install_qp_ops(VContext& c) noexcept;
 
 /** Sets errno to @p err and returns nullptr (the verbs convention for creators). */
-template <typename T> inline T* fail(int err) noexcept {
+template <typename T>
+inline T* fail(int err) noexcept {
     errno = err;
     return nullptr;
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * Protection domains, memory regions, RC queue pairs (create / modify / query / destroy, ibv_post_send,
- * ibv_post_recv, the ibv_qp_ex ibv_wr_* interface) and address handles of droce's libibverbs.
+ * Protection domains, memory regions, RC queue pairs (create / modify / query / destroy,
+ * ibv_post_send, ibv_post_recv, the ibv_qp_ex ibv_wr_* interface) and address handles of droce's
+ * libibverbs.
  *
  * Work requests are converted to droce's rc::SendWqe / rc::RecvWqe (whose enums carry the ibverbs
  * values) and posted on the QP's rings under the QP's send / receive spinlock. Immediate data is
@@ -27,7 +28,8 @@ int to_send_wqe(const ibv_send_wr& wr, rc::SendWqe& w) noexcept {
     if (static_cast<unsigned>(wr.opcode) > IBV_WR_SEND_WITH_INV) return EINVAL;
     w.wr_id = wr.wr_id;
     w.opcode = static_cast<rc::WrOpcode>(wr.opcode);
-    w.send_flags = wr.send_flags & (IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE);
+    w.send_flags =
+        wr.send_flags & (IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE);
     w.imm_data = 0;
     w.invalidate_rkey = 0;
     w.remote_addr = 0;
@@ -35,7 +37,9 @@ int to_send_wqe(const ibv_send_wr& wr, rc::SendWqe& w) noexcept {
     w.compare_add = 0;
     w.swap = 0;
     switch (wr.opcode) {
-    case IBV_WR_SEND_WITH_IMM: w.imm_data = be32toh(wr.imm_data); break;
+    case IBV_WR_SEND_WITH_IMM:
+        w.imm_data = be32toh(wr.imm_data);
+        break;
     case IBV_WR_RDMA_WRITE_WITH_IMM:
         w.imm_data = be32toh(wr.imm_data);
         [[fallthrough]];
@@ -51,8 +55,11 @@ int to_send_wqe(const ibv_send_wr& wr, rc::SendWqe& w) noexcept {
         w.compare_add = wr.wr.atomic.compare_add;
         w.swap = wr.wr.atomic.swap;
         break;
-    case IBV_WR_SEND_WITH_INV: w.invalidate_rkey = wr.invalidate_rkey; break;
-    default: break;
+    case IBV_WR_SEND_WITH_INV:
+        w.invalidate_rkey = wr.invalidate_rkey;
+        break;
+    default:
+        break;
     }
     if ((wr.send_flags & IBV_SEND_INLINE) && wr.opcode != IBV_WR_RDMA_READ &&
         wr.opcode != IBV_WR_ATOMIC_CMP_AND_SWP && wr.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD) {
@@ -163,7 +170,8 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
             if (prc != 0) rc = prc;
         }
         if (rc != 0) {
-            // The first WR not posted: index `bad` of this chunk (or the one that failed conversion).
+            // The first WR not posted: index `bad` of this chunk (or the one that failed
+            // conversion).
             ibv_send_wr* b = head;
             for (std::uint32_t i = 0; i < bad && b; ++i)
                 b = b->next;
@@ -205,9 +213,12 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 
 // ---------------------------------------------------------------- ibv_wr_* (ibv_qp_ex)
 
-VQp* qx(ibv_qp_ex* q) noexcept { return from_ibv<VQp>(q); }
+VQp* qx(ibv_qp_ex* q) noexcept {
+    return from_ibv<VQp>(q);
+}
 
-/** The WQE being built: a new slot of the batch (or the spare slot past the end once it is full). */
+/** The WQE being built: a new slot of the batch (or the spare slot past the end once it is full).
+ */
 rc::SendWqe& wr_new(ibv_qp_ex* q, rc::WrOpcode op) noexcept {
     VQp* qp = qx(q);
     rc::SendWqe* w;
@@ -281,10 +292,17 @@ void wr_rdma_read(ibv_qp_ex* q, uint32_t rkey, uint64_t remote_addr) {
     w.rkey = rkey;
     w.remote_addr = remote_addr;
 }
-void wr_send(ibv_qp_ex* q) { wr_new(q, rc::WrOpcode::send); }
-void wr_send_imm(ibv_qp_ex* q, __be32 imm) { wr_new(q, rc::WrOpcode::send_with_imm).imm_data = be32toh(imm); }
-void wr_send_inv(ibv_qp_ex* q, uint32_t rkey) { wr_new(q, rc::WrOpcode::send_with_inv).invalidate_rkey = rkey; }
-void wr_atomic_cmp_swp(ibv_qp_ex* q, uint32_t rkey, uint64_t remote_addr, uint64_t compare, uint64_t swap) {
+void wr_send(ibv_qp_ex* q) {
+    wr_new(q, rc::WrOpcode::send);
+}
+void wr_send_imm(ibv_qp_ex* q, __be32 imm) {
+    wr_new(q, rc::WrOpcode::send_with_imm).imm_data = be32toh(imm);
+}
+void wr_send_inv(ibv_qp_ex* q, uint32_t rkey) {
+    wr_new(q, rc::WrOpcode::send_with_inv).invalidate_rkey = rkey;
+}
+void wr_atomic_cmp_swp(ibv_qp_ex* q, uint32_t rkey, uint64_t remote_addr, uint64_t compare,
+                       uint64_t swap) {
     rc::SendWqe& w = wr_new(q, rc::WrOpcode::atomic_cmp_and_swp);
     w.rkey = rkey;
     w.remote_addr = remote_addr;
@@ -341,12 +359,24 @@ void wr_set_inline_data(ibv_qp_ex* q, void* addr, size_t length) {
     wr_set_inline_data_list(q, 1, &b);
 }
 // Not supported on droce: the batch fails with EOPNOTSUPP at wr_complete.
-void wr_bind_mw(ibv_qp_ex* q, ibv_mw*, uint32_t, const ibv_mw_bind_info*) { wr_unsupported(q); }
-void wr_local_inv(ibv_qp_ex* q, uint32_t) { wr_unsupported(q); }
-void wr_send_tso(ibv_qp_ex* q, void*, uint16_t, uint16_t) { wr_unsupported(q); }
-void wr_set_ud_addr(ibv_qp_ex* q, ibv_ah*, uint32_t, uint32_t) { wr_unsupported(q); }
-void wr_set_xrc_srqn(ibv_qp_ex* q, uint32_t) { wr_unsupported(q); }
-void wr_atomic_write(ibv_qp_ex* q, uint32_t, uint64_t, const void*) { wr_unsupported(q); }
+void wr_bind_mw(ibv_qp_ex* q, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
+    wr_unsupported(q);
+}
+void wr_local_inv(ibv_qp_ex* q, uint32_t) {
+    wr_unsupported(q);
+}
+void wr_send_tso(ibv_qp_ex* q, void*, uint16_t, uint16_t) {
+    wr_unsupported(q);
+}
+void wr_set_ud_addr(ibv_qp_ex* q, ibv_ah*, uint32_t, uint32_t) {
+    wr_unsupported(q);
+}
+void wr_set_xrc_srqn(ibv_qp_ex* q, uint32_t) {
+    wr_unsupported(q);
+}
+void wr_atomic_write(ibv_qp_ex* q, uint32_t, uint64_t, const void*) {
+    wr_unsupported(q);
+}
 
 constexpr std::uint64_t kSupportedSendOps =
     IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
@@ -373,8 +403,9 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr_ex* 
     int err = 0;
     {
         ControlGuard guard;
-        qp->native = c->dev->create_qp(from_ibv<VPd>(pd)->native, from_ibv<VCq>(a->send_cq)->native,
-                                       from_ibv<VCq>(a->recv_cq)->native, cap, a->sq_sig_all != 0, &err);
+        qp->native =
+            c->dev->create_qp(from_ibv<VPd>(pd)->native, from_ibv<VCq>(a->send_cq)->native,
+                              from_ibv<VCq>(a->recv_cq)->native, cap, a->sq_sig_all != 0, &err);
     }
     if (!qp->native) {
         delete qp;
@@ -437,11 +468,14 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr_ex* 
 
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* a) {
     if (!context || !a) return fail<ibv_qp>(EINVAL);
-    const std::uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    const std::uint32_t known =
+        IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
     if (a->comp_mask & ~known) return fail<ibv_qp>(EOPNOTSUPP); // XRCD, TSO, RSS: not on droce
     if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD)) return fail<ibv_qp>(EINVAL);
-    if ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags) return fail<ibv_qp>(EOPNOTSUPP);
-    if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a->send_ops_flags & ~kSupportedSendOps))
+    if ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags)
+        return fail<ibv_qp>(EOPNOTSUPP);
+    if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+        (a->send_ops_flags & ~kSupportedSendOps))
         return fail<ibv_qp>(EOPNOTSUPP);
     return create_qp_common(context, a->pd, a);
 }
@@ -498,7 +532,8 @@ extern "C" int ibv_dealloc_pd(ibv_pd* ibpd) {
 namespace {
 ibv_mr* reg_mr_common(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, unsigned access) {
     if (!ibpd) return fail<ibv_mr>(EINVAL);
-    // droce names registered memory by its virtual address: an iova other than addr is not supported.
+    // droce names registered memory by its virtual address: an iova other than addr is not
+    // supported.
     if (iova != reinterpret_cast<std::uintptr_t>(addr)) return fail<ibv_mr>(EOPNOTSUPP);
     if (access & IBV_ACCESS_ON_DEMAND) return fail<ibv_mr>(EOPNOTSUPP);
     VPd* pd = from_ibv<VPd>(ibpd);
@@ -533,14 +568,17 @@ ibv_mr* reg_mr_common(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, un
  * write or atomic without local write, range), ENOMEM (4096 MRs), EOPNOTSUPP (ON_DEMAND).
  */
 extern "C" ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
-    return reg_mr_common(pd, addr, length, reinterpret_cast<std::uintptr_t>(addr), static_cast<unsigned>(access));
+    return reg_mr_common(pd, addr, length, reinterpret_cast<std::uintptr_t>(addr),
+                         static_cast<unsigned>(access));
 }
 /** As ibv_reg_mr; @p iova must equal @p addr (else EOPNOTSUPP). */
-extern "C" ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
+extern "C" ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
+                                   int access) {
     return reg_mr_common(pd, addr, length, iova, static_cast<unsigned>(access));
 }
 /** As ibv_reg_mr; @p iova must equal @p addr (else EOPNOTSUPP). */
-extern "C" ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access) {
+extern "C" ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
+                                    unsigned int access) {
     return reg_mr_common(pd, addr, length, iova, access);
 }
 
@@ -553,16 +591,21 @@ extern "C" ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint6
  *         access refused as by ibv_reg_mr), ENOMEM (MR table full for the scratch registration) or
  *         EOPNOTSUPP (ON_DEMAND); the MR is unchanged then.
  */
-extern "C" int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
+extern "C" int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* pd, void* addr, size_t length,
+                            int access) {
     errno = EINVAL;
-    if (!ibmr || flags <= 0 || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED)) return IBV_REREG_MR_ERR_INPUT;
-    if ((flags & IBV_REREG_MR_CHANGE_PD) && (!pd || pd->context != ibmr->context)) return IBV_REREG_MR_ERR_INPUT;
+    if (!ibmr || flags <= 0 || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED))
+        return IBV_REREG_MR_ERR_INPUT;
+    if ((flags & IBV_REREG_MR_CHANGE_PD) && (!pd || pd->context != ibmr->context))
+        return IBV_REREG_MR_ERR_INPUT;
     VMr* mr = from_ibv<VMr>(ibmr);
     ibv_pd* new_pd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd : ibmr->pd;
     void* new_addr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : ibmr->addr;
     size_t new_len = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? length : ibmr->length;
-    unsigned new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? static_cast<unsigned>(access) : mr->access;
-    ibv_mr* scratch = reg_mr_common(new_pd, new_addr, new_len, reinterpret_cast<std::uintptr_t>(new_addr), new_access);
+    unsigned new_access =
+        (flags & IBV_REREG_MR_CHANGE_ACCESS) ? static_cast<unsigned>(access) : mr->access;
+    ibv_mr* scratch = reg_mr_common(new_pd, new_addr, new_len,
+                                    reinterpret_cast<std::uintptr_t>(new_addr), new_access);
     if (!scratch) return IBV_REREG_MR_ERR_INPUT; // errno from the registration
     VMr* s = from_ibv<VMr>(scratch);
     {
@@ -621,7 +664,9 @@ extern "C" ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
 }
 
 /** The ibv_qp_ex of a QP (every droce QP has one). */
-extern "C" ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) { return qp ? &from_ibv<VQp>(qp)->qpx : nullptr; }
+extern "C" ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
+    return qp ? &from_ibv<VQp>(qp)->qpx : nullptr;
+}
 
 /**
  * ibv_modify_qp for RC (IBTA Vol 1 §11.2.4.2): see droce::Device::modify_qp. IBV_QP_AV needs a
@@ -646,7 +691,8 @@ extern "C" int ibv_modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int attr_mask) {
 }
 
 /** @return 0 with *attr and *init_attr filled (every field, whatever @p attr_mask), or EINVAL. */
-extern "C" int ibv_query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {
+extern "C" int ibv_query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int attr_mask,
+                            ibv_qp_init_attr* init_attr) {
     (void)attr_mask;
     if (!ibqp || !attr || !init_attr) return EINVAL;
     VQp* qp = from_ibv<VQp>(ibqp);

@@ -31,8 +31,10 @@ Env& env() {
         int n = 0;
         ibv_device** list = ibv_get_device_list(&n);
         for (int i = 0; list && i < n; ++i) {
-            if (std::strcmp(ibv_get_device_name(list[i]), "droce_a") == 0) r.a = ibv_open_device(list[i]);
-            if (std::strcmp(ibv_get_device_name(list[i]), "droce_b") == 0) r.b = ibv_open_device(list[i]);
+            if (std::strcmp(ibv_get_device_name(list[i]), "droce_a") == 0)
+                r.a = ibv_open_device(list[i]);
+            if (std::strcmp(ibv_get_device_name(list[i]), "droce_b") == 0)
+                r.b = ibv_open_device(list[i]);
         }
         ibv_free_device_list(list);
         return r;
@@ -106,8 +108,9 @@ TEST_F(Verbs, PdAndMr) {
     ibv_pd* pd = ibv_alloc_pd(a);
     ASSERT_NE(pd, nullptr);
     std::vector<char> buf(8192);
-    ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(),
-                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_RELAXED_ORDERING);
+    ibv_mr* mr =
+        ibv_reg_mr(pd, buf.data(), buf.size(),
+                   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_RELAXED_ORDERING);
     ASSERT_NE(mr, nullptr) << std::strerror(errno);
     EXPECT_NE(mr->lkey, 0u);
     // Remote write without local write: EINVAL (IBTA C10-... as every provider).
@@ -272,13 +275,13 @@ class Pair : public Verbs {
         ia.qp_type = IBV_QPT_RC;
         ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
         ia.pd = s.pd;
-        ia.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_READ |
-                            IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+        ia.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND |
+                            IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
         s.qp = ibv_create_qp_ex(c, &ia);
         ASSERT_NE(s.qp, nullptr) << std::strerror(errno);
         s.mr = ibv_reg_mr(s.pd, s.buf.data(), s.buf.size(),
-                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                              IBV_ACCESS_REMOTE_ATOMIC);
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                              IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
         ASSERT_NE(s.mr, nullptr);
     }
     void connect(ibv_context* c, Side& s, const Side& peer, ibv_context* peer_ctx) {
@@ -286,8 +289,12 @@ class Pair : public Verbs {
         at.qp_state = IBV_QPS_INIT;
         at.pkey_index = 0;
         at.port_num = 1;
-        at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-        ASSERT_EQ(ibv_modify_qp(s.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+        at.qp_access_flags =
+            IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+        ASSERT_EQ(
+            ibv_modify_qp(s.qp, &at,
+                          IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+            0);
         at = {};
         at.qp_state = IBV_QPS_RTR;
         at.path_mtu = IBV_MTU_1024;
@@ -298,15 +305,17 @@ class Pair : public Verbs {
         at.ah_attr.port_num = 1;
         // Without a global route (RoCE addresses by GID): EINVAL.
         ASSERT_EQ(ibv_modify_qp(s.qp, &at,
-                                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+                                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                                    IBV_QP_MIN_RNR_TIMER),
                   EINVAL);
         at.ah_attr.is_global = 1;
         ASSERT_EQ(ibv_query_gid(peer_ctx, 1, 0, &at.ah_attr.grh.dgid), 0);
         at.ah_attr.grh.hop_limit = 64;
         ASSERT_EQ(ibv_modify_qp(s.qp, &at,
-                                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+                                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                                    IBV_QP_MIN_RNR_TIMER),
                   0);
         at = {};
         at.qp_state = IBV_QPS_RTS;
@@ -316,8 +325,8 @@ class Pair : public Verbs {
         at.rnr_retry = 7;
         at.max_rd_atomic = 4;
         ASSERT_EQ(ibv_modify_qp(s.qp, &at,
-                                IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                    IBV_QP_MAX_QP_RD_ATOMIC),
+                                IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC),
                   0);
         EXPECT_EQ(s.qp->state, IBV_QPS_RTS);
         (void)c;
@@ -385,7 +394,8 @@ TEST_F(Pair, WriteMovesDataAndBadKeysFail) {
     EXPECT_EQ(wc.wr_id, 7u);
     EXPECT_EQ(std::memcmp(sa.buf.data(), sb.buf.data(), 4096), 0);
 
-    // A bad rkey: the responder NAKs, the requester completes with REM_ACCESS_ERR (and the QP fails).
+    // A bad rkey: the responder NAKs, the requester completes with REM_ACCESS_ERR (and the QP
+    // fails).
     wr = write_wr(&sge, sb.mr->rkey ^ 0x100, reinterpret_cast<uintptr_t>(sb.buf.data()));
     ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
     ASSERT_TRUE(poll_one(sa.cq, &wc));
@@ -549,7 +559,8 @@ TEST_F(Pair, ManyThreadsPostOnOneQp) {
         ts.emplace_back([&, t] {
             for (int i = 0; i < kPer; ++i) {
                 ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()) + t * 64, 64, sa.mr->lkey};
-                ibv_send_wr wr = write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()) + t * 64);
+                ibv_send_wr wr = write_wr(&sge, sb.mr->rkey,
+                                          reinterpret_cast<uintptr_t>(sb.buf.data()) + t * 64);
                 wr.send_flags = (i % 16 == 15) ? IBV_SEND_SIGNALED : 0;
                 ibv_send_wr* bad = nullptr;
                 while (ibv_post_send(sa.qp, &wr, &bad) == ENOMEM)
