@@ -69,6 +69,11 @@ inline void note_poll(std::uint32_t got) noexcept {
     }
 }
 
+/**
+ * ibv_poll_cq (context op): copies up to @p num_entries completions into @p wc, oldest first.
+ * Any thread; threads polling one CQ are serialised by its spinlock. @return how many (0..n); a
+ * non-positive @p num_entries returns 0. Never fails (droce detects no CQ error here).
+ */
 int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
     if (num_entries <= 0) return 0;
     VCq* cq = from_ibv<VCq>(ibcq);
@@ -90,6 +95,10 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
     return done;
 }
 
+/**
+ * ibv_req_notify_cq (context op): one completion event for the next CQE (or, with
+ * @p solicited_only, the next solicited or error CQE), written to the CQ's channel. @return 0.
+ */
 int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
     VCq* cq = from_ibv<VCq>(ibcq);
     // Without a channel the arming has no visible effect (no notify hook), as with a kernel
@@ -106,6 +115,11 @@ void load_cur(VCq* cq) noexcept {
     cq->cqx.status = static_cast<ibv_wc_status>(cq->cur.status);
     cq->cqx.wr_id = cq->cur.wr_id;
 }
+/**
+ * ibv_start_poll: takes the CQ's lock and reads the oldest completion (cqx->status, wr_id and the
+ * read_* functions describe it until the next next_poll / end_poll). @return 0 (call ibv_end_poll
+ * later), ENOENT (empty: the lock is released, do not call ibv_end_poll), EINVAL (attr->comp_mask).
+ */
 int start_poll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) {
     VCq* cq = from_ibv<VCq>(cqx);
     if (attr && attr->comp_mask) return EINVAL;

@@ -152,6 +152,14 @@ void from_qp_attr(const rc::Qp& qp, ibv_qp_attr& a) noexcept {
 
 // ---------------------------------------------------------------- datapath
 
+/**
+ * ibv_post_send (context op): posts the chain @p wr in order, in chunks of VQp::kScratch, until the
+ * first WR that cannot be posted. Inline data is copied now. Any thread (per-QP spinlock).
+ * @return 0; EINVAL (QP not in RTS/SQD/ERR, opcode droce does not support such as LOCAL_INV or
+ *         BIND_MW, more SGEs than the QP's max_send_sge, inline data above max_inline_data or on
+ *         READ/atomic, atomic SGE not 8 bytes); ENOMEM (send queue full). *bad_wr = the first WR
+ *         not posted (those before it are posted).
+ */
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     VQp* qp = from_ibv<VQp>(ibqp);
     rc::SendWqe* buf = qp->scratch.get();
@@ -184,6 +192,11 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     return rc;
 }
 
+/**
+ * ibv_post_recv (context op): posts the chain @p wr in order. Any thread (per-QP spinlock).
+ * @return 0; EINVAL (QP in RESET, too many SGEs); ENOMEM (receive queue full). *bad_wr = the first
+ *         WR not posted.
+ */
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     VQp* qp = from_ibv<VQp>(ibqp);
     int rc = 0;
@@ -254,12 +267,22 @@ void wr_unsupported(ibv_qp_ex* q) noexcept {
     if (qp->batch_err == 0) qp->batch_err = EOPNOTSUPP;
 }
 
+/**
+ * ibv_wr_start: opens a batch and holds the QP's send lock until ibv_wr_complete / ibv_wr_abort
+ * (so one thread builds a batch at a time). WRs are built in the QP's batch (max_send_wr entries).
+ */
 void wr_start(ibv_qp_ex* q) {
     VQp* qp = qx(q);
     qp->sq_lock.lock();
     qp->batch_n = 0;
     qp->batch_err = 0;
 }
+/**
+ * ibv_wr_complete: posts the batch and releases the send lock. @return 0; the first error a builder
+ * recorded (EOPNOTSUPP: an unsupported ibv_wr_* such as local_inv or bind_mw; EINVAL: a setter
+ * without a WR, too many SGEs, inline data above 256 bytes; ENOMEM: more WRs than max_send_wr) and
+ * then nothing is posted; or post_send's errors for the batch (WRs before the bad one are posted).
+ */
 int wr_complete(ibv_qp_ex* q) {
     VQp* qp = qx(q);
     int rc = qp->batch_err;
