@@ -82,6 +82,17 @@ pingpong() {
     fi
     echo "== ibv_rc_pingpong $name: $(grep 'iters in' "$tmp/$name.client")"
 }
+# Negative: a memif client with no server cannot bring its port up: ibv_open_device fails (ENODEV,
+# the reason on stderr) and the tool exits non-zero at once, no hang.
+DROCE_CONFIG="$tmp/client.ini" timeout 60 ibv_rc_pingpong -d droce_memif_c -g 0 -p $tcp_port 127.0.0.1 \
+    > "$tmp/noserver" 2>&1
+rc=$?
+if [ $rc = 0 ] || [ $rc = 124 ] || ! grep -q "droce: device droce_memif_c" "$tmp/noserver"; then
+    fail "ibv_rc_pingpong without a server exited $rc"; cat "$tmp/noserver"
+else
+    echo "== no server: ibv_rc_pingpong exited $rc: $(grep -m1 'droce:' "$tmp/noserver" | cut -c1-100)"
+fi
+rm -rf "$runtime/droce-$tag-c"
 pingpong size1 -s 1 -n 200
 pingpong size4096 -s 4096 -n 200
 pingpong size65536 -s 65536 -n 50
