@@ -2,6 +2,8 @@
 #include "engine_thread.h"
 
 #include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <immintrin.h>
 
@@ -25,7 +27,14 @@ void EngineThread::stop() noexcept {
     thread_.join();
 }
 
+void EngineThread::apply_nice(int nice) noexcept {
+    if (nice == 0) return;
+    // Linux: PRIO_PROCESS with a thread id sets that thread's nice value only.
+    [[maybe_unused]] int r = setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), nice);
+}
+
 void EngineThread::run() noexcept {
+    apply_nice(opts_.nice);
     std::uint32_t idle = 0;
     while (!stop_.load(std::memory_order_relaxed)) {
         if (dev_.poll() > 0) {

@@ -26,7 +26,16 @@ public:
         std::uint32_t spin_polls = 20'000;
         std::uint32_t yield_polls = 20'000;
         std::uint64_t max_sleep_ns = 100'000; ///< longest nap; bounds the added latency of an rx frame
+        /**
+         * Nice value the thread sets for itself when it starts (-20..19; 0 = leave it). A negative
+         * value lets the engine preempt application threads that spin on memory without yielding
+         * (perftest's ib_write_lat) on a host with fewer cores than busy threads. Needs
+         * CAP_SYS_NICE (or RLIMIT_NICE) to go below 0; without it the thread keeps its nice value.
+         */
+        int nice = 0;
     };
+    /** Applies Options::nice to the calling thread (no-op for 0; errors ignored). */
+    static void apply_nice(int nice) noexcept;
 
     explicit EngineThread(Device& dev) : EngineThread(dev, Options{}) {}
     EngineThread(Device& dev, Options opts) : dev_(dev), opts_(opts) {}

@@ -303,6 +303,12 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
     if (!p.runtime) {
         std::string err;
         RuntimeOptions opts;
+        // The engine threads run at nice -10 (DROCE_ENGINE_NICE overrides; 0 leaves them alone): an
+        // application that spins on memory without calling into the library (ib_write_lat) would
+        // otherwise hold the core until the scheduler tick, 4 ms per message on a 2-core host.
+        opts.engine.nice = -10;
+        if (const char* n = std::getenv("DROCE_ENGINE_NICE"); n && *n)
+            opts.engine.nice = static_cast<int>(std::strtol(n, nullptr, 10));
         // DROCE_ENGINE_BACKOFF=spin,yield,sleep_ns overrides the engine threads' idle back-off
         // (EngineThread::Options; default the runtime's).
         if (const char* bo = std::getenv("DROCE_ENGINE_BACKOFF"); bo && *bo) {
