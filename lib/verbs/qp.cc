@@ -12,6 +12,7 @@
  */
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "provider.h"
 #include "rc/params.h"
@@ -401,6 +402,34 @@ void wr_atomic_write(ibv_qp_ex* q, uint32_t, uint64_t, const void*) {
     wr_unsupported(q);
 }
 
+/**
+ * Removes the completions of QP @p qpn from @p cq, keeping the others in order (what a hardware
+ * provider does when a QP goes to RESET or is destroyed: its CQEs must not be polled afterwards).
+ * Control path, engines stopped (ControlGuard): this thread is then the ring's only producer.
+ */
+void purge_cq(ibv_cq* ibcq, std::uint32_t qpn) {
+    VCq* cq = from_ibv<VCq>(ibcq);
+    rc::Cq& c = *cq->native;
+    cq->lock.lock();
+    std::vector<rc::Cqe> keep;
+    const std::uint32_t n = c.ring.ready();
+    for (std::uint32_t i = 0; i < n; ++i) {
+        const rc::Cqe& e = c.ring.slot(c.ring.consumer_index() + i);
+        if (e.qp_num != qpn) keep.push_back(e);
+    }
+    c.ring.release(n);
+    for (const rc::Cqe& e : keep) {
+        c.ring.producer_slot() = e;
+        c.ring.publish();
+    }
+    cq->lock.unlock();
+}
+
+void purge_cqs(ibv_qp* qp) {
+    purge_cq(qp->send_cq, qp->qp_num);
+    if (qp->recv_cq != qp->send_cq) purge_cq(qp->recv_cq, qp->qp_num);
+}
+
 constexpr std::uint64_t kSupportedSendOps =
     IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
     IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
@@ -692,7 +721,8 @@ extern "C" ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
 }
 
 /**
- * ibv_modify_qp for RC (IBTA Vol 1 §11.2.4.2): see droce::Device::modify_qp. IBV_QP_AV needs a
+ * ibv_modify_qp for RC (IBTA Vol 1 §11.2.4.2): see droce::Device::modify_qp. A QP that goes to
+ * RESET loses its completions still in its CQs (as with a hardware provider). IBV_QP_AV needs a
  * global route (is_global = 1: RoCE addresses by GID). @return 0, EINVAL (illegal transition,
  * missing or extra attributes, values out of range), EOPNOTSUPP (alternate path, rate limit).
  */
@@ -709,6 +739,7 @@ extern "C" int ibv_modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int attr_mask) {
         ControlGuard guard;
         rc = qp->ctx->dev->modify_qp(qp->native, a, mask);
         if (rc == 0) ibqp->state = static_cast<ibv_qp_state>(qp->native->state);
+        if (rc == 0 && qp->native->state == rc::QpState::reset) purge_cqs(ibqp);
     }
     return rc;
 }
@@ -735,13 +766,15 @@ extern "C" int ibv_query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int attr_mask,
     return 0;
 }
 
-/** @return 0 or EINVAL. Outstanding WQEs are dropped without completions. */
+/** @return 0 or EINVAL. Outstanding WQEs are dropped without completions, and the QP's completions
+ *  still in its CQs are removed. */
 extern "C" int ibv_destroy_qp(ibv_qp* ibqp) {
     if (!ibqp) return EINVAL;
     VQp* qp = from_ibv<VQp>(ibqp);
     {
         ControlGuard guard;
         if (int e = qp->ctx->dev->destroy_qp(qp->native); e != 0) return e;
+        purge_cqs(ibqp);
     }
     pthread_mutex_destroy(&ibqp->mutex);
     pthread_cond_destroy(&ibqp->cond);

@@ -538,6 +538,21 @@ TEST_F(Pair, WrApiReadWriteAtomicAndUnsupported) {
     EXPECT_EQ(ibv_poll_cq(sa.cq, 1, &wc), 0);
 }
 
+TEST_F(Pair, ResetDropsTheQpsCompletions) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 64, sa.mr->lkey};
+    ibv_send_wr wr = write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
+    // Let the completion arrive, leave it in the CQ, then RESET the QP: it must be gone.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ibv_qp_attr at{};
+    at.qp_state = IBV_QPS_RESET;
+    ASSERT_EQ(ibv_modify_qp(sa.qp, &at, IBV_QP_STATE), 0);
+    EXPECT_EQ(sa.qp->state, IBV_QPS_RESET);
+    ibv_wc wc{};
+    EXPECT_EQ(ibv_poll_cq(sa.cq, 1, &wc), 0);
+}
+
 TEST_F(Pair, QueryQp) {
     ibv_qp_attr at{};
     ibv_qp_init_attr ia{};
