@@ -676,20 +676,20 @@ std::uint32_t Device::poll() noexcept {
         rc::completer_timers(*qp, ctx_);
         if (qp->state == QpState::err) continue;
         // Acknowledged WQEs whose payload a driver held: complete them once released.
-        if (qp->sq.consumer_index() != qp->comp.acked_wqe && rc::completer_reap(*qp)) {
-            wait_release = true;
-            ++work; // keep polling: a release is a tx completion the engine must come back for
-        }
+        if (qp->sq.consumer_index() != qp->comp.acked_wqe && rc::completer_reap(*qp)) wait_release = true;
         rc::responder_run(*qp, ctx_, kBurst);
         work += rc::requester_run(*qp, ctx_, kBurst);
     }
+    // PMDs free sent mbufs lazily (memif zero-copy only in its next tx burst). A completion waits
+    // for a release: when this pass had nothing else to do, ask the ports (an empty memif burst may
+    // cost an eventfd write, so not while traffic flows: the next real burst frees them anyway), and
+    // count it as work so that the engine keeps polling instead of sleeping on the doorbell.
+    const bool reclaim = wait_release && work == 0;
     for (unsigned p = 0; p < ports_.size(); ++p) {
-        // PMDs free sent mbufs lazily (memif zero-copy only in its next tx burst): with nothing to
-        // send and a completion waiting for a release, ask them.
-        if (wait_release && tx_[p].count == 0) ports_[p].driver->tx_reclaim();
+        if (reclaim && tx_[p].count == 0) ports_[p].driver->tx_reclaim();
         flush_tx(p);
     }
-    return work;
+    return work + (wait_release ? 1u : 0u);
 }
 
 void Device::ring_doorbell() noexcept {
