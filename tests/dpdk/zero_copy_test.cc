@@ -26,29 +26,14 @@
 
 #include "dpdk/eal.h"
 #include "dpdk/eth_port.h"
+#include "eal_environment.h"
 #include "engine/device.h"
 
 namespace droce::dpdk {
 namespace {
 
-class EalEnvironment : public ::testing::Environment {
-public:
-    void SetUp() override {
-        const std::string prefix = "--file-prefix=droce-zc-test-" + std::to_string(::getpid());
-        const std::string err = eal_init({"--no-huge", "-m", "512", "--no-pci", "--no-telemetry", "--no-shconf", prefix,
-                                          "--log-level=*:warning"});
-        ASSERT_EQ(err, "") << "EAL bring-up failed";
-        runtime_dir_ = rte_eal_get_runtime_dir();
-    }
-    void TearDown() override {
-        rte_eal_cleanup();
-        if (!runtime_dir_.empty()) ::rmdir(runtime_dir_.c_str());
-    }
-
-private:
-    std::string runtime_dir_;
-};
-::testing::Environment* const g_env = ::testing::AddGlobalTestEnvironment(new EalEnvironment);
+::testing::Environment* const g_env =
+    ::testing::AddGlobalTestEnvironment(new test::EalEnvironment("droce-zc-test", {}));
 
 /**
  * Passes everything to an EthPort; with hold on, tx_burst takes one more reference on each payload
