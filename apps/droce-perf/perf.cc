@@ -12,6 +12,9 @@
 #include <cstring>
 #include <random>
 
+#include <rte_eal.h>
+#include <rte_malloc.h>
+
 namespace droce::perf {
 
 namespace {
@@ -753,7 +756,13 @@ std::unique_ptr<Endpoint> Endpoint::create(Device& dev, const Params& p, bool se
     }
     ep->buf_len_ =
         (static_cast<std::uint64_t>(p.qps) * ep->slots_ * ep->slot_bytes_ + 4095u) & ~4095ull;
-    ep->buf_ = static_cast<std::uint8_t*>(std::aligned_alloc(4096, ep->buf_len_));
+    // In DPDK's memory when the EAL runs on hugepages: net_memif in zero-copy mode shares only that
+    // memory with its peer, so only there can the payload go by reference (drivers/dpdk/README.md).
+    if (rte_eal_has_hugepages()) {
+        ep->buf_ = static_cast<std::uint8_t*>(rte_malloc("droce-perf", ep->buf_len_, 4096));
+        ep->buf_dpdk_ = ep->buf_ != nullptr;
+    }
+    if (!ep->buf_) ep->buf_ = static_cast<std::uint8_t*>(std::aligned_alloc(4096, ep->buf_len_));
     if (!ep->buf_) {
         *err = "cannot allocate " + std::to_string(ep->buf_len_) + " bytes";
         return nullptr;
@@ -813,7 +822,8 @@ Endpoint::~Endpoint() {
     (void)dev_.destroy_cq(rcq_);
     (void)dev_.dereg_mr(mr_);
     (void)dev_.dealloc_pd(pd_);
-    std::free(buf_);
+    if (buf_dpdk_) rte_free(buf_);
+    else std::free(buf_);
 }
 
 QpInfo Endpoint::info(unsigned q) const noexcept {

@@ -131,6 +131,7 @@ class Endpoint {
     std::vector<std::uint32_t> psn_;
     std::vector<QpInfo> peer_;
     std::uint8_t* buf_ = nullptr; ///< 4 KiB aligned
+    bool buf_dpdk_ = false;       ///< buf_ is rte_malloc'd (hugepage EAL), else aligned_alloc
     std::uint64_t buf_len_ = 0;
     mem::Mr* mr_ = nullptr;
     std::uint32_t slot_bytes_ = 0;

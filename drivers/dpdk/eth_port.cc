@@ -15,6 +15,7 @@
 #include <rte_log.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
+#include <rte_memory.h>
 
 #include "dpdk/eal.h"
 
@@ -55,6 +56,7 @@ namespace {
 constexpr std::uint32_t kMinMtu = 68;
 constexpr std::uint32_t kMaxMtu = 9600;
 constexpr std::uint32_t kEthHdrLen = 14;
+constexpr std::uint16_t kTrailerRoom = 64; ///< data room of a segment-pool mbuf (trailers: pad + ICRC)
 
 std::string errno_text(int e) { return std::string(rte_strerror(e)) + " (errno " + std::to_string(e) + ")"; }
 
@@ -63,29 +65,75 @@ std::string errno_text(int e) { return std::string(rte_strerror(e)) + " (errno "
  * slots and refuses (ENOMEM at rx queue setup) mbufs smaller than its devargs' framesz (default
  * 2048) minus the 32-byte tpacket header.
  */
+/** The value of devargs key @p key ("framesz", "zero-copy") of the port's device, or "" when absent. */
+std::string_view devarg(const rte_eth_dev_info& info, std::string_view key) {
+    const rte_devargs* da = info.device ? rte_dev_devargs(info.device) : nullptr;
+    if (!da || !da->args) return {};
+    const std::string_view args(da->args);
+    for (std::size_t pos = 0; pos < args.size();) {
+        std::size_t end = args.find(',', pos);
+        if (end == std::string_view::npos) end = args.size();
+        const std::string_view kv = args.substr(pos, end - pos);
+        if (kv.size() > key.size() && kv.substr(0, key.size()) == key && kv[key.size()] == '=')
+            return kv.substr(key.size() + 1);
+        pos = end + 1;
+    }
+    return {};
+}
+
 std::uint32_t pmd_min_room(const rte_eth_dev_info& info) {
     std::uint32_t room = info.min_rx_bufsize;
     if (!info.device || !info.driver_name || std::strcmp(info.driver_name, "net_af_packet") != 0) return room;
     std::uint32_t framesz = 2048;
-    const rte_devargs* da = rte_dev_devargs(info.device);
-    if (da && da->args) {
-        const std::string_view args(da->args);
-        for (std::size_t pos = 0; pos < args.size();) {
-            std::size_t end = args.find(',', pos);
-            if (end == std::string_view::npos) end = args.size();
-            const std::string_view kv = args.substr(pos, end - pos);
-            if (kv.substr(0, 8) == "framesz=") {
-                std::uint32_t v = 0;
-                for (const char c : kv.substr(8)) {
-                    if (c < '0' || c > '9' || v > 1'000'000) break;
-                    v = v * 10 + static_cast<std::uint32_t>(c - '0');
-                }
-                if (v) framesz = v;
-            }
-            pos = end + 1;
-        }
+    std::uint32_t v = 0;
+    for (const char c : devarg(info, "framesz")) {
+        if (c < '0' || c > '9' || v > 1'000'000) break;
+        v = v * 10 + static_cast<std::uint32_t>(c - '0');
     }
+    if (v) framesz = v;
     return std::max(room, framesz);
+}
+
+/**
+ * Which memory a frame segment may point into on this PMD (EthPort::ZcMemory). PMDs that copy
+ * frames with the CPU read any address; net_memif in zero-copy mode hands the peer offsets into the
+ * memseg list it shared at connect (region 1: the first one, DPDK 22.11 "FIXME: get region index"),
+ * so only memory there; any other PMD may DMA and needs the IOVA DPDK knows for its own memory.
+ */
+EthPort::ZcMemory zc_memory_of(const rte_eth_dev_info& info) {
+    const std::string_view d(info.driver_name ? info.driver_name : "");
+    if (d == "net_memif") {
+        const std::string_view zc = devarg(info, "zero-copy");
+        return zc == "yes" || zc == "y" || zc == "on" ? EthPort::ZcMemory::region : EthPort::ZcMemory::any;
+    }
+    if (d == "net_ring" || d == "net_af_packet" || d == "net_tap" || d == "net_pcap" || d == "net_null")
+        return EthPort::ZcMemory::any;
+    return EthPort::ZcMemory::dpdk;
+}
+
+/** The memory net_memif zero-copy shares as region 1: the used memsegs of the first memseg list. */
+struct RegionWalk {
+    const rte_memseg_list* msl = nullptr;
+    std::uintptr_t lo = 0;
+    std::uintptr_t hi = 0;
+};
+int region_walk(const rte_memseg_list* msl, const rte_memseg* ms, void* arg) {
+    auto* w = static_cast<RegionWalk*>(arg);
+    if (w->msl == nullptr) {
+        w->msl = msl;
+        w->lo = reinterpret_cast<std::uintptr_t>(msl->base_va);
+        w->hi = w->lo;
+    }
+    if (msl != w->msl) return 1; // memif maps this list as another region it never sends from
+    w->hi += ms->len;            // as memif_region_init_zc sizes the region
+    return 0;
+}
+
+/** free_cb of a payload segment: the PMD, a peer or free_bulk let go of it (any thread). */
+void release_segment(void* /*addr*/, void* opaque) {
+    // release: every read of the payload by whoever held the segment happens before the engine's
+    // acquire in TxRef::released() lets the application reuse the memory.
+    static_cast<TxRef*>(opaque)->held.fetch_sub(1, std::memory_order_release);
 }
 
 /**
@@ -189,6 +237,32 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
     p->own_room_ = static_cast<std::uint32_t>(room) - RTE_PKTMBUF_HEADROOM;
 
     rte_eth_conf conf{};
+    // Transmit by reference: frames as mbuf chains, payload attached as external buffers. Segment
+    // and trailer mbufs come from a second pool: no data room to speak of (a trailer is at most 8
+    // bytes), the segment's rte_mbuf_ext_shared_info in the private area.
+    if (cfg.tx_by_reference && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)) {
+        ZcMemory mem = zc_memory_of(info);
+        if (mem == ZcMemory::region) {
+            RegionWalk w;
+            (void)rte_memseg_walk(region_walk, &w);
+            p->zc_lo_ = w.lo;
+            p->zc_hi_ = w.hi;
+            if (w.msl == nullptr) mem = ZcMemory::none;
+        }
+        if (mem != ZcMemory::none) {
+            const auto seg_priv =
+                static_cast<std::uint16_t>(RTE_ALIGN(sizeof(rte_mbuf_ext_shared_info), RTE_MBUF_PRIV_ALIGN));
+            const std::string seg_name = pool_name + "s";
+            p->seg_pool_ = rte_pktmbuf_pool_create(seg_name.c_str(), 2 * cfg.n_mbufs, cfg.mbuf_cache, seg_priv,
+                                                   kTrailerRoom, socket);
+            if (!p->seg_pool_) {
+                *err = who + "rte_pktmbuf_pool_create(" + seg_name + ") failed: " + errno_text(rte_errno);
+                return nullptr;
+            }
+            conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+            p->zc_mem_ = mem;
+        }
+    }
     conf.rxmode.mtu = pmd_mtu;
     p->pmd_mtu_ = pmd_mtu;
     if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) {
@@ -265,6 +339,14 @@ EthPort::~EthPort() {
         // vdev stays plugged, and rte_dev_probe of it would fail with EEXIST).
         if (device_) (void)rte_dev_remove(device_);
     }
+    if (seg_pool_) {
+        if (rte_mempool_full(seg_pool_)) {
+            rte_mempool_free(seg_pool_);
+        } else {
+            RTE_LOG(WARNING, USER1, "droce: port %u: %u segment mbufs still out at destruction; pool %s left allocated\n",
+                    port_id_, rte_mempool_in_use_count(seg_pool_), seg_pool_->name);
+        }
+    }
     if (pool_) {
         if (rte_mempool_full(pool_)) {
             rte_mempool_free(pool_);
@@ -283,6 +365,7 @@ PktBuf* EthPort::attach(rte_mbuf* m) noexcept {
     b->port = port_index_;
     b->ecn_ce = false;
     b->driver = m;
+    b->ext_len = 0;
     return b;
 }
 
@@ -330,7 +413,7 @@ std::uint16_t EthPort::tx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
             auto* m = static_cast<rte_mbuf*>(b->driver);
             m->data_off = static_cast<std::uint16_t>(b->data - static_cast<std::uint8_t*>(m->buf_addr));
             m->data_len = static_cast<std::uint16_t>(b->len);
-            m->pkt_len = b->len;
+            m->pkt_len = b->len + b->ext_len; // ext_len: the chained segments of attach_payload
             if (tx_cksum_mark_ && b->len >= kEthHdrLen + 20 && b->data[12] == 0x08 && b->data[13] == 0x00) {
                 m->l2_len = kEthHdrLen;
                 m->l3_len = static_cast<std::uint16_t>((b->data[kEthHdrLen] & 0xfu) * 4u) & 0x1ffu;
@@ -413,6 +496,80 @@ LinkEvent EthPort::poll_link() noexcept {
     if (up == last_link_up_) return LinkEvent::none;
     last_link_up_ = up;
     return up ? LinkEvent::up : LinkEvent::down;
+}
+
+bool EthPort::attach_payload(PktBuf* buf, std::span<const std::span<const std::uint8_t>> payload,
+                             std::span<const std::uint8_t> trailer, TxRef* ref) noexcept {
+    const auto nspans = static_cast<unsigned>(payload.size());
+    if (nspans == 0 || nspans > kMaxExtSegs || trailer.size() > kTrailerRoom || buf->ext_len != 0) {
+        inc(PortCounter::tx_ext_refused);
+        return false;
+    }
+    std::array<rte_iova_t, kMaxExtSegs> iova{};
+    std::uint32_t ext = 0;
+    for (unsigned i = 0; i < nspans; ++i) {
+        const auto a = reinterpret_cast<std::uintptr_t>(payload[i].data());
+        const std::size_t n = payload[i].size();
+        bool ok = n > 0 && n <= UINT16_MAX;
+        iova[i] = RTE_BAD_IOVA;
+        switch (zc_mem_) {
+        case ZcMemory::any: break;
+        case ZcMemory::region: ok = ok && a >= zc_lo_ && a + n <= zc_hi_; break;
+        case ZcMemory::dpdk:
+            iova[i] = rte_mem_virt2iova(payload[i].data());
+            ok = ok && rte_mem_virt2memseg_list(payload[i].data()) != nullptr && iova[i] != RTE_BAD_IOVA;
+            break;
+        case ZcMemory::none: ok = false; break;
+        }
+        if (!ok) {
+            inc(PortCounter::tx_ext_refused);
+            return false;
+        }
+        ext += static_cast<std::uint32_t>(n);
+    }
+    std::array<rte_mbuf*, kMaxExtSegs + 1> segs{};
+    if (rte_pktmbuf_alloc_bulk(seg_pool_, segs.data(), nspans + 1) != 0) {
+        inc(PortCounter::tx_ext_refused);
+        return false;
+    }
+    auto* head = static_cast<rte_mbuf*>(buf->driver);
+    rte_mbuf* prev = head;
+    for (unsigned i = 0; i < nspans; ++i) {
+        rte_mbuf* s = segs[i];
+        // The shared info lives in the segment's own private area: one per segment, so its free_cb
+        // runs exactly once, when this segment is freed, whoever frees it.
+        auto* shinfo = static_cast<rte_mbuf_ext_shared_info*>(rte_mbuf_to_priv(s));
+        shinfo->free_cb = release_segment;
+        shinfo->fcb_opaque = ref;
+        rte_mbuf_ext_refcnt_set(shinfo, 1);
+        auto* addr = const_cast<std::uint8_t*>(payload[i].data()); // read only: the PMD never writes a tx buffer
+        rte_pktmbuf_attach_extbuf(s, addr, iova[i], static_cast<std::uint16_t>(payload[i].size()), shinfo);
+        s->data_len = static_cast<std::uint16_t>(payload[i].size());
+        prev->next = s;
+        prev = s;
+    }
+    rte_mbuf* t = segs[nspans];
+    t->data_off = 0;
+    if (!trailer.empty()) std::memcpy(rte_pktmbuf_mtod(t, std::uint8_t*), trailer.data(), trailer.size());
+    t->data_len = static_cast<std::uint16_t>(trailer.size());
+    prev->next = t;
+    t->next = nullptr;
+    head->nb_segs = static_cast<std::uint16_t>(nspans + 2);
+    // relaxed: the count is read by this thread, or by the engine after a release decrement that the
+    // tx handoff orders after this increment.
+    ref->held.fetch_add(nspans, std::memory_order_relaxed);
+    buf->ext_len = ext + static_cast<std::uint32_t>(trailer.size());
+    inc(PortCounter::tx_ext_segments, nspans);
+    return true;
+}
+
+void EthPort::tx_reclaim() noexcept {
+    if (!reclaim_by_burst_) {
+        const int r = rte_eth_tx_done_cleanup(port_id_, 0, 0);
+        if (r != -ENOTSUP) return;
+        reclaim_by_burst_ = true; // asked once: this PMD has no cleanup
+    }
+    (void)rte_eth_tx_burst(port_id_, 0, tx_mbufs_.data(), 0);
 }
 
 bool EthPort::set_tx_ipv4_cksum(bool on) noexcept {

@@ -21,6 +21,16 @@
  *    (stop, close, then rte_dev_remove of the device), also when create() fails after configuring.
  *    probe_port() with the same devargs then probes the device anew (the port id may differ).
  *
+ *  - transmit by reference (attach_payload): the frame is a chain: the header mbuf (the PktBuf's),
+ *    then one segment mbuf per payload span, attached with rte_pktmbuf_attach_extbuf to the caller's
+ *    memory, then a small trailer mbuf holding pad and ICRC; segment and trailer mbufs come from the
+ *    port's segment pool. The chain is one buffer for ownership: whoever owns the head owns all of it
+ *    (tx_burst / free_bulk take it whole). The caller's memory is only borrowed: each payload segment
+ *    carries an rte_mbuf_ext_shared_info (in its private area) whose free_cb decrements the TxRef
+ *    given to attach_payload when that segment is freed — by the PMD after sending (memif zero-copy:
+ *    once the peer consumed it, noticed in a later tx burst), by a net_ring peer's rx, or by
+ *    free_bulk — on whatever thread frees it. The segment pool follows the mempool rule below.
+ *
  * Thread rules: one engine thread calls alloc_bulk / free_bulk / tx_burst / rx_burst / link_up /
  * poll_link of a port (the queues are not multi-thread safe). The LSC interrupt callback runs on the
  * EAL interrupt thread and only sets an atomic flag. create() and the destructor are control path.
@@ -54,6 +64,8 @@ namespace droce::dpdk {
     X(rx_oversize_dropped) /* multi-segment frames longer than an mbuf: dropped */                  \
     X(rx_nombuf_dropped)   /* no mbuf to linearize into: dropped */                                 \
     X(alloc_failed)        /* alloc_bulk returned fewer than asked */                               \
+    X(tx_ext_segments)     /* payload segments sent by reference (attach_payload) */                \
+    X(tx_ext_refused)      /* attach_payload refused: no segment mbuf, or memory the PMD cannot reach */ \
     X(lsc_events)          /* RTE_ETH_EVENT_INTR_LSC callbacks */
 
 enum class PortCounter : std::uint8_t {
@@ -83,6 +95,8 @@ struct EthPortConfig {
     std::uint16_t rx_desc = 512;    ///< rx ring size asked (the PMD may adjust it)
     std::uint16_t tx_desc = 512;    ///< tx ring size asked (the PMD may adjust it)
     bool promiscuous = true;        ///< enable promiscuous mode where the PMD supports it
+    /// Offer transmit by reference (tx_by_reference()) where the PMD sends multi-segment frames.
+    bool tx_by_reference = true;
     std::optional<wire::MacAddr> mac; ///< program this MAC as the port's default where supported
 };
 
@@ -130,6 +144,31 @@ public:
      * or no mbuf is free, dropped and counted.
      */
     std::uint16_t rx_burst(PktBuf** bufs, std::uint16_t n) noexcept override;
+    /**
+     * True when the PMD sends multi-segment frames (RTE_ETH_TX_OFFLOAD_MULTI_SEGS) and cfg allowed it.
+     * Which memory can go by reference is also fixed at setup (see zc_memory()).
+     */
+    [[nodiscard]] bool tx_by_reference() const noexcept override { return zc_mem_ != ZcMemory::none; }
+    /**
+     * Chains @p payload by reference (external-buffer mbufs) and @p trailer (copied) after the
+     * headers in @p buf; counts one ref->held per payload segment; released by the segment's free
+     * callback. Refused (false, nothing changed): no segment mbufs; more than kMaxExtSegs spans; a
+     * span the PMD cannot reach (zc_memory()). Spans up to 65535 bytes.
+     */
+    bool attach_payload(PktBuf* buf, std::span<const std::span<const std::uint8_t>> payload,
+                        std::span<const std::uint8_t> trailer, TxRef* ref) noexcept override;
+    /** Lets the PMD free transmitted mbufs now: rte_eth_tx_done_cleanup, or an empty tx burst where
+     *  the PMD has no cleanup (net_memif frees sent zero-copy mbufs at its next tx burst). */
+    void tx_reclaim() noexcept override;
+    /** Which memory attach_payload accepts, decided at create() from the PMD. */
+    enum class ZcMemory : std::uint8_t {
+        none,   ///< no transmit by reference (no MULTI_SEGS, or disabled)
+        any,    ///< PMDs that read frames with the CPU (net_ring, net_memif copy mode, net_af_packet, net_tap)
+        region, ///< net_memif zero-copy: only memory in the memseg list the peer maps (hugepage memory from rte_malloc)
+        dpdk,   ///< other PMDs (DMA): only DPDK memory, whose IOVA is known
+    };
+    [[nodiscard]] ZcMemory zc_memory() const noexcept { return zc_mem_; }
+    static constexpr unsigned kMaxExtSegs = 16; ///< payload spans per frame attach_payload takes
     /** mtu + 14 (Ethernet header; no VLAN tag). */
     [[nodiscard]] std::uint32_t max_frame() const noexcept override { return mtu_ + 14; }
     /** rte_eth_link_get_nowait(): true while the link is up. May be a PMD call (an ioctl for tap /
@@ -184,6 +223,10 @@ private:
     std::uint16_t port_id_ = 0;
     std::uint8_t port_index_ = 0;
     bool tx_cksum_mark_ = false;
+    ZcMemory zc_mem_ = ZcMemory::none;
+    bool reclaim_by_burst_ = false; ///< tx_done_cleanup unsupported: reclaim with an empty tx burst
+    rte_mempool* seg_pool_ = nullptr; ///< segment and trailer mbufs of by-reference frames
+    std::uintptr_t zc_lo_ = 0, zc_hi_ = 0; ///< ZcMemory::region: the memory the memif peer maps
     bool last_link_up_ = false;
     std::uint32_t mtu_ = 1500;
     std::uint32_t own_room_ = 0; ///< data room of an own mbuf after headroom

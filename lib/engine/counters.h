@@ -44,6 +44,8 @@ namespace droce {
     X(rx_dropped_malformed)        /* receive: frame rejected by the parser for another reason */ \
     X(tx_no_buffer)                /* transmit deferred: no buffer or the port queue was full */ \
     X(tx_wait_neigh)               /* transmit deferred: the peer's MAC is not resolved yet (ARP / ND) */ \
+    X(tx_zc_pkts)                  /* packets whose payload went by reference (zero-copy transmit) */ \
+    X(tx_zc_copied)                /* packets meant to go by reference but copied (no segment buffer, memory the PMD cannot reach) */ \
     X(neigh_tx)                    /* ARP / ND requests and replies sent by the engine */ \
     X(loopback_pkts)               /* packets to a QP of the same device, passed through the loopback queue */ \
     X(link_downed)                 /* a port's link went down (mlx5 link_downed) */ \

@@ -40,6 +40,11 @@ Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
     ctx_.dev_counters = &counters_;
     ctx_.emit = &Device::emit;
     ctx_.emit_ctx = this;
+    // Copy or transmit by reference, per port, decided once here (CONVENTIONS rule 4).
+    for (unsigned p = 0; p < ports_.size(); ++p) {
+        zc_min_payload_.push_back(UINT32_MAX);
+        set_tx_by_reference(p, rc::kTxByRefMinPayload);
+    }
     doorbell_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }
 
@@ -53,6 +58,24 @@ Device::~Device() {
         PktBuf* buf = loopback_.bufs[loopback_.head++ % LoopbackQueue::kDepth];
         ports_[buf->port].driver->free_bulk(&buf, 1);
     }
+    // TxRefs that segments still point at (a driver or a peer holds payload sent by reference): give
+    // the ports a moment to release them; what stays out is left allocated rather than freed under
+    // a release callback that may still run (as EthPort leaves a pool with mbufs out).
+    for (auto& q : qps_)
+        if (q && q->tx_refs) retired_tx_refs_.push_back({std::move(q->tx_refs), q->sq.capacity()});
+    const auto all_released = [this] {
+        for (auto& r : retired_tx_refs_)
+            for (std::uint32_t i = 0; i < r.n; ++i)
+                if (!r.refs[i].released()) return false;
+        return true;
+    };
+    for (int round = 0; round < 100 && !all_released(); ++round) {
+        for (auto& ps : ports_)
+            if (ps.driver) ps.driver->tx_reclaim();
+        usleep(1000);
+    }
+    if (!all_released())
+        for (auto& r : retired_tx_refs_) (void)r.refs.release(); // leaked on purpose, see above
 }
 
 // ---------------------------------------------------------------- control path
@@ -166,6 +189,11 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
     qp->cap.max_recv_wr = std::max<std::uint32_t>(cap.max_recv_wr, 1);
     qp->sq_sig_all = sq_sig_all;
     reset_qp_state(*qp);
+    qp->tx_refs.reset(new (std::nothrow) TxRef[qp->sq.capacity()]);
+    if (!qp->tx_refs) {
+        *err = ENOMEM;
+        return nullptr;
+    }
     qp->cap.max_send_wr = qp->sq.capacity();
     qp->cap.max_recv_wr = qp->rq.capacity();
     *slot = std::move(qp);
@@ -179,6 +207,15 @@ int Device::destroy_qp(rc::Qp* qp) noexcept {
     // without touching freed memory, as destroy_cq and dealloc_pd already do.
     auto it = std::find_if(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; });
     if (it == qps_.end()) return EINVAL;
+    // Payload the QP lent to a driver by reference may still be out (a PMD's tx ring, a peer): the
+    // segments' release callbacks will write to its TxRefs, so the device keeps them (~Device).
+    rc::Qp& q = **it;
+    for (std::uint32_t i = 0; q.tx_refs && i < q.sq.capacity(); ++i) {
+        if (!q.tx_refs[i].released()) {
+            retired_tx_refs_.push_back({std::move(q.tx_refs), q.sq.capacity()});
+            break;
+        }
+    }
     it->reset();
     return 0;
 }
@@ -458,7 +495,7 @@ std::uint32_t Device::poll_cq(rc::Cq* cq, rc::Cqe* out, std::uint32_t n) noexcep
 // ---------------------------------------------------------------- engine
 
 bool Device::emit(void* self, rc::Qp& qp, const wire::PacketFields& f,
-                  std::span<const std::span<const std::uint8_t>> payload) noexcept {
+                  std::span<const std::span<const std::uint8_t>> payload, TxRef* ref) noexcept {
     auto* dev = static_cast<Device*>(self);
     if (!qp.path_resolved) {
         qp.counters.inc(Counter::tx_wait_neigh);
@@ -476,6 +513,12 @@ bool Device::emit(void* self, rc::Qp& qp, const wire::PacketFields& f,
     if (drv->alloc_bulk(&buf, 1) != 1) {
         dev->counters_.inc(Counter::tx_no_buffer);
         return false;
+    }
+    buf->port = static_cast<std::uint8_t>(port);
+    if (ref != nullptr && dev->send_by_reference(port, qp, payload, f, buf, ref)) {
+        q.pending[q.count++] = buf;
+        qp.counters.inc(Counter::sent_pkts);
+        return true;
     }
     const std::size_t len = wire::build_frame(qp.path, f, payload, buf->room());
     if (len == 0) {
@@ -505,6 +548,32 @@ std::uint32_t Device::drain_loopback(std::uint32_t budget) noexcept {
         ports_[buf->port].driver->free_bulk(&buf, 1);
     }
     return n;
+}
+
+bool Device::send_by_reference(unsigned port, const rc::Qp& qp, std::span<const std::span<const std::uint8_t>> payload,
+                               const wire::PacketFields& f, PktBuf* buf, TxRef* ref) noexcept {
+    // zc_min_payload_ was chosen when the device was set up: UINT32_MAX on ports that copy.
+    std::size_t len = 0;
+    for (auto s : payload) len += s.size();
+    if (len < zc_min_payload_[port]) return false;
+    // A frame to a QP of this device goes through the loopback queue to the receive path, which
+    // reads frame() as one buffer: copied.
+    if (qp.loopback_peer) return false;
+    wire::SplitFrame sf;
+    if (!wire::build_frame_split(qp.path, f, payload, buf->room(), sf)) return false;
+    buf->len = static_cast<std::uint32_t>(sf.header_len);
+    if (!ports_[port].driver->attach_payload(buf, payload, sf.trailer_bytes(), ref)) {
+        counters_.inc(Counter::tx_zc_copied);
+        return false; // buf unchanged: the caller builds the whole frame over the headers
+    }
+    counters_.inc(Counter::tx_zc_pkts);
+    return true;
+}
+
+void Device::set_tx_by_reference(unsigned port, std::uint32_t min_payload) noexcept {
+    if (port >= ports_.size()) return;
+    zc_min_payload_[port] =
+        ports_[port].driver && ports_[port].driver->tx_by_reference() ? min_payload : UINT32_MAX;
 }
 
 void Device::flush_tx(unsigned port) noexcept {
@@ -609,6 +678,7 @@ void Device::check_links() noexcept {
 
 std::uint32_t Device::poll() noexcept {
     std::uint32_t work = 0;
+    bool wait_release = false;
     // Control-rate work: link state and neighbour resolution need not run on every pass.
     if ((polls_++ & 255u) == 0) {
         check_links();
@@ -630,17 +700,28 @@ std::uint32_t Device::poll() noexcept {
             // WQEs posted after the QP failed are flushed here, once each.
             if (qp->sq.ready() || qp->rq.ready()) {
                 rc::qp_enter_error(*qp, ctx_);
+                if (qp->sq.ready()) wait_release = true; // held payload: completes once released
                 ++work;
             }
             continue;
         }
         rc::completer_timers(*qp, ctx_);
         if (qp->state == QpState::err) continue;
+        // Acknowledged WQEs whose payload a driver held: complete them once released.
+        if (qp->sq.consumer_index() != qp->comp.acked_wqe && rc::completer_reap(*qp)) wait_release = true;
         rc::responder_run(*qp, ctx_, kBurst);
         work += rc::requester_run(*qp, ctx_, kBurst);
     }
-    for (unsigned p = 0; p < ports_.size(); ++p) flush_tx(p);
-    return work;
+    // PMDs free sent mbufs lazily (memif zero-copy only in its next tx burst). A completion waits
+    // for a release: when this pass had nothing else to do, ask the ports (an empty memif burst may
+    // cost an eventfd write, so not while traffic flows: the next real burst frees them anyway), and
+    // count it as work so that the engine keeps polling instead of sleeping on the doorbell.
+    const bool reclaim = wait_release && work == 0;
+    for (unsigned p = 0; p < ports_.size(); ++p) {
+        if (reclaim && tx_[p].count == 0) ports_[p].driver->tx_reclaim();
+        flush_tx(p);
+    }
+    return work + (wait_release ? 1u : 0u);
 }
 
 void Device::ring_doorbell() noexcept {

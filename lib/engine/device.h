@@ -147,12 +147,23 @@ public:
     /** Wakes a sleeping engine thread. Any thread. */
     void ring_doorbell() noexcept;
 
+    /**
+     * Transmit by reference (zero-copy) on port @p port for payloads of at least @p min_payload bytes
+     * (smaller ones are copied: cheaper). Only where the port's driver can (tx_by_reference());
+     * UINT32_MAX turns it off. Set up at creation to rc::kTxByRefMinPayload; call on the control path.
+     */
+    void set_tx_by_reference(unsigned port, std::uint32_t min_payload) noexcept;
+    /** The smallest payload sent by reference on @p port, or UINT32_MAX when the port copies. */
+    [[nodiscard]] std::uint32_t tx_by_reference_min(unsigned port) const noexcept { return zc_min_payload_[port]; }
+
     /** Earliest timer deadline (ns) of any QP, or 0. Lets a test with a virtual clock jump ahead. */
     [[nodiscard]] std::uint64_t next_deadline_ns() const noexcept;
 
 private:
     static bool emit(void* self, rc::Qp& qp, const wire::PacketFields& f,
-                     std::span<const std::span<const std::uint8_t>> payload) noexcept;
+                     std::span<const std::span<const std::uint8_t>> payload, TxRef* ref) noexcept;
+    bool send_by_reference(unsigned port, const rc::Qp& qp, std::span<const std::span<const std::uint8_t>> payload,
+                           const wire::PacketFields& f, PktBuf* buf, TxRef* ref) noexcept;
     void receive(PktBuf& buf) noexcept;
     void flush_tx(unsigned port) noexcept;
     void set_path(rc::Qp& qp) noexcept;
@@ -194,6 +205,14 @@ private:
     NeighTable neigh_;
     std::vector<NeighResponder> responders_; ///< one per port
     std::vector<bool> link_was_up_;
+    /** Per port: smallest payload sent by reference; UINT32_MAX = copy (chosen at setup). */
+    std::vector<std::uint32_t> zc_min_payload_;
+    /** TxRefs of destroyed QPs that segments still pointed at (see destroy_qp, ~Device). */
+    struct RetiredTxRefs {
+        std::unique_ptr<TxRef[]> refs;
+        std::uint32_t n = 0;
+    };
+    std::vector<RetiredTxRefs> retired_tx_refs_;
     std::uint32_t polls_ = 0;
     std::vector<std::unique_ptr<mem::Pd>> pds_;
     std::vector<std::unique_ptr<rc::Cq>> cqs_;

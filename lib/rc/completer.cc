@@ -5,7 +5,9 @@
  * timeout; the role of rxe_comp.c): turns ACKs, NAKs, READ responses and ATOMIC ACKs into send
  * completions and drives retransmission (go-back-N), the local ACK timer and the RNR timer.
  *
- * Bookkeeping: comp.oldest_unacked is the first PSN not yet acknowledged. An acknowledgement with PSN p
+ * Bookkeeping: comp.oldest_unacked is the first PSN not yet acknowledged; comp.acked_wqe the first WQE
+ * not yet acknowledged. An acknowledged WQE completes (CQE, slot back to the application) in SQ order
+ * once no driver holds its payload any more (transmit by reference, Qp::tx_refs): completer_reap(). An acknowledgement with PSN p
  * (ACK, or implicitly a NAK / response with PSN p + 1) covers every PSN <= p. WQEs complete strictly in
  * SQ order; a READ or atomic completes only by its own responses, so an acknowledgement that reaches
  * past an unfinished READ / atomic means its responses were lost: an implied NAK (§9.7.5.1), retried
@@ -150,31 +152,35 @@ Psn expected_response(const Qp& qp, const SendWqe& w) noexcept {
  * atomic rewound by go-back-N and not yet re-sent ignores responses to its earlier request).
  */
 SendWqe* oldest(Qp& qp) noexcept {
-    if (qp.sq.ready() == 0 || qp.sq.consumer_index() == qp.req.next_wqe) return nullptr;
-    SendWqe& w = qp.sq.slot(qp.sq.consumer_index());
+    const std::uint32_t idx = first_unacked_wqe(qp);
+    if (idx == qp.sq.producer_index() || idx == qp.req.next_wqe) return nullptr;
+    SendWqe& w = qp.sq.slot(idx);
     return w.state == WqeState::posted ? nullptr : &w;
 }
 
-/** Completes the oldest WQE successfully: a CQE if signaled, the slot back to the application. */
+/**
+ * The oldest unacknowledged WQE @p w is acknowledged (all its responses in): it completes
+ * successfully now, or, while a driver still holds its payload, as soon as completer_reap() sees it
+ * released (always in SQ order).
+ */
 void complete_ok(Qp& qp, SendWqe& w) noexcept {
     if ((is_read(w) || is_atomic(w)) && qp.req.rd_atomic_inflight > 0) --qp.req.rd_atomic_inflight;
-    if (qp.sq_sig_all || (w.send_flags & kSendSignaled))
-        push_send_cqe(qp, w, WcStatus::success, is_atomic(w) ? 8u : w.length);
-    w.state = WqeState::done;
-    qp.sq.release();
+    w.state = WqeState::acked;
+    ++qp.comp.acked_wqe;
+    (void)completer_reap(qp);
 }
 
 /**
- * Completes the oldest WQE with @p status (always, signaled or not: IBTA §10.7.3.1) and moves the QP
- * to ERR, which flushes every later WQE with WR_FLUSH_ERR exactly once.
+ * Completes the oldest unacknowledged WQE with @p status (always, signaled or not: IBTA §10.7.3.1)
+ * and moves the QP to ERR, which completes the acknowledged WQEs before it and flushes every later
+ * WQE with WR_FLUSH_ERR exactly once (qp_enter_error).
  */
 void complete_error(Qp& qp, TransportCtx& ctx, WcStatus status) noexcept {
-    if (qp.sq.ready() > 0) {
-        SendWqe& w = qp.sq.slot(qp.sq.consumer_index());
+    const std::uint32_t idx = first_unacked_wqe(qp);
+    if (idx != qp.sq.producer_index()) {
+        SendWqe& w = qp.sq.slot(idx);
         w.status = status;
-        push_send_cqe(qp, w, status);
-        w.state = WqeState::done;
-        qp.sq.release();
+        w.state = WqeState::failed;
     }
     qp_enter_error(qp, ctx);
 }
@@ -207,8 +213,8 @@ enum class AckOutcome : std::uint8_t { ok, implied_nak, qp_error };
  * status when it becomes the oldest, and the QP goes to ERR.
  */
 AckOutcome ack_through(Qp& qp, TransportCtx& ctx, Psn p, Psn& retry_psn) noexcept {
-    while (qp.sq.ready() > 0) {
-        SendWqe& w = qp.sq.slot(qp.sq.consumer_index());
+    for (std::uint32_t idx = first_unacked_wqe(qp); idx != qp.sq.producer_index(); idx = first_unacked_wqe(qp)) {
+        SendWqe& w = qp.sq.slot(idx);
         if (w.state == WqeState::posted) break;
         if (w.state == WqeState::done) { // failed in the requester (its status is set)
             complete_error(qp, ctx, w.status);
@@ -217,7 +223,7 @@ AckOutcome ack_through(Qp& qp, TransportCtx& ctx, Psn p, Psn& retry_psn) noexcep
         // Only WQEs whose packets all went out in the current pass complete. After go-back-N a late
         // ACK may cover WQEs that are queued for resending: they complete when the resend is acked
         // (the responder re-ACKs duplicates), so a slot is never released under the requester.
-        if (qp.sq.consumer_index() == qp.req.next_wqe) break;
+        if (idx == qp.req.next_wqe) break;
         if (is_read(w) || is_atomic(w)) {
             const Psn e = expected_response(qp, w);
             if (p >= e) { // acknowledged past a response that never came (§9.7.5.1 implied NAK)
@@ -238,7 +244,7 @@ AckOutcome ack_through(Qp& qp, TransportCtx& ctx, Psn p, Psn& retry_psn) noexcep
 
 /** Index of the WQE whose PSN range holds @p p, searching [consumer, next_wqe]; false if none. */
 bool find_wqe(Qp& qp, Psn p, std::uint32_t& idx) noexcept {
-    const std::uint32_t lo = qp.sq.consumer_index();
+    const std::uint32_t lo = first_unacked_wqe(qp);
     const std::uint32_t prod = qp.sq.producer_index();
     const std::uint32_t hi = qp.req.next_wqe == prod ? prod : qp.req.next_wqe + 1; // exclusive
     auto holds = [&](std::uint32_t i) {
@@ -498,10 +504,12 @@ CompState do_atomic(Qp& qp, TransportCtx& ctx, Rx& rx) noexcept {
 }
 
 CompState do_complete(Qp& qp, TransportCtx& ctx) noexcept {
-    if (qp.sq.ready() == 0) return CompState::done;
-    complete_ok(qp, qp.sq.slot(qp.sq.consumer_index()));
-    if (qp.sq.ready() > 0 && qp.sq.slot(qp.sq.consumer_index()).state == WqeState::done)
-        complete_error(qp, ctx, qp.sq.slot(qp.sq.consumer_index()).status);
+    const std::uint32_t idx = first_unacked_wqe(qp);
+    if (idx == qp.sq.producer_index()) return CompState::done;
+    complete_ok(qp, qp.sq.slot(idx));
+    const std::uint32_t next = first_unacked_wqe(qp);
+    if (next != qp.sq.producer_index() && qp.sq.slot(next).state == WqeState::done)
+        complete_error(qp, ctx, qp.sq.slot(next).status);
     return CompState::done;
 }
 
@@ -572,6 +580,26 @@ void completer_timers(Qp& qp, TransportCtx& ctx) noexcept {
     qp.comp.retry_started = true;
     go_back_n(qp, qp.comp.oldest_unacked);
     req.ack_deadline_ns = now + ack_timeout_ns(qp.attr.timeout);
+}
+
+std::uint32_t first_unacked_wqe(Qp& qp) noexcept {
+    const std::uint32_t cons = qp.sq.consumer_index();
+    // Kept in [consumer, producer]: a flush or a local failure may release slots past it.
+    if (qp.comp.acked_wqe - cons > qp.sq.producer_index() - cons) qp.comp.acked_wqe = cons;
+    return qp.comp.acked_wqe;
+}
+
+bool completer_reap(Qp& qp) noexcept {
+    const std::uint32_t end = first_unacked_wqe(qp);
+    for (std::uint32_t idx = qp.sq.consumer_index(); idx != end; ++idx) {
+        if (!qp.tx_released(idx)) return true; // a driver still holds its payload: not reusable yet
+        SendWqe& w = qp.sq.slot(idx);
+        if (qp.sq_sig_all || (w.send_flags & kSendSignaled))
+            push_send_cqe(qp, w, WcStatus::success, is_atomic(w) ? 8u : w.length);
+        w.state = WqeState::done;
+        qp.sq.release();
+    }
+    return false;
 }
 
 std::uint64_t completer_next_deadline(const Qp& qp) noexcept {

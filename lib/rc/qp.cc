@@ -53,12 +53,28 @@ void qp_enter_error(Qp& qp, TransportCtx& /*ctx*/) noexcept {
     qp.req.ack_deadline_ns = 0;
     qp.req.rnr_deadline_ns = 0;
     qp.resp.read_active = false;
-    // Every WQE still on the SQ completes once, in order, with WR_FLUSH_ERR, signaled or not
-    // (IBTA §10.7.3.1: error completions are always generated). A WQE the completer already failed
-    // carries its own status and was completed before this call released it.
+    // Every WQE still on the SQ completes once, in order: one acknowledged before the error
+    // successfully (if signaled), the one the completer or requester failed with its own status,
+    // the rest with WR_FLUSH_ERR, signaled or not (IBTA §10.7.3.1: error completions are always
+    // generated). None completes while a driver still holds its payload (transmit by reference):
+    // the engine calls this again on every pass while the SQ is not empty (Device::poll).
     while (qp.sq.ready() > 0) {
-        push_send_cqe(qp, qp.sq.slot(qp.sq.consumer_index()), WcStatus::wr_flush_err);
-        qp.counters.inc(Counter::flushed_wqes);
+        const std::uint32_t idx = qp.sq.consumer_index();
+        if (!qp.tx_released(idx)) break;
+        SendWqe& w = qp.sq.slot(idx);
+        if (w.state == WqeState::acked) {
+            if (qp.sq_sig_all || (w.send_flags & kSendSignaled))
+                push_send_cqe(qp, w, WcStatus::success,
+                              w.opcode == WrOpcode::atomic_cmp_and_swp || w.opcode == WrOpcode::atomic_fetch_and_add
+                                  ? 8u
+                                  : w.length);
+        } else if (w.state == WqeState::failed) {
+            push_send_cqe(qp, w, w.status);
+        } else {
+            push_send_cqe(qp, w, WcStatus::wr_flush_err);
+            qp.counters.inc(Counter::flushed_wqes);
+        }
+        w.state = WqeState::done;
         qp.sq.release();
     }
     qp.req.next_wqe = qp.sq.consumer_index();

@@ -14,11 +14,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "common/spsc_ring.h"
 #include "engine/clock.h"
 #include "engine/counters.h"
+#include "engine/port.h"
 #include "mem/mr.h"
 #include "rc/types.h"
 #include "wire/packet.h"
@@ -78,12 +80,16 @@ struct TransportCtx {
      * Builds and transmits one packet of @p qp on the path the QP's path selector gives for
      * @p fields.psn, with the payload gathered from @p payload (spans into registered memory or
      * WQE inline data, already checked by the caller).
+     * @p ref: null = copy the payload (inline data, responses, anything whose memory may change once
+     * emit returns). Non-null = the payload is registered memory of a send WQE that stays put until
+     * @p ref reads released(): the device may send it by reference (zero-copy) and counts the
+     * segments it lends on @p ref; the WQE does not complete before that.
      * The emit function counts sent_pkts on the QP (the transport does not).
      * @return false when no buffer or queue space is free now; nothing was sent and the caller must
      *         keep its state so the packet is sent later (the requester simply does not advance).
      */
     bool (*emit)(void* emit_ctx, Qp& qp, const wire::PacketFields& fields,
-                 std::span<const std::span<const std::uint8_t>> payload) noexcept = nullptr;
+                 std::span<const std::span<const std::uint8_t>> payload, TxRef* ref) noexcept = nullptr;
     void* emit_ctx = nullptr;
 };
 
@@ -119,6 +125,10 @@ struct RequesterState {
 /** Completer-side state (rxe: qp->comp). */
 struct CompleterState {
     Psn oldest_unacked; ///< first PSN not yet acknowledged
+    /** Free-running SQ index of the oldest WQE not yet acknowledged. WQEs in [consumer, acked_wqe) are
+     *  acknowledged (WqeState::acked) and wait for their payload's release before they complete, in
+     *  order. Without transmit by reference the range is empty between calls. */
+    std::uint32_t acked_wqe = 0;
     std::uint32_t last_msn = 0;
     bool retry_started = false; ///< a NAK/implied NAK already caused go-back-N; until progress, later ones are ignored
 };
@@ -189,6 +199,23 @@ struct Qp {
     bool loopback_peer = false;
     /** False while the peer's MAC is being resolved (ARP / ND); nothing is transmitted until then. */
     bool path_resolved = true;
+    /**
+     * Release tracking of payload sent by reference: one TxRef per SQ slot (slot index & mask),
+     * allocated with the QP by the control path (Device::create_qp), kept across resets (a count
+     * belongs to the memory, not to a WQE), handed to the device when the QP is destroyed with
+     * segments still out. Null (protocol tests): every packet is copied.
+     */
+    std::unique_ptr<TxRef[]> tx_refs;
+
+    /** The TxRef of the WQE at free-running SQ index @p wqe_index, or nullptr. */
+    [[nodiscard]] TxRef* tx_ref(std::uint32_t wqe_index) noexcept {
+        return tx_refs ? &tx_refs[wqe_index & (sq.capacity() - 1)] : nullptr;
+    }
+    /** True when no driver holds payload of the WQE at @p wqe_index any more. */
+    [[nodiscard]] bool tx_released(std::uint32_t wqe_index) noexcept {
+        const TxRef* r = tx_ref(wqe_index);
+        return r == nullptr || r->released();
+    }
 };
 
 // ---- requester.cc ----
@@ -207,6 +234,15 @@ void completer_receive(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) 
 void completer_timers(Qp& qp, TransportCtx& ctx) noexcept;
 /** Earliest pending deadline of @p qp in ns, or 0 if none (the engine sleeps until then). */
 [[nodiscard]] std::uint64_t completer_next_deadline(const Qp& qp) noexcept;
+/** SQ index of the oldest WQE not yet acknowledged (CompleterState::acked_wqe, kept in [consumer, producer]). */
+[[nodiscard]] std::uint32_t first_unacked_wqe(Qp& qp) noexcept;
+/**
+ * Completes, in SQ order, acknowledged WQEs whose payload is released (CQE if signaled, slot back to
+ * the application). The engine calls it every pass; the completer after each acknowledgement.
+ * @return true when an acknowledged WQE still waits for a release (the caller may ask the ports to
+ *         reclaim transmitted buffers, PortDriver::tx_reclaim()).
+ */
+bool completer_reap(Qp& qp) noexcept;
 
 // ---- responder.cc ----
 /** Handles a request packet for @p qp (IBTA §9.7.5.2, rxe_resp.c). */

@@ -151,9 +151,10 @@ void fail_local(Qp& qp, TransportCtx& ctx, SendWqe& w, WcStatus status) noexcept
     if (status == WcStatus::loc_prot_err) count(qp, ctx, Counter::local_protection_err);
     w.status = status;
     w.state = WqeState::done;
-    if (qp.sq.consumer_index() != qp.req.next_wqe) return;
-    push_send_cqe(qp, w, status);
-    qp.sq.release();
+    if (first_unacked_wqe(qp) != qp.req.next_wqe) return;
+    // Nothing unacknowledged before it: its error completion is due now, after the acknowledged
+    // WQEs before it (qp_enter_error completes them first, in order).
+    w.state = WqeState::failed;
     qp_enter_error(qp, ctx);
 }
 
@@ -284,8 +285,12 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
         f.ack_req = last || req.noack_pkts + 1 >= kMaxPktPerAck;
 
         const std::uint8_t path = select_path(qp, f.psn);
+        // Registered memory may go by reference (the WQE then waits for its release); inline data
+        // lives in the SQ slot and is always copied.
+        TxRef* ref = nspans > 0 && !(w.send_flags & kSendInline) ? qp.tx_ref(req.next_wqe) : nullptr;
         if (!ctx.emit(ctx.emit_ctx, qp, f,
-                      std::span<const std::span<const std::uint8_t>>(spans.data(), static_cast<std::size_t>(nspans)))) {
+                      std::span<const std::span<const std::uint8_t>>(spans.data(), static_cast<std::size_t>(nspans)),
+                      ref)) {
             count(qp, ctx, Counter::tx_no_buffer); // state untouched: the same packet goes next time
             break;
         }

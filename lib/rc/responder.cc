@@ -219,7 +219,8 @@ bool transmit(Qp& qp, TransportCtx& ctx, const wire::PacketFields& f,
     const std::span<const std::uint8_t> parts[1] = {data};
     const bool ok = ctx.emit != nullptr &&
                     ctx.emit(ctx.emit_ctx, qp, f,
-                             std::span<const std::span<const std::uint8_t>>(parts, data.empty() ? 0 : 1));
+                             std::span<const std::span<const std::uint8_t>>(parts, data.empty() ? 0 : 1),
+                             nullptr); // responses are copied: no WQE waits for their release
     if (!ok) qp.counters.inc(Counter::tx_no_buffer);
     return ok;
 }

@@ -80,8 +80,14 @@ struct Sge {
     std::uint32_t lkey = 0;
 };
 
-/** Engine-private progress of a send WQE. */
-enum class WqeState : std::uint8_t { posted, sending, sent, done };
+/**
+ * Engine-private progress of a send WQE: posted -> sending -> sent -> acked -> (completed, slot
+ * released). acked: every packet acknowledged (or every response in); it completes, in SQ order,
+ * once the payload it lent to a driver by reference is released (TxRef). done: failed a local check
+ * in the requester, completes with its status when the completer reaches it. failed: its error
+ * completion (status) is due; qp_enter_error() pushes it in order.
+ */
+enum class WqeState : std::uint8_t { posted, sending, sent, acked, done, failed };
 
 /**
  * A send work request as posted, plus the requester's and completer's private state.

@@ -57,4 +57,8 @@ std::uint32_t icrc_compute(std::span<const std::uint8_t> l3, bool ipv6) noexcept
     return crc;
 }
 
+std::uint32_t icrc_continue(std::uint32_t icrc, std::span<const std::uint8_t> more) noexcept {
+    return more.empty() ? icrc : crc_continue(icrc, more.data(), more.size());
+}
+
 } // namespace droce::wire

@@ -32,6 +32,14 @@ namespace droce::wire {
  */
 [[nodiscard]] std::uint32_t icrc_compute(std::span<const std::uint8_t> l3, bool ipv6) noexcept;
 
+/**
+ * Continues an ICRC over more bytes of the same packet: icrc_compute(a ++ b) ==
+ * icrc_continue(icrc_compute(a), b) for any @p a that holds the covered headers. This is how a frame
+ * whose payload lives in other buffers (transmit by reference) gets its ICRC without a copy.
+ * Thread safety: pure function.
+ */
+[[nodiscard]] std::uint32_t icrc_continue(std::uint32_t icrc, std::span<const std::uint8_t> more) noexcept;
+
 /** Writes @p icrc to @p dst (4 bytes) in wire order, least significant byte first. */
 inline void store_icrc(std::uint8_t* dst, std::uint32_t icrc) noexcept {
     for (int i = 0; i < 4; ++i) dst[i] = static_cast<std::uint8_t>(icrc >> (8 * i));

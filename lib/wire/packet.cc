@@ -175,19 +175,33 @@ std::size_t frame_length(const PathHeaders& path, Opcode op, std::size_t payload
            ((payload_len + 3) & ~std::size_t{3}) + kIcrcSize;
 }
 
-std::size_t build_frame(const PathHeaders& path, const PacketFields& pf,
-                        std::span<const std::span<const std::uint8_t>> payload,
-                        std::span<std::uint8_t> out) noexcept {
-    std::size_t payload_len = 0;
-    for (auto s : payload) payload_len += s.size();
+namespace {
+
+/** Where write_headers() put things, for the payload, pad, ICRC and IPv6 UDP checksum that follow. */
+struct HeaderLayout {
+    std::size_t total = 0;   ///< whole frame, ICRC included
+    std::size_t l3_off = 0;  ///< IP header
+    std::size_t udp_off = 0; ///< UDP header
+    std::size_t udp_len = 0; ///< UDP length (header to ICRC)
+    std::size_t end = 0;     ///< one past the last extension header: where the payload starts
+    unsigned pad = 0;
+};
+
+/**
+ * Checks and writes Ethernet .. the last extension header for a payload of @p payload_len bytes at
+ * @p p, which must hold @p max bytes. @return false when build_frame() would return 0 (with the
+ * headers alone having to fit in @p max).
+ */
+bool write_headers(const PathHeaders& path, const PacketFields& pf, std::size_t payload_len, std::uint8_t* p,
+                   std::size_t max, bool whole_frame, HeaderLayout& lay) noexcept {
     const OpcodeInfo& info = opcode_info(pf.opcode);
-    if (!info.known) return 0;
-    if (payload_len != 0 && !info.is(OpFlags::payload)) return 0; // parse_frame would reject it
+    if (!info.known) return false;
+    if (payload_len != 0 && !info.is(OpFlags::payload)) return false; // parse_frame would reject it
     const std::size_t total = frame_length(path, pf.opcode, payload_len);
     const std::size_t l3_off = sizeof(EthHdr) + (path.has_vlan ? sizeof(VlanTag) : 0);
     const std::size_t ip_len = path.ipv6 ? sizeof(Ipv6Hdr) : sizeof(Ipv4Hdr);
-    if (total > out.size() || total - l3_off > 0xffff) return 0;
-    std::uint8_t* p = out.data();
+    const std::size_t hdr_len = path_header_length(path) + sizeof(Bth) + info.ext_length;
+    if ((whole_frame ? total : hdr_len) > max || total - l3_off > 0xffff) return false;
 
     auto* eth = reinterpret_cast<EthHdr*>(p);
     eth->dst = path.dst_mac;
@@ -237,6 +251,7 @@ std::size_t build_frame(const PathHeaders& path, const PacketFields& pf,
     udp->checksum.set(0);
     off += sizeof(UdpHdr);
 
+    const std::size_t udp_off = off - sizeof(UdpHdr);
     const unsigned pad = static_cast<unsigned>(-payload_len & 3u);
     auto* bth = reinterpret_cast<Bth*>(p + off);
     bth->set_opcode(pf.opcode);
@@ -292,6 +307,51 @@ std::size_t build_frame(const PathHeaders& path, const PacketFields& pf,
         std::memset(p + off, 0, sizeof(CnpBody));
         off += sizeof(CnpBody);
     }
+    lay.total = total;
+    lay.l3_off = l3_off;
+    lay.udp_off = udp_off;
+    lay.udp_len = udp_len;
+    lay.end = off;
+    lay.pad = pad;
+    return true;
+}
+
+/** Adds @p n bytes to a ones-complement sum whose data so far had @p odd length (RFC 1071). */
+std::uint32_t ones_sum_at(const std::uint8_t* p, std::size_t n, std::uint32_t sum, bool& odd) noexcept {
+    if (n == 0) return sum;
+    if (odd) { // this byte is the low half of the 16-bit word begun before
+        sum += p[0];
+        ++p;
+        --n;
+    }
+    sum = ones_sum(p, n, sum);
+    odd = (n & 1) != 0;
+    while (sum >> 24) sum = (sum & 0xffff) + (sum >> 16); // keep room: spans may add up to 64 KiB
+    return sum;
+}
+
+void set_udp6_checksum(std::uint8_t* p, const HeaderLayout& lay, std::uint32_t body_sum) noexcept {
+    const auto* ip = reinterpret_cast<const Ipv6Hdr*>(p + lay.l3_off);
+    std::uint32_t sum = ones_sum(ip->src.data(), 32, body_sum);
+    sum += static_cast<std::uint32_t>(lay.udp_len >> 16) + static_cast<std::uint32_t>(lay.udp_len & 0xffff);
+    sum += kIpProtoUdp;
+    const std::uint16_t c = fold(sum);
+    reinterpret_cast<UdpHdr*>(p + lay.udp_off)->checksum.set(c == 0 ? 0xffff : c);
+}
+
+} // namespace
+
+std::size_t build_frame(const PathHeaders& path, const PacketFields& pf,
+                        std::span<const std::span<const std::uint8_t>> payload,
+                        std::span<std::uint8_t> out) noexcept {
+    std::size_t payload_len = 0;
+    for (auto s : payload) payload_len += s.size();
+    HeaderLayout lay;
+    std::uint8_t* p = out.data();
+    if (!write_headers(path, pf, payload_len, p, out.size(), true, lay)) return 0;
+    std::size_t off = lay.end;
+    const unsigned pad = lay.pad;
+    const std::size_t l3_off = lay.l3_off;
     for (auto s : payload) {
         if (!s.empty()) std::memcpy(p + off, s.data(), s.size());
         off += s.size();
@@ -304,15 +364,36 @@ std::size_t build_frame(const PathHeaders& path, const PacketFields& pf,
 
     if (path.ipv6) {
         // Pseudo-header: addresses, UDP length, next header; then the whole UDP datagram.
-        const auto* ip = reinterpret_cast<const Ipv6Hdr*>(p + l3_off);
-        std::uint32_t sum = ones_sum(ip->src.data(), 32, 0);
-        sum += static_cast<std::uint32_t>(udp_len >> 16) + static_cast<std::uint32_t>(udp_len & 0xffff);
-        sum += kIpProtoUdp;
-        sum = ones_sum(reinterpret_cast<const std::uint8_t*>(udp), udp_len, sum);
-        std::uint16_t c = fold(sum);
-        udp->checksum.set(c == 0 ? 0xffff : c);
+        set_udp6_checksum(p, lay, ones_sum(p + lay.udp_off, lay.udp_len, 0));
     }
     return off;
+}
+
+bool build_frame_split(const PathHeaders& path, const PacketFields& pf,
+                       std::span<const std::span<const std::uint8_t>> payload, std::span<std::uint8_t> out,
+                       SplitFrame& sf) noexcept {
+    std::size_t payload_len = 0;
+    for (auto s : payload) payload_len += s.size();
+    HeaderLayout lay;
+    std::uint8_t* p = out.data();
+    if (!write_headers(path, pf, payload_len, p, out.size(), false, lay)) return false;
+    sf.header_len = lay.end;
+    sf.payload_len = payload_len;
+    // ICRC: the headers, then each span, then the pad, as one CRC continued across the buffers.
+    std::uint32_t crc = icrc_compute(std::span<const std::uint8_t>(p + lay.l3_off, lay.end - lay.l3_off), path.ipv6);
+    for (auto s : payload) crc = icrc_continue(crc, s);
+    sf.trailer = {};
+    crc = icrc_continue(crc, std::span<const std::uint8_t>(sf.trailer.data(), lay.pad));
+    store_icrc(sf.trailer.data() + lay.pad, crc);
+    sf.trailer_len = static_cast<std::uint8_t>(lay.pad + kIcrcSize);
+    if (path.ipv6) {
+        bool odd = false;
+        std::uint32_t sum = ones_sum_at(p + lay.udp_off, lay.end - lay.udp_off, 0, odd);
+        for (auto s : payload) sum = ones_sum_at(s.data(), s.size(), sum, odd);
+        sum = ones_sum_at(sf.trailer.data(), sf.trailer_len, sum, odd);
+        set_udp6_checksum(p, lay, sum);
+    }
+    return true;
 }
 
 } // namespace droce::wire

@@ -200,6 +200,28 @@ struct PacketFields {
                                       std::span<const std::span<const std::uint8_t>> payload,
                                       std::span<std::uint8_t> out) noexcept;
 
+/** A frame built for transmission by reference: headers in the caller's buffer, payload left where it
+ *  is, and the bytes that follow the payload (pad and ICRC) here. */
+struct SplitFrame {
+    std::size_t header_len = 0;            ///< bytes written to the buffer: Ethernet .. last extension header
+    std::size_t payload_len = 0;           ///< sum of the payload spans
+    std::array<std::uint8_t, 8> trailer{}; ///< pad bytes (zero), then the ICRC
+    std::uint8_t trailer_len = 0;          ///< pad + kIcrcSize (4..7)
+    [[nodiscard]] std::span<const std::uint8_t> trailer_bytes() const noexcept { return {trailer.data(), trailer_len}; }
+};
+
+/**
+ * As build_frame(), but the payload is not copied: the headers go into @p out, the pad and the ICRC
+ * (computed over headers, payload and pad, continued across the spans) into @p sf.trailer. The
+ * frame on the wire is out[0..header_len) ++ payload spans ++ trailer. IPv4 header checksum and
+ * IPv6 UDP checksum are computed as build_frame() does (the latter over the spans and the trailer).
+ * @return false in the cases where build_frame() returns 0 (@p out need only hold the headers).
+ * Thread safety: pure; reads @p payload, writes only @p out and @p sf.
+ */
+[[nodiscard]] bool build_frame_split(const PathHeaders& path, const PacketFields& fields,
+                                     std::span<const std::span<const std::uint8_t>> payload,
+                                     std::span<std::uint8_t> out, SplitFrame& sf) noexcept;
+
 /** Convenience overload for one contiguous payload. */
 [[nodiscard]] inline std::size_t build_frame(const PathHeaders& path, const PacketFields& fields,
                                              std::span<const std::uint8_t> payload,

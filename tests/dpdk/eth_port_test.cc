@@ -24,31 +24,13 @@
 #include "config/config.h"
 #include "dpdk/eal.h"
 #include "dpdk/eth_port.h"
+#include "eal_environment.h"
 
 namespace droce::dpdk {
 namespace {
 
-// --no-shconf rather than --in-memory: on DPDK 22.11 --no-huge implies legacy memory, which
-// --in-memory refuses ("Option --legacy-mem is not compatible with --in-memory").
-class EalEnvironment : public ::testing::Environment {
-public:
-    void SetUp() override {
-        const std::string prefix = "--file-prefix=droce-test-" + std::to_string(::getpid());
-        const std::string err = eal_init({"--no-huge", "-m", "512", "--no-pci", "--no-telemetry", "--no-shconf",
-                                          prefix, "--vdev=net_ring0", "--log-level=*:warning"});
-        ASSERT_EQ(err, "") << "EAL bring-up failed";
-        runtime_dir_ = rte_eal_get_runtime_dir();
-    }
-    void TearDown() override {
-        rte_eal_cleanup();
-        // --no-shconf leaves an empty runtime directory behind; rmdir removes only an empty one.
-        if (!runtime_dir_.empty()) ::rmdir(runtime_dir_.c_str());
-    }
-
-private:
-    std::string runtime_dir_;
-};
-::testing::Environment* const g_env = ::testing::AddGlobalTestEnvironment(new EalEnvironment);
+::testing::Environment* const g_env =
+    ::testing::AddGlobalTestEnvironment(new test::EalEnvironment("droce-test", {"--vdev=net_ring0"}));
 
 /** A fresh connected pair of EthPorts for each test. */
 class PairTest : public ::testing::Test {

@@ -136,7 +136,7 @@ public:
 
 private:
     static bool emit(void* self, rc::Qp& q, const wire::PacketFields& f,
-                     std::span<const std::span<const std::uint8_t>> payload) noexcept {
+                     std::span<const std::span<const std::uint8_t>> payload, TxRef* /*ref*/) noexcept {
         auto* h = static_cast<ProtocolHarness*>(self);
         if (h->tx_blocked) return false;
         std::size_t len = 0;

@@ -232,6 +232,41 @@ TEST(RoundTripScatter, PayloadGatheredFromSeveralSpansEqualsOneContiguousPayload
     EXPECT_TRUE(std::equal(p.frame.payload.begin(), p.frame.payload.end(), whole.begin(), whole.end()));
 }
 
+TEST(RoundTripSplit, HeadersSpansAndTrailerJoinToTheFrameBuildFrameMakes) {
+    // Odd span lengths and a payload that needs pad: the ICRC and the IPv6 UDP checksum continue
+    // across the spans exactly as over one buffer.
+    for (const std::size_t len : {1u, 3u, 64u, 999u, 4096u}) {
+        const Bytes whole = make_payload(len, 9);
+        const std::span<const std::uint8_t> w(whole);
+        const std::size_t a = len / 3, b = len / 2;
+        const std::span<const std::uint8_t> parts[] = {w.first(a), w.subspan(a, b - a), w.subspan(b)};
+        const auto spans = std::span<const std::span<const std::uint8_t>>(parts);
+        for (const bool ipv6 : {false, true}) {
+            for (const bool vlan : {false, true}) {
+                const PathHeaders path = make_path(ipv6, vlan);
+                const PacketFields fields = make_fields(Opcode::RC_SEND_LAST_WITH_IMMEDIATE, true);
+                Bytes hdr(128);
+                SplitFrame sf;
+                ASSERT_TRUE(build_frame_split(path, fields, spans, hdr, sf));
+                EXPECT_EQ(sf.payload_len, len);
+                Bytes joined(hdr.begin(), hdr.begin() + static_cast<std::ptrdiff_t>(sf.header_len));
+                joined.insert(joined.end(), whole.begin(), whole.end());
+                const auto t = sf.trailer_bytes();
+                joined.insert(joined.end(), t.begin(), t.end());
+                EXPECT_EQ(joined, build(path, fields, whole)) << "len " << len << " ipv6 " << ipv6 << " vlan " << vlan;
+                EXPECT_EQ(parse_copy(joined).reason, RejectReason::ok);
+            }
+        }
+    }
+    // Only the headers need to fit; refused where build_frame refuses (payload on an ACK).
+    Bytes small(60);
+    SplitFrame sf;
+    const Bytes one = make_payload(1, 1);
+    const std::span<const std::uint8_t> one_span(one);
+    EXPECT_FALSE(build_frame_split(make_path(false, false), make_fields(Opcode::RC_ACKNOWLEDGE, true),
+                                   std::span<const std::span<const std::uint8_t>>(&one_span, 1), small, sf));
+}
+
 TEST(RoundTripLimits, BuildRefusesAnOutputBufferOneByteTooSmall) {
     const PathHeaders path = make_path(false, false);
     const PacketFields fields = make_fields(Opcode::RC_SEND_ONLY, false);
