@@ -40,6 +40,7 @@ Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
     ctx_.dev_counters = &counters_;
     ctx_.emit = &Device::emit;
     ctx_.emit_ctx = this;
+    ctx_.defer_acks = true; // one ACK per QP per rx burst; poll() flushes them (responder_run)
     // Copy or transmit by reference, per port, decided once here (CONVENTIONS rule 4).
     for (unsigned p = 0; p < ports_.size(); ++p) {
         zc_min_payload_.push_back(UINT32_MAX);
