@@ -392,11 +392,16 @@ Result Runner::client_bw() {
                 }
                 rc::SendWqe& w = batches[q][nb++];
                 w.wr_id = (static_cast<std::uint64_t>(q) << 32) | (k & 0xffffffffu);
+                // Selective signaling, as perftest's --cq-mod: only the last WQE of each post batch
+                // (set below) asks for a CQE, which completes every earlier WQE of the QP too (RC
+                // completes in order). With --verify every WQE does: each one is checked.
+                w.send_flags = p_.verify ? rc::kSendSignaled : 0u;
                 w.sg_list[0].addr = reinterpret_cast<std::uintptr_t>(ep_.slot(q, s));
                 if (p_.op == Op::write || p_.op == Op::read) w.remote_addr = ep_.remote_slot(q, s);
                 ++posted[q];
             }
             if (nb) {
+                batches[q][nb - 1].send_flags = rc::kSendSignaled;
                 std::uint32_t bad = 0;
                 if (const int e = dev_.post_send(ep_.qps_[q], batches[q].data(), nb, &bad);
                     e != 0) {
@@ -415,7 +420,11 @@ Result Runner::client_bw() {
             const rc::Cqe& c = cqes[i];
             unsigned q = 0;
             if (!accept_cqe(c, nq, r, q, "completion")) break;
-            const std::uint64_t k = done[q]++;
+            // Message k (its low 32 bits are in wr_id) and every earlier one of QP q are done.
+            const std::uint64_t k =
+                done[q] + ((static_cast<std::uint32_t>(c.wr_id) - done[q]) & 0xffffffffu);
+            total_done += k + 1 - done[q];
+            done[q] = k + 1;
             if (p_.verify) {
                 const std::uint64_t s = k % S;
                 if (p_.op == Op::read)
@@ -426,7 +435,6 @@ Result Runner::client_bw() {
         }
         if (n) {
             bo.reset();
-            total_done += n;
             last_completion = now();
             end = last_completion;
         } else {

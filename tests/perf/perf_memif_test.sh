@@ -102,6 +102,13 @@ ops)
         || fail "write bw, server inline only"
     run_pair "write-lat-inline-c" "" --op write -s 64 -n 100 --lat --verify --inline-progress \
         || fail "write lat, client inline only"
+    # Without --verify the bandwidth client signals only the last WQE of each post batch (as
+    # perftest's --cq-mod): every message must still be counted.
+    for op in write read; do
+        run_pair "$op-bw-unsignaled" "--inline-progress" --op $op -s 64 -n 1000 -q 2 --bw \
+            --inline-progress || fail "$op bw unsignaled"
+        grep -Eq "^ 64 +1000 " "$tmp/$op-bw-unsignaled.client" || fail "$op bw unsignaled: not 1000 messages per QP"
+    done
     # Two QPs and a small MTU, WRITE with every byte checked.
     run_pair "write-2qp" "" --op write -s 3000 -n 200 -q 2 --mtu 512 --bw --verify || fail "write -q 2"
     # No static neighbours: the engines find each other's MAC by ARP.
