@@ -52,6 +52,7 @@ struct Cli {
     std::uint32_t tx_depth = 128;
     int timeout = -1;
     unsigned device = 0;
+    bool inline_progress = false;
 };
 
 Counters delta(const Counters& after, const Counters& before) {
@@ -125,7 +126,9 @@ int run_remote(const Cli& cli, Params p) {
     }
     const Counters before = dev.total_counters();
     const sim::LinkStats st_before = stage_stats(*rt, 0);
-    if (!rt->start_engines(EngineMode::per_device)) {
+    // Inline progress: no engine thread; run_client / run_server poll the device in every wait.
+    // Nothing is in flight during the barrier, so it may block without polling.
+    if (!p.inline_progress && !rt->start_engines(EngineMode::per_device)) {
         std::fprintf(stderr, "droce-perf: cannot start the engine thread\n");
         return 1;
     }
@@ -143,7 +146,10 @@ int run_remote(const Cli& cli, Params p) {
         if (!cli.server) print_table_head(stdout, p.mode);
     }
     Result r = cli.server ? run_server(*ep, ch) : run_client(*ep, ch);
-    settle();
+    if (p.inline_progress)
+        poll_for(dev, 20'000'000); // as settle(), but this thread is the engine
+    else
+        settle();
     rt->stop_engines();
     r.counters = delta(dev.total_counters(), before);
     if (rt->impair_stage(0, 0)) r.impair = impair_delta(stage_stats(*rt, 0), st_before);
@@ -405,6 +411,9 @@ int main(int argc, char** argv) {
                    "QP local ACK timeout code (4.096 us << T; default from the config)")
         ->check(CLI::Range(0, 31));
     app.add_option("--device", cli.device, "which device of the config file (0-based)");
+    app.add_flag("--inline-progress", cli.inline_progress,
+                 "no engine thread: the application thread polls the device while it waits "
+                 "(one busy thread per process; per side)");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -435,6 +444,7 @@ int main(int argc, char** argv) {
     p.verify = cli.verify;
     p.json = cli.json;
     p.progress = cli.duration > 0;
+    p.inline_progress = cli.inline_progress;
     if (p.mode == Mode::lat && p.qps != 1) {
         std::fprintf(stderr, "droce-perf: latency tests use one QP (-q 1)\n");
         return 2;

@@ -20,7 +20,12 @@
  *
  * Thread rules: an Endpoint is created, connected and destroyed while the device's engine is
  * stopped (Device control calls); run_client / run_server then run on one application thread each
- * while the engine polls.
+ * while the engine polls — an engine thread, or, with Params::inline_progress, the application
+ * thread itself: then every wait in run_client / run_server polls the device (Device::poll()), the
+ * blocking out-of-band receives included (they wait for the socket while polling), so that a side
+ * that only waits (a WRITE bandwidth server) still answers its peer. Nothing is in flight before
+ * run_client / run_server (the handshake and the barrier may block without polling); after them the
+ * caller keeps polling a little (ACKs of the last messages) before it destroys the endpoint.
  */
 #pragma once
 
@@ -60,6 +65,12 @@ struct Params {
     bool verify = false;
     bool progress = false; ///< print a line per second (duration runs)
     bool json = false;     ///< progress lines to stderr (stdout carries the JSON)
+    /**
+     * This side's engine runs inline: the application thread calls Device::poll() in every wait of
+     * the run (completions, memory changes, the out-of-band end-of-run messages) and no engine
+     * thread runs. One busy thread per process instead of two. Per side (the server keeps its own).
+     */
+    bool inline_progress = false;
 };
 
 /** One QP's connection data, exchanged out of band. */
@@ -176,6 +187,12 @@ class Endpoint {
                                                          const QpDefaults& defaults,
                                                          std::uint32_t port_path_mtu,
                                                          const Channel& ch, std::string* err);
+/**
+ * Inline progress: polls @p dev (Device::poll()) for @p ns nanoseconds, yielding the CPU after 256
+ * idle passes in a row. The caller is the device's only engine (no engine thread runs).
+ */
+void poll_for(Device& dev, std::uint64_t ns);
+
 /** Both sides call it after starting their engines: returns when the peer is ready too. */
 [[nodiscard]] std::string barrier(const Channel& ch, int timeout_ms);
 

@@ -27,6 +27,7 @@ wire::Ipv6Addr gid_from_ipv4(std::uint8_t a, std::uint8_t b, std::uint8_t c, std
 Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
     : name_(std::move(name)), clock_(&clock), ports_(std::move(ports)), tx_(ports_.size()),
       mrs_(rc::kMaxMr), neigh_(clock, 256), qps_(rc::kMaxQp) {
+    live_qps_.reserve(rc::kMaxQp); // create_qp inserts without allocating
     for (const PortSpec& ps : ports_) {
         NeighPortAddrs addrs;
         addrs.mac = ps.mac;
@@ -40,6 +41,7 @@ Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
     ctx_.dev_counters = &counters_;
     ctx_.emit = &Device::emit;
     ctx_.emit_ctx = this;
+    ctx_.defer_acks = true; // one ACK per QP per rx burst; poll() flushes them (responder_run)
     // Copy or transmit by reference, per port, decided once here (CONVENTIONS rule 4).
     for (unsigned p = 0; p < ports_.size(); ++p) {
         zc_min_payload_.push_back(UINT32_MAX);
@@ -196,9 +198,14 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
     }
     qp->cap.max_send_wr = qp->sq.capacity();
     qp->cap.max_recv_wr = qp->rq.capacity();
+    rc::Qp* raw = qp.get();
     *slot = std::move(qp);
+    // QPN order; never reallocates (capacity kMaxQp reserved in the constructor).
+    live_qps_.insert(std::lower_bound(live_qps_.begin(), live_qps_.end(), raw,
+                                      [](const rc::Qp* a, const rc::Qp* b) { return a->qpn < b->qpn; }),
+                     raw);
     *err = 0;
-    return slot->get();
+    return raw;
 }
 
 int Device::destroy_qp(rc::Qp* qp) noexcept {
@@ -216,6 +223,7 @@ int Device::destroy_qp(rc::Qp* qp) noexcept {
             break;
         }
     }
+    live_qps_.erase(std::find(live_qps_.begin(), live_qps_.end(), qp));
     it->reset();
     return 0;
 }
@@ -648,9 +656,8 @@ bool Device::add_static_neighbor(const wire::Ipv6Addr& ip, const wire::MacAddr& 
 }
 
 void Device::resolve_paths() noexcept {
-    for (auto& qp_ptr : qps_) {
-        rc::Qp* qp = qp_ptr.get();
-        if (!qp || qp->path_resolved || qp->state == QpState::reset || qp->state == QpState::init) continue;
+    for (rc::Qp* qp : live_qps_) {
+        if (qp->path_resolved || qp->state == QpState::reset || qp->state == QpState::init) continue;
         const NeighLookup l = neigh_.lookup(qp->path.dst_ip);
         if (l.result == NeighResolve::resolved) {
             qp->path.dst_mac = l.mac;
@@ -693,9 +700,8 @@ std::uint32_t Device::poll() noexcept {
         work += n;
     }
     work += drain_loopback(kBurst);
-    for (auto& qp_ptr : qps_) {
-        rc::Qp* qp = qp_ptr.get();
-        if (!qp || qp->state == QpState::reset) continue;
+    for (rc::Qp* qp : live_qps_) {
+        if (qp->state == QpState::reset) continue;
         if (qp->state == QpState::err) {
             // WQEs posted after the QP failed are flushed here, once each.
             if (qp->sq.ready() || qp->rq.ready()) {
@@ -733,8 +739,8 @@ void Device::ring_doorbell() noexcept {
 void Device::sleep_until_doorbell(std::uint64_t max_ns) noexcept {
     asleep_.store(true, std::memory_order_seq_cst);
     bool work = loopback_.size() > 0; // looped-back frames or WQEs not yet started by the requester
-    for (auto& qp : qps_)
-        if (qp && qp->state != QpState::reset && qp->sq.producer_index() != qp->req.next_wqe) work = true;
+    for (const rc::Qp* qp : live_qps_)
+        if (qp->state != QpState::reset && qp->sq.producer_index() != qp->req.next_wqe) work = true;
     if (!work && doorbell_fd_ >= 0) {
         std::uint64_t wait = max_ns;
         const std::uint64_t deadline = next_deadline_ns();
@@ -761,8 +767,7 @@ Counters Device::total_counters() const noexcept {
 
 std::uint64_t Device::next_deadline_ns() const noexcept {
     std::uint64_t best = 0;
-    for (auto& qp : qps_) {
-        if (!qp) continue;
+    for (const rc::Qp* qp : live_qps_) {
         const std::uint64_t d = rc::completer_next_deadline(*qp);
         if (d && (best == 0 || d < best)) best = d;
     }

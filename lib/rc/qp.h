@@ -91,6 +91,13 @@ struct TransportCtx {
     bool (*emit)(void* emit_ctx, Qp& qp, const wire::PacketFields& fields,
                  std::span<const std::span<const std::uint8_t>> payload, TxRef* ref) noexcept = nullptr;
     void* emit_ctx = nullptr;
+    /**
+     * false: the responder sends each ACK as the request that asks for it is processed (what the
+     * protocol tests assert on). true (the Device): ACKs are owed (ResponderState::ack_pending)
+     * and the newest goes out at responder_flush_ack() / responder_run() or before the QP's next
+     * response packet — one ACK per QP per received burst instead of one per request packet.
+     */
+    bool defer_acks = false;
 };
 
 /**
@@ -168,6 +175,12 @@ struct ResponderState {
     ResponderResource read;            ///< the READ being answered
     Psn read_next_psn;
     std::uint32_t read_offset = 0;
+    // Deferred ACK (TransportCtx::defer_acks): the newest ACK owed, sent by responder_flush_ack()
+    // at the end of the engine's rx phase or before any other response of this QP, so one ACK
+    // covers a whole received burst (ACKs are cumulative, IBTA 9.7.5.1.2).
+    bool ack_pending = false;
+    Psn ack_psn;                  ///< PSN the pending ACK acknowledges
+    std::uint32_t ack_msn = 0;    ///< MSN at the time it was owed
 };
 
 /** The per-QP pacer hook: DCQCN will set the rate; RC with no rate limit always allows. */
@@ -249,6 +262,13 @@ bool completer_reap(Qp& qp) noexcept;
 void responder_receive(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) noexcept;
 /** Continues a long READ response that the tx path could not take at once. */
 void responder_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noexcept;
+/**
+ * Sends the QP's deferred ACK, if one is owed (TransportCtx::defer_acks). Engine thread; call it
+ * after a receive burst and before anything that may wait (responder_run() calls it first). A
+ * refused transmit drops the ACK (tx_no_buffer), as an immediate one would be: the requester's
+ * next AckReq or its timer recovers.
+ */
+void responder_flush_ack(Qp& qp, TransportCtx& ctx) noexcept;
 
 // ---- qp.cc ----
 /**

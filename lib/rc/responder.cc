@@ -213,9 +213,16 @@ wire::PacketFields response_fields(const Qp& qp, Opcode op, Psn psn) noexcept {
     return f;
 }
 
-/** Hands one packet to the tx path. The device's emit counts sent_pkts; a refusal is counted here per QP. */
+/** Sends the owed ACK (ResponderState::ack_pending) now. */
+void flush_ack(Qp& qp, TransportCtx& ctx) noexcept;
+
+/**
+ * Hands one packet to the tx path. The device's emit counts sent_pkts; a refusal is counted here per
+ * QP. A deferred ACK goes first, so responses leave in the order they were decided.
+ */
 bool transmit(Qp& qp, TransportCtx& ctx, const wire::PacketFields& f,
               std::span<const std::uint8_t> data = {}) noexcept {
+    if (qp.resp.ack_pending) flush_ack(qp, ctx);
     const std::span<const std::uint8_t> parts[1] = {data};
     const bool ok = ctx.emit != nullptr &&
                     ctx.emit(ctx.emit_ctx, qp, f,
@@ -231,6 +238,26 @@ void send_ack(Qp& qp, TransportCtx& ctx, Psn psn) noexcept {
     f.syndrome = kAckSyndrome;
     f.msn = qp.resp.msn;
     if (transmit(qp, ctx, f)) count(qp, ctx, Counter::acks_sent);
+}
+
+void flush_ack(Qp& qp, TransportCtx& ctx) noexcept {
+    qp.resp.ack_pending = false;
+    wire::PacketFields f = response_fields(qp, Opcode::RC_ACKNOWLEDGE, qp.resp.ack_psn);
+    f.syndrome = kAckSyndrome;
+    f.msn = qp.resp.ack_msn;
+    if (transmit(qp, ctx, f)) count(qp, ctx, Counter::acks_sent);
+}
+
+/** An ACK for @p psn: now, or owed until the end of the burst (TransportCtx::defer_acks). */
+void ack_or_defer(Qp& qp, TransportCtx& ctx, Psn psn) noexcept {
+    if (!ctx.defer_acks) {
+        send_ack(qp, ctx, psn);
+        return;
+    }
+    // A newer cumulative ACK replaces the owed one (same QP, later PSN, MSN not smaller).
+    qp.resp.ack_pending = true;
+    qp.resp.ack_psn = psn;
+    qp.resp.ack_msn = qp.resp.msn;
 }
 
 void send_atomic_ack(Qp& qp, TransportCtx& ctx, Psn psn, std::uint32_t msn, std::uint64_t orig) noexcept {
@@ -650,7 +677,8 @@ RespState on_complete(Rx& rx) noexcept {
 RespState on_acknowledge(Rx& rx) noexcept {
     rx.qp.resp.expected_psn += 1;
     // ACK coalescing: the requester asks for an ACK on the last packet and every N packets.
-    if (rx.pkt.bth->ack_req()) send_ack(rx.qp, rx.ctx, rx.psn);
+    // With TransportCtx::defer_acks, the newest of a burst's ACKs goes out at its end.
+    if (rx.pkt.bth->ack_req()) ack_or_defer(rx.qp, rx.ctx, rx.psn);
     return RespState::done;
 }
 
@@ -780,7 +808,12 @@ void responder_receive(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) 
     while (s != RespState::done) s = step(s, rx);
 }
 
+void responder_flush_ack(Qp& qp, TransportCtx& ctx) noexcept {
+    if (qp.resp.ack_pending) flush_ack(qp, ctx);
+}
+
 void responder_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noexcept {
+    if (qp.resp.ack_pending) flush_ack(qp, ctx);
     if (!qp.resp.read_active) return;
     if (!accepts_requests(qp.state)) {
         qp.resp.read_active = false;

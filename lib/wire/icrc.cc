@@ -21,6 +21,29 @@ std::uint32_t crc_continue(std::uint32_t crc, const std::uint8_t* p, std::size_t
     // consecutive calls continue one CRC across buffers.
     return crc32_gzip_refl(crc, const_cast<std::uint8_t*>(p), n);
 }
+
+/**
+ * Packets up to this many bytes from the IP header on (ACKs, small WRITEs and SENDs, READ
+ * requests) are copied whole into the masked buffer and take one CRC call instead of two: each ISA-L
+ * call has a fixed cost that dominates at these lengths (measured: bench/micro, bench/engine).
+ */
+constexpr std::size_t kOneShotMax = 256;
+
+/** CRC-32 (reflected, zlib's) of @p n bytes of 0xff, bit by bit: for constants only. */
+constexpr std::uint32_t crc32_of_ones(std::size_t n) noexcept {
+    std::uint32_t c = 0xffffffffu;
+    for (std::size_t i = 0; i < n; ++i) {
+        c ^= 0xffu;
+        for (int b = 0; b < 8; ++b) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+    }
+    return ~c;
+}
+/**
+ * CRC of the 8 bytes of 0xff that stand in for the LRH (Annex A17.3.3): the same for every packet,
+ * so each ICRC starts from it (a compile-time constant: no static initialisation order to mind).
+ */
+constexpr std::uint32_t kLrhStandInCrc = crc32_of_ones(8);
+static_assert(crc32_of_ones(1) == 0xff000000u && kLrhStandInCrc == 0x2144df1cu, "zlib.crc32(b'\\xff' * n)");
 } // namespace
 
 std::uint32_t icrc_compute(std::span<const std::uint8_t> l3, bool ipv6) noexcept {
@@ -35,9 +58,12 @@ std::uint32_t icrc_compute(std::span<const std::uint8_t> l3, bool ipv6) noexcept
     const std::size_t prefix = ip_len + sizeof(UdpHdr) + sizeof(Bth);
     if (l3.size() < prefix) return 0;
 
-    // The variant fields are masked in a copy: the packet itself is never written.
-    std::uint8_t masked[kMaskedPrefixMax];
-    std::memcpy(masked, l3.data(), prefix);
+    // The variant fields are masked in a copy: the packet itself is never written. A short packet
+    // is copied whole, so that one CRC call covers it.
+    static_assert(kOneShotMax >= kMaskedPrefixMax);
+    alignas(64) std::uint8_t masked[kOneShotMax];
+    const bool one_shot = l3.size() <= kOneShotMax;
+    std::memcpy(masked, l3.data(), one_shot ? l3.size() : prefix);
     if (ipv6) {
         masked[0] |= 0x0f; // traffic class (high nibble) — the version nibble stays
         masked[1] = masked[2] = masked[3] = 0xff; // rest of traffic class and the flow label
@@ -50,11 +76,9 @@ std::uint32_t icrc_compute(std::span<const std::uint8_t> l3, bool ipv6) noexcept
     masked[ip_len + 6] = masked[ip_len + 7] = 0xff;    // UDP checksum
     masked[ip_len + sizeof(UdpHdr) + 4] = 0xff;        // BTH FECN, BECN, resv6
 
-    static constexpr std::uint8_t kLrhStandIn[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-    std::uint32_t crc = crc_continue(0, kLrhStandIn, sizeof kLrhStandIn);
-    crc = crc_continue(crc, masked, prefix);
-    crc = crc_continue(crc, l3.data() + prefix, l3.size() - prefix);
-    return crc;
+    if (one_shot) return crc_continue(kLrhStandInCrc, masked, l3.size());
+    const std::uint32_t crc = crc_continue(kLrhStandInCrc, masked, prefix);
+    return crc_continue(crc, l3.data() + prefix, l3.size() - prefix);
 }
 
 std::uint32_t icrc_continue(std::uint32_t icrc, std::span<const std::uint8_t> more) noexcept {

@@ -87,6 +87,28 @@ ops)
         run_pair "$op-lat" "" --op $op -s 4096 -n 100 --lat --verify || fail "$op lat"
         grep -q "data verified   : yes" "$tmp/$op-lat.client" || fail "$op lat: no 'data verified: yes'"
     done
+    # Inline progress (no engine thread; the application thread polls the device in every wait),
+    # on both sides, and on one side only (a passive WRITE server must still answer).
+    for op in write read send atomic; do
+        size=20000; [ $op = atomic ] && size=8
+        run_pair "$op-bw-inline" "--inline-progress" --op $op -s $size -n 300 --bw --verify \
+            --inline-progress || fail "$op bw inline"
+        grep -q "data verified   : yes" "$tmp/$op-bw-inline.client" || fail "$op bw inline: not verified"
+        run_pair "$op-lat-inline" "--inline-progress" --op $op -s 64 -n 100 --lat --verify \
+            --inline-progress || fail "$op lat inline"
+        grep -q "data verified   : yes" "$tmp/$op-lat-inline.client" || fail "$op lat inline: not verified"
+    done
+    run_pair "write-bw-inline-s" "--inline-progress" --op write -s 4096 -n 300 --bw --verify \
+        || fail "write bw, server inline only"
+    run_pair "write-lat-inline-c" "" --op write -s 64 -n 100 --lat --verify --inline-progress \
+        || fail "write lat, client inline only"
+    # Without --verify the bandwidth client signals only the last WQE of each post batch (as
+    # perftest's --cq-mod): every message must still be counted.
+    for op in write read; do
+        run_pair "$op-bw-unsignaled" "--inline-progress" --op $op -s 64 -n 1000 -q 2 --bw \
+            --inline-progress || fail "$op bw unsignaled"
+        grep -Eq "^ 64 +1000 " "$tmp/$op-bw-unsignaled.client" || fail "$op bw unsignaled: not 1000 messages per QP"
+    done
     # Two QPs and a small MTU, WRITE with every byte checked.
     run_pair "write-2qp" "" --op write -s 3000 -n 200 -q 2 --mtu 512 --bw --verify || fail "write -q 2"
     # No static neighbours: the engines find each other's MAC by ARP.
@@ -97,10 +119,13 @@ ops)
     grep -Eq "neigh_tx [1-9]" "$tmp/write-arp.client" || fail "write with ARP: the client sent no ARP request"
     ;;
 loss)
-    for op in write read send; do
-        run_pair "$op-loss" "--impair loss=0.01,seed=5" --op $op -s 16384 -n 300 --bw --verify --timeout 12 \
-            --json --impair loss=0.01,seed=9 || fail "$op with 1% loss"
-        python3 - "$tmp/$op-loss.client" "$op" <<'PY' || fail "$op with 1% loss: JSON checks"
+    for op in write read send write-inline; do
+        extra=
+        if [ $op = write-inline ]; then op=write; extra=--inline-progress; fi
+        # shellcheck disable=SC2086
+        run_pair "$op$extra-loss" "--impair loss=0.01,seed=5 $extra" --op $op -s 16384 -n 300 --bw --verify --timeout 12 \
+            --json --impair loss=0.01,seed=9 $extra || fail "$op $extra with 1% loss"
+        python3 - "$tmp/$op$extra-loss.client" "$op$extra" <<'PY' || fail "$op with 1% loss: JSON checks"
 import json, sys
 j = json.load(open(sys.argv[1]))
 c = j["counters"]

@@ -360,6 +360,51 @@ TEST(Responder, AcksOnlyPacketsWithAckReq) {
 
 // ------------------------------------------------------------------ PSN checks
 
+TEST(Responder, DeferredAcksCoalescePerBurstAndKeepOrder) {
+    // TransportCtx::defer_acks (what the Device sets): ACKs of a burst are owed, and one cumulative
+    // ACK — the newest — leaves at responder_flush_ack() or before the QP's next other response.
+    Peer p;
+    p.h.ctx.defer_acks = true;
+    auto& tgt = p.remote(64);
+    p.h.qp.resp.expected_psn = Psn(20);
+    auto write_only = [&](std::uint32_t psn) {
+        PacketFields f = Peer::req(Opcode::RC_RDMA_WRITE_ONLY, psn, true);
+        f.va = tgt.va() + (psn % 32);
+        f.rkey = tgt.mr->rkey;
+        f.dma_len = 1;
+        const std::uint8_t b[1] = {static_cast<std::uint8_t>(psn)};
+        p.feed(f, b);
+    };
+    write_only(20);
+    write_only(21);
+    write_only(22);
+    EXPECT_EQ(p.h.sent.size(), 0u) << "owed, not sent";
+    EXPECT_TRUE(p.h.qp.resp.ack_pending);
+    rc::responder_flush_ack(p.h.qp, p.h.ctx);
+    ASSERT_EQ(p.h.sent.size(), 1u);
+    EXPECT_EQ(p.out(0).syndrome, kAck);
+    EXPECT_EQ(p.out(0).psn, 22u);
+    EXPECT_EQ(p.out(0).msn, 3u);
+    EXPECT_EQ(p.ctr(Counter::acks_sent), 1u);
+    rc::responder_flush_ack(p.h.qp, p.h.ctx);
+    EXPECT_EQ(p.h.sent.size(), 1u) << "nothing owed any more";
+    // An owed ACK goes out before a NAK decided after it (a gap: PSN 25 while 24 is expected).
+    write_only(23);
+    write_only(25);
+    ASSERT_EQ(p.h.sent.size(), 3u);
+    EXPECT_EQ(p.out(1).syndrome, kAck);
+    EXPECT_EQ(p.out(1).psn, 23u);
+    EXPECT_EQ(p.out(2).syndrome, kNakSeq);
+    EXPECT_EQ(p.out(2).psn, 24u);
+    // responder_run() (every engine pass) flushes too.
+    write_only(24);
+    EXPECT_EQ(p.h.sent.size(), 3u);
+    rc::responder_run(p.h.qp, p.h.ctx, 8);
+    ASSERT_EQ(p.h.sent.size(), 4u);
+    EXPECT_EQ(p.out(3).psn, 24u);
+    EXPECT_EQ(tgt.mem[24 % 32], 24);
+}
+
 TEST(Responder, PsnAheadNaksOnceThenSilentThenRecovers) {
     Peer p;
     auto& tgt = p.remote(64);
