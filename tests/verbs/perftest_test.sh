@@ -17,21 +17,8 @@ for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_send_lat
     command -v $t > /dev/null || { echo "SKIP: $t not installed (apt-get install perftest)"; exit 77; }
 done
 tag=vpt$$
-tmp=$(mktemp -d)
-runtime=${XDG_RUNTIME_DIR:-/var/run}/dpdk
-[ "$(id -u)" = 0 ] || runtime=${XDG_RUNTIME_DIR:-/tmp}/dpdk
-server_pid=
-cleanup() {
-    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-    rm -rf "$tmp" "$runtime/droce-$tag-s" "$runtime/droce-$tag-c"
-}
-trap cleanup EXIT
-for side in server client; do
-    short=${side:0:1}
-    sed -e "s|socket=/run/droce/memif.sock|socket=/run/droce/memif-$tag.sock|" \
-        -e "s|--file-prefix=droce-memif-$side|--file-prefix=droce-$tag-$short|" \
-        "$cfg/memif-$side.ini" > "$tmp/$side.ini"
-done
+. "$(dirname "$0")/../common/memif_pair.sh"
+memif_pair_setup "$cfg" # $tmp/server.ini, $tmp/client.ini; the EXIT trap cleans up
 export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 tcp_port=$((20000 + $$ % 20000))
 failures=0

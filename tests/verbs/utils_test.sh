@@ -14,21 +14,8 @@ for t in ibv_devinfo ibv_devices ibv_rc_pingpong; do
     command -v $t > /dev/null || { echo "SKIP: $t not installed (apt-get install ibverbs-utils)"; exit 77; }
 done
 tag=vut$$
-tmp=$(mktemp -d)
-runtime=${XDG_RUNTIME_DIR:-/var/run}/dpdk
-[ "$(id -u)" = 0 ] || runtime=${XDG_RUNTIME_DIR:-/tmp}/dpdk
-server_pid=
-cleanup() {
-    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-    rm -rf "$tmp" "$runtime/droce-$tag-s" "$runtime/droce-$tag-c"
-}
-trap cleanup EXIT
-for side in server client; do
-    short=${side:0:1}
-    sed -e "s|socket=/run/droce/memif.sock|socket=/run/droce/memif-$tag.sock|" \
-        -e "s|--file-prefix=droce-memif-$side|--file-prefix=droce-$tag-$short|" \
-        "$cfg/memif-$side.ini" > "$tmp/$side.ini"
-done
+. "$(dirname "$0")/../common/memif_pair.sh"
+memif_pair_setup "$cfg" # $tmp/server.ini, $tmp/client.ini; the EXIT trap cleans up
 export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 failures=0
 fail() {

@@ -1,0 +1,25 @@
+# Sourced (bash) by the tests that run two processes over net_memif. After
+#     tag=<unique, e.g. name$$>; memif_pair_setup CONFIG_DIR
+# $tmp is a fresh directory holding server.ini and client.ini: private copies of
+# CONFIG_DIR/memif-server.ini and memif-client.ini with their own memif socket and EAL file prefixes
+# (droce-$tag-s, droce-$tag-c), so that concurrent runs of any of these tests never meet. An EXIT
+# trap kills $server_pid (the caller sets it while a server runs) and removes $tmp and the EAL
+# runtime directories the two prefixes leave behind.
+memif_pair_cleanup() {
+    [ -n "${server_pid:-}" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+    rm -rf "$tmp" "$runtime/droce-$tag-s" "$runtime/droce-$tag-c"
+}
+
+memif_pair_setup() {
+    local cfg=$1 side
+    tmp=$(mktemp -d)
+    runtime=${XDG_RUNTIME_DIR:-/var/run}/dpdk
+    [ "$(id -u)" = 0 ] || runtime=${XDG_RUNTIME_DIR:-/tmp}/dpdk
+    server_pid=
+    trap memif_pair_cleanup EXIT
+    for side in server client; do
+        sed -e "s|socket=/run/droce/memif.sock|socket=/run/droce/memif-$tag.sock|" \
+            -e "s|--file-prefix=droce-memif-$side|--file-prefix=droce-$tag-${side:0:1}|" \
+            "$cfg/memif-$side.ini" > "$tmp/$side.ini"
+    done
+}
