@@ -23,3 +23,16 @@ memif_pair_setup() {
             "$cfg/memif-$side.ini" > "$tmp/$side.ini"
     done
 }
+
+# wait_tcp_listener PORT PID: returns once something listens on TCP PORT, PID has exited, or 20 s
+# passed. A server's stdout redirected to a file is fully buffered, so its listener is what tells it
+# is ready.
+wait_tcp_listener() {
+    local port=$1 pid=$2 i
+    for i in $(seq 1 200); do
+        [ -n "$(ss -Hltn "sport = :$port" 2>/dev/null)" ] && return 0
+        kill -0 "$pid" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}

@@ -38,13 +38,7 @@ run() {
     env "${envs[@]}" DROCE_CONFIG="$tmp/server.ini" timeout 60 $tool -d droce_memif_s -x 0 -F -p $tcp_port \
         "${extra[@]}" "$@" > "$tmp/$name.server" 2> "$tmp/$name.server.err" &
     server_pid=$!
-    local i
-    for i in $(seq 1 200); do
-        # perftest's stdout is a file here (fully buffered): wait for its TCP listener instead.
-        [ -n "$(ss -Hltn "sport = :$tcp_port" 2>/dev/null)" ] && break
-        kill -0 "$server_pid" 2>/dev/null || break
-        sleep 0.1
-    done
+    wait_tcp_listener $tcp_port "$server_pid"
     env "${envs[@]}" DROCE_CONFIG="$tmp/client.ini" timeout 60 $tool -d droce_memif_c -x 0 -F -p $tcp_port \
         "${extra[@]}" "$@" 127.0.0.1 > "$tmp/$name.client" 2> "$tmp/$name.client.err"
     local crc=$?

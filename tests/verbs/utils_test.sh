@@ -47,12 +47,7 @@ pingpong() {
     DROCE_CONFIG="$tmp/server.ini" timeout 60 ibv_rc_pingpong -d droce_memif_s -g 0 -p $tcp_port -c "$@" \
         > "$tmp/$name.server" 2>&1 &
     server_pid=$!
-    local i
-    for i in $(seq 1 200); do
-        [ -n "$(ss -Hltn "sport = :$tcp_port" 2>/dev/null)" ] && break
-        kill -0 "$server_pid" 2>/dev/null || break
-        sleep 0.1
-    done
+    wait_tcp_listener $tcp_port "$server_pid"
     DROCE_CONFIG="$tmp/client.ini" timeout 60 ibv_rc_pingpong -d droce_memif_c -g 0 -p $tcp_port -c "$@" 127.0.0.1 \
         > "$tmp/$name.client" 2>&1
     local crc=$?
