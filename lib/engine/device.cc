@@ -535,7 +535,6 @@ bool Device::emit(void* self, rc::Qp& qp, const wire::PacketFields& f,
         return false;
     }
     buf->len = static_cast<std::uint32_t>(len);
-    buf->port = static_cast<std::uint8_t>(port);
     qp.counters.inc(Counter::sent_pkts);
     if (qp.loopback_peer) {
         dev->loopback_.bufs[dev->loopback_.tail++ % LoopbackQueue::kDepth] = buf;
