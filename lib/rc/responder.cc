@@ -2,7 +2,7 @@
 /**
  * @file
  * The RC responder: checks and executes incoming requests and answers them (IBTA Vol 1 §9.7.5.2,
- * §9.7.4; behaviour matched to Linux rxe's rxe_resp.c as summarised in REFERENCE.md §1.6).
+ * §9.7.4; behaviour matched to Linux rxe's drivers/infiniband/sw/rxe/rxe_resp.c in Linux).
  *
  * One request packet runs through an explicit state machine (CONVENTIONS.md rule 10). Each handler
  * returns the next state, so the pipeline reads as a list:

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * droce-trace's formatter over the shared captures (../shared/captures, see its README): every
+ * droce-trace's formatter over the real captures (tests/data/captures, see its README): every
  * frame of every file is formatted as text, explained text and JSON, and concrete values are
  * compared with what tshark 4.0 decodes from the same frames, e.g.
  *   tshark -r FILE -T fields -e infiniband.bth.opcode -e infiniband.bth.destqp -e
@@ -51,7 +51,7 @@ struct Counts {
     int skipped = 0;
 };
 
-// Per file: accepted RoCEv2 frames and skipped frames (captures README, tshark). No shared capture
+// Per file: accepted RoCEv2 frames and skipped frames (captures README, tshark). No capture
 // has a rejected frame: every RoCEv2 frame in them has a good ICRC.
 const std::map<std::string, Counts> kExpectedCounts = {
     {kMontyTest, {12, 4}},                       // 4 ARP
@@ -363,7 +363,7 @@ void put(std::vector<std::uint8_t>& out, T v) {
 
 /**
  * A minimal pcapng file: section header, one Ethernet interface, one enhanced packet block per
- * frame. The shared captures are all classic pcap, so this checks that pcapng goes through libpcap.
+ * frame. The real captures are all classic pcap, so this checks that pcapng goes through libpcap.
  */
 std::vector<std::uint8_t> make_pcapng(const std::vector<std::vector<std::uint8_t>>& frames) {
     std::vector<std::uint8_t> f;

@@ -2,7 +2,7 @@
 /**
  * @file
  * droce-trace's formatter on frames built here with wire::build_frame(): the opcodes, AETH
- * syndromes and failure cases no shared capture holds (NAKs, RNR NAKs, atomics, invalidate, UD
+ * syndromes and failure cases no real capture holds (NAKs, RNR NAKs, atomics, invalidate, UD
  * with immediate, VLAN, ECN CE, bad ICRC, truncation), and the classification of non-RoCE frames.
  */
 #include <algorithm>

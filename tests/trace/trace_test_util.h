@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/** @file Helpers for the droce-trace tests: reading the shared captures, building frames. */
+/** @file Helpers for the droce-trace tests: reading the real captures (tests/data/captures), building frames. */
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 
 namespace droce::trace::test {
 
-/** The shared captures directory, from DROCE_CAPTURES_DIR (set by tests/trace/meson.build). */
+/** The captures directory (tests/data/captures), from DROCE_CAPTURES_DIR (set by tests/trace/meson.build). */
 inline std::string captures_dir() {
     const char* dir = std::getenv("DROCE_CAPTURES_DIR");
     return dir != nullptr ? dir : "";
@@ -68,7 +68,7 @@ inline std::vector<FrameOutput> read_capture(const std::string& path) {
     return frames;
 }
 
-/** Reads one of the shared captures by file name. */
+/** Reads one of the captures in tests/data/captures by file name. */
 inline std::vector<FrameOutput> read_shared(const char* file) {
     return read_capture(captures_dir() + "/" + file);
 }

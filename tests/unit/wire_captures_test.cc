@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * lib/wire against frames nobody on the team made: every RoCEv2 frame of the shared captures
- * (../shared/captures, see its README) parses and its ICRC verifies; a change to any byte the ICRC
+ * lib/wire against frames nobody on the team made: every RoCEv2 frame of the real captures
+ * (tests/data/captures, see its README) parses and its ICRC verifies; a change to any byte the ICRC
  * covers is caught; a change to a field the ICRC masks is not.
  */
 #include <gtest/gtest.h>

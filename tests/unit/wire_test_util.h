@@ -34,7 +34,7 @@ namespace droce::wire::test {
 
 using Bytes = std::vector<std::uint8_t>;
 
-/** Directory of the shared captures: $DROCE_CAPTURES_DIR, set by tests/unit/meson.build. */
+/** Directory of the real captures (tests/data/captures): $DROCE_CAPTURES_DIR, set by tests/unit/meson.build. */
 inline std::string captures_dir() {
     const char* d = std::getenv("DROCE_CAPTURES_DIR");
     return d ? std::string(d) : std::string();
