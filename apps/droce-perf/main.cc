@@ -23,7 +23,7 @@
 
 #include "perf.h"
 #include "report.h"
-#include "runtime.h"
+#include "runtime/runtime.h"
 #include "sim/impair.h"
 
 #ifndef DROCE_SOURCE_DIR

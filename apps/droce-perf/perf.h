@@ -38,7 +38,7 @@
 
 #include "channel.h"
 #include "config/config.h"
-#include "engine/counters.h"
+#include "common/counters.h"
 #include "engine/device.h"
 
 namespace droce::perf {

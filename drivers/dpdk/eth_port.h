@@ -46,7 +46,7 @@
 #include <optional>
 #include <string>
 
-#include "engine/port.h"
+#include "port/port.h"
 #include "wire/eth.h"
 
 struct rte_device;

@@ -5,7 +5,7 @@
  * deterministic tests and benches. Include as "sim/fabric.h".
  *
  * Topology. E endpoints, P planes (1..4). Endpoint e has one port per plane, each a PortDriver
- * (engine/port.h) with MAC 02:00:00:00:<e>:<p>. On every plane each ordered pair of endpoints
+ * (port/port.h) with MAC 02:00:00:00:<e>:<p>. On every plane each ordered pair of endpoints
  * (from, to) — and each endpoint with itself, for loopback — is joined by one directed link; so the
  * plane is a full mesh of point-to-point links (or, with FabricConfig::shared_egress, a switch
  * whose egress queue toward each port is shared by all senders). A frame sent on port (e, p) goes
@@ -28,13 +28,13 @@
  *
  * Buffers. One pool of FabricConfig::pool_buffers buffers of buffer_capacity bytes is allocated at
  * construction and shared by all ports; nothing is allocated after that. Ownership follows
- * engine/port.h: alloc_bulk() and rx_burst() hand buffers to the caller, tx_burst() and free_bulk()
+ * port/port.h: alloc_bulk() and rx_burst() hand buffers to the caller, tx_burst() and free_bulk()
  * take them back. Frames in flight hold their buffer (a pool of B buffers therefore bounds what can
  * be in flight). Broadcast copies and duplicates take extra buffers from the pool; when it is empty
  * the copy is not made (LinkCounter::dropped_no_buffer). Every buffer must be freed before the
  * Fabric is destroyed; the memory goes away with it.
  *
- * Port functions, beyond engine/port.h:
+ * Port functions, beyond port/port.h:
  *  - alloc_bulk(bufs, n): up to n buffers with len 0, capacity buffer_capacity; fewer (possibly 0)
  *    when the pool runs dry (PortCounter::alloc_failed counts the shortfall).
  *  - tx_burst(bufs, n): always returns n, i.e. takes every buffer. A frame that cannot travel (no
@@ -59,8 +59,8 @@
 #include <memory>
 #include <string_view>
 
-#include "engine/clock.h"
-#include "engine/port.h"
+#include "common/clock.h"
+#include "port/port.h"
 #include "wire/eth.h"
 
 namespace droce::sim {

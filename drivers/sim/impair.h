@@ -45,7 +45,7 @@
  * of that rate would. With bandwidth 0 (infinite) the backlog is always 0, so RED never marks
  * between kmin and kmax; use ecn_mark_probability for marking without a rate.
  *
- * Buffers and ownership (engine/port.h holds exactly):
+ * Buffers and ownership (port/port.h holds exactly):
  *  - alloc_bulk() and free_bulk() are forwarded to the inner port.
  *  - tx_burst(bufs, n) returning r: the stage owns bufs[0..r) (it transmitted, holds or freed
  *    each through the inner port's free_bulk), the caller still owns bufs[r..n), untouched.
@@ -72,8 +72,8 @@
 #include <string>
 #include <string_view>
 
-#include "engine/clock.h"
-#include "engine/port.h"
+#include "common/clock.h"
+#include "port/port.h"
 #include "sim/fabric.h"
 
 namespace droce::sim {

@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <random>
 
-#include "engine/port.h"
+#include "port/port.h"
 #include "wire/eth.h"
 #include "wire/ipv4.h"
 #include "wire/ipv6.h"

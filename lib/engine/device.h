@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/clock.h"
-#include "engine/counters.h"
+#include "common/clock.h"
+#include "common/counters.h"
 #include "engine/neigh.h"
-#include "engine/port.h"
+#include "port/port.h"
 #include "mem/mr.h"
 #include "rc/qp.h"
 #include "wire/packet.h"

@@ -34,7 +34,7 @@
 #include <span>
 #include <string_view>
 
-#include "engine/clock.h"
+#include "common/clock.h"
 #include "wire/arp.h"
 #include "wire/eth.h"
 #include "wire/icmpv6.h"

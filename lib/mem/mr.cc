@@ -11,7 +11,7 @@
 #include <limits>
 #include <memory>
 
-#include "rc/types.h"
+#include "mem/access.h"
 
 namespace droce::mem {
 
@@ -22,11 +22,11 @@ constexpr std::uint32_t kTagMask = (1u << kTagBits) - 1u;
 /** The index must fit in the 24 key bits above the tag. */
 constexpr std::uint32_t kMaxIndex = std::numeric_limits<std::uint32_t>::max() >> kTagBits;
 
-constexpr std::uint32_t kRemoteNeedsLocalWrite = rc::kAccessRemoteWrite | rc::kAccessRemoteAtomic;
+constexpr std::uint32_t kRemoteNeedsLocalWrite = kAccessRemoteWrite | kAccessRemoteAtomic;
 /** Access bits ibv_reg_mr defines below the optional range (IBV_ACCESS_LOCAL_WRITE .. HUGETLB). */
-constexpr std::uint32_t kKnownAccess = rc::kAccessLocalWrite | rc::kAccessRemoteWrite | rc::kAccessRemoteRead |
-                                       rc::kAccessRemoteAtomic | rc::kAccessMwBind | rc::kAccessZeroBased |
-                                       rc::kAccessOnDemand | rc::kAccessHugetlb;
+constexpr std::uint32_t kKnownAccess = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead |
+                                       kAccessRemoteAtomic | kAccessMwBind | kAccessZeroBased |
+                                       kAccessOnDemand | kAccessHugetlb;
 /** IBV_ACCESS_OPTIONAL_RANGE: bits 20..29, ignored when unsupported. */
 constexpr std::uint32_t kOptionalAccessRange = 0x3ffu << 20;
 
@@ -70,7 +70,7 @@ Mr* MrTable::register_mr(const Pd* pd, void* addr, std::uint64_t length, std::ui
         return nullptr;
     }
     // IBTA C10-18.x / ibv_reg_mr: remote write or remote atomic access requires local write.
-    if ((access & kRemoteNeedsLocalWrite) != 0 && (access & rc::kAccessLocalWrite) == 0) {
+    if ((access & kRemoteNeedsLocalWrite) != 0 && (access & kAccessLocalWrite) == 0) {
         set_err(err, EINVAL);
         return nullptr;
     }

@@ -32,7 +32,7 @@ struct Mr {
     std::uint64_t iova = 0;    ///< first virtual address as the peer and the SGEs name it
     std::uint64_t length = 0;  ///< bytes
     std::uint8_t* host = nullptr; ///< host address of iova
-    std::uint32_t access = 0;  ///< rc::AccessFlags
+    std::uint32_t access = 0;  ///< AccessFlags (mem/access.h)
     bool valid = false;
 };
 
@@ -61,7 +61,7 @@ public:
 
     /**
      * Registers @p length bytes at host address @p addr, named @p iova by SGEs and peers.
-     * @param access rc::AccessFlags. Remote write or remote atomic without local write is EINVAL (IBTA
+     * @param access AccessFlags (mem/access.h). Remote write or remote atomic without local write is EINVAL (IBTA
      *        C10-18.x, as ibv_reg_mr).
      * @param[out] err 0, or EINVAL (null pd, null addr with nonzero length, bad flags, iova+length wraps),
      *        ENOMEM (table full).

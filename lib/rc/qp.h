@@ -18,9 +18,9 @@
 #include <span>
 
 #include "common/spsc_ring.h"
-#include "engine/clock.h"
-#include "engine/counters.h"
-#include "engine/port.h"
+#include "common/clock.h"
+#include "common/counters.h"
+#include "port/port.h"
 #include "mem/mr.h"
 #include "rc/types.h"
 #include "wire/packet.h"

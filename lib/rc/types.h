@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "mem/access.h"
 #include "rc/params.h"
 #include "wire/packet.h"
 #include "wire/psn.h"
@@ -57,18 +58,18 @@ enum SendFlags : std::uint32_t {
     kSendInline = 1u << 3,
 };
 
-/** Access flags of an MR or a QP (ibv_access_flags values). */
-enum AccessFlags : std::uint32_t {
-    kAccessLocalWrite = 1u << 0,
-    kAccessRemoteWrite = 1u << 1,
-    kAccessRemoteRead = 1u << 2,
-    kAccessRemoteAtomic = 1u << 3,
-    kAccessMwBind = 1u << 4,
-    kAccessZeroBased = 1u << 5,
-    kAccessOnDemand = 1u << 6,
-    kAccessHugetlb = 1u << 7,
-    kAccessRelaxedOrdering = 1u << 20,
-};
+// Access flags (kAccessLocalWrite ...) are memory's: mem/access.h; the transport uses them as
+// rc::kAccess* through this alias.
+using mem::AccessFlags;
+using mem::kAccessLocalWrite;
+using mem::kAccessRemoteWrite;
+using mem::kAccessRemoteRead;
+using mem::kAccessRemoteAtomic;
+using mem::kAccessMwBind;
+using mem::kAccessZeroBased;
+using mem::kAccessOnDemand;
+using mem::kAccessHugetlb;
+using mem::kAccessRelaxedOrdering;
 
 /** wc_flags (ibv_wc_flags values). */
 enum WcFlags : std::uint32_t { kWcGrh = 1u << 0, kWcWithImm = 1u << 1, kWcWithInv = 1u << 3 };

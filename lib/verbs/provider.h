@@ -34,7 +34,7 @@
 #include "config/config.h"
 #include "engine/device.h"
 #include "rc/qp.h"
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 namespace droce::verbs {
 

@@ -19,8 +19,8 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/clock.h"
-#include "engine/port.h"
+#include "common/clock.h"
+#include "port/port.h"
 #include "sim/fabric.h"
 #include "sim/impair.h"
 #include "wire/ipv4.h"

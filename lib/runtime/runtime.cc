@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 #include <sched.h>
 

@@ -12,9 +12,6 @@
  * drivers/dpdk/README.md describes, in one place, for droce's apps (droce-perf, later droce-burnin
  * and the verbs layer).
  *
- * Where it lives: apps/runtime, because the top-level meson.build processes lib/ before drivers/
- * and the runtime needs both (lib/engine, lib/config, drivers/dpdk, drivers/sim).
- *
  * Ownership: the Runtime owns the EthPorts, the impairment stages, the Devices, the Clock and the
  * engine threads. Destruction order: engines stopped, devices destroyed, ports drained, stages
  * destroyed, EthPorts destroyed. The DPDK EAL stays initialised for the life of the process.
@@ -33,7 +30,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "engine/clock.h"
+#include "common/clock.h"
 #include "engine/device.h"
 #include "engine/engine_thread.h"
 
