@@ -196,6 +196,7 @@ private:
     std::string name_;
     Clock* clock_;
     std::vector<PortSpec> ports_;
+    std::vector<std::uint32_t> port_mtu_; ///< ports_[i].mtu, as the QP modify rules take it
     std::vector<TxQueue> tx_;
     LoopbackQueue loopback_;
     mem::MrTable mrs_;

@@ -270,6 +270,23 @@ void responder_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noexcept;
  */
 void responder_flush_ack(Qp& qp, TransportCtx& ctx) noexcept;
 
+// ---- modify.cc ----
+/**
+ * ibv_modify_qp for RC: the transition from the current state to attr.qp_state (or the current
+ * state when @p mask lacks kQpState) must be legal, every attribute the transition requires must be
+ * in @p mask and nothing the transition does not allow (IBTA Vol 1 §11.2.4.2, table of
+ * ibv_modify_qp). Values are range checked (path MTU ≤ the port's MTU, timeout ≤ 31, retry counts ≤ 7,
+ * max_rd_atomic ≤ kMaxRdAtomic, port exists). RESET reinitialises the transport state (qp_reset);
+ * ERR flushes (qp_enter_error). The caller rebuilds the QP's path headers when the AV, the
+ * destination QPN or the port changed (they need the port's addresses).
+ * @param port_mtu largest path MTU in bytes of each port (index = verbs port - 1)
+ * @return 0 or EINVAL; on EINVAL the QP is unchanged. Control path (the engine is quiescent).
+ */
+int qp_modify(Qp* qp, const QpAttr& attr, std::uint32_t mask, std::span<const std::uint32_t> port_mtu,
+              TransportCtx& ctx) noexcept;
+/** Back to RESET: empty rings at the QP's capabilities, fresh requester/completer/responder state. */
+void qp_reset(Qp& qp) noexcept;
+
 // ---- qp.cc ----
 /**
  * Moves @p qp to ERR (if it is not there) and completes every outstanding send and receive WQE with

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * The application side of the datapath: ibv_post_send, ibv_post_recv and ibv_poll_cq on the QP
+ * and CQ rings (producer of the SQ/RQ, consumer of the CQ), and the doorbell that wakes the engine.
+ */
+#include "device.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <unistd.h>
+
+namespace droce {
+
+using namespace rc; // the engine runs the RC transport: Qp, WrOpcode, QpState ...
+
+
+int Device::post_send(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept {
+    *bad = 0;
+    // A QP of another device is EINVAL (O(1): the QPN indexes this device's table).
+    if (!qp || qp_by_num(qp->qpn) != qp || (n > 0 && !wrs)) return EINVAL;
+    // ibv_post_send before RTS is refused; in ERR the WQEs are accepted and flushed (IBTA §10.7.3.1).
+    if (qp->state != QpState::rts && qp->state != QpState::sqd && qp->state != QpState::err) return EINVAL;
+    for (std::uint32_t i = 0; i < n; ++i) {
+        const rc::SendWqe& w = wrs[i];
+        *bad = i;
+        switch (w.opcode) {
+        case WrOpcode::send:
+        case WrOpcode::send_with_imm:
+        case WrOpcode::send_with_inv:
+        case WrOpcode::rdma_write:
+        case WrOpcode::rdma_write_with_imm:
+        case WrOpcode::rdma_read:
+        case WrOpcode::atomic_cmp_and_swp:
+        case WrOpcode::atomic_fetch_and_add: break;
+        default: return EINVAL; // LOCAL_INV, BIND_MW: not supported on droce (README)
+        }
+        const bool is_atomic =
+            w.opcode == WrOpcode::atomic_cmp_and_swp || w.opcode == WrOpcode::atomic_fetch_and_add;
+        const bool is_inline = (w.send_flags & kSendInline) != 0;
+        if (is_inline) {
+            if (w.opcode == WrOpcode::rdma_read || is_atomic) return EINVAL;
+            if (w.length > qp->cap.max_inline_data && w.length > 0) return EINVAL;
+        } else if (w.num_sge > qp->cap.max_send_sge || w.num_sge > kMaxSge) {
+            return EINVAL;
+        }
+        if (is_atomic && (w.num_sge != 1 || w.sg_list[0].length != 8)) return EINVAL;
+        if (qp->sq.free_slots() == 0) return ENOMEM;
+        rc::SendWqe& slot = qp->sq.producer_slot();
+        slot.wr_id = w.wr_id;
+        slot.opcode = w.opcode;
+        slot.send_flags = w.send_flags;
+        slot.imm_data = w.imm_data;
+        slot.invalidate_rkey = w.invalidate_rkey;
+        slot.remote_addr = w.remote_addr;
+        slot.rkey = w.rkey;
+        slot.compare_add = w.compare_add;
+        slot.swap = w.swap;
+        if (is_inline) {
+            // The application's copy is already in w.inline_data (native API) and length says how much.
+            slot.num_sge = 0;
+            slot.length = w.length;
+            std::memcpy(slot.inline_data, w.inline_data, w.length);
+        } else {
+            slot.num_sge = w.num_sge;
+            std::uint64_t total = 0;
+            for (std::uint32_t s = 0; s < w.num_sge; ++s) {
+                slot.sg_list[s] = w.sg_list[s];
+                total += w.sg_list[s].length;
+            }
+            if (total > kMaxMsgSize) return EINVAL;
+            slot.length = static_cast<std::uint32_t>(total);
+        }
+        slot.state = rc::WqeState::posted;
+        slot.sent_bytes = 0;
+        slot.recv_bytes = 0;
+        slot.atomic_result = 0;
+        slot.npkts = 0;
+        slot.status = WcStatus::success;
+        qp->sq.publish();
+    }
+    *bad = n;
+    if (asleep_.load(std::memory_order_seq_cst)) ring_doorbell();
+    return 0;
+}
+
+int Device::post_recv(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept {
+    *bad = 0;
+    if (!qp || qp_by_num(qp->qpn) != qp || (n > 0 && !wrs) || qp->state == QpState::reset) return EINVAL;
+    for (std::uint32_t i = 0; i < n; ++i) {
+        *bad = i;
+        const rc::RecvWqe& w = wrs[i];
+        if (w.num_sge > qp->cap.max_recv_sge || w.num_sge > kMaxSge) return EINVAL;
+        if (qp->rq.free_slots() == 0) return ENOMEM;
+        rc::RecvWqe& slot = qp->rq.producer_slot();
+        slot.wr_id = w.wr_id;
+        slot.num_sge = w.num_sge;
+        std::uint64_t total = 0;
+        for (std::uint32_t s = 0; s < w.num_sge; ++s) {
+            slot.sg_list[s] = w.sg_list[s];
+            total += w.sg_list[s].length;
+        }
+        slot.length = static_cast<std::uint32_t>(std::min<std::uint64_t>(total, kMaxMsgSize));
+        qp->rq.publish();
+    }
+    *bad = n;
+    if (asleep_.load(std::memory_order_seq_cst)) ring_doorbell();
+    return 0;
+}
+
+std::uint32_t Device::poll_cq(rc::Cq* cq, rc::Cqe* out, std::uint32_t n) noexcept {
+    if (!cq || !out) return 0;
+    std::uint32_t got = std::min(n, cq->ring.ready());
+    for (std::uint32_t i = 0; i < got; ++i) out[i] = cq->ring.slot(cq->ring.consumer_index() + i);
+    cq->ring.release(got);
+    return got;
+}
+
+void Device::ring_doorbell() noexcept {
+    if (doorbell_fd_ < 0) return;
+    const std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t r = write(doorbell_fd_, &one, sizeof one);
+}
+
+} // namespace droce
