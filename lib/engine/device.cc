@@ -84,6 +84,7 @@ Device::~Device() {
 // ---------------------------------------------------------------- control path
 
 mem::Pd* Device::alloc_pd(int* err) noexcept {
+    ControlSection section(*this);
     auto pd = std::unique_ptr<mem::Pd>(new (std::nothrow) mem::Pd{next_pd_handle_++});
     if (!pd) {
         *err = ENOMEM;
@@ -95,6 +96,7 @@ mem::Pd* Device::alloc_pd(int* err) noexcept {
 }
 
 int Device::dealloc_pd(mem::Pd* pd) noexcept {
+    ControlSection section(*this);
     if (!pd) return 0;
     auto it = std::find_if(pds_.begin(), pds_.end(), [&](auto& p) { return p.get() == pd; });
     if (it == pds_.end()) return EINVAL;
@@ -106,6 +108,7 @@ int Device::dealloc_pd(mem::Pd* pd) noexcept {
 }
 
 mem::Mr* Device::reg_mr(mem::Pd* pd, void* addr, std::uint64_t length, std::uint32_t access, int* err) noexcept {
+    ControlSection section(*this);
     // A PD of another device (or a freed one) is EINVAL, as a foreign handle is for ibv_reg_mr.
     if (pd && std::none_of(pds_.begin(), pds_.end(), [&](auto& p) { return p.get() == pd; })) {
         *err = EINVAL;
@@ -114,9 +117,13 @@ mem::Mr* Device::reg_mr(mem::Pd* pd, void* addr, std::uint64_t length, std::uint
     return mrs_.register_mr(pd, addr, length, reinterpret_cast<std::uintptr_t>(addr), access, err);
 }
 
-int Device::dereg_mr(mem::Mr* mr) noexcept { return mrs_.deregister(mr); }
+int Device::dereg_mr(mem::Mr* mr) noexcept {
+    ControlSection section(*this);
+    return mrs_.deregister(mr);
+}
 
 rc::Cq* Device::create_cq(std::uint32_t cqe, int* err) noexcept {
+    ControlSection section(*this);
     if (cqe == 0 || cqe > rc::kMaxCqe) {
         *err = EINVAL;
         return nullptr;
@@ -134,6 +141,7 @@ rc::Cq* Device::create_cq(std::uint32_t cqe, int* err) noexcept {
 }
 
 int Device::destroy_cq(rc::Cq* cq) noexcept {
+    ControlSection section(*this);
     if (!cq) return 0;
     auto it = std::find_if(cqs_.begin(), cqs_.end(), [&](auto& c) { return c.get() == cq; });
     if (it == cqs_.end()) return EINVAL;
@@ -145,6 +153,7 @@ int Device::destroy_cq(rc::Cq* cq) noexcept {
 
 rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const rc::QpCap& cap, bool sq_sig_all,
                           int* err) noexcept {
+    ControlSection section(*this);
     if (!pd || !send_cq || !recv_cq || cap.max_send_wr == 0 || cap.max_send_wr > rc::kMaxQpWr ||
         cap.max_recv_wr > rc::kMaxQpWr || cap.max_send_sge > rc::kMaxSge || cap.max_recv_sge > rc::kMaxSge ||
         cap.max_inline_data > rc::kMaxInlineData) {
@@ -197,6 +206,7 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
 }
 
 int Device::destroy_qp(rc::Qp* qp) noexcept {
+    ControlSection section(*this);
     if (!qp) return 0;
     // Found by address, never by reading *qp: a QP destroyed before (or another device's) is EINVAL
     // without touching freed memory, as destroy_cq and dealloc_pd already do.
@@ -250,6 +260,7 @@ void Device::set_path(rc::Qp& qp) noexcept {
 }
 
 int Device::modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) noexcept {
+    ControlSection section(*this);
     // Found by address before *qp is read: a destroyed or foreign QP is EINVAL (control path, O(kMaxQp)).
     if (!qp || std::none_of(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; })) return EINVAL;
     const int err = rc::qp_modify(qp, attr, mask, port_mtu_, ctx_);
@@ -258,6 +269,7 @@ int Device::modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) no
 }
 
 bool Device::add_static_neighbor(const wire::Ipv6Addr& ip, const wire::MacAddr& mac) noexcept {
+    ControlSection section(*this);
     return neigh_.add_static(ip, mac);
 }
 

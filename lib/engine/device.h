@@ -4,9 +4,13 @@
  * A droce device: one software RDMA NIC with 1..4 ports (planes), and the native C++ API that
  * droce's apps and tests use (the verbs ABI will be a thin layer over it).
  *
- * Thread rules (DESIGN.md "Threading and queues"):
- *  - Control calls (alloc_pd, reg_mr, create_cq, create_qp, modify_qp, destroy_*) must not run
- *    concurrently with poll(): the quiescence rule. They may allocate.
+ * Thread rules:
+ *  - Control calls (alloc_pd, reg_mr, create_cq, create_qp, modify_qp, destroy_*) are serialised by
+ *    the caller (one control thread at a time, or the caller's lock) and may run while another
+ *    thread runs poll(): each one holds a ControlSection, which waits until the engine is between
+ *    passes and keeps it there (the quiescence handshake, a few microseconds; only this device's
+ *    engine waits, other devices run on). They may allocate. They must not be called from inside
+ *    poll() (on_link_change, Cq::notify): that would wait for itself.
  *  - post_send / post_recv are the producer side of a QP's SQ/RQ ring, poll_cq the consumer side of a
  *    CQ ring: one application thread per queue, concurrently with poll() on the engine thread.
  *  - poll() is the engine: one thread (an engine thread, or the application in inline-progress mode).
@@ -119,6 +123,28 @@ public:
     /** The QP named @p qpn, or nullptr. */
     [[nodiscard]] rc::Qp* qp_by_num(std::uint32_t qpn) noexcept;
 
+    /**
+     * The quiescence handshake, control side. While a ControlSection of this device lives, its engine
+     * (whichever thread runs poll() and sleep_until_doorbell()) is between passes and starts no new
+     * one, so the control path may change QP, CQ, PD and MR tables and QP state. Constructing it
+     * waits (spin, then yield) for a pass in progress to end: at most one pass, microseconds.
+     * Sections nest (a counter). Any thread except the engine inside poll().
+     */
+    class ControlSection {
+    public:
+        explicit ControlSection(Device& dev) noexcept : dev_(dev) { dev_.begin_control(); }
+        ~ControlSection() { dev_.end_control(); }
+        ControlSection(const ControlSection&) = delete;
+        ControlSection& operator=(const ControlSection&) = delete;
+
+    private:
+        Device& dev_;
+    };
+    /** Starts a control section by hand (ControlSection is the usual way). */
+    void begin_control() noexcept;
+    /** Ends what begin_control() started. */
+    void end_control() noexcept;
+
     // ---- datapath, application side ----
     /**
      * Posts @p n send WQEs (ibv_post_send). Stops at the first bad one.
@@ -229,6 +255,19 @@ private:
      *  publishing a WQE; the engine sets it before its last look at the rings (seq_cst on both sides,
      *  so either the engine sees the WQE or the poster sees the flag). */
     std::atomic<bool> asleep_{false};
+    /**
+     * The quiescence handshake (Dekker-style, seq_cst on both sides): the engine sets in_pass_ and
+     * then reads control_requests_; a control thread raises control_requests_ and then reads
+     * in_pass_. So either the engine sees the request and does not start the pass, or the control
+     * thread sees the pass and waits for its end. control_requests_ counts open ControlSections.
+     */
+    std::atomic<std::uint32_t> control_requests_{0};
+    std::atomic<bool> in_pass_{false};
+    /** Engine side of the handshake: true = pass may run (call leave_pass() after it). */
+    bool enter_pass() noexcept;
+    void leave_pass() noexcept;
+    std::atomic<std::uint64_t> passes_{0};           ///< passes completed (engine writes)
+    std::atomic<bool> engine_turned_away_{false};    ///< enter_pass() found a section open
     int doorbell_fd_ = -1;
     std::uint32_t next_pd_handle_ = 1;
     std::uint32_t next_cqn_ = 1;

@@ -9,13 +9,58 @@
 #include <algorithm>
 
 #include <poll.h>
+#include <sched.h>
 #include <unistd.h>
 
 namespace droce {
 
 using rc::QpState;
 
+bool Device::enter_pass() noexcept {
+    in_pass_.store(true, std::memory_order_seq_cst);
+    if (control_requests_.load(std::memory_order_seq_cst) == 0) return true;
+    in_pass_.store(false, std::memory_order_seq_cst);
+    if (!engine_turned_away_.load(std::memory_order_relaxed))
+        engine_turned_away_.store(true, std::memory_order_relaxed);
+    return false;
+}
+
+void Device::leave_pass() noexcept {
+    in_pass_.store(false, std::memory_order_release);
+    // Single writer (the engine): a plain increment, published with release for begin_control().
+    passes_.store(passes_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    if (engine_turned_away_.load(std::memory_order_relaxed))
+        engine_turned_away_.store(false, std::memory_order_relaxed);
+}
+
+void Device::begin_control() noexcept {
+    // Fairness: control calls back to back would otherwise keep the engine out for as long as they
+    // last (1,000 QP create/modify/destroy calls: milliseconds). An engine that a section turned
+    // away gets one pass before the next section starts; bounded, in case no thread polls any more.
+    if (engine_turned_away_.load(std::memory_order_relaxed)) {
+        const std::uint64_t before = passes_.load(std::memory_order_acquire);
+        for (unsigned spins = 0; spins < 100'000 && passes_.load(std::memory_order_acquire) == before; ++spins)
+            __builtin_ia32_pause();
+    }
+    control_requests_.fetch_add(1, std::memory_order_seq_cst);
+    // The engine may be preempted inside a pass on a host with fewer cores than threads: yield
+    // after a short spin rather than hold the core it needs to finish.
+    for (unsigned spins = 0; in_pass_.load(std::memory_order_seq_cst); ++spins) {
+        if (spins < 1000) __builtin_ia32_pause();
+        else sched_yield();
+    }
+    // Wake a sleeping engine thread so that it sees new work (a QP in RTS) without waiting for its nap.
+    if (asleep_.load(std::memory_order_seq_cst)) ring_doorbell();
+}
+
+void Device::end_control() noexcept {
+    // release (in a seq_cst RMW): every table change made in the section happens before the
+    // engine's next enter_pass() reads 0 here.
+    control_requests_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
 std::uint32_t Device::poll() noexcept {
+    if (!enter_pass()) return 0; // a control section is open: stay between passes
     std::uint32_t work = 0;
     bool wait_release = false;
     // Control-rate work: link state and neighbour resolution need not run on every pass.
@@ -59,17 +104,25 @@ std::uint32_t Device::poll() noexcept {
         if (reclaim && tx_[p].count == 0) ports_[p].driver->tx_reclaim();
         flush_tx(p);
     }
+    leave_pass();
     return work + (wait_release ? 1u : 0u);
 }
 
 void Device::sleep_until_doorbell(std::uint64_t max_ns) noexcept {
     asleep_.store(true, std::memory_order_seq_cst);
+    // The QP list is read under the handshake (a control section may be changing it); the nap is
+    // taken outside it, so control sections never wait for a sleeping engine.
+    if (!enter_pass()) {
+        asleep_.store(false, std::memory_order_seq_cst);
+        return;
+    }
     bool work = loopback_.size() > 0; // looped-back frames or WQEs not yet started by the requester
     for (const rc::Qp* qp : live_qps_)
         if (qp->state != QpState::reset && qp->sq.producer_index() != qp->req.next_wqe) work = true;
+    const std::uint64_t deadline = work ? 0 : next_deadline_ns();
+    leave_pass();
     if (!work && doorbell_fd_ >= 0) {
         std::uint64_t wait = max_ns;
-        const std::uint64_t deadline = next_deadline_ns();
         const std::uint64_t now = clock_->now_ns();
         if (deadline) wait = deadline > now ? std::min(wait, deadline - now) : 0;
         if (wait > 0) {

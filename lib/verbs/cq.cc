@@ -193,7 +193,7 @@ VCq* create(ibv_context* context, std::uint32_t cqe, void* cq_context, ibv_comp_
         return nullptr;
     }
     {
-        ControlGuard guard;
+        ControlGuard guard(c->dev);
         cq->native = c->dev->create_cq(cqe, err);
         if (!cq->native) {
             delete cq;
@@ -283,7 +283,7 @@ extern "C" int ibv_destroy_cq(ibv_cq* ibcq) {
     if (!ibcq) return EINVAL;
     VCq* cq = from_ibv<VCq>(ibcq);
     {
-        ControlGuard guard;
+        ControlGuard guard(cq->ctx->dev);
         if (int e = cq->ctx->dev->destroy_cq(cq->native); e != 0) return e;
         if (cq->channel) --cq->channel->ch.refcnt;
     }

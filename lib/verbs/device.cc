@@ -84,23 +84,23 @@ int load_devices(Provider& p) {
     return 0;
 }
 
-ControlGuard::ControlGuard() : lock_(provider().mu) {
+ControlGuard::ControlGuard(Device* dev) : lock_(provider().mu) {
     Provider& p = provider();
-    if (p.runtime && p.runtime->engines_running()) {
-        p.runtime->stop_engines();
-        restart_ = true;
+    if (dev) {
+        quiesced_.push_back(dev);
+    } else if (p.runtime) {
+        for (unsigned i = 0; i < p.runtime->num_devices(); ++i)
+            quiesced_.push_back(&p.runtime->device(i));
     }
+    for (Device* d : quiesced_) d->begin_control();
 }
 
 ControlGuard::~ControlGuard() {
-    Provider& p = provider();
-    if (restart_ && p.runtime && p.open_contexts > 0)
-        p.runtime->start_engines(p.runtime->num_devices() > 1 ? EngineMode::shared
-                                                              : EngineMode::per_device);
+    for (Device* d : quiesced_) d->end_control();
 }
 
 void post_async_event(Device* dev, const AsyncRecord& rec) noexcept {
-    // The context list only changes under ControlGuard, i.e. while no engine runs.
+    // The context list only changes under ControlGuard() of every device, i.e. between passes.
     for (VContext* c : provider().contexts) {
         if (c->dev != dev || c->async_wfd < 0) continue;
         [[maybe_unused]] ssize_t r = write(c->async_wfd, &rec, sizeof rec);
@@ -363,7 +363,7 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
     install_qp_ops(*c);
     p.contexts.push_back(c);
     ++p.open_contexts;
-    // ControlGuard restarts engines only if they ran before; the first open starts them here.
+    // Engine threads run while a context is open: the first open starts them.
     if (!p.runtime->engines_running())
         p.runtime->start_engines(p.runtime->num_devices() > 1 ? EngineMode::shared
                                                               : EngineMode::per_device);

@@ -11,9 +11,10 @@
  *
  * Thread rules (the quiescence rule of lib/engine/device.h, applied by the verbs layer):
  *  - Control verbs (open/close, alloc/dealloc, reg/dereg, create/modify/destroy, query) take the
- *    provider mutex and run with the engine threads of the runtime stopped: ControlGuard stops them
- *    and starts them again when it goes out of scope. A control verb therefore pauses the engines
- * of every device for a few tens of microseconds (a thread join and a thread start).
+ *    provider mutex and hold a Device::ControlSection (ControlGuard): the engine of the device the
+ *    verb touches finishes its pass and waits, a few microseconds; engine threads keep running and
+ *    other devices' traffic never stops. Verbs that change provider-wide state (open/close of a
+ *    context) hold every device's section.
  *  - post_send (ibv_post_send and the ibv_wr_* batch) takes the QP's send spinlock, post_recv its
  *    receive spinlock, poll_cq (and ibv_start_poll .. ibv_end_poll) the CQ's spinlock: verbs lets
  *    several application threads use one queue, while droce's rings have one producer and one
@@ -164,19 +165,20 @@ Provider& provider() noexcept;
 int load_devices(Provider& p);
 
 /**
- * Holds the provider mutex and keeps the engines stopped for the guard's lifetime (quiescence
- * rule), restarting them at the end if they ran before.
+ * Holds the provider mutex and a Device::ControlSection for the guard's lifetime: of @p dev only,
+ * or of every device of the runtime when @p dev is null (provider-wide state such as the context
+ * list, which engine threads read when they post async events).
  */
 class ControlGuard {
   public:
-    ControlGuard();
+    explicit ControlGuard(Device* dev = nullptr);
     ~ControlGuard();
     ControlGuard(const ControlGuard&) = delete;
     ControlGuard& operator=(const ControlGuard&) = delete;
 
   private:
     std::unique_lock<std::mutex> lock_;
-    bool restart_ = false;
+    std::vector<Device*> quiesced_; ///< devices whose control section this guard holds
 };
 
 /** Writes an async event into every open context of @p dev (engine thread or control path). */

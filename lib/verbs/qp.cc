@@ -454,7 +454,7 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr_ex* 
     cap.max_inline_data = a->cap.max_inline_data;
     int err = 0;
     {
-        ControlGuard guard;
+        ControlGuard guard(c->dev);
         qp->native =
             c->dev->create_qp(from_ibv<VPd>(pd)->native, from_ibv<VCq>(a->send_cq)->native,
                               from_ibv<VCq>(a->recv_cq)->native, cap, a->sq_sig_all != 0, &err);
@@ -468,7 +468,7 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr_ex* 
     qp->batch_cap = qp->native->cap.max_send_wr;
     qp->batch.reset(new (std::nothrow) rc::SendWqe[qp->batch_cap + 1]);
     if (!qp->scratch || !qp->batch) {
-        ControlGuard guard;
+        ControlGuard guard(c->dev);
         c->dev->destroy_qp(qp->native);
         delete qp;
         return fail<ibv_qp>(ENOMEM);
@@ -555,7 +555,7 @@ extern "C" ibv_pd* ibv_alloc_pd(ibv_context* context) {
     if (!pd) return fail<ibv_pd>(ENOMEM);
     int err = 0;
     {
-        ControlGuard guard;
+        ControlGuard guard(c->dev);
         pd->native = c->dev->alloc_pd(&err);
     }
     if (!pd->native) {
@@ -572,7 +572,7 @@ extern "C" int ibv_dealloc_pd(ibv_pd* ibpd) {
     if (!ibpd) return EINVAL;
     VPd* pd = from_ibv<VPd>(ibpd);
     {
-        ControlGuard guard;
+        ControlGuard guard(vctx_of(ibpd->context)->dev);
         if (int e = vctx_of(ibpd->context)->dev->dealloc_pd(pd->native); e != 0) return e;
     }
     delete pd;
@@ -593,7 +593,7 @@ ibv_mr* reg_mr_common(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, un
     if (!mr) return fail<ibv_mr>(ENOMEM);
     int err = 0;
     {
-        ControlGuard guard;
+        ControlGuard guard(vctx_of(ibpd->context)->dev);
         mr->native = vctx_of(ibpd->context)->dev->reg_mr(pd->native, addr, length, access, &err);
     }
     if (!mr->native) {
@@ -661,8 +661,8 @@ extern "C" int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* pd, void* addr, siz
     if (!scratch) return IBV_REREG_MR_ERR_INPUT; // errno from the registration
     VMr* s = from_ibv<VMr>(scratch);
     {
-        // Engines stopped: no packet sees the MR half-updated.
-        ControlGuard guard;
+        // Engine of this device quiescent: no packet sees the MR half-updated.
+        ControlGuard guard(vctx_of(ibmr->context)->dev);
         mem::Mr& n = *mr->native;
         n.pd = s->native->pd;
         n.iova = s->native->iova;
@@ -684,7 +684,7 @@ extern "C" int ibv_dereg_mr(ibv_mr* ibmr) {
     if (!ibmr) return EINVAL;
     VMr* mr = from_ibv<VMr>(ibmr);
     {
-        ControlGuard guard;
+        ControlGuard guard(vctx_of(ibmr->context)->dev);
         if (int e = vctx_of(ibmr->context)->dev->dereg_mr(mr->native); e != 0) return e;
     }
     delete mr;
@@ -736,7 +736,7 @@ extern "C" int ibv_modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int attr_mask) {
     const rc::QpAttr a = to_qp_attr(*attr);
     int rc;
     {
-        ControlGuard guard;
+        ControlGuard guard(qp->ctx->dev);
         rc = qp->ctx->dev->modify_qp(qp->native, a, mask);
         if (rc == 0) ibqp->state = static_cast<ibv_qp_state>(qp->native->state);
         if (rc == 0 && qp->native->state == rc::QpState::reset) purge_cqs(ibqp);
@@ -751,7 +751,7 @@ extern "C" int ibv_query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int attr_mask,
     if (!ibqp || !attr || !init_attr) return EINVAL;
     VQp* qp = from_ibv<VQp>(ibqp);
     {
-        ControlGuard guard;
+        ControlGuard guard(qp->ctx->dev);
         from_qp_attr(*qp->native, *attr);
     }
     std::memset(init_attr, 0, sizeof *init_attr);
@@ -772,7 +772,7 @@ extern "C" int ibv_destroy_qp(ibv_qp* ibqp) {
     if (!ibqp) return EINVAL;
     VQp* qp = from_ibv<VQp>(ibqp);
     {
-        ControlGuard guard;
+        ControlGuard guard(qp->ctx->dev);
         if (int e = qp->ctx->dev->destroy_qp(qp->native); e != 0) return e;
         purge_cqs(ibqp);
     }

@@ -98,8 +98,10 @@ public:
         return c;
     }
 
-    explicit TwoEngines(std::uint64_t seed = 1)
-        : fabric(&clock, fabric_config(seed)), filter{FilterPort(fabric.port(0, 0)), FilterPort(fabric.port(1, 0))},
+    /** @param real_time the engines and the fabric run on the TSC clock instead of the virtual one
+     *  (run_until() then only polls: time moves by itself). */
+    explicit TwoEngines(std::uint64_t seed = 1, bool real_time = false)
+        : clock(real_time ? Clock::tsc() : Clock::virtual_clock()), fabric(&clock, fabric_config(seed)), filter{FilterPort(fabric.port(0, 0)), FilterPort(fabric.port(1, 0))},
           dev{std::make_unique<Device>("droce0", clock, ports(0)), std::make_unique<Device>("droce1", clock, ports(1))} {
         for (int i = 0; i < 2; ++i) {
             int err = 0;
@@ -230,7 +232,7 @@ public:
         return w;
     }
 
-    Clock clock = Clock::virtual_clock();
+    Clock clock;
     sim::Fabric fabric;
     FilterPort filter[2];
     std::unique_ptr<Device> dev[2];
