@@ -28,6 +28,8 @@ Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
     : name_(std::move(name)), clock_(&clock), ports_(std::move(ports)), tx_(ports_.size()),
       mrs_(rc::kMaxMr), neigh_(clock, 256), qps_(rc::kMaxQp) {
     live_qps_.reserve(rc::kMaxQp); // create_qp inserts without allocating
+    active_.reserve(rc::kMaxQp);   // activate() appends without allocating
+    active_flag_.assign(rc::kMaxQp, 0);
     for (const PortSpec& ps : ports_) port_mtu_.push_back(ps.mtu);
     for (const PortSpec& ps : ports_) {
         NeighPortAddrs addrs;
@@ -222,6 +224,12 @@ int Device::destroy_qp(rc::Qp* qp) noexcept {
         }
     }
     live_qps_.erase(std::find(live_qps_.begin(), live_qps_.end(), qp));
+    const std::uint32_t slot = qp->qpn - rc::kFirstQpn;
+    timers_.set(slot, 0);
+    if (active_flag_[slot]) {
+        active_flag_[slot] = 0;
+        active_.erase(std::find(active_.begin(), active_.end(), slot));
+    }
     it->reset();
     return 0;
 }
@@ -241,6 +249,7 @@ void Device::set_path(rc::Qp& qp) noexcept {
     // the GID is one of this device's own: then the QP talks to a QP of this device through the
     // loopback queue, as a NIC loops back traffic between its own functions.
     qp.path_resolved = av.dmac != wire::MacAddr{};
+    if (!qp.path_resolved) paths_pending_ = true;
     qp.loopback_peer = false;
     for (const PortSpec& own : ports_) {
         if (own.gid != av.dgid) continue;
@@ -264,8 +273,13 @@ int Device::modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) no
     // Found by address before *qp is read: a destroyed or foreign QP is EINVAL (control path, O(kMaxQp)).
     if (!qp || std::none_of(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; })) return EINVAL;
     const int err = rc::qp_modify(qp, attr, mask, port_mtu_, ctx_);
-    if (err == 0 && (mask & (rc::kQpAv | rc::kQpDestQpn | rc::kQpPort))) set_path(*qp);
-    return err;
+    if (err != 0) return err;
+    if (mask & (rc::kQpAv | rc::kQpDestQpn | rc::kQpPort)) set_path(*qp);
+    // The engine is between passes (the section): its schedule may be changed here directly. A
+    // QP that moved (to RTS with WQEs waiting, to ERR with WQEs to flush) runs on the next pass.
+    sync_timer(*qp);
+    activate(qp->qpn - rc::kFirstQpn);
+    return 0;
 }
 
 bool Device::add_static_neighbor(const wire::Ipv6Addr& ip, const wire::MacAddr& mac) noexcept {
@@ -274,13 +288,17 @@ bool Device::add_static_neighbor(const wire::Ipv6Addr& ip, const wire::MacAddr& 
 }
 
 void Device::resolve_paths() noexcept {
+    bool pending = false;
     for (rc::Qp* qp : live_qps_) {
-        if (qp->path_resolved || qp->state == QpState::reset || qp->state == QpState::init) continue;
+        if (qp->path_resolved) continue;
+        pending = true; // a QP in RESET/INIT keeps it set until it resolves or is destroyed
+        if (qp->state == QpState::reset || qp->state == QpState::init) continue;
         const NeighLookup l = neigh_.lookup(qp->path.dst_ip);
         if (l.result == NeighResolve::resolved) {
             qp->path.dst_mac = l.mac;
             qp->attr.ah_attr.dmac = l.mac;
             qp->path_resolved = true;
+            activate(qp->qpn - rc::kFirstQpn); // WQEs held back by tx_wait_neigh go now
         }
         if (l.send_request) {
             const unsigned port = qp->attr.port_num - 1u;
@@ -289,6 +307,7 @@ void Device::resolve_paths() noexcept {
             if (n) queue_raw(port, std::span(req.data(), n));
         }
     }
+    paths_pending_ = pending;
 }
 
 void Device::check_links() noexcept {

@@ -30,6 +30,7 @@
 #include "common/clock.h"
 #include "common/counters.h"
 #include "engine/neigh.h"
+#include "engine/timer_heap.h"
 #include "port/port.h"
 #include "mem/mr.h"
 #include "rc/qp.h"
@@ -190,6 +191,26 @@ private:
                      std::span<const std::span<const std::uint8_t>> payload, TxRef* ref) noexcept;
     bool send_by_reference(unsigned port, const rc::Qp& qp, std::span<const std::span<const std::uint8_t>> payload,
                            const wire::PacketFields& f, PktBuf* buf, TxRef* ref) noexcept;
+    int post_send_wqes(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept;
+    int post_recv_wqes(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept;
+    /** Any thread: rings QP slot @p slot's doorbell bit and wakes a sleeping engine. */
+    void notify_engine(std::uint32_t slot) noexcept;
+    /** Engine: QPs whose doorbell rang join the active list. @return how many rang. */
+    std::uint32_t take_doorbells() noexcept;
+    /** Engine (or control inside a section): QP slot @p slot has work this pass. */
+    void activate(std::uint32_t slot) noexcept {
+        if (active_flag_[slot]) return;
+        active_flag_[slot] = 1;
+        active_.push_back(slot); // capacity kMaxQp reserved: never reallocates
+    }
+    /** Engine: puts the QP's next transport deadline (ACK timer, RNR wait) into the timer heap. */
+    void sync_timer(const rc::Qp& qp) noexcept {
+        const std::uint32_t slot = qp.qpn - rc::kFirstQpn;
+        const std::uint64_t d = rc::completer_next_deadline(qp);
+        if (d != timers_.deadline(slot)) timers_.set(slot, d);
+    }
+    /** True while @p qp has something for the engine to do without a new event (see poll.cc). */
+    [[nodiscard]] static bool qp_has_work(const rc::Qp& qp) noexcept;
     void receive(PktBuf& buf) noexcept;
     void flush_tx(unsigned port) noexcept;
     void set_path(rc::Qp& qp) noexcept;
@@ -251,6 +272,21 @@ private:
      * create_qp / destroy_qp (control path, quiescence rule), read by the engine.
      */
     std::vector<rc::Qp*> live_qps_;
+    /**
+     * Scheduling (poll.cc). An engine pass runs only the QPs on active_ (slot = qpn - kFirstQpn),
+     * so an idle QP costs nothing per pass: a QP joins when its doorbell rings (post_send /
+     * post_recv), when a frame for it arrives, when its timer fires or a control call changes it,
+     * and leaves once qp_has_work() is false. Engine-owned, control path inside a section.
+     */
+    std::vector<std::uint32_t> active_;
+    std::vector<std::uint8_t> active_flag_; ///< per slot: on active_
+    TimerHeap timers_{rc::kMaxQp};
+    static constexpr std::uint32_t kDoorbellWords = rc::kMaxQp / 64;
+    /** Doorbell bits, one per QP slot, set by application threads, taken by the engine; the summary
+     *  has one bit per word of doorbell_bits_ so an idle pass reads kMaxQp / 4096 words. */
+    std::unique_ptr<std::atomic<std::uint64_t>[]> doorbell_bits_{new std::atomic<std::uint64_t>[kDoorbellWords]{}};
+    std::array<std::atomic<std::uint64_t>, (kDoorbellWords + 63) / 64> doorbell_summary_{};
+    bool paths_pending_ = false; ///< a QP waits for neighbour resolution (resolve_paths has work)
     /** True while the engine thread sleeps in sleep_until_doorbell(). Posting threads read it after
      *  publishing a WQE; the engine sets it before its last look at the rings (seq_cst on both sides,
      *  so either the engine sees the WQE or the poster sees the flag). */

@@ -59,6 +59,37 @@ void Device::end_control() noexcept {
     control_requests_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
+bool Device::qp_has_work(const rc::Qp& qp) noexcept {
+    if (qp.state == QpState::reset || qp.state == QpState::init) return false;
+    if (qp.resp.ack_pending || qp.resp.read_active) return true; // responder output owed (RTR on)
+    if (qp.state == QpState::err) return qp.sq.ready() || qp.rq.ready(); // flush, held payload
+    if (qp.state == QpState::rtr) return false;
+    // WQEs not yet (completely) sent, or go-back-N in progress (the requester rewound next_wqe);
+    // acknowledged WQEs whose payload a driver still holds. WQEs sent and waiting for their ACK
+    // need no pass: the ACK (receive) or the ACK timer (timers_) brings the QP back.
+    return qp.sq.producer_index() != qp.req.next_wqe || qp.sq.consumer_index() != qp.comp.acked_wqe;
+}
+
+std::uint32_t Device::take_doorbells() noexcept {
+    std::uint32_t rang = 0;
+    for (std::uint32_t sw = 0; sw < doorbell_summary_.size(); ++sw) {
+        if (doorbell_summary_[sw].load(std::memory_order_relaxed) == 0) continue;
+        std::uint64_t words = doorbell_summary_[sw].exchange(0, std::memory_order_acquire);
+        while (words) {
+            const std::uint32_t w = sw * 64 + static_cast<std::uint32_t>(__builtin_ctzll(words));
+            words &= words - 1;
+            std::uint64_t bits = doorbell_bits_[w].exchange(0, std::memory_order_acquire);
+            while (bits) {
+                const std::uint32_t slot = w * 64 + static_cast<std::uint32_t>(__builtin_ctzll(bits));
+                bits &= bits - 1;
+                if (qps_[slot]) activate(slot); // a destroyed QP's late bit finds an empty slot
+                ++rang;
+            }
+        }
+    }
+    return rang;
+}
+
 std::uint32_t Device::poll() noexcept {
     if (!enter_pass()) return 0; // a control section is open: stay between passes
     std::uint32_t work = 0;
@@ -66,8 +97,9 @@ std::uint32_t Device::poll() noexcept {
     // Control-rate work: link state and neighbour resolution need not run on every pass.
     if ((polls_++ & 255u) == 0) {
         check_links();
-        resolve_paths();
+        if (paths_pending_) resolve_paths();
     }
+    // 1. Events: frames (they activate the QPs they are for), looped-back frames, doorbells, timers.
     std::array<PktBuf*, kBurst> bufs{};
     for (unsigned p = 0; p < ports_.size(); ++p) {
         PortDriver* drv = ports_[p].driver;
@@ -77,23 +109,39 @@ std::uint32_t Device::poll() noexcept {
         work += n;
     }
     work += drain_loopback(kBurst);
-    for (rc::Qp* qp : live_qps_) {
-        if (qp->state == QpState::reset) continue;
-        if (qp->state == QpState::err) {
+    take_doorbells();
+    if (!timers_.empty()) {
+        const std::uint64_t now = clock_->now_ns();
+        for (std::uint32_t slot; (slot = timers_.pop_due(now)) != TimerHeap::kNone;) {
+            rc::completer_timers(*qps_[slot], ctx_); // destroy_qp cancels a QP's timer
+            activate(slot);
+        }
+    }
+    // 2. The active QPs: flush, reap, responder output, requester; then leave the list when done.
+    for (std::uint32_t i = 0; i < active_.size();) {
+        const std::uint32_t slot = active_[i];
+        rc::Qp& qp = *qps_[slot];
+        if (qp.state == QpState::err) {
             // WQEs posted after the QP failed are flushed here, once each.
-            if (qp->sq.ready() || qp->rq.ready()) {
-                rc::qp_enter_error(*qp, ctx_);
-                if (qp->sq.ready()) wait_release = true; // held payload: completes once released
+            if (qp.sq.ready() || qp.rq.ready()) {
+                rc::qp_enter_error(qp, ctx_);
+                if (qp.sq.ready()) wait_release = true; // held payload: completes once released
                 ++work;
             }
+        } else if (qp.state != QpState::reset && qp.state != QpState::init) {
+            // Acknowledged WQEs whose payload a driver held: complete them once released.
+            if (qp.sq.consumer_index() != qp.comp.acked_wqe && rc::completer_reap(qp)) wait_release = true;
+            rc::responder_run(qp, ctx_, kBurst);
+            work += rc::requester_run(qp, ctx_, kBurst);
+        }
+        sync_timer(qp);
+        if (qp_has_work(qp)) {
+            ++i;
             continue;
         }
-        rc::completer_timers(*qp, ctx_);
-        if (qp->state == QpState::err) continue;
-        // Acknowledged WQEs whose payload a driver held: complete them once released.
-        if (qp->sq.consumer_index() != qp->comp.acked_wqe && rc::completer_reap(*qp)) wait_release = true;
-        rc::responder_run(*qp, ctx_, kBurst);
-        work += rc::requester_run(*qp, ctx_, kBurst);
+        active_flag_[slot] = 0;
+        active_[i] = active_.back();
+        active_.pop_back();
     }
     // PMDs free sent mbufs lazily (memif zero-copy only in its next tx burst). A completion waits
     // for a release: when this pass had nothing else to do, ask the ports (an empty memif burst may
@@ -116,10 +164,11 @@ void Device::sleep_until_doorbell(std::uint64_t max_ns) noexcept {
         asleep_.store(false, std::memory_order_seq_cst);
         return;
     }
-    bool work = loopback_.size() > 0; // looped-back frames or WQEs not yet started by the requester
-    for (const rc::Qp* qp : live_qps_)
-        if (qp->state != QpState::reset && qp->sq.producer_index() != qp->req.next_wqe) work = true;
-    const std::uint64_t deadline = work ? 0 : next_deadline_ns();
+    // Looped-back frames, active QPs, or a doorbell rung since the last pass: no sleep.
+    bool work = loopback_.size() > 0 || !active_.empty();
+    for (const auto& sw : doorbell_summary_)
+        if (sw.load(std::memory_order_seq_cst) != 0) work = true;
+    const std::uint64_t deadline = work ? 0 : timers_.next_deadline_ns();
     leave_pass();
     if (!work && doorbell_fd_ >= 0) {
         std::uint64_t wait = max_ns;
@@ -136,13 +185,6 @@ void Device::sleep_until_doorbell(std::uint64_t max_ns) noexcept {
     asleep_.store(false, std::memory_order_seq_cst);
 }
 
-std::uint64_t Device::next_deadline_ns() const noexcept {
-    std::uint64_t best = 0;
-    for (const rc::Qp* qp : live_qps_) {
-        const std::uint64_t d = rc::completer_next_deadline(*qp);
-        if (d && (best == 0 || d < best)) best = d;
-    }
-    return best;
-}
+std::uint64_t Device::next_deadline_ns() const noexcept { return timers_.next_deadline_ns(); }
 
 } // namespace droce

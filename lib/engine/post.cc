@@ -18,6 +18,28 @@ using namespace rc; // the engine runs the RC transport: Qp, WrOpcode, QpState .
 
 
 int Device::post_send(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept {
+    const int err = post_send_wqes(qp, wrs, n, bad);
+    if (*bad > 0) notify_engine(qp->qpn - kFirstQpn); // published WQEs, even when a later one failed
+    return err;
+}
+
+int Device::post_recv(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept {
+    const int err = post_recv_wqes(qp, wrs, n, bad);
+    if (*bad > 0) notify_engine(qp->qpn - kFirstQpn);
+    return err;
+}
+
+void Device::notify_engine(std::uint32_t slot) noexcept {
+    // The doorbell of a NIC: "QP slot has new WQEs". Leaf word first, then its summary bit, both
+    // RMWs after the WQEs were published: the engine takes the summary, then the leaf, with acquire,
+    // so a slot it finds set shows every WQE published before the bit was set; a bit set after the
+    // engine took its word stays set for the next pass.
+    doorbell_bits_[slot / 64].fetch_or(1ull << (slot % 64), std::memory_order_seq_cst);
+    doorbell_summary_[slot / 4096].fetch_or(1ull << ((slot / 64) % 64), std::memory_order_seq_cst);
+    if (asleep_.load(std::memory_order_seq_cst)) ring_doorbell();
+}
+
+int Device::post_send_wqes(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept {
     *bad = 0;
     // A QP of another device is EINVAL (O(1): the QPN indexes this device's table).
     if (!qp || qp_by_num(qp->qpn) != qp || (n > 0 && !wrs)) return EINVAL;
@@ -82,11 +104,10 @@ int Device::post_send(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, std::
         qp->sq.publish();
     }
     *bad = n;
-    if (asleep_.load(std::memory_order_seq_cst)) ring_doorbell();
     return 0;
 }
 
-int Device::post_recv(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept {
+int Device::post_recv_wqes(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept {
     *bad = 0;
     if (!qp || qp_by_num(qp->qpn) != qp || (n > 0 && !wrs) || qp->state == QpState::reset) return EINVAL;
     for (std::uint32_t i = 0; i < n; ++i) {
@@ -106,7 +127,6 @@ int Device::post_recv(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, std::
         qp->rq.publish();
     }
     *bad = n;
-    if (asleep_.load(std::memory_order_seq_cst)) ring_doorbell();
     return 0;
 }
 

@@ -51,6 +51,7 @@ void Device::receive(PktBuf& buf) noexcept {
     qp->counters.inc(Counter::rcvd_pkts);
     if (pkt.info->is(wire::OpFlags::response)) rc::completer_receive(*qp, pkt, ctx_);
     else rc::responder_receive(*qp, pkt, ctx_);
+    activate(qp->qpn - rc::kFirstQpn); // an ACK opens the window, a request owes an ACK: run it this pass
 }
 
 std::uint32_t Device::drain_loopback(std::uint32_t budget) noexcept {
