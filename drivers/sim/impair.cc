@@ -62,10 +62,10 @@ struct ImpairedPort::Impl {
 
     std::uint32_t slots;
     std::unique_ptr<Slot[]> ring;
-    std::uint64_t head = 0;    ///< first slot not yet gone
-    std::uint64_t tail = 0;    ///< next slot to fill
-    std::uint32_t queued = 0;  ///< slots not gone
-    std::uint32_t n_held = 0;  ///< slots in state held
+    std::uint64_t head = 0;   ///< first slot not yet gone
+    std::uint64_t tail = 0;   ///< next slot to fill
+    std::uint32_t queued = 0; ///< slots not gone
+    std::uint32_t n_held = 0; ///< slots in state held
 
     std::uint64_t t0_ns;
     std::uint64_t busy_until_ps = 0; ///< modelled queue: end of serialisation, ps since t0_ns
@@ -74,8 +74,9 @@ struct ImpairedPort::Impl {
     std::uint16_t n_drops = 0;
 
     Impl(PortDriver& in, Clock* c, const ImpairConfig& config)
-        : inner(in), clock(c), cfg(config), rng(config.seed), slots(std::bit_ceil(config.ring_frames)),
-          ring(std::make_unique<Slot[]>(slots)), t0_ns(c->now_ns()) {}
+        : inner(in), clock(c), cfg(config), rng(config.seed),
+          slots(std::bit_ceil(config.ring_frames)), ring(std::make_unique<Slot[]>(slots)),
+          t0_ns(c->now_ns()) {}
 
     ~Impl() {
         for (std::uint64_t pos = head; pos != tail; ++pos) {
@@ -230,7 +231,8 @@ struct ImpairedPort::Impl {
             return;
         }
         const std::uint64_t now_ps = rel_ps(now);
-        const std::uint64_t backlog = detail::backlog_bytes(busy_until_ps, now_ps, c.bandwidth_gbps);
+        const std::uint64_t backlog =
+            detail::backlog_bytes(busy_until_ps, now_ps, c.bandwidth_gbps);
         if (c.queue_bytes != 0 && backlog + b->len > c.queue_bytes) {
             stats.inc(LinkCounter::dropped_queue_full);
             drop(b);
@@ -478,8 +480,10 @@ std::string quoted(std::string_view s) {
 }
 
 std::string_view trim(std::string_view s) noexcept {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+        s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+        s.remove_suffix(1);
     return s;
 }
 
@@ -559,12 +563,25 @@ std::string parse_impair_spec(std::string_view spec, ImpairConfig& out) {
             if (!parse_double(v, d) || d < 0.0 || d > 1.0)
                 return bad_value(name, v, "a probability 0..1");
             switch (k->key) {
-            case Key::loss: c.link.loss = d; break;
-            case Key::reorder: c.link.reorder = d; break;
-            case Key::dup: c.link.duplicate = d; break;
-            case Key::corrupt: c.link.corrupt = d; break;
-            case Key::ecn: c.ecn_mark_probability = d; break;
-            default: c.link.pmax = d; red_given = true; break;
+            case Key::loss:
+                c.link.loss = d;
+                break;
+            case Key::reorder:
+                c.link.reorder = d;
+                break;
+            case Key::dup:
+                c.link.duplicate = d;
+                break;
+            case Key::corrupt:
+                c.link.corrupt = d;
+                break;
+            case Key::ecn:
+                c.ecn_mark_probability = d;
+                break;
+            default:
+                c.link.pmax = d;
+                red_given = true;
+                break;
             }
             break;
         }
@@ -604,9 +621,12 @@ std::string parse_impair_spec(std::string_view spec, ImpairConfig& out) {
             c.seed = u;
             break;
         case Key::side:
-            if (v == "tx") c.side = ImpairSide::tx;
-            else if (v == "rx") c.side = ImpairSide::rx;
-            else return bad_value(name, v, "tx or rx");
+            if (v == "tx")
+                c.side = ImpairSide::tx;
+            else if (v == "rx")
+                c.side = ImpairSide::rx;
+            else
+                return bad_value(name, v, "tx or rx");
             break;
         case Key::up:
             if (!parse_bool(v, c.link.up)) return bad_value(name, v, "0, 1, true or false");

@@ -159,8 +159,7 @@ wire::MacAddr mac(std::uint8_t e) {
 
 /** A RoCEv2 SEND ONLY frame (IPv4, or IPv6) with @p seq in its first payload bytes. */
 std::vector<std::uint8_t> roce_frame(std::uint32_t seq, std::uint8_t tos = 0, bool ipv6 = false,
-                                     std::size_t payload = 64,
-                                     const wire::MacAddr& dst = mac(1)) {
+                                     std::size_t payload = 64, const wire::MacAddr& dst = mac(1)) {
     wire::PathHeaders path;
     path.src_mac = mac(0);
     path.dst_mac = dst;
@@ -245,7 +244,8 @@ class ImpairTest : public ::testing::Test {
 
     static std::vector<std::uint32_t> seqs(const CountingPort& p) {
         std::vector<std::uint32_t> v;
-        for (const auto& f : p.sent) v.push_back(seq_of(f));
+        for (const auto& f : p.sent)
+            v.push_back(seq_of(f));
         return v;
     }
 };
@@ -256,7 +256,8 @@ TEST_F(ImpairTest, NoImpairmentIsTransparent) {
         ImpairedPort st(inner, &clock, ImpairConfig{});
         send_frames(st, 100, 7);
         ASSERT_EQ(inner.sent.size(), 100u);
-        for (std::uint32_t i = 0; i < 100; ++i) EXPECT_EQ(inner.sent[i], roce_frame(i));
+        for (std::uint32_t i = 0; i < 100; ++i)
+            EXPECT_EQ(inner.sent[i], roce_frame(i));
         EXPECT_EQ(st.stats()[LC::tx_frames], 100u);
         EXPECT_EQ(st.stats()[LC::delivered], 100u);
         EXPECT_EQ(st.queued(), 0u);
@@ -443,7 +444,8 @@ TEST_F(ImpairTest, CorruptionFailsTheIcrcAndSparesMaskedFields) {
                 }
                 EXPECT_EQ(bits, 1);
                 EXPECT_GE(where, 14u) << "inside the Ethernet header";
-                for (const std::size_t m : masked_offsets(ipv6)) EXPECT_EQ(got[m], want[m]) << m;
+                for (const std::size_t m : masked_offsets(ipv6))
+                    EXPECT_EQ(got[m], want[m]) << m;
                 if (ipv6) { // the traffic class's high nibble is the low nibble of byte 14
                     EXPECT_EQ(got[14] & 0x0f, want[14] & 0x0f);
                 }
@@ -472,7 +474,8 @@ TEST_F(ImpairTest, EcnProbabilityMarksOnlyEctFramesAndKeepsChecksums) {
     {
         ImpairedPort st(inner, &clock, c);
         for (std::uint32_t s = 0; s < 4000; ++s) {
-            PktBuf* b = buffer_with(st, roce_frame(s, static_cast<std::uint8_t>(0xa0 | tos[s % 4])));
+            PktBuf* b =
+                buffer_with(st, roce_frame(s, static_cast<std::uint8_t>(0xa0 | tos[s % 4])));
             ASSERT_EQ(st.tx_burst(&b, 1), 1);
         }
         ASSERT_EQ(inner.sent.size(), 4000u);
@@ -590,7 +593,8 @@ TEST_F(ImpairTest, BackpressureLeavesTheRestWithTheCallerAndDestructionFreesTheR
         ImpairedPort st(inner, &clock, c);
         inner.tx_limit = 0; // the NIC queue is full
         std::vector<PktBuf*> bufs;
-        for (std::uint32_t s = 0; s < 20; ++s) bufs.push_back(buffer_with(st, roce_frame(s, 2)));
+        for (std::uint32_t s = 0; s < 20; ++s)
+            bufs.push_back(buffer_with(st, roce_frame(s, 2)));
         const std::uint16_t took = st.tx_burst(bufs.data(), 20);
         EXPECT_GT(took, 0);
         EXPECT_LT(took, 20); // the ring (8) plus what the loss draw dropped
@@ -675,15 +679,16 @@ TEST_F(ImpairTest, ReceiveSideImpairsWhatTheInnerPortReceives) {
         EXPECT_EQ(inner.sent.size(), 10u);
         EXPECT_EQ(st.stats()[LC::tx_frames], 0u);
 
-        for (std::uint32_t s = 0; s < 2000; ++s) inner.inject(roce_frame(s));
+        for (std::uint32_t s = 0; s < 2000; ++s)
+            inner.inject(roce_frame(s));
         std::array<PktBuf*, 16> rx{};
         for (int i = 0; i < 100000 && order.size() < 2000 + st.stats()[LC::duplicated] -
                                                          st.stats()[LC::dropped_loss];
              ++i) {
             const std::uint16_t n = st.rx_burst(rx.data(), static_cast<std::uint16_t>(1 + i % 16));
             for (std::uint16_t k = 0; k < n; ++k)
-                order.push_back(seq_of(std::vector<std::uint8_t>(rx[k]->data,
-                                                                 rx[k]->data + rx[k]->len)));
+                order.push_back(
+                    seq_of(std::vector<std::uint8_t>(rx[k]->data, rx[k]->data + rx[k]->len)));
             st.free_bulk(rx.data(), n);
             if (n == 0 && st.next_release_ns() != 0) clock.set(st.next_release_ns());
         }
@@ -730,8 +735,10 @@ TEST_F(ImpairTest, WrapsASimFabricPortEndToEnd) {
             for (std::uint16_t k = 0; k < n; ++k) {
                 ++n_rx;
                 const std::vector<std::uint8_t> f(rx[k]->data, rx[k]->data + rx[k]->len);
-                if (!icrc_ok(f)) ++bad;
-                else if (rx[k]->ecn_ce) ++ce;
+                if (!icrc_ok(f))
+                    ++bad;
+                else if (rx[k]->ecn_ce)
+                    ++ce;
             }
             fabric.port(1, 0).free_bulk(rx.data(), n);
         }
@@ -757,10 +764,10 @@ TEST_F(ImpairTest, BadConstructionThrows) {
 
 TEST(ImpairSpec, AcceptsTheDocumentedKeys) {
     ImpairConfig c;
-    EXPECT_EQ(parse_impair_spec(
-                  "loss=0.01,reorder=0.01,reorder_frames=3,dup=0.005,corrupt=0.001,ecn=0.05,seed=7",
-                  c),
-              "");
+    EXPECT_EQ(
+        parse_impair_spec(
+            "loss=0.01,reorder=0.01,reorder_frames=3,dup=0.005,corrupt=0.001,ecn=0.05,seed=7", c),
+        "");
     EXPECT_DOUBLE_EQ(c.link.loss, 0.01);
     EXPECT_DOUBLE_EQ(c.link.reorder, 0.01);
     EXPECT_EQ(c.link.reorder_max_frames, 3);
@@ -890,7 +897,8 @@ TEST(ImpairSpec, HostileInputNeverCrashesAndStaysShort) {
     const std::string binary("lo\0ss=\x01\xff", 8);
     err = parse_impair_spec(binary, c);
     EXPECT_FALSE(err.empty());
-    for (const char ch : err) EXPECT_TRUE(ch >= 0x20 && ch < 0x7f) << static_cast<int>(ch);
+    for (const char ch : err)
+        EXPECT_TRUE(ch >= 0x20 && ch < 0x7f) << static_cast<int>(ch);
 
     std::mt19937_64 rng(99);
     std::string alphabet = "loss=,.0123456789eE+-xnaif reorder_dup \t";
@@ -899,7 +907,8 @@ TEST(ImpairSpec, HostileInputNeverCrashesAndStaysShort) {
     for (int i = 0; i < 20000; ++i) {
         std::string s;
         const std::size_t len = rng() % 40;
-        for (std::size_t k = 0; k < len; ++k) s += alphabet[rng() % alphabet.size()];
+        for (std::size_t k = 0; k < len; ++k)
+            s += alphabet[rng() % alphabet.size()];
         ImpairConfig d;
         const std::string before = to_spec(d);
         const std::string e = parse_impair_spec(s, d);
