@@ -713,6 +713,121 @@ TEST_F(ImpairTest, ReceiveSideImpairsWhatTheInnerPortReceives) {
     expect_balanced(inner);
 }
 
+TEST_F(ImpairTest, DelayHoldsEveryFrameForDelayNsInOrder) {
+    CountingPort inner;
+    ImpairConfig c;
+    c.link.delay_ns = 2000;
+    {
+        ImpairedPort st(inner, &clock, c);
+        const std::uint64_t t0 = clock.now_ns();
+        send_frames(st, 3, 3);
+        EXPECT_EQ(inner.sent.size(), 0u);
+        EXPECT_EQ(st.queued(), 3u);
+        EXPECT_EQ(st.held(), 0u);
+        EXPECT_EQ(st.next_release_ns(), t0 + 2000);
+        clock.advance(1999);
+        st.poll();
+        EXPECT_EQ(inner.sent.size(), 0u);
+        clock.advance(1);
+        st.poll();
+        EXPECT_EQ(seqs(inner), (std::vector<std::uint32_t>{0, 1, 2}));
+        EXPECT_EQ(st.next_release_ns(), 0u);
+
+        // A shorter delay never lets a frame overtake one sent before it.
+        auto send_seq = [&st](std::uint32_t s) {
+            PktBuf* b = buffer_with(st, roce_frame(s));
+            ASSERT_NE(b, nullptr);
+            ASSERT_EQ(st.tx_burst(&b, 1), 1);
+        };
+        const std::uint64_t t1 = clock.now_ns();
+        send_seq(3);
+        c.link.delay_ns = 100;
+        st.set_config(c);
+        clock.advance(500);
+        send_seq(4);
+        send_seq(5);
+        clock.set(t1 + 1999);
+        st.poll();
+        EXPECT_EQ(inner.sent.size(), 3u);
+        clock.set(t1 + 2000);
+        st.poll();
+        EXPECT_EQ(seqs(inner), (std::vector<std::uint32_t>{0, 1, 2, 3, 4, 5}));
+
+        // A held frame is released reorder_max_ns after it was due.
+        c.link.reorder = 1.0;
+        c.link.reorder_max_ns = 5000;
+        st.set_config(c);
+        const std::uint64_t t2 = clock.now_ns();
+        send_seq(6);
+        EXPECT_EQ(st.held(), 1u);
+        EXPECT_EQ(st.next_release_ns(), t2 + 100 + 5000);
+        clock.set(t2 + 5099);
+        st.poll();
+        EXPECT_EQ(inner.sent.size(), 6u);
+        clock.set(t2 + 5100);
+        st.poll();
+        EXPECT_EQ(inner.sent.size(), 7u);
+        EXPECT_EQ(st.stats()[LC::delivered], 7u);
+    }
+    expect_balanced(inner);
+}
+
+TEST_F(ImpairTest, DelayOnTheReceiveSide) {
+    CountingPort inner;
+    ImpairConfig c;
+    c.side = ImpairSide::rx;
+    c.link.delay_ns = 1000;
+    {
+        ImpairedPort st(inner, &clock, c);
+        for (std::uint32_t s = 0; s < 4; ++s)
+            inner.inject(roce_frame(s));
+        std::array<PktBuf*, 8> rx{};
+        EXPECT_EQ(st.rx_burst(rx.data(), 8), 0);
+        EXPECT_EQ(st.queued(), 4u);
+        clock.advance(999);
+        EXPECT_EQ(st.rx_burst(rx.data(), 8), 0);
+        clock.advance(1);
+        ASSERT_EQ(st.rx_burst(rx.data(), 8), 4);
+        for (std::uint32_t s = 0; s < 4; ++s)
+            EXPECT_EQ(seq_of(std::vector<std::uint8_t>(rx[s]->data, rx[s]->data + rx[s]->len)), s);
+        st.free_bulk(rx.data(), 4);
+    }
+    expect_balanced(inner);
+}
+
+TEST_F(ImpairTest, ReceiveSideRingFilledByDuplicatesTailDrops) {
+    // rx_burst takes from the inner port what the ring has room for; the duplicates of the first
+    // frames fill it, and the frames after them are tail-dropped rather than overrunning it.
+    CountingPort inner;
+    ImpairConfig c;
+    c.side = ImpairSide::rx;
+    c.link.duplicate = 1.0;
+    c.ring_frames = 4;
+    std::vector<std::uint32_t> order;
+    {
+        ImpairedPort st(inner, &clock, c);
+        for (std::uint32_t s = 0; s < 8; ++s)
+            inner.inject(roce_frame(s));
+        std::array<PktBuf*, 16> rx{};
+        for (int i = 0; i < 2; ++i) {
+            const std::uint16_t n = st.rx_burst(rx.data(), 16);
+            EXPECT_EQ(n, 4);
+            for (std::uint16_t k = 0; k < n; ++k)
+                order.push_back(
+                    seq_of(std::vector<std::uint8_t>(rx[k]->data, rx[k]->data + rx[k]->len)));
+            st.free_bulk(rx.data(), n);
+        }
+        EXPECT_EQ(st.rx_burst(rx.data(), 16), 0);
+        EXPECT_EQ(st.stats()[LC::tx_frames], 8u);
+        EXPECT_EQ(st.stats()[LC::duplicated], 4u);
+        EXPECT_EQ(st.stats()[LC::dropped_queue_full], 4u);
+        EXPECT_EQ(st.stats()[LC::delivered], 8u);
+        EXPECT_EQ(st.queued(), 0u);
+    }
+    EXPECT_EQ(order, (std::vector<std::uint32_t>{0, 0, 1, 1, 4, 4, 5, 5}));
+    expect_balanced(inner);
+}
+
 TEST_F(ImpairTest, WrapsASimFabricPortEndToEnd) {
     FabricConfig fc;
     fc.seed = 1;
