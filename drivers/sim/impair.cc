@@ -278,6 +278,7 @@ enum class Key : std::uint8_t {
     reorder,
     reorder_frames,
     reorder_ns,
+    delay,
     dup,
     corrupt,
     ecn,
@@ -304,6 +305,8 @@ constexpr KeyName kKeys[] = {
     {"reorder", Key::reorder},
     {"reorder_frames", Key::reorder_frames},
     {"reorder_ns", Key::reorder_ns},
+    {"delay", Key::delay},
+    {"delay_ns", Key::delay},
     {"dup", Key::dup},
     {"duplicate", Key::dup},
     {"corrupt", Key::corrupt},
@@ -401,8 +404,8 @@ std::string parse_impair_spec(std::string_view spec, ImpairConfig& out) {
             if (kn.name == name) k = &kn;
         if (k == nullptr)
             return "impair spec: unknown key " + quoted(name) +
-                   " (known: loss reorder reorder_frames reorder_ns dup corrupt ecn bw queue red "
-                   "red_kmin red_kmax red_pmax seed side up ring)";
+                   " (known: loss reorder reorder_frames reorder_ns delay dup corrupt ecn bw "
+                   "queue red red_kmin red_kmax red_pmax seed side up ring)";
         bool& was = seen[static_cast<std::size_t>(k->key)];
         if (was) return "impair spec: key " + quoted(name) + " given twice";
         was = true;
@@ -454,6 +457,11 @@ std::string parse_impair_spec(std::string_view spec, ImpairConfig& out) {
             if (!parse_u64(v, std::numeric_limits<std::uint64_t>::max(), u))
                 return bad_value(name, v, "ns, an unsigned integer");
             c.link.reorder_max_ns = u;
+            break;
+        case Key::delay:
+            if (!parse_u64(v, std::numeric_limits<std::uint64_t>::max(), u))
+                return bad_value(name, v, "ns, an unsigned integer");
+            c.link.delay_ns = u;
             break;
         case Key::queue:
             if (!parse_u64(v, std::numeric_limits<std::uint64_t>::max(), u))
@@ -521,6 +529,7 @@ std::string to_spec(const ImpairConfig& c) {
     s += ",reorder=" + shortest(c.link.reorder);
     s += ",reorder_frames=" + std::to_string(c.link.reorder_max_frames);
     s += ",reorder_ns=" + std::to_string(c.link.reorder_max_ns);
+    s += ",delay=" + std::to_string(c.link.delay_ns);
     s += ",dup=" + shortest(c.link.duplicate);
     s += ",corrupt=" + shortest(c.link.corrupt);
     s += ",ecn=" + shortest(c.ecn_mark_probability);

@@ -122,7 +122,7 @@ struct ImpairConfig {
  * Parses an impairment spec: comma-separated key=value pairs, spaces around them ignored, an
  * empty spec is valid (all defaults). Keys (probabilities 0..1, integers decimal, no sign):
  *   loss, reorder, dup (or duplicate), corrupt, ecn (= ecn_mark_probability): probabilities;
- *   reorder_frames (0..65535), reorder_ns: reorder bound;
+ *   reorder_frames (0..65535), reorder_ns: reorder bound; delay (or delay_ns): ns;
  *   bw (or bandwidth_gbps): Gb/s >= 0; queue (or queue_bytes): bytes;
  *   red_kmin, red_kmax (bytes), red_pmax (probability): RED; giving any of them enables RED;
  *   seed; side (tx|rx); up (0|1|true|false); ring (1..65536).

@@ -918,6 +918,12 @@ TEST(ImpairSpec, AcceptsTheDocumentedKeys) {
     EXPECT_DOUBLE_EQ(f.link.loss, 0.5);
     EXPECT_FALSE(f.link.ecn);
     EXPECT_EQ(f.link.queue_bytes, 100000u);
+
+    ImpairConfig g;
+    EXPECT_EQ(parse_impair_spec("delay=1500", g), "");
+    EXPECT_EQ(g.link.delay_ns, 1500u);
+    EXPECT_EQ(parse_impair_spec("delay_ns=7", g), "");
+    EXPECT_EQ(g.link.delay_ns, 7u);
 }
 
 TEST(ImpairSpec, ToSpecRoundTrips) {
@@ -926,6 +932,7 @@ TEST(ImpairSpec, ToSpecRoundTrips) {
     c.link.reorder = 1.0 / 3.0;
     c.link.reorder_max_frames = 65535;
     c.link.reorder_max_ns = std::numeric_limits<std::uint64_t>::max();
+    c.link.delay_ns = 123456789;
     c.link.duplicate = 1e-9;
     c.link.corrupt = 0.5;
     c.link.bandwidth_gbps = 100;
@@ -946,6 +953,7 @@ TEST(ImpairSpec, ToSpecRoundTrips) {
     EXPECT_EQ(d.link.reorder, c.link.reorder);
     EXPECT_EQ(d.seed, c.seed);
     EXPECT_EQ(d.link.reorder_max_ns, c.link.reorder_max_ns);
+    EXPECT_EQ(d.link.delay_ns, c.link.delay_ns);
     ImpairConfig def;
     ImpairConfig e;
     e.link.loss = 0.9;
@@ -983,6 +991,8 @@ TEST(ImpairSpec, RejectsBadSpecsNamingTheKey) {
     expect_rejected("reorder_frames=70000", {"'reorder_frames'", "'70000'"});
     expect_rejected("reorder_frames=-1", {"'reorder_frames'"});
     expect_rejected("reorder_ns=99999999999999999999999", {"'reorder_ns'"});
+    expect_rejected("delay=-1", {"'delay'", "'-1'"});
+    expect_rejected("delay_ns=1.5", {"'delay_ns'"});
     expect_rejected("seed=-1", {"'seed'", "'-1'"});
     expect_rejected("seed=0x10", {"'seed'"});
     expect_rejected("ring=0", {"'ring'"});
