@@ -233,6 +233,8 @@ struct Link {
     /**
      * @param ctx the owner's shared state; not owned, must outlive the link.
      * @param storage, slots the ring's entries (slots a power of two); not owned.
+     * @param initial the first config.
+     * @param timing how frames are timed, for the link's life.
      */
     Link(LinkContext& ctx, Entry* storage, std::uint32_t slots, const LinkConfig& initial,
          Pacing timing) noexcept
@@ -267,6 +269,8 @@ struct Link {
     double ecn_mark_probability = 0.0;
     Pacing pacing;
     LinkStats stats;
+    /** The frames in flight. Take them out with take() or drop_in_flight(), which keep
+     *  LinkContext::in_flight right. */
     HoldRing ring;
 
   private:
