@@ -2,30 +2,24 @@
 /**
  * @file
  * The sim fabric. Control path: the constructor (the only allocation) and the config setters.
- * Datapath: the ports' burst functions, which work on fixed-capacity rings and the preallocated
- * pool.
+ * Datapath: the ports' burst functions, which work on the links' fixed-capacity hold rings and the
+ * preallocated pool.
  *
- * In-flight frames of a link live in a ring in send order. Delivery times along a link never
- * decrease (serialisation is FIFO and the delay is added after), so a receiver scans each incoming
- * ring from its head and stops at the first frame not yet due. A held-back (reordered) frame stays
- * in place and is skipped until it is released; frames delivered from behind it leave tombstones
- * that the head steps over once everything before them is gone.
+ * Each directed link is a detail::Link (sim/link.h): the impairment pipeline and hold ring the
+ * impairment stage uses too, with frames paced at the link bandwidth. What is the fabric's own:
+ * routing by MAC, broadcast copies, the pool, and the receive side, which merges the rings of the
+ * links into a port by (delivery time, send order) and drops what was in flight on a link that is
+ * down when it would be delivered.
  */
 #include "sim/fabric.h"
-#include "sim/impair_common.h"
 
 #include <algorithm>
 #include <bit>
-#include <cmath>
 #include <cstring>
-#include <limits>
-#include <random>
 #include <stdexcept>
 #include <vector>
 
-#include "wire/ipv4.h"
-#include "wire/ipv6.h"
-#include "wire/udp.h"
+#include "sim/link.h"
 
 namespace droce::sim {
 
@@ -55,42 +49,6 @@ std::string_view to_string(PortCounter c) noexcept {
     return "unknown";
 }
 
-namespace {
-
-using detail::ecn_of;
-using detail::kEcnCe;
-using detail::kEthHeader;
-using detail::Layout;
-using detail::layout_of;
-using detail::mark_ce;
-
-enum class EntryState : std::uint8_t { live, held, gone };
-
-/** One frame in flight on a link. */
-struct Entry {
-    PktBuf* buf = nullptr;
-    std::uint64_t deliver_ns = 0;    ///< receivable from this time
-    std::uint64_t hold_until_ns = 0; ///< held frames: released at this time at the latest
-    std::uint64_t seq = 0;           ///< fabric-wide send order: tie-break between links
-    std::uint16_t hold_left = 0;     ///< held frames: later frames still to be delivered before it
-    EntryState state = EntryState::gone;
-};
-
-struct Link {
-    LinkConfig cfg;
-    LinkStats stats;
-    Entry* ring = nullptr;  ///< link_slots entries in Impl::entries
-    std::uint64_t head = 0; ///< first entry not yet gone
-    std::uint64_t tail = 0; ///< next entry to fill
-    /** End of serialisation of the last frame, ps since t0: own_busy_ps, or the destination
-     *  port's when FabricConfig::shared_egress is set. */
-    std::uint64_t* busy_until_ps = nullptr;
-    std::uint64_t own_busy_ps = 0;
-    std::uint64_t last_deliver_ns = 0; ///< delivery time of the last frame: FIFO floor
-};
-
-} // namespace
-
 class SimPort final : public PortDriver {
   public:
     SimPort(Fabric::Impl* fabric, std::uint32_t endpoint, std::uint32_t plane) noexcept
@@ -108,16 +66,13 @@ class SimPort final : public PortDriver {
     std::uint32_t plane_;
 };
 
-struct Fabric::Impl {
+struct Fabric::Impl final : detail::FramePool {
     Clock* clock;
     std::uint32_t n_endpoints;
     std::uint32_t n_planes;
     std::uint32_t capacity;
     std::uint32_t slots;
-    std::uint64_t t0_ns;
-    std::mt19937_64 rng;
-    std::uint64_t next_seq = 0;
-    std::uint32_t inflight = 0;
+    detail::LinkContext ctx;
 
     // Pool: buffer i is bufs[i] with data at mem[i * capacity]; free_stack[0..free_top) are free.
     std::uint32_t n_bufs;
@@ -127,15 +82,15 @@ struct Fabric::Impl {
     std::vector<std::uint8_t> is_free;
     std::uint32_t free_top = 0;
 
-    std::vector<Entry> entries;
-    std::vector<Link> links;    ///< index (plane * E + from) * E + to
-    std::vector<SimPort> ports; ///< index endpoint * P + plane
+    std::vector<detail::Entry> entries;
+    std::vector<detail::Link> links; ///< index (plane * E + from) * E + to
+    std::vector<SimPort> ports;      ///< index endpoint * P + plane
     std::vector<PortStats> port_stats;
     std::vector<std::uint64_t> egress_busy_ps; ///< per destination port, for shared_egress
 
     Impl(Clock* c, const FabricConfig& cfg)
         : clock(c), n_endpoints(cfg.endpoints), n_planes(cfg.planes), capacity(cfg.buffer_capacity),
-          slots(std::bit_ceil(cfg.link_slots)), t0_ns(c->now_ns()), rng(cfg.seed),
+          slots(std::bit_ceil(cfg.link_slots)), ctx(cfg.seed, c->now_ns(), *this),
           n_bufs(cfg.pool_buffers), mem(std::make_unique_for_overwrite<std::uint8_t[]>(
                                         static_cast<std::size_t>(n_bufs) * capacity)),
           bufs(n_bufs), free_stack(n_bufs), is_free(n_bufs, 1) {
@@ -148,16 +103,14 @@ struct Fabric::Impl {
         free_top = n_bufs;
         const std::size_t n_links = static_cast<std::size_t>(n_planes) * n_endpoints * n_endpoints;
         entries.resize(n_links * slots);
-        links.resize(n_links);
+        links.reserve(n_links);
         egress_busy_ps.resize(static_cast<std::size_t>(n_endpoints) * n_planes);
         for (std::size_t i = 0; i < n_links; ++i) {
-            Link& l = links[i];
-            l.cfg = cfg.link;
-            l.ring = entries.data() + i * slots;
+            detail::Link& l = links.emplace_back(ctx, entries.data() + i * slots, slots, cfg.link,
+                                                 detail::Pacing::serialise);
             const std::size_t to = i % n_endpoints;
             const std::size_t plane = i / (static_cast<std::size_t>(n_endpoints) * n_endpoints);
-            l.busy_until_ps =
-                cfg.shared_egress ? &egress_busy_ps[to * n_planes + plane] : &l.own_busy_ps;
+            if (cfg.shared_egress) l.share_egress(&egress_busy_ps[to * n_planes + plane]);
         }
         ports.reserve(static_cast<std::size_t>(n_endpoints) * n_planes);
         for (std::uint32_t e = 0; e < n_endpoints; ++e)
@@ -166,15 +119,12 @@ struct Fabric::Impl {
         port_stats.resize(ports.size());
     }
 
-    Link& link(std::uint32_t from, std::uint32_t to, std::uint32_t plane) noexcept {
+    detail::Link& link(std::uint32_t from, std::uint32_t to, std::uint32_t plane) noexcept {
         return links[(static_cast<std::size_t>(plane) * n_endpoints + from) * n_endpoints + to];
     }
     PortStats& pstats(std::uint32_t e, std::uint32_t p) noexcept {
         return port_stats[static_cast<std::size_t>(e) * n_planes + p];
     }
-
-    // ---- randomness (impair_common.h, shared with the impairment stage) ----
-    bool chance(double p) noexcept { return detail::chance(rng, p); }
 
     // ---- pool ----
     PktBuf* pool_get() noexcept {
@@ -219,104 +169,20 @@ struct Fabric::Impl {
         const auto data = reinterpret_cast<std::uintptr_t>(b.data);
         return data >= slot && b.len <= capacity && data - slot <= capacity - b.len;
     }
-    PktBuf* copy_of(const PktBuf& src) noexcept {
+
+    // ---- detail::FramePool: broadcast copies, and the links' duplicates and drops ----
+    PktBuf* copy_of(const PktBuf& src) noexcept override {
         PktBuf* c = pool_get();
         if (c == nullptr) return nullptr;
         std::memcpy(c->data, src.data, src.len);
         c->len = src.len;
+        c->port = src.port;
         c->ecn_ce = src.ecn_ce;
         return c;
     }
-
-    // ---- time ----
-    /**
-     * Picoseconds since the fabric was built: serialisation times are kept in ps so that small
-     * frames on fast links do not round to whole ns. 2^64 ps is 213 days of fabric lifetime.
-     */
-    std::uint64_t rel_ps(std::uint64_t now_ns) const noexcept {
-        return now_ns > t0_ns ? (now_ns - t0_ns) * 1000u : 0;
-    }
+    void release(PktBuf* b) noexcept override { pool_put(b); }
 
     // ---- transmit ----
-    bool ring_has_room(const Link& l) const noexcept { return l.tail - l.head < slots; }
-
-    void push(Link& l, PktBuf* b, std::uint64_t deliver_ns, bool held, std::uint16_t hold_left,
-              std::uint64_t hold_until_ns) noexcept {
-        Entry& e = l.ring[l.tail & (slots - 1)];
-        e.buf = b;
-        e.deliver_ns = deliver_ns;
-        e.hold_until_ns = hold_until_ns;
-        e.hold_left = hold_left;
-        e.seq = next_seq++;
-        e.state = held ? EntryState::held : EntryState::live;
-        ++l.tail;
-        ++inflight;
-    }
-
-    /** Bytes queued on @p l and not yet serialised at time @p now_ps. */
-    static std::uint64_t backlog_bytes(const Link& l, std::uint64_t now_ps) noexcept {
-        return detail::backlog_bytes(*l.busy_until_ps, now_ps, l.cfg.bandwidth_gbps);
-    }
-
-    /** One frame onto one directed link; the link takes ownership of @p b in every case. */
-    void send_on_link(Link& l, PktBuf* b, std::uint64_t now_ns) noexcept {
-        const LinkConfig& c = l.cfg;
-        l.stats.inc(LinkCounter::tx_frames);
-        if (!c.up) {
-            l.stats.inc(LinkCounter::dropped_down);
-            pool_put(b);
-            return;
-        }
-        if (chance(c.loss)) {
-            l.stats.inc(LinkCounter::dropped_loss);
-            pool_put(b);
-            return;
-        }
-        const std::uint64_t now_ps = rel_ps(now_ns);
-        const std::uint64_t queued = backlog_bytes(l, now_ps);
-        if ((c.queue_bytes != 0 && queued + b->len > c.queue_bytes) || !ring_has_room(l)) {
-            l.stats.inc(LinkCounter::dropped_queue_full);
-            pool_put(b);
-            return;
-        }
-        const Layout ly = layout_of(*b);
-        b->ecn_ce = ecn_of(*b, ly) == static_cast<int>(kEcnCe);
-        if (c.ecn && detail::red_decides_mark(rng, c.kmin_bytes, c.kmax_bytes, c.pmax, queued) &&
-            mark_ce(*b, ly))
-            l.stats.inc(LinkCounter::ecn_marked);
-        if (chance(c.corrupt)) {
-            detail::corrupt_one_bit(rng, *b, ly);
-            l.stats.inc(LinkCounter::corrupted);
-        }
-
-        // Serialise after whatever is queued, then propagate.
-        std::uint64_t finish_ps = std::max(now_ps, *l.busy_until_ps);
-        finish_ps += detail::serialisation_ps(b->len, c.bandwidth_gbps);
-        *l.busy_until_ps = finish_ps;
-        std::uint64_t deliver = t0_ns + (finish_ps + 999u) / 1000u + c.delay_ns;
-        deliver = std::max({deliver, now_ns, l.last_deliver_ns}); // FIFO even if delay shrank
-        l.last_deliver_ns = deliver;
-
-        bool held = false;
-        std::uint16_t hold_left = 0;
-        if (c.reorder_max_frames > 0 && chance(c.reorder)) {
-            held = true;
-            hold_left = static_cast<std::uint16_t>(1 + rng() % c.reorder_max_frames);
-            l.stats.inc(LinkCounter::reordered);
-        }
-        push(l, b, deliver, held, hold_left, deliver + c.reorder_max_ns);
-
-        if (chance(c.duplicate)) {
-            PktBuf* dup = ring_has_room(l) ? copy_of(*b) : nullptr;
-            if (dup == nullptr) {
-                l.stats.inc(LinkCounter::dropped_no_buffer);
-            } else {
-                push(l, dup, deliver, false, 0, deliver);
-                l.stats.inc(LinkCounter::duplicated);
-            }
-        }
-    }
-
     std::uint16_t tx(std::uint32_t e, std::uint32_t p, PktBuf** in, std::uint16_t n) noexcept {
         PortStats& ps = pstats(e, p);
         const std::uint64_t now = clock->now_ns();
@@ -327,7 +193,7 @@ struct Fabric::Impl {
                 ps.inc(PortCounter::tx_invalid);
                 continue;
             }
-            if (b->len < kEthHeader || !frame_inside_slot(*b)) {
+            if (b->len < sizeof(wire::EthHdr) || !frame_inside_slot(*b)) {
                 ps.inc(PortCounter::tx_invalid);
                 pool_put(b);
                 continue;
@@ -338,16 +204,16 @@ struct Fabric::Impl {
                 const std::uint32_t last = e == n_endpoints - 1 ? n_endpoints - 2 : n_endpoints - 1;
                 for (std::uint32_t t = 0; t < last; ++t) {
                     if (t == e) continue;
-                    Link& l = link(e, t, p);
+                    detail::Link& l = link(e, t, p);
                     PktBuf* c = copy_of(*b);
                     if (c == nullptr) {
                         l.stats.inc(LinkCounter::tx_frames);
                         l.stats.inc(LinkCounter::dropped_no_buffer);
                         continue;
                     }
-                    send_on_link(l, c, now);
+                    l.offer(c, now);
                 }
-                send_on_link(link(e, last, p), b, now);
+                link(e, last, p).offer(b, now);
                 continue;
             }
             if (dst[0] != 0x02 || dst[1] != 0 || dst[2] != 0 || dst[3] != 0 ||
@@ -356,54 +222,26 @@ struct Fabric::Impl {
                 pool_put(b);
                 continue;
             }
-            send_on_link(link(e, dst[4], p), b, now);
+            link(e, dst[4], p).offer(b, now);
         }
         return n;
     }
 
     // ---- receive ----
-    /** Position of the frame @p l would deliver next at @p now, or tail if none is receivable. */
-    std::uint64_t candidate(const Link& l, std::uint64_t now) const noexcept {
-        for (std::uint64_t pos = l.head; pos != l.tail; ++pos) {
-            const Entry& en = l.ring[pos & (slots - 1)];
-            if (en.state == EntryState::gone) continue;
-            if (en.state == EntryState::held && en.hold_left > 0 && now < en.hold_until_ns)
-                continue;
-            return en.deliver_ns <= now ? pos : l.tail;
-        }
-        return l.tail;
-    }
-
-    /** Removes the entry at @p pos from @p l, counting it against frames held before it. */
-    PktBuf* take(Link& l, std::uint64_t pos) noexcept {
-        for (std::uint64_t q = l.head; q != pos; ++q) {
-            Entry& en = l.ring[q & (slots - 1)];
-            if (en.state == EntryState::held && en.hold_left > 0) --en.hold_left;
-        }
-        Entry& en = l.ring[pos & (slots - 1)];
-        PktBuf* b = en.buf;
-        en.buf = nullptr;
-        en.state = EntryState::gone;
-        while (l.head != l.tail && l.ring[l.head & (slots - 1)].state == EntryState::gone)
-            ++l.head;
-        --inflight;
-        return b;
-    }
-
     std::uint16_t rx(std::uint32_t e, std::uint32_t p, PktBuf** out, std::uint16_t n) noexcept {
         const std::uint64_t now = clock->now_ns();
         std::uint16_t got = 0;
         while (got < n) {
             // Merge the incoming links by (delivery time, send order).
-            Link* best = nullptr;
+            detail::Link* best = nullptr;
             std::uint64_t best_pos = 0;
             for (std::uint32_t from = 0; from < n_endpoints; ++from) {
-                Link& l = link(from, e, p);
-                const std::uint64_t pos = candidate(l, now);
-                if (pos == l.tail) continue;
+                detail::Link& l = link(from, e, p);
+                std::uint64_t pos = 0;
+                if (l.ring.due(now, 1, &pos) == 0) continue;
                 if (best != nullptr) {
-                    const Entry& a = l.ring[pos & (slots - 1)];
-                    const Entry& b = best->ring[best_pos & (slots - 1)];
+                    const detail::Entry& a = l.ring.at(pos);
+                    const detail::Entry& b = best->ring.at(best_pos);
                     if (a.deliver_ns > b.deliver_ns ||
                         (a.deliver_ns == b.deliver_ns && a.seq > b.seq))
                         continue;
@@ -412,8 +250,8 @@ struct Fabric::Impl {
                 best_pos = pos;
             }
             if (best == nullptr) break;
-            PktBuf* b = take(*best, best_pos);
-            if (!best->cfg.up) {
+            PktBuf* b = best->take(best_pos);
+            if (!best->config.up) { // in flight when the link went down
                 best->stats.inc(LinkCounter::dropped_down);
                 pool_put(b);
                 continue;
@@ -427,20 +265,10 @@ struct Fabric::Impl {
     }
 
     std::uint64_t next_event() const noexcept {
-        std::uint64_t best = std::numeric_limits<std::uint64_t>::max();
-        for (const Link& l : links) {
-            for (std::uint64_t pos = l.head; pos != l.tail; ++pos) {
-                const Entry& en = l.ring[pos & (slots - 1)];
-                if (en.state == EntryState::gone) continue;
-                if (en.state == EntryState::held && en.hold_left > 0) {
-                    best = std::min(best, en.hold_until_ns); // released by time at the latest
-                    continue;
-                }
-                best = std::min(best, en.deliver_ns); // later entries are no earlier
-                break;
-            }
-        }
-        return best == std::numeric_limits<std::uint64_t>::max() ? 0 : best;
+        std::uint64_t best = detail::kNever;
+        for (const detail::Link& l : links)
+            best = std::min(best, l.ring.next_event_ns(0));
+        return best == detail::kNever ? 0 : best;
     }
 };
 
@@ -482,7 +310,7 @@ std::uint32_t SimPort::max_frame() const noexcept {
 
 bool SimPort::link_up() const noexcept {
     for (std::uint32_t to = 0; to < fabric_->n_endpoints; ++to)
-        if (to != endpoint_ && fabric_->link(endpoint_, to, plane_).cfg.up) return true;
+        if (to != endpoint_ && fabric_->link(endpoint_, to, plane_).config.up) return true;
     return false;
 }
 
@@ -561,31 +389,31 @@ LinkIndex clamp(const Fabric& f, std::uint32_t from, std::uint32_t to,
 const LinkConfig& Fabric::link_config(std::uint32_t from, std::uint32_t to,
                                       std::uint32_t plane) const noexcept {
     const LinkIndex i = clamp(*this, from, to, plane);
-    return impl_->link(i.from, i.to, i.plane).cfg;
+    return impl_->link(i.from, i.to, i.plane).config;
 }
 
 void Fabric::set_link_config(std::uint32_t from, std::uint32_t to, std::uint32_t plane,
                              const LinkConfig& config) noexcept {
     const LinkIndex i = clamp(*this, from, to, plane);
-    impl_->link(i.from, i.to, i.plane).cfg = config;
+    impl_->link(i.from, i.to, i.plane).config = config;
 }
 
 void Fabric::set_all_links(const LinkConfig& config) noexcept {
-    for (Link& l : impl_->links)
-        l.cfg = config;
+    for (detail::Link& l : impl_->links)
+        l.config = config;
 }
 
 void Fabric::set_link_up(std::uint32_t from, std::uint32_t to, std::uint32_t plane,
                          bool up) noexcept {
     const LinkIndex i = clamp(*this, from, to, plane);
-    impl_->link(i.from, i.to, i.plane).cfg.up = up;
+    impl_->link(i.from, i.to, i.plane).config.up = up;
 }
 
 void Fabric::set_port_up(std::uint32_t endpoint, std::uint32_t plane, bool up) noexcept {
     const LinkIndex i = clamp(*this, endpoint, endpoint, plane);
     for (std::uint32_t other = 0; other < impl_->n_endpoints; ++other) {
-        impl_->link(i.from, other, i.plane).cfg.up = up;
-        impl_->link(other, i.from, i.plane).cfg.up = up;
+        impl_->link(i.from, other, i.plane).config.up = up;
+        impl_->link(other, i.from, i.plane).config.up = up;
     }
 }
 
@@ -604,7 +432,7 @@ std::uint64_t Fabric::next_event_ns() const noexcept {
     return impl_->next_event();
 }
 std::uint32_t Fabric::in_flight() const noexcept {
-    return impl_->inflight;
+    return impl_->ctx.in_flight;
 }
 std::uint32_t Fabric::pool_free() const noexcept {
     return impl_->free_top;

@@ -4,13 +4,11 @@
  * The impairment stage. Control path: the constructor (the only allocation), set_config, the spec
  * parser. Datapath: the burst functions, which work on the fixed ring and fixed arrays.
  *
- * The ring holds frames in the order they were impaired. A frame leaves when everything before it
- * has left or is held back; a held frame stays in its slot and is skipped, and each frame that
- * leaves from behind it counts one against its hold. Frames leave in waves: a wave collects up to
- * kBatch sendable frames from the head, but never more than a held frame it passed may still let
- * overtake it, hands them to the sink (the inner tx_burst, or the caller's rx array) and retires
- * the prefix the sink took. Slots left behind a held frame become tombstones that the head steps
- * over once the held frame is gone.
+ * The stage is one detail::Link (sim/link.h), the impairment pipeline and hold ring of a fabric
+ * link, that does not pace frames (its sink does). What is the stage's own: the sink (the inner
+ * tx_burst, or the caller's rx array), the buffers (the inner port's, drops freed in batches), and
+ * the way frames leave: in waves of up to kBatch that the sink may take a prefix of, and all
+ * dropped at once while the link is down.
  */
 #include "sim/impair.h"
 
@@ -23,7 +21,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "sim/impair_common.h"
+#include "sim/link.h"
 
 namespace droce::sim {
 
@@ -42,67 +40,42 @@ namespace {
 /** Frames per wave towards the sink, and dropped frames freed per free_bulk() call. */
 constexpr std::uint16_t kBatch = 32;
 
-enum class SlotState : std::uint8_t { live, held, gone };
-
-struct Slot {
-    PktBuf* buf = nullptr;
-    std::uint64_t hold_until_ns = 0; ///< held: released at this time at the latest
-    std::uint16_t hold_left = 0;     ///< held: frames still to leave after it before it may
-    SlotState state = SlotState::gone;
-};
-
 } // namespace
 
-struct ImpairedPort::Impl {
+struct ImpairedPort::Impl final : detail::FramePool {
     PortDriver& inner;
     Clock* clock;
+    /** As constructed or last set; the impairments in force are link.config and
+     *  link.ecn_mark_probability, which apply() keeps equal to it. */
     ImpairConfig cfg;
-    std::mt19937_64 rng;
-    LinkStats stats;
-
-    std::uint32_t slots;
-    std::unique_ptr<Slot[]> ring;
-    std::uint64_t head = 0;    ///< first slot not yet gone
-    std::uint64_t tail = 0;    ///< next slot to fill
-    std::uint32_t queued = 0;  ///< slots not gone
-    std::uint32_t n_held = 0;  ///< slots in state held
-
-    std::uint64_t t0_ns;
-    std::uint64_t busy_until_ps = 0; ///< modelled queue: end of serialisation, ps since t0_ns
+    detail::LinkContext ctx;
+    std::unique_ptr<detail::Entry[]> entries;
+    detail::Link link;
 
     PktBuf* drops[kBatch] = {};
     std::uint16_t n_drops = 0;
 
     Impl(PortDriver& in, Clock* c, const ImpairConfig& config)
-        : inner(in), clock(c), cfg(config), rng(config.seed), slots(std::bit_ceil(config.ring_frames)),
-          ring(std::make_unique<Slot[]>(slots)), t0_ns(c->now_ns()) {}
+        : inner(in), clock(c), cfg(config), ctx(config.seed, c->now_ns(), *this),
+          entries(std::make_unique<detail::Entry[]>(std::bit_ceil(config.ring_frames))),
+          link(ctx, entries.get(), std::bit_ceil(config.ring_frames), config.link,
+               detail::Pacing::model_queue) {
+        link.ecn_mark_probability = config.ecn_mark_probability;
+    }
 
     ~Impl() {
-        for (std::uint64_t pos = head; pos != tail; ++pos) {
-            Slot& s = slot(pos);
-            if (s.state != SlotState::gone) drop(s.buf);
-            s.state = SlotState::gone;
-        }
-        head = tail;
+        link.drop_in_flight(); // counted as dropped_down, but the counters go with the stage
         flush_drops();
     }
 
-    Slot& slot(std::uint64_t pos) noexcept { return ring[pos & (slots - 1)]; }
-    const Slot& slot(std::uint64_t pos) const noexcept { return ring[pos & (slots - 1)]; }
-    [[nodiscard]] std::uint32_t free_slots() const noexcept {
-        return slots - static_cast<std::uint32_t>(tail - head);
+    void apply(const ImpairConfig& config) noexcept {
+        cfg = config;
+        link.config = config.link;
+        link.ecn_mark_probability = config.ecn_mark_probability;
     }
 
-    // ---- buffers ----
-    void flush_drops() noexcept {
-        if (n_drops != 0) inner.free_bulk(drops, n_drops);
-        n_drops = 0;
-    }
-    void drop(PktBuf* b) noexcept {
-        drops[n_drops++] = b;
-        if (n_drops == kBatch) flush_drops();
-    }
-    PktBuf* copy_of(const PktBuf& src) noexcept {
+    // ---- detail::FramePool: duplicates from the inner port, drops back to it in batches ----
+    PktBuf* copy_of(const PktBuf& src) noexcept override {
         PktBuf* c = nullptr;
         if (inner.alloc_bulk(&c, 1) != 1 || c == nullptr) return nullptr;
         if (c->capacity < src.len) {
@@ -115,158 +88,45 @@ struct ImpairedPort::Impl {
         c->ecn_ce = src.ecn_ce;
         return c;
     }
-
-    // ---- ring ----
-    void push(PktBuf* b, bool held, std::uint16_t hold_left, std::uint64_t hold_until_ns) noexcept {
-        Slot& s = slot(tail++);
-        s.buf = b;
-        s.hold_left = hold_left;
-        s.hold_until_ns = hold_until_ns;
-        s.state = held ? SlotState::held : SlotState::live;
-        ++queued;
-        if (held) ++n_held;
+    void release(PktBuf* b) noexcept override {
+        drops[n_drops++] = b;
+        if (n_drops == kBatch) flush_drops();
     }
-
-    /** Retires the slot at @p pos (it left), counting it against the held frames before it. */
-    PktBuf* take(std::uint64_t pos) noexcept {
-        if (n_held != 0) {
-            for (std::uint64_t q = head; q != pos; ++q) {
-                Slot& s = slot(q);
-                if (s.state == SlotState::held && s.hold_left > 0) --s.hold_left;
-            }
-        }
-        Slot& s = slot(pos);
-        PktBuf* b = s.buf;
-        if (s.state == SlotState::held) --n_held;
-        s.buf = nullptr;
-        s.state = SlotState::gone;
-        --queued;
-        while (head != tail && slot(head).state == SlotState::gone)
-            ++head;
-        return b;
-    }
-
-    /** Link down: every frame in the ring is dropped. */
-    void drop_all_down() noexcept {
-        for (std::uint64_t pos = head; pos != tail; ++pos) {
-            Slot& s = slot(pos);
-            if (s.state == SlotState::gone) continue;
-            stats.inc(LinkCounter::dropped_down);
-            drop(s.buf);
-            s.buf = nullptr;
-            s.state = SlotState::gone;
-        }
-        head = tail;
-        queued = 0;
-        n_held = 0;
-    }
-
-    /**
-     * The ring is full: if its oldest frame is held back, release it now (early, which keeps the
-     * reorder bound) so that the ring can move instead of waiting for reorder_max_ns.
-     */
-    void release_head_if_held() noexcept {
-        if (head == tail) return;
-        Slot& s = slot(head);
-        if (s.state == SlotState::held) s.hold_left = 0;
+    void flush_drops() noexcept {
+        if (n_drops != 0) inner.free_bulk(drops, n_drops);
+        n_drops = 0;
     }
 
     /**
      * Hands frames that may leave to @p sink (std::uint16_t(PktBuf**, std::uint16_t) noexcept,
-     * returning how many it took, a prefix), at most @p budget of them, in waves. Returns how many
-     * left.
+     * returning how many it took, a prefix), at most @p budget of them, in waves of up to kBatch:
+     * a wave never passes a held frame by more than its hold allows, so the sink may take all of
+     * it. Returns how many left. While the link is down every frame in the ring is dropped instead.
      */
     template <typename Sink>
     std::uint32_t drain(std::uint64_t now, std::uint32_t budget, Sink&& sink) noexcept {
-        if (!cfg.link.up) {
-            drop_all_down();
+        if (!link.config.up) {
+            link.drop_in_flight();
             return 0;
         }
         std::uint32_t out = 0;
         PktBuf* batch[kBatch];
         std::uint64_t where[kBatch];
-        while (out < budget && queued != 0) {
-            std::uint32_t cap = std::min<std::uint32_t>(kBatch, budget - out);
-            std::uint16_t cnt = 0;
-            for (std::uint64_t pos = head; pos != tail && cnt < cap; ++pos) {
-                const Slot& s = slot(pos);
-                if (s.state == SlotState::gone) continue;
-                if (s.state == SlotState::held && s.hold_left > 0 && now < s.hold_until_ns) {
-                    // Frames sent from here on overtake it: no more than it still allows.
-                    cap = std::min<std::uint32_t>(cap, cnt + s.hold_left);
-                    continue;
-                }
-                batch[cnt] = s.buf;
-                where[cnt] = pos;
-                ++cnt;
-            }
+        while (out < budget && link.ring.size() != 0) {
+            const auto cap =
+                static_cast<std::uint16_t>(std::min<std::uint32_t>(kBatch, budget - out));
+            const std::uint16_t cnt = link.ring.due(now, cap, where);
             if (cnt == 0) break;
+            for (std::uint16_t i = 0; i < cnt; ++i)
+                batch[i] = link.ring.at(where[i]).buf;
             const std::uint16_t took = std::min(sink(batch, cnt), cnt);
             for (std::uint16_t i = 0; i < took; ++i)
-                (void)take(where[i]);
-            stats.inc(LinkCounter::delivered, took);
+                (void)link.take(where[i]);
+            link.stats.inc(LinkCounter::delivered, took);
             out += took;
             if (took < cnt) break;
         }
         return out;
-    }
-
-    std::uint64_t rel_ps(std::uint64_t now_ns) const noexcept {
-        return now_ns > t0_ns ? (now_ns - t0_ns) * 1000u : 0;
-    }
-
-    /** Impairs one frame into the ring; the caller checked that one slot is free. */
-    void admit(PktBuf* b, std::uint64_t now) noexcept {
-        const LinkConfig& c = cfg.link;
-        stats.inc(LinkCounter::tx_frames);
-        if (!c.up) {
-            stats.inc(LinkCounter::dropped_down);
-            drop(b);
-            return;
-        }
-        if (detail::chance(rng, c.loss)) {
-            stats.inc(LinkCounter::dropped_loss);
-            drop(b);
-            return;
-        }
-        const std::uint64_t now_ps = rel_ps(now);
-        const std::uint64_t backlog = detail::backlog_bytes(busy_until_ps, now_ps, c.bandwidth_gbps);
-        if (c.queue_bytes != 0 && backlog + b->len > c.queue_bytes) {
-            stats.inc(LinkCounter::dropped_queue_full);
-            drop(b);
-            return;
-        }
-        const detail::Layout ly = detail::layout_of(*b);
-        b->ecn_ce = detail::ecn_of(*b, ly) == static_cast<int>(detail::kEcnCe);
-        const bool mark =
-            (c.ecn && detail::red_decides_mark(rng, c.kmin_bytes, c.kmax_bytes, c.pmax, backlog)) ||
-            detail::chance(rng, cfg.ecn_mark_probability);
-        if (mark && detail::mark_ce(*b, ly)) stats.inc(LinkCounter::ecn_marked);
-        if (detail::chance(rng, c.corrupt)) {
-            detail::corrupt_one_bit(rng, *b, ly);
-            stats.inc(LinkCounter::corrupted);
-        }
-        busy_until_ps =
-            std::max(now_ps, busy_until_ps) + detail::serialisation_ps(b->len, c.bandwidth_gbps);
-
-        bool held = false;
-        std::uint16_t hold_left = 0;
-        if (c.reorder_max_frames > 0 && detail::chance(rng, c.reorder)) {
-            held = true;
-            hold_left = static_cast<std::uint16_t>(1 + rng() % c.reorder_max_frames);
-            stats.inc(LinkCounter::reordered);
-        }
-        push(b, held, hold_left, now + c.reorder_max_ns);
-
-        if (detail::chance(rng, c.duplicate)) {
-            PktBuf* dup = free_slots() != 0 ? copy_of(*b) : nullptr;
-            if (dup == nullptr) {
-                stats.inc(LinkCounter::dropped_no_buffer);
-            } else {
-                push(dup, false, 0, now);
-                stats.inc(LinkCounter::duplicated);
-            }
-        }
     }
 
     std::uint32_t drain_to_inner(std::uint64_t now) noexcept {
@@ -279,13 +139,14 @@ struct ImpairedPort::Impl {
         (void)drain_to_inner(now);
         std::uint16_t taken = 0;
         while (taken < n) {
-            if (free_slots() == 0) {
-                release_head_if_held();
-                if (drain_to_inner(now) == 0 && free_slots() == 0) break; // inner takes nothing
+            if (link.ring.free_slots() == 0) {
+                link.ring.release_oldest_if_held();
+                if (drain_to_inner(now) == 0 && link.ring.free_slots() == 0)
+                    break; // inner takes nothing, or the oldest frame is not due yet
                 continue;
             }
-            while (taken < n && free_slots() != 0)
-                admit(bufs[taken++], now);
+            while (taken < n && link.ring.free_slots() != 0)
+                link.offer(bufs[taken++], now);
             (void)drain_to_inner(now);
         }
         flush_drops();
@@ -304,17 +165,17 @@ struct ImpairedPort::Impl {
         std::uint16_t got = 0;
         (void)drain(now, n, to_caller(got));
         if (got < n) {
-            if (free_slots() == 0) {
-                release_head_if_held();
+            if (link.ring.free_slots() == 0) {
+                link.ring.release_oldest_if_held();
                 (void)drain(now, n - got, to_caller(got));
             }
             // Receive into the unused tail of the caller's array, impair into the ring, then
             // hand out what may leave (over the same array positions).
-            const auto want = static_cast<std::uint16_t>(
-                std::min<std::uint32_t>(static_cast<std::uint32_t>(n - got), free_slots()));
+            const auto want = static_cast<std::uint16_t>(std::min<std::uint32_t>(
+                static_cast<std::uint32_t>(n - got), link.ring.free_slots()));
             const std::uint16_t k = want != 0 ? inner.rx_burst(out + got, want) : 0;
             for (std::uint16_t i = 0; i < k; ++i)
-                admit(out[got + i], now);
+                link.offer(out[got + i], now);
             (void)drain(now, n - got, to_caller(got));
         }
         flush_drops();
@@ -362,14 +223,14 @@ std::uint32_t ImpairedPort::max_frame() const noexcept {
 }
 
 bool ImpairedPort::link_up() const noexcept {
-    return impl_->cfg.link.up && inner_->link_up();
+    return impl_->link.config.up && inner_->link_up();
 }
 
 void ImpairedPort::poll() noexcept {
     if (impl_->cfg.side == ImpairSide::tx)
         (void)impl_->drain_to_inner(impl_->clock->now_ns());
-    else if (!impl_->cfg.link.up)
-        impl_->drop_all_down();
+    else if (!impl_->link.config.up)
+        impl_->link.drop_in_flight();
     impl_->flush_drops();
 }
 
@@ -382,33 +243,30 @@ void ImpairedPort::set_config(const ImpairConfig& config) noexcept {
     c.seed = impl_->cfg.seed;
     c.side = impl_->cfg.side;
     c.ring_frames = impl_->cfg.ring_frames;
-    impl_->cfg = c;
+    impl_->apply(c);
 }
 
 void ImpairedPort::set_up(bool up) noexcept {
-    impl_->cfg.link.up = up;
+    ImpairConfig c = impl_->cfg;
+    c.link.up = up;
+    impl_->apply(c);
 }
 
 const LinkStats& ImpairedPort::stats() const noexcept {
-    return impl_->stats;
+    return impl_->link.stats;
 }
 
 std::uint32_t ImpairedPort::queued() const noexcept {
-    return impl_->queued;
+    return impl_->link.ring.size();
 }
 
 std::uint32_t ImpairedPort::held() const noexcept {
-    return impl_->n_held;
+    return impl_->link.ring.held();
 }
 
 std::uint64_t ImpairedPort::next_release_ns() const noexcept {
-    std::uint64_t best = 0;
-    for (std::uint64_t pos = impl_->head; pos != impl_->tail; ++pos) {
-        const Slot& s = impl_->slot(pos);
-        if (s.state != SlotState::held || s.hold_left == 0) continue;
-        if (best == 0 || s.hold_until_ns < best) best = s.hold_until_ns;
-    }
-    return best;
+    const std::uint64_t t = impl_->link.ring.next_event_ns(impl_->clock->now_ns());
+    return t == detail::kNever ? 0 : t;
 }
 
 // ---- spec ----
@@ -420,6 +278,7 @@ enum class Key : std::uint8_t {
     reorder,
     reorder_frames,
     reorder_ns,
+    delay,
     dup,
     corrupt,
     ecn,
@@ -446,6 +305,8 @@ constexpr KeyName kKeys[] = {
     {"reorder", Key::reorder},
     {"reorder_frames", Key::reorder_frames},
     {"reorder_ns", Key::reorder_ns},
+    {"delay", Key::delay},
+    {"delay_ns", Key::delay},
     {"dup", Key::dup},
     {"duplicate", Key::dup},
     {"corrupt", Key::corrupt},
@@ -478,8 +339,10 @@ std::string quoted(std::string_view s) {
 }
 
 std::string_view trim(std::string_view s) noexcept {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+        s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+        s.remove_suffix(1);
     return s;
 }
 
@@ -541,8 +404,8 @@ std::string parse_impair_spec(std::string_view spec, ImpairConfig& out) {
             if (kn.name == name) k = &kn;
         if (k == nullptr)
             return "impair spec: unknown key " + quoted(name) +
-                   " (known: loss reorder reorder_frames reorder_ns dup corrupt ecn bw queue red "
-                   "red_kmin red_kmax red_pmax seed side up ring)";
+                   " (known: loss reorder reorder_frames reorder_ns delay dup corrupt ecn bw "
+                   "queue red red_kmin red_kmax red_pmax seed side up ring)";
         bool& was = seen[static_cast<std::size_t>(k->key)];
         if (was) return "impair spec: key " + quoted(name) + " given twice";
         was = true;
@@ -559,12 +422,25 @@ std::string parse_impair_spec(std::string_view spec, ImpairConfig& out) {
             if (!parse_double(v, d) || d < 0.0 || d > 1.0)
                 return bad_value(name, v, "a probability 0..1");
             switch (k->key) {
-            case Key::loss: c.link.loss = d; break;
-            case Key::reorder: c.link.reorder = d; break;
-            case Key::dup: c.link.duplicate = d; break;
-            case Key::corrupt: c.link.corrupt = d; break;
-            case Key::ecn: c.ecn_mark_probability = d; break;
-            default: c.link.pmax = d; red_given = true; break;
+            case Key::loss:
+                c.link.loss = d;
+                break;
+            case Key::reorder:
+                c.link.reorder = d;
+                break;
+            case Key::dup:
+                c.link.duplicate = d;
+                break;
+            case Key::corrupt:
+                c.link.corrupt = d;
+                break;
+            case Key::ecn:
+                c.ecn_mark_probability = d;
+                break;
+            default:
+                c.link.pmax = d;
+                red_given = true;
+                break;
             }
             break;
         }
@@ -581,6 +457,11 @@ std::string parse_impair_spec(std::string_view spec, ImpairConfig& out) {
             if (!parse_u64(v, std::numeric_limits<std::uint64_t>::max(), u))
                 return bad_value(name, v, "ns, an unsigned integer");
             c.link.reorder_max_ns = u;
+            break;
+        case Key::delay:
+            if (!parse_u64(v, std::numeric_limits<std::uint64_t>::max(), u))
+                return bad_value(name, v, "ns, an unsigned integer");
+            c.link.delay_ns = u;
             break;
         case Key::queue:
             if (!parse_u64(v, std::numeric_limits<std::uint64_t>::max(), u))
@@ -604,9 +485,12 @@ std::string parse_impair_spec(std::string_view spec, ImpairConfig& out) {
             c.seed = u;
             break;
         case Key::side:
-            if (v == "tx") c.side = ImpairSide::tx;
-            else if (v == "rx") c.side = ImpairSide::rx;
-            else return bad_value(name, v, "tx or rx");
+            if (v == "tx")
+                c.side = ImpairSide::tx;
+            else if (v == "rx")
+                c.side = ImpairSide::rx;
+            else
+                return bad_value(name, v, "tx or rx");
             break;
         case Key::up:
             if (!parse_bool(v, c.link.up)) return bad_value(name, v, "0, 1, true or false");
@@ -645,6 +529,7 @@ std::string to_spec(const ImpairConfig& c) {
     s += ",reorder=" + shortest(c.link.reorder);
     s += ",reorder_frames=" + std::to_string(c.link.reorder_max_frames);
     s += ",reorder_ns=" + std::to_string(c.link.reorder_max_ns);
+    s += ",delay=" + std::to_string(c.link.delay_ns);
     s += ",dup=" + shortest(c.link.duplicate);
     s += ",corrupt=" + shortest(c.link.corrupt);
     s += ",ecn=" + shortest(c.ecn_mark_probability);

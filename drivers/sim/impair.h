@@ -2,9 +2,10 @@
 /**
  * @file
  * The impairment stage: the sim fabric's link impairments (loss, bounded reorder, duplication,
- * corruption, RED / probabilistic ECN marking on a modelled egress queue, tail drop, link down)
- * as a PortDriver that wraps any other PortDriver — a sim port, or a real DPDK EthPort on a host
- * whose kernel has no netem/red/fq_codel. Include as "sim/impair.h".
+ * corruption, RED / probabilistic ECN marking on a modelled egress queue, tail drop, delay, link
+ * down), the same code as a fabric link's, as a PortDriver that wraps any other PortDriver — a sim
+ * port, or a real DPDK EthPort on a host whose kernel has no netem/red/fq_codel. Include as
+ * "sim/impair.h".
  *
  *     droce::dpdk::EthPort eth(...);
  *     droce::sim::ImpairConfig ic;
@@ -20,30 +21,36 @@
  * both directions, stack two stages (an ImpairedPort is a PortDriver).
  *
  * Order of decisions per frame, the same as on a fabric link: link down → dropped; loss draw →
- * dropped; modelled queue full → tail-dropped; ECN marking (RED on the modelled backlog, then the
- * flat ecn_mark_probability; ECT frames only); corruption; reorder draw (held back); duplication
- * draw (a copy follows the original).
+ * dropped; modelled queue full or ring full → tail-dropped; ECN marking (RED on the modelled
+ * backlog, then the flat ecn_mark_probability; ECT frames only); corruption; delay (due delay_ns
+ * after it entered the stage); reorder draw (held back); duplication draw (a copy follows the
+ * original).
  *
  * The stage's ring. Every frame that survives goes into a fixed-capacity ring (ring_frames
- * entries, allocated at construction) and leaves it in order towards the sink — the inner port's
- * tx_burst() on the transmit side, the caller's array on the receive side. A held-back frame stays
- * in its place and is skipped; it is released once hold (1..reorder_max_frames, uniform) later
- * frames have left the ring after it, or reorder_max_ns after it was held, whichever comes first,
- * so that no frame is overtaken by more than reorder_max_frames frames. On the transmit side the
- * ring is also a short queue in front of the inner port: frames the inner port does not take yet
- * stay in the ring (in order) and are offered again on the next call; when the ring is full
- * tx_burst() takes fewer frames (backpressure), it never drops them for that.
+ * entries, allocated at construction) and leaves it in order, once due, towards the sink — the
+ * inner port's tx_burst() on the transmit side, the caller's array on the receive side. With
+ * delay_ns > 0 the ring holds every frame for that long, so ring_frames must cover the frames sent
+ * in delay_ns. A held-back frame stays in its place and is skipped; it is released once hold
+ * (1..reorder_max_frames, uniform) later frames have left the ring after it, or reorder_max_ns
+ * after it was due, whichever comes first, so that no frame is overtaken by more than
+ * reorder_max_frames frames. On the transmit side the ring is also a short queue in front of the
+ * inner port: frames the inner port does not take yet stay in the ring (in order) and are offered
+ * again on the next call; when the ring is full tx_burst() takes fewer frames (backpressure), it
+ * never drops them for that. On the receive side rx_burst() takes from the inner port only as many
+ * frames as the ring has free entries; those that find it full after their predecessors' duplicates
+ * are tail-dropped (dropped_queue_full).
  *
- * Polling. Frames held in the ring leave only from inside this stage's tx_burst(), rx_burst() or
- * poll(): the stage has no thread and no timer. The engine polls rx constantly, which is enough;
- * a user that only transmits must keep calling tx_burst() (possibly with n = 0) or poll().
+ * Polling. Frames held or delayed in the ring leave only from inside this stage's tx_burst(),
+ * rx_burst() or poll(): the stage has no thread and no timer. The engine polls rx constantly, which
+ * is enough; a user that only transmits must keep calling tx_burst() (possibly with n = 0) or
+ * poll().
  *
  * Modelled egress queue. With bandwidth_gbps > 0 the stage keeps a virtual queue that drains at
  * that rate: each frame that passes the loss draw adds its length, the backlog a frame finds is
- * what RED marks on and what queue_bytes tail-drops on. Frames are NOT delayed or paced by it (the
- * inner port sends at its own speed); it is a phantom queue that marks and drops as a bottleneck
- * of that rate would. With bandwidth 0 (infinite) the backlog is always 0, so RED never marks
- * between kmin and kmax; use ecn_mark_probability for marking without a rate.
+ * what RED marks on and what queue_bytes tail-drops on. Frames are NOT paced by it (the inner
+ * port sends at its own speed), unlike on a fabric link; it is a phantom queue that marks and
+ * drops as a bottleneck of that rate would. With bandwidth 0 (infinite) the backlog is always 0, so
+ * RED never marks between kmin and kmax; use ecn_mark_probability for marking without a rate.
  *
  * Buffers and ownership (port/port.h holds exactly):
  *  - alloc_bulk() and free_bulk() are forwarded to the inner port.
@@ -93,10 +100,11 @@ inline constexpr std::uint32_t kMaxImpairRing = 1u << 16;
  */
 struct ImpairConfig {
     /**
-     * The impairments, as on a fabric link: up (false also makes link_up() report false), loss,
-     * reorder (held in the stage's ring, see the file comment), duplicate, corrupt, the modelled
-     * egress queue (bandwidth_gbps, queue_bytes) and RED (ecn, kmin_bytes, kmax_bytes, pmax).
-     * delay_ns is not applied: a stage never delays frames.
+     * The impairments, as on a fabric link: up (false also makes link_up() report false, and drops
+     * every frame in the ring at the next call), loss, reorder (held in the stage's ring, see the
+     * file comment), duplicate, corrupt, delay_ns (frames wait in the ring), the modelled egress
+     * queue (bandwidth_gbps, queue_bytes: not paced, see the file comment) and RED (ecn,
+     * kmin_bytes, kmax_bytes, pmax).
      */
     LinkConfig link;
     /** PRNG seed (applied at construction only). */
@@ -106,7 +114,7 @@ struct ImpairConfig {
     /** Probability that an ECT frame not marked by RED is marked CE anyway; needs no rate. */
     double ecn_mark_probability = 0.0;
     /** Entries of the stage's ring (rounded up to a power of two), 1..kMaxImpairRing
-     *  (construction only). It bounds held-back plus not-yet-sent frames. */
+     *  (construction only). It bounds delayed plus held-back plus not-yet-sent frames. */
     std::uint32_t ring_frames = 1024;
 };
 
@@ -114,7 +122,7 @@ struct ImpairConfig {
  * Parses an impairment spec: comma-separated key=value pairs, spaces around them ignored, an
  * empty spec is valid (all defaults). Keys (probabilities 0..1, integers decimal, no sign):
  *   loss, reorder, dup (or duplicate), corrupt, ecn (= ecn_mark_probability): probabilities;
- *   reorder_frames (0..65535), reorder_ns: reorder bound;
+ *   reorder_frames (0..65535), reorder_ns: reorder bound; delay (or delay_ns): ns;
  *   bw (or bandwidth_gbps): Gb/s >= 0; queue (or queue_bytes): bytes;
  *   red_kmin, red_kmax (bytes), red_pmax (probability): RED; giving any of them enables RED;
  *   seed; side (tx|rx); up (0|1|true|false); ring (1..65536).
@@ -193,13 +201,15 @@ class ImpairedPort final : public PortDriver {
     /** Counters, named as a fabric link's (LinkCounter): tx_frames = frames offered to the
      *  impaired direction, delivered = frames that left the stage (duplicates included). */
     [[nodiscard]] const LinkStats& stats() const noexcept;
-    /** Frames in the ring (held back, or waiting for the inner port / the next rx_burst). */
+    /** Frames in the ring (delayed, held back, or waiting for the inner port / the next
+     *  rx_burst). */
     [[nodiscard]] std::uint32_t queued() const noexcept;
     /** Frames in the ring that are held back and not yet released. */
     [[nodiscard]] std::uint32_t held() const noexcept;
     /**
-     * Earliest ns at which a held frame is released by time, 0 if none is held: how far a test
-     * on a virtual clock jumps.
+     * Earliest ns at which a frame in the ring leaves by time: a held frame's release (possibly
+     * past, when released and not yet sent) or a delayed frame's delivery; 0 if none waits for
+     * time. How far a test on a virtual clock jumps.
      */
     [[nodiscard]] std::uint64_t next_release_ns() const noexcept;
     /** The wrapped port. */

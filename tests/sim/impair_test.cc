@@ -159,8 +159,7 @@ wire::MacAddr mac(std::uint8_t e) {
 
 /** A RoCEv2 SEND ONLY frame (IPv4, or IPv6) with @p seq in its first payload bytes. */
 std::vector<std::uint8_t> roce_frame(std::uint32_t seq, std::uint8_t tos = 0, bool ipv6 = false,
-                                     std::size_t payload = 64,
-                                     const wire::MacAddr& dst = mac(1)) {
+                                     std::size_t payload = 64, const wire::MacAddr& dst = mac(1)) {
     wire::PathHeaders path;
     path.src_mac = mac(0);
     path.dst_mac = dst;
@@ -245,7 +244,8 @@ class ImpairTest : public ::testing::Test {
 
     static std::vector<std::uint32_t> seqs(const CountingPort& p) {
         std::vector<std::uint32_t> v;
-        for (const auto& f : p.sent) v.push_back(seq_of(f));
+        for (const auto& f : p.sent)
+            v.push_back(seq_of(f));
         return v;
     }
 };
@@ -256,7 +256,8 @@ TEST_F(ImpairTest, NoImpairmentIsTransparent) {
         ImpairedPort st(inner, &clock, ImpairConfig{});
         send_frames(st, 100, 7);
         ASSERT_EQ(inner.sent.size(), 100u);
-        for (std::uint32_t i = 0; i < 100; ++i) EXPECT_EQ(inner.sent[i], roce_frame(i));
+        for (std::uint32_t i = 0; i < 100; ++i)
+            EXPECT_EQ(inner.sent[i], roce_frame(i));
         EXPECT_EQ(st.stats()[LC::tx_frames], 100u);
         EXPECT_EQ(st.stats()[LC::delivered], 100u);
         EXPECT_EQ(st.queued(), 0u);
@@ -443,7 +444,8 @@ TEST_F(ImpairTest, CorruptionFailsTheIcrcAndSparesMaskedFields) {
                 }
                 EXPECT_EQ(bits, 1);
                 EXPECT_GE(where, 14u) << "inside the Ethernet header";
-                for (const std::size_t m : masked_offsets(ipv6)) EXPECT_EQ(got[m], want[m]) << m;
+                for (const std::size_t m : masked_offsets(ipv6))
+                    EXPECT_EQ(got[m], want[m]) << m;
                 if (ipv6) { // the traffic class's high nibble is the low nibble of byte 14
                     EXPECT_EQ(got[14] & 0x0f, want[14] & 0x0f);
                 }
@@ -472,7 +474,8 @@ TEST_F(ImpairTest, EcnProbabilityMarksOnlyEctFramesAndKeepsChecksums) {
     {
         ImpairedPort st(inner, &clock, c);
         for (std::uint32_t s = 0; s < 4000; ++s) {
-            PktBuf* b = buffer_with(st, roce_frame(s, static_cast<std::uint8_t>(0xa0 | tos[s % 4])));
+            PktBuf* b =
+                buffer_with(st, roce_frame(s, static_cast<std::uint8_t>(0xa0 | tos[s % 4])));
             ASSERT_EQ(st.tx_burst(&b, 1), 1);
         }
         ASSERT_EQ(inner.sent.size(), 4000u);
@@ -590,7 +593,8 @@ TEST_F(ImpairTest, BackpressureLeavesTheRestWithTheCallerAndDestructionFreesTheR
         ImpairedPort st(inner, &clock, c);
         inner.tx_limit = 0; // the NIC queue is full
         std::vector<PktBuf*> bufs;
-        for (std::uint32_t s = 0; s < 20; ++s) bufs.push_back(buffer_with(st, roce_frame(s, 2)));
+        for (std::uint32_t s = 0; s < 20; ++s)
+            bufs.push_back(buffer_with(st, roce_frame(s, 2)));
         const std::uint16_t took = st.tx_burst(bufs.data(), 20);
         EXPECT_GT(took, 0);
         EXPECT_LT(took, 20); // the ring (8) plus what the loss draw dropped
@@ -675,15 +679,16 @@ TEST_F(ImpairTest, ReceiveSideImpairsWhatTheInnerPortReceives) {
         EXPECT_EQ(inner.sent.size(), 10u);
         EXPECT_EQ(st.stats()[LC::tx_frames], 0u);
 
-        for (std::uint32_t s = 0; s < 2000; ++s) inner.inject(roce_frame(s));
+        for (std::uint32_t s = 0; s < 2000; ++s)
+            inner.inject(roce_frame(s));
         std::array<PktBuf*, 16> rx{};
         for (int i = 0; i < 100000 && order.size() < 2000 + st.stats()[LC::duplicated] -
                                                          st.stats()[LC::dropped_loss];
              ++i) {
             const std::uint16_t n = st.rx_burst(rx.data(), static_cast<std::uint16_t>(1 + i % 16));
             for (std::uint16_t k = 0; k < n; ++k)
-                order.push_back(seq_of(std::vector<std::uint8_t>(rx[k]->data,
-                                                                 rx[k]->data + rx[k]->len)));
+                order.push_back(
+                    seq_of(std::vector<std::uint8_t>(rx[k]->data, rx[k]->data + rx[k]->len)));
             st.free_bulk(rx.data(), n);
             if (n == 0 && st.next_release_ns() != 0) clock.set(st.next_release_ns());
         }
@@ -705,6 +710,121 @@ TEST_F(ImpairTest, ReceiveSideImpairsWhatTheInnerPortReceives) {
         EXPECT_EQ(st.rx_burst(rx.data(), 16), 0);
         EXPECT_EQ(st.stats()[LC::dropped_down], 1u);
     }
+    expect_balanced(inner);
+}
+
+TEST_F(ImpairTest, DelayHoldsEveryFrameForDelayNsInOrder) {
+    CountingPort inner;
+    ImpairConfig c;
+    c.link.delay_ns = 2000;
+    {
+        ImpairedPort st(inner, &clock, c);
+        const std::uint64_t t0 = clock.now_ns();
+        send_frames(st, 3, 3);
+        EXPECT_EQ(inner.sent.size(), 0u);
+        EXPECT_EQ(st.queued(), 3u);
+        EXPECT_EQ(st.held(), 0u);
+        EXPECT_EQ(st.next_release_ns(), t0 + 2000);
+        clock.advance(1999);
+        st.poll();
+        EXPECT_EQ(inner.sent.size(), 0u);
+        clock.advance(1);
+        st.poll();
+        EXPECT_EQ(seqs(inner), (std::vector<std::uint32_t>{0, 1, 2}));
+        EXPECT_EQ(st.next_release_ns(), 0u);
+
+        // A shorter delay never lets a frame overtake one sent before it.
+        auto send_seq = [&st](std::uint32_t s) {
+            PktBuf* b = buffer_with(st, roce_frame(s));
+            ASSERT_NE(b, nullptr);
+            ASSERT_EQ(st.tx_burst(&b, 1), 1);
+        };
+        const std::uint64_t t1 = clock.now_ns();
+        send_seq(3);
+        c.link.delay_ns = 100;
+        st.set_config(c);
+        clock.advance(500);
+        send_seq(4);
+        send_seq(5);
+        clock.set(t1 + 1999);
+        st.poll();
+        EXPECT_EQ(inner.sent.size(), 3u);
+        clock.set(t1 + 2000);
+        st.poll();
+        EXPECT_EQ(seqs(inner), (std::vector<std::uint32_t>{0, 1, 2, 3, 4, 5}));
+
+        // A held frame is released reorder_max_ns after it was due.
+        c.link.reorder = 1.0;
+        c.link.reorder_max_ns = 5000;
+        st.set_config(c);
+        const std::uint64_t t2 = clock.now_ns();
+        send_seq(6);
+        EXPECT_EQ(st.held(), 1u);
+        EXPECT_EQ(st.next_release_ns(), t2 + 100 + 5000);
+        clock.set(t2 + 5099);
+        st.poll();
+        EXPECT_EQ(inner.sent.size(), 6u);
+        clock.set(t2 + 5100);
+        st.poll();
+        EXPECT_EQ(inner.sent.size(), 7u);
+        EXPECT_EQ(st.stats()[LC::delivered], 7u);
+    }
+    expect_balanced(inner);
+}
+
+TEST_F(ImpairTest, DelayOnTheReceiveSide) {
+    CountingPort inner;
+    ImpairConfig c;
+    c.side = ImpairSide::rx;
+    c.link.delay_ns = 1000;
+    {
+        ImpairedPort st(inner, &clock, c);
+        for (std::uint32_t s = 0; s < 4; ++s)
+            inner.inject(roce_frame(s));
+        std::array<PktBuf*, 8> rx{};
+        EXPECT_EQ(st.rx_burst(rx.data(), 8), 0);
+        EXPECT_EQ(st.queued(), 4u);
+        clock.advance(999);
+        EXPECT_EQ(st.rx_burst(rx.data(), 8), 0);
+        clock.advance(1);
+        ASSERT_EQ(st.rx_burst(rx.data(), 8), 4);
+        for (std::uint32_t s = 0; s < 4; ++s)
+            EXPECT_EQ(seq_of(std::vector<std::uint8_t>(rx[s]->data, rx[s]->data + rx[s]->len)), s);
+        st.free_bulk(rx.data(), 4);
+    }
+    expect_balanced(inner);
+}
+
+TEST_F(ImpairTest, ReceiveSideRingFilledByDuplicatesTailDrops) {
+    // rx_burst takes from the inner port what the ring has room for; the duplicates of the first
+    // frames fill it, and the frames after them are tail-dropped rather than overrunning it.
+    CountingPort inner;
+    ImpairConfig c;
+    c.side = ImpairSide::rx;
+    c.link.duplicate = 1.0;
+    c.ring_frames = 4;
+    std::vector<std::uint32_t> order;
+    {
+        ImpairedPort st(inner, &clock, c);
+        for (std::uint32_t s = 0; s < 8; ++s)
+            inner.inject(roce_frame(s));
+        std::array<PktBuf*, 16> rx{};
+        for (int i = 0; i < 2; ++i) {
+            const std::uint16_t n = st.rx_burst(rx.data(), 16);
+            EXPECT_EQ(n, 4);
+            for (std::uint16_t k = 0; k < n; ++k)
+                order.push_back(
+                    seq_of(std::vector<std::uint8_t>(rx[k]->data, rx[k]->data + rx[k]->len)));
+            st.free_bulk(rx.data(), n);
+        }
+        EXPECT_EQ(st.rx_burst(rx.data(), 16), 0);
+        EXPECT_EQ(st.stats()[LC::tx_frames], 8u);
+        EXPECT_EQ(st.stats()[LC::duplicated], 4u);
+        EXPECT_EQ(st.stats()[LC::dropped_queue_full], 4u);
+        EXPECT_EQ(st.stats()[LC::delivered], 8u);
+        EXPECT_EQ(st.queued(), 0u);
+    }
+    EXPECT_EQ(order, (std::vector<std::uint32_t>{0, 0, 1, 1, 4, 4, 5, 5}));
     expect_balanced(inner);
 }
 
@@ -730,8 +850,10 @@ TEST_F(ImpairTest, WrapsASimFabricPortEndToEnd) {
             for (std::uint16_t k = 0; k < n; ++k) {
                 ++n_rx;
                 const std::vector<std::uint8_t> f(rx[k]->data, rx[k]->data + rx[k]->len);
-                if (!icrc_ok(f)) ++bad;
-                else if (rx[k]->ecn_ce) ++ce;
+                if (!icrc_ok(f))
+                    ++bad;
+                else if (rx[k]->ecn_ce)
+                    ++ce;
             }
             fabric.port(1, 0).free_bulk(rx.data(), n);
         }
@@ -757,10 +879,10 @@ TEST_F(ImpairTest, BadConstructionThrows) {
 
 TEST(ImpairSpec, AcceptsTheDocumentedKeys) {
     ImpairConfig c;
-    EXPECT_EQ(parse_impair_spec(
-                  "loss=0.01,reorder=0.01,reorder_frames=3,dup=0.005,corrupt=0.001,ecn=0.05,seed=7",
-                  c),
-              "");
+    EXPECT_EQ(
+        parse_impair_spec(
+            "loss=0.01,reorder=0.01,reorder_frames=3,dup=0.005,corrupt=0.001,ecn=0.05,seed=7", c),
+        "");
     EXPECT_DOUBLE_EQ(c.link.loss, 0.01);
     EXPECT_DOUBLE_EQ(c.link.reorder, 0.01);
     EXPECT_EQ(c.link.reorder_max_frames, 3);
@@ -796,6 +918,12 @@ TEST(ImpairSpec, AcceptsTheDocumentedKeys) {
     EXPECT_DOUBLE_EQ(f.link.loss, 0.5);
     EXPECT_FALSE(f.link.ecn);
     EXPECT_EQ(f.link.queue_bytes, 100000u);
+
+    ImpairConfig g;
+    EXPECT_EQ(parse_impair_spec("delay=1500", g), "");
+    EXPECT_EQ(g.link.delay_ns, 1500u);
+    EXPECT_EQ(parse_impair_spec("delay_ns=7", g), "");
+    EXPECT_EQ(g.link.delay_ns, 7u);
 }
 
 TEST(ImpairSpec, ToSpecRoundTrips) {
@@ -804,6 +932,7 @@ TEST(ImpairSpec, ToSpecRoundTrips) {
     c.link.reorder = 1.0 / 3.0;
     c.link.reorder_max_frames = 65535;
     c.link.reorder_max_ns = std::numeric_limits<std::uint64_t>::max();
+    c.link.delay_ns = 123456789;
     c.link.duplicate = 1e-9;
     c.link.corrupt = 0.5;
     c.link.bandwidth_gbps = 100;
@@ -824,6 +953,7 @@ TEST(ImpairSpec, ToSpecRoundTrips) {
     EXPECT_EQ(d.link.reorder, c.link.reorder);
     EXPECT_EQ(d.seed, c.seed);
     EXPECT_EQ(d.link.reorder_max_ns, c.link.reorder_max_ns);
+    EXPECT_EQ(d.link.delay_ns, c.link.delay_ns);
     ImpairConfig def;
     ImpairConfig e;
     e.link.loss = 0.9;
@@ -861,6 +991,8 @@ TEST(ImpairSpec, RejectsBadSpecsNamingTheKey) {
     expect_rejected("reorder_frames=70000", {"'reorder_frames'", "'70000'"});
     expect_rejected("reorder_frames=-1", {"'reorder_frames'"});
     expect_rejected("reorder_ns=99999999999999999999999", {"'reorder_ns'"});
+    expect_rejected("delay=-1", {"'delay'", "'-1'"});
+    expect_rejected("delay_ns=1.5", {"'delay_ns'"});
     expect_rejected("seed=-1", {"'seed'", "'-1'"});
     expect_rejected("seed=0x10", {"'seed'"});
     expect_rejected("ring=0", {"'ring'"});
@@ -890,7 +1022,8 @@ TEST(ImpairSpec, HostileInputNeverCrashesAndStaysShort) {
     const std::string binary("lo\0ss=\x01\xff", 8);
     err = parse_impair_spec(binary, c);
     EXPECT_FALSE(err.empty());
-    for (const char ch : err) EXPECT_TRUE(ch >= 0x20 && ch < 0x7f) << static_cast<int>(ch);
+    for (const char ch : err)
+        EXPECT_TRUE(ch >= 0x20 && ch < 0x7f) << static_cast<int>(ch);
 
     std::mt19937_64 rng(99);
     std::string alphabet = "loss=,.0123456789eE+-xnaif reorder_dup \t";
@@ -899,7 +1032,8 @@ TEST(ImpairSpec, HostileInputNeverCrashesAndStaysShort) {
     for (int i = 0; i < 20000; ++i) {
         std::string s;
         const std::size_t len = rng() % 40;
-        for (std::size_t k = 0; k < len; ++k) s += alphabet[rng() % alphabet.size()];
+        for (std::size_t k = 0; k < len; ++k)
+            s += alphabet[rng() % alphabet.size()];
         ImpairConfig d;
         const std::string before = to_spec(d);
         const std::string e = parse_impair_spec(s, d);

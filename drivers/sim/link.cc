@@ -1,25 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * Internal to drivers/sim: the pieces of impairment that the sim fabric (fabric.cc) and the
- * impairment stage (impair.cc) share, so that both make the same decisions the same way:
- *  - PRNG draws (uniform, chance) on a std::mt19937_64;
- *  - the frame layout a marker needs (where IP and UDP start, whether it is RoCEv2);
- *  - ECN: reading the ECN field, marking an ECT frame CE with the IPv4 checksum recomputed;
- *  - the RED decision (Kmin, Kmax, Pmax) on a backlog in bytes;
- *  - the corruption bit chooser: one bit after the Ethernet header, outside ICRC-masked fields;
- *  - the egress queue model: backlog bytes and serialisation time at a bandwidth in Gb/s.
- * Not a public header: not installed, include only from drivers/sim sources.
- *
- * Thread rules: pure functions over the caller's data and PRNG; no allocation, locks or throws.
+ * The impairment pipeline of sim/link.h. What it changes in a frame is the IP ECN field (and the
+ * IPv4 header checksum with it) and, for corruption, one bit.
  */
-#pragma once
+#include "sim/link.h"
 
+#include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <random>
 
-#include "port/port.h"
 #include "wire/eth.h"
 #include "wire/ipv4.h"
 #include "wire/ipv6.h"
@@ -27,30 +16,31 @@
 
 namespace droce::sim::detail {
 
-inline constexpr std::uint32_t kEthHeader = sizeof(wire::EthHdr);
-inline constexpr std::uint32_t kBthFecnByte = 4; // FECN, BECN, resv6: masked by the ICRC
-inline constexpr unsigned kEcnCe = 3;
+namespace {
+
+constexpr unsigned kEcnCe = 3;
+constexpr std::uint32_t kBthFecnByte = 4; // FECN, BECN, resv6: masked by the ICRC
 
 // ---- randomness ----
 
 /** Uniform double in [0, 1) from the top 53 bits of one draw. */
-[[nodiscard]] inline double uniform(std::mt19937_64& rng) noexcept {
+double uniform(std::mt19937_64& rng) noexcept {
     return static_cast<double>(rng() >> 11) * 0x1.0p-53;
 }
 
 /**
- * True with probability @p p. p <= 0 (or NaN) is never and p >= 1 always, neither drawing from
- * @p rng; only 0 < p < 1 consumes one draw.
+ * True with probability @p p. p <= 0 (or NaN) is never and p >= 1 always, neither drawing, so
+ * that a setting of 0 or 1 leaves the other decisions' draws where they were.
  */
-[[nodiscard]] inline bool chance(std::mt19937_64& rng, double p) noexcept {
+bool chance(std::mt19937_64& rng, double p) noexcept {
     if (!(p > 0.0)) return false;
     if (p >= 1.0) return true;
     return uniform(rng) < p;
 }
 
-// ---- frame layout ----
+// ---- frame ----
 
-/** Where the layers of a frame start, as far as the sim needs them (ECN marking, corruption). */
+/** Where the layers of a frame start, as far as the pipeline needs them. */
 struct Layout {
     std::uint32_t l3 = 0;     ///< IP header offset (after Ethernet and any 802.1Q tag)
     std::uint32_t l3_len = 0; ///< IP header bytes; 0 if not IP
@@ -59,10 +49,15 @@ struct Layout {
     bool roce = false; ///< UDP to port 4791 follows the IP header
 };
 
-[[nodiscard]] inline Layout layout_of(const PktBuf& b) noexcept {
+/**
+ * The pipeline's one frame parser. Not wire::parse_frame: that one checks and walks the whole
+ * RoCEv2 frame and resets a ParsedFrame of some 200 bytes each time, which doubled the fabric's
+ * cost per frame, for the few header fields read here.
+ */
+Layout layout_of(const PktBuf& b) noexcept {
     Layout ly;
     const std::uint8_t* d = b.data;
-    std::uint32_t off = kEthHeader;
+    std::uint32_t off = sizeof(wire::EthHdr);
     if (b.len < off) return ly;
     std::uint16_t type = static_cast<std::uint16_t>((d[12] << 8) | d[13]);
     if (type == wire::kEtherTypeVlan) {
@@ -99,8 +94,9 @@ struct Layout {
 // ---- ECN ----
 
 /** ECN bits of an IP frame, or -1 for a non-IP frame. */
-[[nodiscard]] inline int ecn_of(const PktBuf& b, const Layout& ly) noexcept {
-    if (ly.ipv4) return static_cast<int>(reinterpret_cast<const wire::Ipv4Hdr*>(b.data + ly.l3)->ecn());
+int ecn_of(const PktBuf& b, const Layout& ly) noexcept {
+    if (ly.ipv4)
+        return static_cast<int>(reinterpret_cast<const wire::Ipv4Hdr*>(b.data + ly.l3)->ecn());
     if (ly.ipv6)
         return static_cast<int>(
             reinterpret_cast<const wire::Ipv6Hdr*>(b.data + ly.l3)->traffic_class() & 3u);
@@ -112,7 +108,7 @@ struct Layout {
  * PktBuf::ecn_ce. The ICRC masks these bits, so it stays valid. True if marked; Not-ECT, already
  * CE and non-IP frames are left unchanged.
  */
-inline bool mark_ce(PktBuf& b, const Layout& ly) noexcept {
+bool mark_ce(PktBuf& b, const Layout& ly) noexcept {
     const int ecn = ecn_of(b, ly);
     if (ecn != 1 && ecn != 2) return false;
     if (ly.ipv4) {
@@ -131,15 +127,13 @@ inline bool mark_ce(PktBuf& b, const Layout& ly) noexcept {
 /**
  * RED: whether a frame that finds @p backlog bytes queued is marked. None below @p kmin, a
  * probability rising linearly from 0 at kmin to @p pmax at @p kmax, all at or above kmax. Draws
- * from @p rng only between kmin and kmax.
+ * only between kmin and kmax.
  */
-[[nodiscard]] inline bool red_decides_mark(std::mt19937_64& rng, std::uint64_t kmin,
-                                           std::uint64_t kmax, double pmax,
-                                           std::uint64_t backlog) noexcept {
+bool red_decides_mark(std::mt19937_64& rng, std::uint64_t kmin, std::uint64_t kmax, double pmax,
+                      std::uint64_t backlog) noexcept {
     if (backlog >= kmax) return true;
     if (backlog < kmin) return false;
-    const double frac =
-        static_cast<double>(backlog - kmin) / static_cast<double>(kmax - kmin);
+    const double frac = static_cast<double>(backlog - kmin) / static_cast<double>(kmax - kmin);
     return chance(rng, pmax * frac);
 }
 
@@ -150,7 +144,7 @@ inline bool mark_ce(PktBuf& b, const Layout& ly) noexcept {
  * (IBTA A17.3.3): IPv4 TOS, TTL, checksum; IPv6 traffic class, flow label, hop limit; UDP
  * checksum; BTH FECN/BECN/resv6. Flipping those would go unnoticed.
  */
-[[nodiscard]] inline bool icrc_masked(const Layout& ly, std::uint32_t off, unsigned bit) noexcept {
+bool icrc_masked(const Layout& ly, std::uint32_t off, unsigned bit) noexcept {
     if (!ly.roce || off < ly.l3) return false;
     const std::uint32_t rel = off - ly.l3;
     if (rel < ly.l3_len) {
@@ -167,8 +161,9 @@ inline bool mark_ce(PktBuf& b, const Layout& ly) noexcept {
  * ICRC-masked fields, so that the receiver's ICRC (or an earlier header check) rejects the frame.
  * A frame with nothing after the Ethernet header is left alone.
  */
-inline void corrupt_one_bit(std::mt19937_64& rng, PktBuf& b, const Layout& ly) noexcept {
-    const std::uint32_t first = ly.l3 != 0 ? ly.l3 : kEthHeader;
+void corrupt_one_bit(std::mt19937_64& rng, PktBuf& b, const Layout& ly) noexcept {
+    const std::uint32_t first =
+        ly.l3 != 0 ? ly.l3 : static_cast<std::uint32_t>(sizeof(wire::EthHdr));
     if (b.len <= first) return;
     const std::uint32_t span = b.len - first;
     // Rejection sampling over the bits the ICRC covers; a RoCE frame always has many (its own
@@ -188,19 +183,94 @@ inline void corrupt_one_bit(std::mt19937_64& rng, PktBuf& b, const Layout& ly) n
 
 /**
  * Bytes queued and not yet serialised at @p now_ps when the queue drains at @p gbps (Gb/s) and
- * its last byte leaves at @p busy_until_ps (times in ps on one origin). 0 with infinite bandwidth.
+ * its last byte leaves at @p busy_until_ps. 0 with infinite bandwidth.
  */
-[[nodiscard]] inline std::uint64_t backlog_bytes(std::uint64_t busy_until_ps, std::uint64_t now_ps,
-                                                 double gbps) noexcept {
+std::uint64_t backlog_bytes(std::uint64_t busy_until_ps, std::uint64_t now_ps,
+                            double gbps) noexcept {
     if (!(gbps > 0.0) || busy_until_ps <= now_ps) return 0;
     // ps × Gb/s = 10^-3 bits; / 8000 gives bytes.
     return static_cast<std::uint64_t>(static_cast<double>(busy_until_ps - now_ps) * gbps / 8000.0);
 }
 
 /** ps to serialise @p len bytes at @p gbps (Gb/s); 0 with infinite bandwidth (gbps <= 0). */
-[[nodiscard]] inline std::uint64_t serialisation_ps(std::uint32_t len, double gbps) noexcept {
+std::uint64_t serialisation_ps(std::uint32_t len, double gbps) noexcept {
     if (!(gbps > 0.0)) return 0;
     return static_cast<std::uint64_t>(std::llround(static_cast<double>(len) * 8000.0 / gbps));
+}
+
+} // namespace
+
+void Link::drop(PktBuf* b, LinkCounter why) noexcept {
+    stats.inc(why);
+    ctx_->pool->release(b);
+}
+
+void Link::push(PktBuf* b, std::uint64_t deliver_ns, std::uint16_t hold_left,
+                std::uint64_t hold_until_ns) noexcept {
+    Entry e;
+    e.buf = b;
+    e.deliver_ns = deliver_ns;
+    e.hold_until_ns = hold_until_ns;
+    e.seq = ctx_->next_seq++;
+    e.hold_left = hold_left;
+    e.state = hold_left > 0 ? EntryState::held : EntryState::live;
+    ring.push(e);
+    ++ctx_->in_flight;
+}
+
+void Link::offer(PktBuf* b, std::uint64_t now_ns) noexcept {
+    const LinkConfig& c = config;
+    std::mt19937_64& rng = ctx_->rng;
+    stats.inc(LinkCounter::tx_frames);
+    if (!c.up) return drop(b, LinkCounter::dropped_down);
+    if (chance(rng, c.loss)) return drop(b, LinkCounter::dropped_loss);
+    // Serialisation times are kept in ps so that small frames on fast links do not round to whole
+    // ns; 2^64 ps is 213 days after t0.
+    const std::uint64_t now_ps = now_ns > ctx_->t0_ns ? (now_ns - ctx_->t0_ns) * 1000u : 0;
+    std::uint64_t& busy_ps = busy_until_ps();
+    const std::uint64_t backlog = backlog_bytes(busy_ps, now_ps, c.bandwidth_gbps);
+    if ((c.queue_bytes != 0 && backlog + b->len > c.queue_bytes) || ring.free_slots() == 0)
+        return drop(b, LinkCounter::dropped_queue_full);
+
+    const Layout ly = layout_of(*b);
+    b->ecn_ce = ecn_of(*b, ly) == static_cast<int>(kEcnCe);
+    const bool mark =
+        (c.ecn && red_decides_mark(rng, c.kmin_bytes, c.kmax_bytes, c.pmax, backlog)) ||
+        chance(rng, ecn_mark_probability);
+    if (mark && mark_ce(*b, ly)) stats.inc(LinkCounter::ecn_marked);
+    if (chance(rng, c.corrupt)) {
+        corrupt_one_bit(rng, *b, ly);
+        stats.inc(LinkCounter::corrupted);
+    }
+
+    busy_ps = std::max(now_ps, busy_ps) + serialisation_ps(b->len, c.bandwidth_gbps);
+    const std::uint64_t sent_ps = pacing == Pacing::serialise ? busy_ps : now_ps;
+    std::uint64_t deliver_ns = ctx_->t0_ns + (sent_ps + 999u) / 1000u + c.delay_ns;
+    // Never before a frame sent earlier, even if the delay shrank or the queue became shared.
+    deliver_ns = std::max({deliver_ns, now_ns, last_deliver_ns_});
+    last_deliver_ns_ = deliver_ns;
+
+    std::uint16_t hold_left = 0;
+    if (c.reorder_max_frames > 0 && chance(rng, c.reorder)) {
+        hold_left = static_cast<std::uint16_t>(1 + rng() % c.reorder_max_frames);
+        stats.inc(LinkCounter::reordered);
+    }
+    push(b, deliver_ns, hold_left, deliver_ns + c.reorder_max_ns);
+
+    if (chance(rng, c.duplicate)) {
+        PktBuf* dup = ring.free_slots() != 0 ? ctx_->pool->copy_of(*b) : nullptr;
+        if (dup == nullptr) {
+            stats.inc(LinkCounter::dropped_no_buffer);
+        } else {
+            push(dup, deliver_ns, 0, deliver_ns);
+            stats.inc(LinkCounter::duplicated);
+        }
+    }
+}
+
+void Link::drop_in_flight() noexcept {
+    ctx_->in_flight -= ring.size();
+    ring.clear([this](PktBuf* b) noexcept { drop(b, LinkCounter::dropped_down); });
 }
 
 } // namespace droce::sim::detail
