@@ -35,7 +35,9 @@ struct Rig {
     mem::Mr* src_mr = nullptr;
     mem::Mr* dst_mr = nullptr;
 
-    explicit Rig(std::size_t bytes) : src(bytes, 0x5a), dst(bytes, 0) {
+    std::vector<rc::Qp*> idle; ///< QPs in RTS that never carry traffic (BM_EngineWrite64BIdleQps)
+
+    explicit Rig(std::size_t bytes, std::uint32_t idle_qps = 0) : src(bytes, 0x5a), dst(bytes, 0) {
         for (std::uint32_t e = 0; e < 2; ++e)
             dev[e] = std::make_unique<Device>(
                 "droce" + std::to_string(e), clock,
@@ -73,12 +75,39 @@ struct Rig {
             dev[e]->modify_qp(qp[e], a, rc::kQpState | rc::kQpSqPsn | rc::kQpTimeout | rc::kQpRetryCnt |
                                             rc::kQpRnrRetry | rc::kQpMaxQpRdAtomic);
         }
+        // Idle QPs on the sending device, connected (RTS) to QPNs nobody uses: they have no WQEs,
+        // so they must cost the engine nothing per pass.
+        for (std::uint32_t i = 0; i < idle_qps; ++i) {
+            rc::Qp* q = dev[0]->create_qp(pd[0], cq[0], cq[0], rc::QpCap{1, 1, 1, 1, 0}, false, &err);
+            if (!q) break;
+            rc::QpAttr a;
+            a.qp_state = rc::QpState::init;
+            a.port_num = 1;
+            dev[0]->modify_qp(q, a, rc::kQpState | rc::kQpPkeyIndex | rc::kQpPort | rc::kQpAccessFlags);
+            a.qp_state = rc::QpState::rtr;
+            a.path_mtu = rc::Mtu::mtu4096;
+            a.dest_qp_num = 0x100000 + i;
+            a.ah_attr.dgid = gid_from_ipv4(10, 0, 0, 2);
+            a.ah_attr.dmac = sim::Fabric::mac(1, 0);
+            dev[0]->modify_qp(q, a, rc::kQpState | rc::kQpAv | rc::kQpPathMtu | rc::kQpDestQpn | rc::kQpRqPsn |
+                                        rc::kQpMaxDestRdAtomic | rc::kQpMinRnrTimer);
+            a.qp_state = rc::QpState::rts;
+            a.timeout = 14;
+            dev[0]->modify_qp(q, a, rc::kQpState | rc::kQpSqPsn | rc::kQpTimeout | rc::kQpRetryCnt |
+                                        rc::kQpRnrRetry | rc::kQpMaxQpRdAtomic);
+            idle.push_back(q);
+        }
     }
 };
 
 /** Posts RDMA WRITEs of @p size, every 16th signaled, keeping the SQ full, for the benchmark's iterations. */
-void run_writes(benchmark::State& state, std::size_t size) {
-    Rig rig(size);
+void run_writes(benchmark::State& state, std::size_t size, std::uint32_t idle_qps = 0) {
+    Rig rig(size, idle_qps);
+    if (rig.idle.size() != idle_qps) {
+        state.SkipWithError("could not create the idle QPs");
+        return;
+    }
+    state.counters["idle_qps"] = static_cast<double>(idle_qps);
     rc::SendWqe w;
     w.opcode = rc::WrOpcode::rdma_write;
     w.num_sge = 1;
@@ -127,6 +156,8 @@ void run_writes(benchmark::State& state, std::size_t size) {
 
 void BM_EngineWrite64B(benchmark::State& state) { run_writes(state, 64); }
 void BM_EngineWrite64KiB(benchmark::State& state) { run_writes(state, 64 * 1024); }
+/** One busy QP beside rc::kMaxQp - 1 idle ones on the same device: compare with BM_EngineWrite64B. */
+void BM_EngineWrite64BIdleQps(benchmark::State& state) { run_writes(state, 64, rc::kMaxQp - 1); }
 
 /** Reference: the fabric alone moving frames of @p frame bytes (alloc, fill header, tx, rx, free). */
 void run_fabric(benchmark::State& state, std::size_t frame) {
@@ -159,6 +190,7 @@ void BM_FabricOnly4170B(benchmark::State& state) { run_fabric(state, 14 + 20 + 8
 
 BENCHMARK(BM_FabricOnly124B)->MinTime(1.0);
 BENCHMARK(BM_EngineWrite64B)->MinTime(1.0);
+BENCHMARK(BM_EngineWrite64BIdleQps)->MinTime(1.0);
 BENCHMARK(BM_FabricOnly4170B)->MinTime(1.0);
 BENCHMARK(BM_EngineWrite64KiB)->MinTime(1.0);
 
