@@ -30,12 +30,15 @@ int Device::post_recv(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, std::
 }
 
 void Device::notify_engine(std::uint32_t slot) noexcept {
-    // The doorbell of a NIC: "QP slot has new WQEs". Leaf word first, then its summary bit, both
-    // RMWs after the WQEs were published: the engine takes the summary, then the leaf, with acquire,
-    // so a slot it finds set shows every WQE published before the bit was set; a bit set after the
-    // engine took its word stays set for the next pass.
-    doorbell_bits_[slot / 64].fetch_or(1ull << (slot % 64), std::memory_order_seq_cst);
-    doorbell_summary_[slot / 4096].fetch_or(1ull << ((slot / 64) % 64), std::memory_order_seq_cst);
+    // The doorbell of a NIC: "QP slot has new WQEs". An RMW on the leaf word after the WQEs were
+    // published; the engine takes the summary, then the leaf, with acquire, so a slot it finds set
+    // shows every WQE published before the bit was set, and a bit set after the engine took its word
+    // stays set for the next pass. Only the poster that turns a leaf word from zero to non-zero sets
+    // the summary bit: while a word is non-zero its summary bit is set or about to be (the engine
+    // clears the summary before the leaf), so later posters need one RMW, not two.
+    const std::uint64_t before = doorbell_bits_[slot / 64].fetch_or(1ull << (slot % 64), std::memory_order_seq_cst);
+    if (before == 0)
+        doorbell_summary_[slot / 4096].fetch_or(1ull << ((slot / 64) % 64), std::memory_order_seq_cst);
     if (asleep_.load(std::memory_order_seq_cst)) ring_doorbell();
 }
 
