@@ -43,6 +43,7 @@ namespace droce {
     X(rx_dropped_bad_icrc)         /* receive: ICRC mismatch, dropped silently */ \
     X(rx_dropped_malformed)        /* receive: frame rejected by the parser for another reason */ \
     X(tx_no_buffer)                /* transmit deferred: no buffer or the port queue was full */ \
+    X(tx_dropped_too_long)         /* a staged packet whose frame does not fit the port's buffers */ \
     X(tx_wait_neigh)               /* transmit deferred: the peer's MAC is not resolved yet (ARP / ND) */ \
     X(tx_zc_pkts)                  /* packets whose payload went by reference (zero-copy transmit) */ \
     X(tx_zc_copied)                /* packets meant to go by reference but copied (no segment buffer, memory the PMD cannot reach) */ \

@@ -25,7 +25,7 @@ wire::Ipv6Addr gid_from_ipv4(std::uint8_t a, std::uint8_t b, std::uint8_t c, std
 }
 
 Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
-    : name_(std::move(name)), clock_(&clock), ports_(std::move(ports)), tx_(ports_.size()),
+    : name_(std::move(name)), clock_(&clock), ports_(std::move(ports)), tx_(ports_.size()), tx_cache_(ports_.size()),
       mrs_(rc::kMaxMr), neigh_(clock, 256), qps_(rc::kMaxQp) {
     live_qps_.reserve(rc::kMaxQp); // create_qp inserts without allocating
     active_.reserve(rc::kMaxQp);   // activate() appends without allocating
@@ -42,8 +42,7 @@ Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
     ctx_.clock = clock_;
     ctx_.mrs = &mrs_;
     ctx_.dev_counters = &counters_;
-    ctx_.emit = &Device::emit;
-    ctx_.emit_ctx = this;
+    ctx_.tx = &stage_;
     ctx_.defer_acks = true; // one ACK per QP per rx burst; poll() flushes them (responder_run)
     // Copy or transmit by reference, per port, decided once here (CONVENTIONS rule 4).
     for (unsigned p = 0; p < ports_.size(); ++p) {
@@ -58,6 +57,8 @@ Device::~Device() {
     for (unsigned p = 0; p < ports_.size(); ++p) {
         if (tx_[p].count) ports_[p].driver->free_bulk(tx_[p].pending.data(), tx_[p].count);
         tx_[p].count = 0;
+        if (tx_cache_[p].count) ports_[p].driver->free_bulk(tx_cache_[p].bufs.data(), tx_cache_[p].count);
+        tx_cache_[p].count = 0;
     }
     while (loopback_.size() > 0) {
         PktBuf* buf = loopback_.bufs[loopback_.head++ % LoopbackQueue::kDepth];
@@ -242,7 +243,9 @@ rc::Qp* Device::qp_by_num(std::uint32_t qpn) noexcept {
 void Device::set_path(rc::Qp& qp) noexcept {
     const PortSpec& port = ports_[qp.attr.port_num - 1u];
     const AddressVector& av = qp.attr.ah_attr;
-    wire::PathHeaders& p = qp.path;
+    qp.num_paths = 1; // RC: one path, on the QP's port
+    qp.paths[0].port = static_cast<std::uint8_t>(qp.attr.port_num - 1u);
+    wire::PathHeaders& p = qp.paths[0].hdr;
     p.src_mac = port.mac;
     p.dst_mac = av.dmac;
     // An address vector without a MAC (the verbs case: only a GID) is resolved by ARP / ND, unless
@@ -293,9 +296,9 @@ void Device::resolve_paths() noexcept {
         if (qp->path_resolved) continue;
         pending = true; // a QP in RESET/INIT keeps it set until it resolves or is destroyed
         if (qp->state == QpState::reset || qp->state == QpState::init) continue;
-        const NeighLookup l = neigh_.lookup(qp->path.dst_ip);
+        const NeighLookup l = neigh_.lookup(qp->paths[0].hdr.dst_ip);
         if (l.result == NeighResolve::resolved) {
-            qp->path.dst_mac = l.mac;
+            qp->paths[0].hdr.dst_mac = l.mac;
             qp->attr.ah_attr.dmac = l.mac;
             qp->path_resolved = true;
             activate(qp->qpn - rc::kFirstQpn); // WQEs held back by tx_wait_neigh go now
@@ -303,7 +306,7 @@ void Device::resolve_paths() noexcept {
         if (l.send_request) {
             const unsigned port = qp->attr.port_num - 1u;
             std::array<std::uint8_t, kNeighMaxReply> req{};
-            const std::size_t n = responders_[port].build_request(qp->path.dst_ip, req);
+            const std::size_t n = responders_[port].build_request(qp->paths[0].hdr.dst_ip, req);
             if (n) queue_raw(port, std::span(req.data(), n));
         }
     }

@@ -186,11 +186,29 @@ public:
     /** Earliest timer deadline (ns) of any QP, or 0. Lets a test with a virtual clock jump ahead. */
     [[nodiscard]] std::uint64_t next_deadline_ns() const noexcept;
 
+    /** Direction of a frame shown to the capture seam. */
+    enum class CaptureDir : std::uint8_t { rx, tx };
+    /**
+     * The capture seam: when set, @p fn sees every frame the device sends (built from the transmit
+     * stage, by reference or copied, neighbour frames) or receives (from a port or the loopback
+     * queue, before any check), on the engine thread, with PktBuf::port saying which port. It must
+     * not keep the buffer, block or allocate; a by-reference frame shows only its headers in
+     * frame() (PktBuf::ext_len says how many bytes follow in other segments). Null fn = off (one
+     * predictable branch per frame).
+     */
+    struct CaptureHook {
+        void (*fn)(void* ctx, const PktBuf& frame, CaptureDir dir) noexcept = nullptr;
+        void* ctx = nullptr;
+    };
+    /** Sets or clears (fn null) the capture seam. Control path. */
+    void set_capture(CaptureHook hook) noexcept;
+
 private:
-    static bool emit(void* self, rc::Qp& qp, const wire::PacketFields& f,
-                     std::span<const std::span<const std::uint8_t>> payload, TxRef* ref) noexcept;
-    bool send_by_reference(unsigned port, const rc::Qp& qp, std::span<const std::span<const std::uint8_t>> payload,
-                           const wire::PacketFields& f, PktBuf* buf, TxRef* ref) noexcept;
+    void open_tx_stage() noexcept;
+    void build_staged() noexcept;
+    bool send_by_reference(unsigned port, const wire::PathHeaders& path,
+                           std::span<const std::span<const std::uint8_t>> payload, const wire::PacketFields& f,
+                           PktBuf* buf, TxRef* ref) noexcept;
     int post_send_wqes(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept;
     int post_recv_wqes(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept;
     /** Any thread: rings QP slot @p slot's doorbell bit and wakes a sleeping engine. */
@@ -219,10 +237,20 @@ private:
     bool queue_raw(unsigned port, std::span<const std::uint8_t> frame) noexcept;
 
     static constexpr unsigned kBurst = 32;
+    /** Packets per port per pass the transmit stage may take. */
     static constexpr unsigned kTxBatch = 64;
+    /** Per-port queue depth: kTxBatch for staged packets, the rest for neighbour frames. */
+    static constexpr unsigned kTxQueueDepth = kTxBatch + 16;
 
+    /** Frames built and waiting for the port's tx_burst (a partial burst leaves some for the next). */
     struct TxQueue {
-        std::array<PktBuf*, kTxBatch> pending{};
+        std::array<PktBuf*, kTxQueueDepth> pending{};
+        std::uint16_t count = 0;
+    };
+    /** Empty buffers reserved for the next pass's packets (owned by the device until built; the
+     *  destructor gives them back). */
+    struct TxBufCache {
+        std::array<PktBuf*, kTxBatch> bufs{};
         std::uint16_t count = 0;
     };
 
@@ -245,6 +273,9 @@ private:
     std::vector<PortSpec> ports_;
     std::vector<std::uint32_t> port_mtu_; ///< ports_[i].mtu, as the QP modify rules take it
     std::vector<TxQueue> tx_;
+    std::vector<TxBufCache> tx_cache_;
+    TxStage stage_;
+    CaptureHook capture_;
     LoopbackQueue loopback_;
     mem::MrTable mrs_;
     Counters counters_;

@@ -92,6 +92,7 @@ std::uint32_t Device::take_doorbells() noexcept {
 
 std::uint32_t Device::poll() noexcept {
     if (!enter_pass()) return 0; // a control section is open: stay between passes
+    open_tx_stage();
     std::uint32_t work = 0;
     bool wait_release = false;
     // Control-rate work: link state and neighbour resolution need not run on every pass.
@@ -147,6 +148,7 @@ std::uint32_t Device::poll() noexcept {
     // for a release: when this pass had nothing else to do, ask the ports (an empty memif burst may
     // cost an eventfd write, so not while traffic flows: the next real burst frees them anyway), and
     // count it as work so that the engine keeps polling instead of sleeping on the doorbell.
+    build_staged();
     const bool reclaim = wait_release && work == 0;
     for (unsigned p = 0; p < ports_.size(); ++p) {
         if (reclaim && tx_[p].count == 0) ports_[p].driver->tx_reclaim();

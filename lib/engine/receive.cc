@@ -16,6 +16,7 @@ namespace droce {
 using rc::QpState;
 
 void Device::receive(PktBuf& buf) noexcept {
+    if (capture_.fn) capture_.fn(capture_.ctx, buf, CaptureDir::rx);
     wire::ParsedFrame pkt;
     const wire::RejectReason r = wire::parse_frame(buf.frame(), pkt);
     parse_counters_.count(r);
@@ -41,7 +42,7 @@ void Device::receive(PktBuf& buf) noexcept {
         return;
     }
     // RC packets must come from the connected peer (rxe check_addr): same source address.
-    const wire::Ipv6Addr& peer = qp->path.dst_ip;
+    const wire::Ipv6Addr& peer = qp->paths[0].hdr.dst_ip;
     const bool from_peer = pkt.ipv4 ? std::memcmp(pkt.ipv4->src.data(), peer.data() + 12, 4) == 0
                                     : std::memcmp(pkt.ipv6->src.data(), peer.data(), 16) == 0;
     if (!from_peer) {

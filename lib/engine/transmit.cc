@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * The transmit path: a transport packet becomes a frame (copied, or headers with payload by
- * reference), is queued per port or on the loopback queue, and leaves in bursts (flush_tx). Raw
- * frames of the neighbour responder take the same queues. Engine thread only.
+ * The transmit path. Each pass: open_tx_stage() reserves buffers per port in bulk and tells the
+ * stage how much room there is; the transports stage their packets (port/tx_stage.h) while the pass
+ * runs; build_staged() turns every staged packet into a frame (copied, or headers with the payload
+ * by reference) in the order they were staged, queues it per port or on the loopback queue, and
+ * flush_tx() hands each port's queue to its driver in one burst. Raw frames of the neighbour
+ * responder take the same queues. Every frame passes the capture seam (capture_) here or, for
+ * received and looped-back frames, in receive.cc. Engine thread only.
  */
 #include "device.h"
 
@@ -15,60 +19,66 @@ namespace droce {
 using rc::QpState;
 
 
-bool Device::emit(void* self, rc::Qp& qp, const wire::PacketFields& f,
-                  std::span<const std::span<const std::uint8_t>> payload, TxRef* ref) noexcept {
-    auto* dev = static_cast<Device*>(self);
-    if (!qp.path_resolved) {
-        qp.counters.inc(Counter::tx_wait_neigh);
-        return false;
+void Device::open_tx_stage() noexcept {
+    // Buffers for the whole pass in one alloc_bulk per port (topped up, not reallocated: what a
+    // pass did not use stays reserved for the next one).
+    std::array<std::uint32_t, TxStage::kMaxPorts> room{};
+    for (unsigned p = 0; p < ports_.size(); ++p) {
+        TxBufCache& c = tx_cache_[p];
+        if (c.count < kTxBatch)
+            c.count = static_cast<std::uint16_t>(
+                c.count + ports_[p].driver->alloc_bulk(c.bufs.data() + c.count,
+                                                       static_cast<std::uint16_t>(kTxBatch - c.count)));
+        const std::uint32_t queue_room = tx_[p].count < kTxBatch ? kTxBatch - tx_[p].count : 0;
+        room[p] = std::min<std::uint32_t>(c.count, queue_room);
     }
-    const unsigned port = qp.attr.port_num - 1u;
-    TxQueue& q = dev->tx_[port];
-    if (!qp.loopback_peer && q.count == kTxBatch) dev->flush_tx(port);
-    if (qp.loopback_peer ? dev->loopback_.size() == LoopbackQueue::kDepth : q.count == kTxBatch) {
-        dev->counters_.inc(Counter::tx_no_buffer);
-        return false;
-    }
-    PortDriver* drv = dev->ports_[port].driver;
-    PktBuf* buf = nullptr;
-    if (drv->alloc_bulk(&buf, 1) != 1) {
-        dev->counters_.inc(Counter::tx_no_buffer);
-        return false;
-    }
-    buf->port = static_cast<std::uint8_t>(port);
-    if (ref != nullptr && dev->send_by_reference(port, qp, payload, f, buf, ref)) {
-        q.pending[q.count++] = buf;
-        qp.counters.inc(Counter::sent_pkts);
-        return true;
-    }
-    const std::size_t len = wire::build_frame(qp.path, f, payload, buf->room());
-    if (len == 0) {
-        drv->free_bulk(&buf, 1);
-        dev->counters_.inc(Counter::tx_no_buffer);
-        return false;
-    }
-    buf->len = static_cast<std::uint32_t>(len);
-    qp.counters.inc(Counter::sent_pkts);
-    if (qp.loopback_peer) {
-        dev->loopback_.bufs[dev->loopback_.tail++ % LoopbackQueue::kDepth] = buf;
-        qp.counters.inc(Counter::loopback_pkts);
-    } else {
-        q.pending[q.count++] = buf;
-    }
-    return true;
+    stage_.open(std::span(room.data(), ports_.size()), LoopbackQueue::kDepth - loopback_.size());
 }
 
-bool Device::send_by_reference(unsigned port, const rc::Qp& qp, std::span<const std::span<const std::uint8_t>> payload,
-                               const wire::PacketFields& f, PktBuf* buf, TxRef* ref) noexcept {
+void Device::build_staged() noexcept {
+    for (const TxPacket& pkt : stage_.packets()) {
+        TxBufCache& c = tx_cache_[pkt.port];
+        PktBuf* buf = c.bufs[--c.count]; // reserved by open_tx_stage(): the stage's room ensures one
+        buf->port = pkt.port;
+        buf->ext_len = 0;
+        const bool by_ref = pkt.ref != nullptr && !pkt.loopback &&
+                            send_by_reference(pkt.port, *pkt.path, pkt.payload_spans(), pkt.fields, buf, pkt.ref);
+        if (!by_ref) {
+            const std::size_t len = wire::build_frame(*pkt.path, pkt.fields, pkt.payload_spans(), buf->room());
+            if (len == 0) { // larger than the port's buffers: a path MTU the port cannot carry
+                ports_[pkt.port].driver->free_bulk(&buf, 1);
+                counters_.inc(Counter::tx_dropped_too_long);
+                continue;
+            }
+            buf->len = static_cast<std::uint32_t>(len);
+        }
+        pkt.counters->inc(Counter::sent_pkts);
+        if (capture_.fn) capture_.fn(capture_.ctx, *buf, CaptureDir::tx);
+        if (pkt.loopback) {
+            loopback_.bufs[loopback_.tail++ % LoopbackQueue::kDepth] = buf;
+            pkt.counters->inc(Counter::loopback_pkts);
+        } else {
+            TxQueue& q = tx_[pkt.port];
+            q.pending[q.count++] = buf;
+        }
+    }
+    stage_.clear();
+}
+
+void Device::set_capture(CaptureHook hook) noexcept {
+    ControlSection section(*this);
+    capture_ = hook;
+}
+
+bool Device::send_by_reference(unsigned port, const wire::PathHeaders& path,
+                               std::span<const std::span<const std::uint8_t>> payload, const wire::PacketFields& f,
+                               PktBuf* buf, TxRef* ref) noexcept {
     // zc_min_payload_ was chosen when the device was set up: UINT32_MAX on ports that copy.
     std::size_t len = 0;
     for (auto s : payload) len += s.size();
     if (len < zc_min_payload_[port]) return false;
-    // A frame to a QP of this device goes through the loopback queue to the receive path, which
-    // reads frame() as one buffer: copied.
-    if (qp.loopback_peer) return false;
     wire::SplitFrame sf;
-    if (!wire::build_frame_split(qp.path, f, payload, buf->room(), sf)) return false;
+    if (!wire::build_frame_split(path, f, payload, buf->room(), sf)) return false;
     buf->len = static_cast<std::uint32_t>(sf.header_len);
     if (!ports_[port].driver->attach_payload(buf, payload, sf.trailer_bytes(), ref)) {
         counters_.inc(Counter::tx_zc_copied);
@@ -94,10 +104,11 @@ void Device::flush_tx(unsigned port) noexcept {
 }
 
 bool Device::queue_raw(unsigned port, std::span<const std::uint8_t> frame) noexcept {
+    // Neighbour frames use the slots above kTxBatch, which the transmit stage never counts on.
     TxQueue& q = tx_[port];
-    if (q.count == kTxBatch) flush_tx(port);
+    if (q.count == kTxQueueDepth) flush_tx(port);
     PktBuf* buf = nullptr;
-    if (q.count == kTxBatch || ports_[port].driver->alloc_bulk(&buf, 1) != 1) {
+    if (q.count == kTxQueueDepth || ports_[port].driver->alloc_bulk(&buf, 1) != 1) {
         counters_.inc(Counter::tx_no_buffer);
         return false;
     }
@@ -108,6 +119,7 @@ bool Device::queue_raw(unsigned port, std::span<const std::uint8_t> frame) noexc
     std::memcpy(buf->data, frame.data(), frame.size());
     buf->len = static_cast<std::uint32_t>(frame.size());
     buf->port = static_cast<std::uint8_t>(port);
+    if (capture_.fn) capture_.fn(capture_.ctx, *buf, CaptureDir::tx);
     q.pending[q.count++] = buf;
     counters_.inc(Counter::neigh_tx);
     return true;

@@ -20,6 +20,7 @@ inline constexpr std::uint32_t kMaxMr = 4096;            ///< memory regions per
 inline constexpr std::uint32_t kMaxRdAtomic = 16;        ///< max_rd_atomic / max_dest_rd_atomic ceiling
 inline constexpr std::uint64_t kMaxMsgSize = 1ull << 31; ///< bytes per message (IBTA: RETH DMA length is 31 bits usable)
 inline constexpr std::uint32_t kMaxPktPerAck = 64;       ///< AckReq at least every N packets (rxe RXE_MAX_PKT_PER_ACK)
+inline constexpr std::uint32_t kMaxPaths = 16;           ///< paths per QP (RC uses 1; multipath one per entropy value)
 inline constexpr std::uint32_t kPsnWindow = 1024;        ///< unacknowledged packets a requester keeps in flight
 inline constexpr std::uint32_t kAckTimeoutMinNs = 4096;
 /**

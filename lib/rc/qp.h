@@ -12,6 +12,7 @@
  */
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -21,6 +22,7 @@
 #include "common/clock.h"
 #include "common/counters.h"
 #include "port/port.h"
+#include "port/tx_stage.h"
 #include "mem/mr.h"
 #include "rc/types.h"
 #include "wire/packet.h"
@@ -77,20 +79,12 @@ struct TransportCtx {
      *  Device::total_counters() (device + every QP) counts each event once. */
     Counters* dev_counters = nullptr;
     /**
-     * Builds and transmits one packet of @p qp on the path the QP's path selector gives for
-     * @p fields.psn, with the payload gathered from @p payload (spans into registered memory or
-     * WQE inline data, already checked by the caller).
-     * @p ref: null = copy the payload (inline data, responses, anything whose memory may change once
-     * emit returns). Non-null = the payload is registered memory of a send WQE that stays put until
-     * @p ref reads released(): the device may send it by reference (zero-copy) and counts the
-     * segments it lends on @p ref; the WQE does not complete before that.
-     * The emit function counts sent_pkts on the QP (the transport does not).
-     * @return false when no buffer or queue space is free now; nothing was sent and the caller must
-     *         keep its state so the packet is sent later (the requester simply does not advance).
+     * Where the transport leaves the packets it sends this pass (port/tx_stage.h). The transport
+     * stages each packet on the path it chose (Qp::paths[i]: headers and port); a refused append
+     * means no room this pass: the transport keeps its state, counts tx_no_buffer on the QP and
+     * sends the same packet later. The engine counts sent_pkts when it builds the frame.
      */
-    bool (*emit)(void* emit_ctx, Qp& qp, const wire::PacketFields& fields,
-                 std::span<const std::span<const std::uint8_t>> payload, TxRef* ref) noexcept = nullptr;
-    void* emit_ctx = nullptr;
+    TxStage* tx = nullptr;
     /**
      * false: the responder sends each ACK as the request that asks for it is processed (what the
      * protocol tests assert on). true (the Device): ACKs are owed (ResponderState::ack_pending)
@@ -183,6 +177,12 @@ struct ResponderState {
     std::uint32_t ack_msn = 0;    ///< MSN at the time it was owed
 };
 
+/** One path of a QP: the headers below its BTH and the 0-based device port it leaves by. */
+struct Path {
+    wire::PathHeaders hdr;
+    std::uint8_t port = 0;
+};
+
 /** The per-QP pacer hook: DCQCN will set the rate; RC with no rate limit always allows. */
 struct Pacer {
     std::uint64_t next_send_ns = 0; ///< earliest time the next packet may leave; 0 = no pacing
@@ -201,7 +201,11 @@ struct Qp {
     SpscRing<SendWqe> sq;  ///< app → engine; consumer index = oldest WQE not yet completed
     SpscRing<RecvWqe> rq;  ///< app → engine
     std::uint32_t mtu = 1024;           ///< path MTU in bytes (from attr.path_mtu)
-    wire::PathHeaders path;             ///< RC has one path; MRC will hold several
+    /** The paths the QP's packets may take: headers and the port each leaves by. RC has one
+     *  (paths[0], num_paths 1); the multipath transport holds one per entropy value. Written by the
+     *  control path (Device::set_path), read by the transport. */
+    std::array<Path, kMaxPaths> paths{};
+    std::uint8_t num_paths = 1;
     Pacer pacer;
     Counters counters;
     RequesterState req;

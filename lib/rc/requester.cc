@@ -41,7 +41,7 @@ static_assert((kPsnWindow & kPsnRingMask) == 0, "kPsnWindow must be a power of t
 void count(Qp& qp, TransportCtx& /*ctx*/, Counter c) noexcept { qp.counters.inc(c); }
 
 /**
- * The path a packet of @p qp with PSN @p psn leaves on. RC has one path (qp.path, index 0); MRC will
+ * The path a packet of @p qp with PSN @p psn leaves on. RC has one path (qp.paths[0]); MRC will
  * spray here. The index is recorded per PSN so that a retransmission can pick another one.
  */
 std::uint8_t select_path(const Qp& /*qp*/, Psn /*psn*/) noexcept { return 0; }
@@ -288,9 +288,15 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
         // Registered memory may go by reference (the WQE then waits for its release); inline data
         // lives in the SQ slot and is always copied.
         TxRef* ref = nspans > 0 && !(w.send_flags & kSendInline) ? qp.tx_ref(req.next_wqe) : nullptr;
-        if (!ctx.emit(ctx.emit_ctx, qp, f,
-                      std::span<const std::span<const std::uint8_t>>(spans.data(), static_cast<std::size_t>(nspans)),
-                      ref)) {
+        if (!qp.path_resolved) { // the peer's MAC is being resolved (ARP / ND): nothing leaves yet
+            count(qp, ctx, Counter::tx_wait_neigh);
+            break;
+        }
+        const Path& route = qp.paths[path];
+        if (!ctx.tx->append(route.hdr, route.port, qp.loopback_peer, f,
+                            std::span<const std::span<const std::uint8_t>>(spans.data(),
+                                                                           static_cast<std::size_t>(nspans)),
+                            ref, &qp.counters)) {
             count(qp, ctx, Counter::tx_no_buffer); // state untouched: the same packet goes next time
             break;
         }

@@ -217,17 +217,24 @@ wire::PacketFields response_fields(const Qp& qp, Opcode op, Psn psn) noexcept {
 void flush_ack(Qp& qp, TransportCtx& ctx) noexcept;
 
 /**
- * Hands one packet to the tx path. The device's emit counts sent_pkts; a refusal is counted here per
- * QP. A deferred ACK goes first, so responses leave in the order they were decided.
+ * Stages one response packet (TransportCtx::tx) on the QP's path. The engine counts sent_pkts when
+ * it builds the frame; a refusal is counted here per QP. A deferred ACK goes first, so responses
+ * leave in the order they were decided.
  */
 bool transmit(Qp& qp, TransportCtx& ctx, const wire::PacketFields& f,
               std::span<const std::uint8_t> data = {}) noexcept {
+    if (!qp.path_resolved) { // the peer's MAC is being resolved (ARP / ND): the response is lost
+        qp.counters.inc(Counter::tx_wait_neigh);
+        return false;
+    }
     if (qp.resp.ack_pending) flush_ack(qp, ctx);
     const std::span<const std::uint8_t> parts[1] = {data};
-    const bool ok = ctx.emit != nullptr &&
-                    ctx.emit(ctx.emit_ctx, qp, f,
-                             std::span<const std::span<const std::uint8_t>>(parts, data.empty() ? 0 : 1),
-                             nullptr); // responses are copied: no WQE waits for their release
+    // Responses go back on the QP's first path; they are copied (no WQE waits for their release).
+    const Path& route = qp.paths[0];
+    const bool ok = ctx.tx != nullptr &&
+                    ctx.tx->append(route.hdr, route.port, qp.loopback_peer, f,
+                                   std::span<const std::span<const std::uint8_t>>(parts, data.empty() ? 0 : 1),
+                                   nullptr, &qp.counters);
     if (!ok) qp.counters.inc(Counter::tx_no_buffer);
     return ok;
 }

@@ -111,8 +111,8 @@ TEST_F(QpStateTest, LegalPathResetInitRtrRts) {
     EXPECT_EQ(qp->resp.expected_psn, Psn(100));
     EXPECT_EQ(qp->mtu, 1024u);
     // The UDP source port follows rdma_get_udp_sport for (0x11, 0x12).
-    EXPECT_EQ(qp->path.udp_sport, 0xC132);
-    EXPECT_FALSE(qp->path.ipv6);
+    EXPECT_EQ(qp->paths[0].hdr.udp_sport, 0xC132);
+    EXPECT_FALSE(qp->paths[0].hdr.ipv6);
 }
 
 TEST_F(QpStateTest, EachMissingRequiredAttributeIsEinval) {

@@ -209,7 +209,7 @@ TEST(TransferNeighbours, ArpResolvesThePeerMacBeforeTheFirstPacket) {
     EXPECT_EQ(t.send_cqes[0][0].status, rc::WcStatus::success);
     EXPECT_EQ(0, std::memcmp(dst->bytes.data(), src->bytes.data(), 3000));
     EXPECT_TRUE(p.qp[0]->path_resolved);
-    EXPECT_EQ(p.qp[0]->path.dst_mac, sim::Fabric::mac(1, 0));
+    EXPECT_EQ(p.qp[0]->paths[0].hdr.dst_mac, sim::Fabric::mac(1, 0));
     // Each side asked once (ARP request) and answered once (ARP reply).
     EXPECT_EQ(t.dev[0]->counters()[Counter::neigh_tx], 2u);
     EXPECT_EQ(t.dev[1]->counters()[Counter::neigh_tx], 2u);

@@ -29,8 +29,57 @@ public:
     rc::Cq recv_cq;
     rc::Qp qp;
     rc::TransportCtx ctx;
-    std::vector<std::vector<std::uint8_t>> sent; ///< every frame the transport emitted, in order
-    bool tx_blocked = false; ///< when true, emit() refuses (models a full tx queue)
+    /** Deep enough that a test's single requester_run() is never cut short by the stage. */
+    static constexpr std::uint32_t kStageDepth = 8192;
+    TxStage stage{kStageDepth};
+
+    /**
+     * Every frame the transport staged, in order, built the way the engine builds them. Reading
+     * it builds what the transport staged since the last read, so a test asserts right after a
+     * transport call as if frames left at once.
+     */
+    class SentFrames {
+    public:
+        explicit SentFrames(ProtocolHarness& h) : h_(h) {}
+        [[nodiscard]] std::size_t size() const { return drained().size(); }
+        [[nodiscard]] bool empty() const { return drained().empty(); }
+        const std::vector<std::uint8_t>& operator[](std::size_t i) const { return drained()[i]; }
+        const std::vector<std::uint8_t>& at(std::size_t i) const { return drained().at(i); }
+        void clear() {
+            drained();
+            frames_.clear();
+        }
+
+    private:
+        const std::vector<std::vector<std::uint8_t>>& drained() const {
+            for (const TxPacket& p : h_.stage.packets()) {
+                std::size_t len = 0;
+                for (auto span : p.payload_spans()) len += span.size();
+                std::vector<std::uint8_t> out(wire::frame_length(*p.path, p.fields.opcode, len));
+                out.resize(wire::build_frame(*p.path, p.fields, p.payload_spans(), out));
+                // As the engine does: every packet built is counted once, on its QP.
+                if (!out.empty()) p.counters->inc(Counter::sent_pkts);
+                frames_.push_back(std::move(out));
+            }
+            h_.reopen_stage(); // every read starts a new "pass" with the room the test chose
+            return frames_;
+        }
+        ProtocolHarness& h_;
+        mutable std::vector<std::vector<std::uint8_t>> frames_;
+    };
+    SentFrames sent{*this};
+
+    /** Models a full transmit queue: while blocked, the stage has no room and refuses packets. */
+    void block_tx(bool blocked) {
+        sent.size(); // what was staged before stays sent
+        tx_blocked_ = blocked;
+        reopen_stage();
+    }
+    void reopen_stage() {
+        const std::uint32_t room[1] = {tx_blocked_ ? 0u : kStageDepth};
+        stage.open(room, tx_blocked_ ? 0u : kStageDepth);
+    }
+    bool tx_blocked_ = false;
 
     explicit ProtocolHarness(rc::Mtu mtu = rc::Mtu::mtu1024, std::uint32_t sq_depth = 64,
                              std::uint32_t rq_depth = 64) {
@@ -55,15 +104,15 @@ public:
         qp.mtu = rc::mtu_bytes(mtu);
         qp.req.retry_left = qp.attr.retry_cnt;
         qp.req.rnr_retry_left = qp.attr.rnr_retry;
-        qp.path.src_mac = {0x02, 0, 0, 0, 0, 1};
-        qp.path.dst_mac = {0x02, 0, 0, 0, 0, 2};
-        qp.path.src_ip = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
-        qp.path.dst_ip = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2};
+        qp.paths[0].hdr.src_mac = {0x02, 0, 0, 0, 0, 1};
+        qp.paths[0].hdr.dst_mac = {0x02, 0, 0, 0, 0, 2};
+        qp.paths[0].hdr.src_ip = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
+        qp.paths[0].hdr.dst_ip = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2};
         ctx.clock = &clock;
         ctx.mrs = &mrs;
         ctx.dev_counters = &dev_counters;
-        ctx.emit = &ProtocolHarness::emit;
-        ctx.emit_ctx = this;
+        ctx.tx = &stage;
+        reopen_stage();
     }
 
     /** Registers @p buf with @p access; returns the MR (asserting success is the caller's job). */
@@ -75,7 +124,7 @@ public:
 
     /** A frame from the peer (src/dst swapped) carrying @p f and @p payload. */
     std::vector<std::uint8_t> peer_frame(wire::PacketFields f, std::span<const std::uint8_t> payload = {}) const {
-        wire::PathHeaders p = qp.path;
+        wire::PathHeaders p = qp.paths[0].hdr;
         std::swap(p.src_mac, p.dst_mac);
         std::swap(p.src_ip, p.dst_ip);
         std::vector<std::uint8_t> out(wire::frame_length(p, f.opcode, payload.size()));
@@ -134,21 +183,6 @@ public:
     int bad_frames = 0;
     mutable wire::RejectReason last_reject = wire::RejectReason::ok;
 
-private:
-    static bool emit(void* self, rc::Qp& q, const wire::PacketFields& f,
-                     std::span<const std::span<const std::uint8_t>> payload, TxRef* /*ref*/) noexcept {
-        auto* h = static_cast<ProtocolHarness*>(self);
-        if (h->tx_blocked) return false;
-        std::size_t len = 0;
-        for (auto s : payload) len += s.size();
-        std::vector<std::uint8_t> out(wire::frame_length(q.path, f.opcode, len));
-        std::size_t n = wire::build_frame(q.path, f, payload, out);
-        out.resize(n);
-        h->sent.push_back(std::move(out));
-        // As Device's emit does: every packet the transport hands over is counted once, here.
-        if (n != 0) q.counters.inc(Counter::sent_pkts);
-        return n != 0;
-    }
 };
 
 } // namespace droce::test

@@ -997,7 +997,7 @@ TEST(Responder, ReadResponseResumesAfterTxBackPressure) {
     Peer p(rc::Mtu::mtu256);
     auto& src = p.remote(1024);
     std::ranges::copy(pattern(1024, 3), src.mem.begin()); // keep the registered storage
-    p.h.tx_blocked = true;
+    p.h.block_tx(true);
     PacketFields f = Peer::req(Opcode::RC_RDMA_READ_REQUEST, 0);
     f.va = src.va();
     f.rkey = src.mr->rkey;
@@ -1016,7 +1016,7 @@ TEST(Responder, ReadResponseResumesAfterTxBackPressure) {
     p.feed(w, one);
     EXPECT_EQ(tgt.mem[0], 0xee);
     EXPECT_EQ(p.h.qp.resp.expected_psn, Psn(4));
-    p.h.tx_blocked = false;
+    p.h.block_tx(false);
     rc::responder_run(p.h.qp, p.h.ctx, 1);
     ASSERT_EQ(p.h.sent.size(), 1u);
     EXPECT_EQ(p.out(0).op, Opcode::RC_RDMA_READ_RESPONSE_FIRST);
