@@ -800,6 +800,40 @@ TEST(HostileFilter, ArpStillPassesOnlyWhenItIsForUs) {
     EXPECT_EQ(v.dev->counters()[Counter::neigh_tx], 2u);
 }
 
+TEST(HostileFilter, StaleRkeyOfAReusedSlotIsRefused) {
+    Victim v;
+    auto buf = v.region(4096);
+    rc::Qp* q = v.qp();
+    const std::vector<std::uint8_t> payload(64, 0xEE);
+    // Deregister and register again, many times: the slot is reused at once (same index), each key
+    // differs from the one before, and a WRITE with the previous key is a remote access NAK that
+    // places nothing, while the current key works.
+    for (int round = 0; round < 40; ++round) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        const std::uint32_t stale = buf->mr->rkey;
+        ASSERT_EQ(v.dev->dereg_mr(buf->mr), 0);
+        int err = 0;
+        buf->mr = v.dev->reg_mr(
+            v.pd, buf->data(), buf->size,
+            rc::kAccessLocalWrite | rc::kAccessRemoteWrite | rc::kAccessRemoteRead, &err);
+        ASSERT_NE(buf->mr, nullptr) << err;
+        ASSERT_EQ(buf->mr->rkey >> 8, stale >> 8) << "the freed slot was not reused";
+        ASSERT_NE(buf->mr->rkey, stale);
+        EXPECT_EQ(buf->mr->lkey, buf->mr->rkey);
+
+        wire::PacketFields f = write_to(q, *buf, payload.size());
+        f.rkey = stale;
+        EXPECT_EQ(ack_syndrome(v.exchange(v.frame(f, payload))), nak(NakCode::remote_access_error));
+        EXPECT_TRUE(buf->unchanged() && buf->canaries_intact());
+        EXPECT_EQ(q->state, QpState::err);
+        EXPECT_EQ(v.dev->destroy_qp(q), 0);
+        q = v.qp();
+    }
+    const auto ans = v.exchange(v.frame(write_to(q, *buf, payload.size()), payload));
+    EXPECT_EQ(ack_syndrome(ans) >> 5, static_cast<int>(AethKind::ack));
+    EXPECT_EQ(std::memcmp(buf->data(), payload.data(), payload.size()), 0);
+}
+
 // -------------------------------------------------------------------------- responses never asked
 
 TEST(Hostile, ResponsesForPsnsNeverSent) {
