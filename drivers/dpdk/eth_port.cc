@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include <rte_dev.h>
 #include <rte_devargs.h>
@@ -306,19 +307,48 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
         }
         p->lsc_registered_ = true;
     }
+    // A NIC out of promiscuous mode drops unicast frames to any MAC it was not given: cfg.mac must
+    // be its default MAC (net_af_packet sets the interface's), or one more address in its table
+    // (net_ring), or already its own (net_memif takes it from the devargs).
+    bool mac_received = true;
     if (cfg.mac) {
         rte_ether_addr a{};
         std::memcpy(a.addr_bytes, cfg.mac->data(), 6);
-        (void)rte_eth_dev_default_mac_addr_set(cfg.port_id, &a); // ENOTSUP on net_ring/memif: fine
+        rte_ether_addr now{};
+        mac_received = (rte_eth_macaddr_get(cfg.port_id, &now) == 0 &&
+                        std::memcmp(now.addr_bytes, a.addr_bytes, 6) == 0) ||
+                       rte_eth_dev_default_mac_addr_set(cfg.port_id, &a) == 0 ||
+                       rte_eth_dev_mac_addr_add(cfg.port_id, &a, 0) == 0;
     }
     if (const int r = rte_eth_dev_start(cfg.port_id); r != 0) {
         *err = who + "rte_eth_dev_start failed: " + errno_text(-r);
         return nullptr;
     }
     p->started_ = true;
-    if (cfg.promiscuous) p->promiscuous_ = rte_eth_promiscuous_enable(cfg.port_id) == 0;
+    // IPv6 Neighbor Discovery arrives on multicast groups: the exact list where the PMD filters by
+    // one, else every multicast frame (the engine drops the groups it does not need).
+    bool multicast_received = true;
+    if (!cfg.multicast.empty()) {
+        std::vector<rte_ether_addr> mc(cfg.multicast.size());
+        for (std::size_t i = 0; i < mc.size(); ++i)
+            std::memcpy(mc[i].addr_bytes, cfg.multicast[i].data(), 6);
+        multicast_received =
+            rte_eth_dev_set_mc_addr_list(cfg.port_id, mc.data(),
+                                         static_cast<std::uint32_t>(mc.size())) == 0 ||
+            rte_eth_allmulticast_enable(cfg.port_id) == 0;
+    }
+    // Some PMDs start promiscuous (net_ring): leave it unless asked, or unless it is the only way
+    // the port receives its MAC or the multicast ND needs.
+    if (cfg.promiscuous || !mac_received || !multicast_received)
+        (void)rte_eth_promiscuous_enable(cfg.port_id);
+    else
+        (void)rte_eth_promiscuous_disable(cfg.port_id); // ENOTSUP where the PMD has no other mode
+    p->promiscuous_ = rte_eth_promiscuous_get(cfg.port_id) == 1;
     rte_ether_addr a{};
-    if (rte_eth_macaddr_get(cfg.port_id, &a) == 0) std::memcpy(p->mac_.data(), a.addr_bytes, 6);
+    if (cfg.mac)
+        p->mac_ = *cfg.mac;
+    else if (rte_eth_macaddr_get(cfg.port_id, &a) == 0)
+        std::memcpy(p->mac_.data(), a.addr_bytes, 6);
     p->last_link_up_ = p->link_up();
     return p;
 }

@@ -45,6 +45,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "port/port.h"
 #include "wire/eth.h"
@@ -94,10 +95,19 @@ struct EthPortConfig {
     std::uint32_t min_data_room = 0;
     std::uint16_t rx_desc = 512;    ///< rx ring size asked (the PMD may adjust it)
     std::uint16_t tx_desc = 512;    ///< tx ring size asked (the PMD may adjust it)
-    bool promiscuous = true;        ///< enable promiscuous mode where the PMD supports it
+    /// Receive every frame whatever its destination MAC (where the PMD supports it). Off by
+    /// default: the port then receives its own MAC, broadcast and @ref multicast, and falls back
+    /// to promiscuous mode only for what it cannot be told otherwise (see EthPort::create()).
+    bool promiscuous = false;
     /// Offer transmit by reference (tx_by_reference()) where the PMD sends multi-segment frames.
     bool tx_by_reference = true;
-    std::optional<wire::MacAddr> mac; ///< program this MAC as the port's default where supported
+    /// The port's unicast MAC: programmed as its default MAC, else added as a second address, where
+    /// the PMD supports either. Unset: the PMD's own MAC.
+    std::optional<wire::MacAddr> mac;
+    /// Group MACs the port must receive besides broadcast: IPv6 Neighbor Discovery's solicited-node
+    /// and all-nodes groups (33:33:…) of the port's IPv6 addresses. Empty for an IPv4-only port
+    /// (ARP uses broadcast).
+    std::vector<wire::MacAddr> multicast;
 };
 
 class EthPort final : public PortDriver {
@@ -106,16 +116,22 @@ public:
 
     /**
      * Sets up @p cfg.port_id: creates the mempool, configures 1 rx + 1 tx queue, sets the MTU,
-     * requests IPv4 header checksum offload where the PMD offers it, registers the LSC callback where
-     * the PMD raises LSC interrupts, starts the port, enables promiscuous mode.
+     * requests IPv4 header checksum offload where the PMD offers it, registers the LSC callback
+     * where the PMD raises LSC interrupts, programs cfg.mac, starts the port, then sets its receive
+     * filter: cfg.multicast as the multicast address list, else all-multicast mode; promiscuous
+     * mode when cfg.promiscuous, or as the fallback when the PMD took neither cfg.mac (as default
+     * or extra address, and its own MAC differs) nor cfg.multicast; otherwise promiscuous mode is
+     * turned off (where the PMD can: net_memif cannot). None of these failing is an error. The
+     * engine filters destination MACs and IPs itself (Device::receive), so a port left
+     * promiscuous costs work, not safety.
      * Requires eal_init(). Control path.
      * @return the port, or nullptr with *err set: EAL not initialised; invalid port id; bad config
      *         (mtu outside 68..9600, below the PMD's min_mtu, above its max (except net_memif and
      *         net_af_packet, see pmd_mtu()), n_mbufs too small, mbuf data room above 65535);
-     *         rte_pktmbuf_pool_create (ENOMEM, EEXIST); rte_eth_dev_configure / rx or tx queue setup /
-     *         rte_eth_dev_start (the PMD's errno); rte_eth_dev_set_mtu other than ENOTSUP (PMDs such as
-     *         net_ring have no MTU to set and are accepted). Promiscuous mode and MAC setting failures
-     *         are not errors (see promiscuous(), mac()).
+     *         rte_pktmbuf_pool_create (ENOMEM, EEXIST); rte_eth_dev_configure / rx or tx queue
+     * setup / rte_eth_dev_start (the PMD's errno); rte_eth_dev_set_mtu other than ENOTSUP (PMDs
+     * such as net_ring have no MTU to set and are accepted). Promiscuous mode and MAC setting
+     * failures are not errors (see promiscuous(), mac()).
      */
     [[nodiscard]] static std::unique_ptr<EthPort> create(const EthPortConfig& cfg, std::string* err);
     ~EthPort() override;
@@ -193,6 +209,8 @@ public:
      */
     bool set_tx_ipv4_cksum(bool on) noexcept;
     [[nodiscard]] bool lsc_interrupt() const noexcept { return lsc_interrupt_; }
+    /** True when the port receives frames for any MAC (asked, a fallback, or the PMD's only mode).
+     */
     [[nodiscard]] bool promiscuous() const noexcept { return promiscuous_; }
     [[nodiscard]] std::uint16_t port_id() const noexcept { return port_id_; }
     [[nodiscard]] std::uint8_t port_index() const noexcept { return port_index_; }
@@ -200,7 +218,10 @@ public:
     /** The MTU the ethdev was configured with: mtu(), or less for net_memif / net_af_packet whose
      *  ethdev layer admits at most 1500 in DPDK 22.11 while their datapath carries mtu() anyway. */
     [[nodiscard]] std::uint32_t pmd_mtu() const noexcept { return pmd_mtu_; }
-    /** The port's MAC address as the PMD reports it after start (cfg.mac where it could be set). */
+    /**
+     * The port's unicast MAC, the one the engine must use: cfg.mac when given (the port receives it
+     * as its default or an extra address, or in promiscuous mode), else the MAC the PMD reports.
+     */
     [[nodiscard]] const wire::MacAddr& mac() const noexcept { return mac_; }
     /** PMD name, e.g. "net_ring". */
     [[nodiscard]] const std::string& driver_name() const noexcept { return driver_name_; }

@@ -42,6 +42,8 @@ namespace droce {
     X(rx_dropped_bad_qp)           /* receive: no QP with this dest QPN, or QP in a state that drops */ \
     X(rx_dropped_bad_icrc)         /* receive: ICRC mismatch, dropped silently */ \
     X(rx_dropped_malformed)        /* receive: frame rejected by the parser for another reason */ \
+    X(rx_dropped_dst_mac)          /* receive: destination MAC not the port's, nor a group MAC for ARP / ND */ \
+    X(rx_dropped_dst_ip)           /* receive: RoCE frame to an IP that is none of the device's GIDs */ \
     X(tx_no_buffer)                /* transmit deferred: no buffer or the port queue was full */ \
     X(tx_dropped_too_long)         /* a staged packet whose frame does not fit the port's buffers */ \
     X(tx_wait_neigh)               /* transmit deferred: the peer's MAC is not resolved yet (ARP / ND) */ \

@@ -229,7 +229,21 @@ private:
     }
     /** True while @p qp has something for the engine to do without a new event (see poll.cc). */
     [[nodiscard]] static bool qp_has_work(const rc::Qp& qp) noexcept;
-    void receive(PktBuf& buf) noexcept;
+    /**
+     * The receive path for one frame (receive.cc): parse, filter, demux. @p looped: the frame came
+     * from the loopback queue (built by this device for one of its own GIDs), not from a port.
+     */
+    void receive(PktBuf& buf, bool looped) noexcept;
+    /**
+     * The destination MAC filter: true when @p pkt (Ethernet header present) is for port @p port:
+     * its unicast MAC (any own port's for a @p looped frame), or, when not @p roce (UDP port 4791),
+     * the broadcast MAC for ARP or an IPv6 multicast MAC (33:33:…) for IPv6: the neighbour
+     * responder's.
+     */
+    [[nodiscard]] bool dst_mac_accepted(const wire::ParsedFrame& pkt, bool roce, unsigned port,
+                                        bool looped) const noexcept;
+    /** True when the destination IP of the RoCE frame @p pkt is one of the ports' GIDs. */
+    [[nodiscard]] bool dst_ip_is_gid(const wire::ParsedFrame& pkt) const noexcept;
     void flush_tx(unsigned port) noexcept;
     void set_path(rc::Qp& qp) noexcept;
     void resolve_paths() noexcept;

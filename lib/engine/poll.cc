@@ -105,7 +105,8 @@ std::uint32_t Device::poll() noexcept {
     for (unsigned p = 0; p < ports_.size(); ++p) {
         PortDriver* drv = ports_[p].driver;
         const std::uint16_t n = drv->rx_burst(bufs.data(), kBurst);
-        for (std::uint16_t i = 0; i < n; ++i) receive(*bufs[i]);
+        for (std::uint16_t i = 0; i < n; ++i)
+            receive(*bufs[i], false);
         if (n) drv->free_bulk(bufs.data(), n);
         work += n;
     }

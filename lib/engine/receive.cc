@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * The receive path, in the fixed receive order (CONVENTIONS rule 9): frame parse and ICRC (lib/wire),
- * demux by destination QPN, the source check, then the responder (requests) or the completer
- * (ACKs, NAKs, READ and atomic responses). Frames that are not RoCE go to the neighbour responder
- * (ARP, IPv6 ND). Looped-back frames enter here too. Engine thread only.
+ * The receive path, in the fixed receive order (CONVENTIONS rule 9): frame parse and ICRC
+ * (lib/wire), the receive filter (destination MAC, then destination IP), demux by destination QPN,
+ * the source check, then the responder (requests) or the completer (ACKs, NAKs, READ and atomic
+ * responses). Frames that are not RoCE go to the neighbour responder (ARP, IPv6 ND). Looped-back
+ * frames enter here too. Engine thread only.
  */
 #include "device.h"
 
@@ -15,20 +16,76 @@ namespace droce {
 
 using rc::QpState;
 
-void Device::receive(PktBuf& buf) noexcept {
+namespace {
+
+/** 33:33:…, where IPv6 multicast groups map (RFC 2464 §7), ND's solicited-node groups among them. */
+bool is_ipv6_multicast_mac(const wire::MacAddr& m) noexcept { return m[0] == 0x33 && m[1] == 0x33; }
+
+} // namespace
+
+bool Device::dst_mac_accepted(const wire::ParsedFrame& pkt, bool roce, unsigned port,
+                              bool looped) const noexcept {
+    const wire::MacAddr& dst = pkt.eth->dst;
+    if (!is_group_mac(dst)) {
+        if (port < ports_.size() && dst == ports_[port].mac) return true;
+        // A looped-back frame leaves by the sending QP's port and is received by the port that owns
+        // its destination GID: any of this device's own MACs is that port's.
+        if (!looped) return false;
+        for (const PortSpec& own : ports_)
+            if (dst == own.mac) return true;
+        return false;
+    }
+    // A group MAC reaches every host on the link: a RoCE RC frame is never sent to one, so
+    // accepting it would let any host address every device at once. Only what the neighbour
+    // responder needs passes: ARP requests (broadcast) and ND to solicited-node or all-nodes
+    // groups.
+    if (roce) return false;
+    if (dst == kBroadcastMac) return pkt.ether_type == wire::kEtherTypeArp;
+    return is_ipv6_multicast_mac(dst) && pkt.ether_type == wire::kEtherTypeIpv6;
+}
+
+bool Device::dst_ip_is_gid(const wire::ParsedFrame& pkt) const noexcept {
+    for (const PortSpec& own : ports_) {
+        // An IPv4-mapped GID is reached by IPv4 frames only, as droce sends them (set_path): the
+        // mapped form is an API convention (RFC 4291 §2.5.5.2), not an IPv6 destination.
+        if (pkt.ipv4 ? gid_is_ipv4(own.gid) &&
+                           std::memcmp(pkt.ipv4->dst.data(), own.gid.data() + 12, 4) == 0
+                     : !gid_is_ipv4(own.gid) && pkt.ipv6->dst == own.gid)
+            return true;
+    }
+    return false;
+}
+
+void Device::receive(PktBuf& buf, bool looped) noexcept {
     if (capture_.fn) capture_.fn(capture_.ctx, buf, CaptureDir::rx);
     wire::ParsedFrame pkt;
     const wire::RejectReason r = wire::parse_frame(buf.frame(), pkt);
     parse_counters_.count(r);
+    const bool roce_port = pkt.udp && pkt.udp->dst_port.get() == wire::kRoceV2Port;
+    // The receive filter, before anything acts on the frame: a port hears frames for other hosts
+    // (promiscuous PMDs, software switches), and executing them would let any host on the link
+    // write through this device's QPs. Frames too short for an Ethernet header carry no address
+    // and are the parser's (or the neighbour responder's) to reject.
+    if (pkt.eth && !dst_mac_accepted(pkt, roce_port, buf.port, looped)) {
+        counters_.inc(Counter::rx_dropped_dst_mac);
+        return;
+    }
     if (r != wire::RejectReason::ok) {
         // Not RoCE at all (ARP, ND, other traffic) is no error for the transport; malformed RoCE is.
         if (r == wire::RejectReason::bad_icrc) counters_.inc(Counter::rx_dropped_bad_icrc);
-        else if (pkt.udp && pkt.udp->dst_port.get() == wire::kRoceV2Port) counters_.inc(Counter::rx_dropped_malformed);
+        else if (roce_port)
+            counters_.inc(Counter::rx_dropped_malformed);
         else if (buf.port < responders_.size()) {
             std::array<std::uint8_t, kNeighMaxReply> reply{};
             const NeighRx nr = responders_[buf.port].handle_frame(buf.frame(), reply);
             if (nr.reply_len > 0) queue_raw(buf.port, std::span(reply.data(), nr.reply_len));
         }
+        return;
+    }
+    // As rxe checks the destination GID against its GID table: an IP that is not ours names a
+    // QPN space that is not ours either.
+    if (!dst_ip_is_gid(pkt)) {
+        counters_.inc(Counter::rx_dropped_dst_ip);
         return;
     }
     if (pkt.bth->opcode() == wire::Opcode::CNP) return; // DCQCN reaction point: a later issue
@@ -61,7 +118,7 @@ std::uint32_t Device::drain_loopback(std::uint32_t budget) noexcept {
     std::uint32_t n = std::min(budget, loopback_.size());
     for (std::uint32_t i = 0; i < n; ++i) {
         PktBuf* buf = loopback_.bufs[loopback_.head++ % LoopbackQueue::kDepth];
-        receive(*buf);
+        receive(*buf, true);
         ports_[buf->port].driver->free_bulk(&buf, 1);
     }
     return n;

@@ -10,6 +10,9 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <random>
+
+#include <sys/random.h>
 
 #include "mem/access.h"
 
@@ -17,10 +20,10 @@ namespace droce::mem {
 
 namespace {
 
-constexpr unsigned kTagBits = 8;
-constexpr std::uint32_t kTagMask = (1u << kTagBits) - 1u;
-/** The index must fit in the 24 key bits above the tag. */
-constexpr std::uint32_t kMaxIndex = std::numeric_limits<std::uint32_t>::max() >> kTagBits;
+constexpr unsigned kKeyBits = 8;
+constexpr std::uint32_t kKeyMask = (1u << kKeyBits) - 1u;
+/** The index must fit in the 24 key bits above the key byte. */
+constexpr std::uint32_t kMaxIndex = std::numeric_limits<std::uint32_t>::max() >> kKeyBits;
 
 constexpr std::uint32_t kRemoteNeedsLocalWrite = kAccessRemoteWrite | kAccessRemoteAtomic;
 /** Access bits ibv_reg_mr defines below the optional range (IBV_ACCESS_LOCAL_WRITE .. HUGETLB). */
@@ -30,8 +33,19 @@ constexpr std::uint32_t kKnownAccess = kAccessLocalWrite | kAccessRemoteWrite | 
 /** IBV_ACCESS_OPTIONAL_RANGE: bits 20..29, ignored when unsupported. */
 constexpr std::uint32_t kOptionalAccessRange = 0x3ffu << 20;
 
-constexpr std::uint32_t make_key(std::uint32_t index, std::uint8_t tag) noexcept {
-    return (index << kTagBits) | tag;
+constexpr std::uint32_t make_key(std::uint32_t index, std::uint8_t key_byte) noexcept {
+    return (index << kKeyBits) | key_byte;
+}
+
+std::uint64_t random_seed() {
+    std::uint64_t seed = 0;
+    ssize_t n;
+    do {
+        n = getrandom(&seed, sizeof seed, 0);
+    } while (n < 0 && errno == EINTR);
+    if (n == static_cast<ssize_t>(sizeof seed)) return seed;
+    std::random_device rd; // a kernel without getrandom, or a seccomp filter refusing it
+    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
 }
 
 void set_err(int* err, int value) noexcept {
@@ -54,7 +68,22 @@ std::string_view to_string(MemCheck c) noexcept {
 MrTable::MrTable(std::uint32_t capacity)
     : capacity_(capacity < kMaxIndex ? capacity : kMaxIndex),
       // Slot 0 exists but is never handed out, so key 0 (index 0) can never be valid.
-      slots_(std::make_unique<Slot[]>(static_cast<std::size_t>(capacity_) + 1)) {}
+      slots_(std::make_unique<Slot[]>(static_cast<std::size_t>(capacity_) + 1)),
+      key_state_(random_seed()) {}
+
+std::uint8_t MrTable::next_key_byte(std::uint8_t previous) noexcept {
+    // SplitMix64 (Steele, Lea, Flood 2014): every seed gives a full-period sequence and each output
+    // is a strong mix of the state, so the bytes a peer sees tell it little about the next ones.
+    // Not a cryptographic generator; the key byte only has 8 bits to guess anyway, as in rxe.
+    std::uint8_t b;
+    do {
+        std::uint64_t z = (key_state_ += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        b = static_cast<std::uint8_t>((z ^ (z >> 31)) >> 56);
+    } while (b == previous);
+    return b;
+}
 
 Mr* MrTable::register_mr(const Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
                          std::uint32_t access, int* err) noexcept {
@@ -75,8 +104,8 @@ Mr* MrTable::register_mr(const Pd* pd, void* addr, std::uint64_t length, std::ui
         return nullptr;
     }
 
-    // Find a free index, starting at the hint so that a just-freed index is reused first and the
-    // tag makes its old key stale.
+    // Find a free index, starting at the hint: a just-freed index is reused first, with a key byte
+    // other than its last, so its old key is stale at once.
     std::uint32_t index = 0;
     for (std::uint32_t n = 0, i = next_free_hint_; n < capacity_; ++n) {
         if (i == 0 || i > capacity_) i = 1;
@@ -92,8 +121,10 @@ Mr* MrTable::register_mr(const Pd* pd, void* addr, std::uint64_t length, std::ui
     }
 
     Slot& slot = slots_[index];
-    ++slot.tag; // every reuse of the index gets a fresh key (wraps after 256 registrations)
-    const std::uint32_t key = make_key(index, slot.tag);
+    // A never used slot has key 0 and no previous key byte to avoid, but 0 is as good as any to
+    // skip.
+    const std::uint32_t key =
+        make_key(index, next_key_byte(static_cast<std::uint8_t>(slot.mr.lkey & kKeyMask)));
     slot.mr = Mr{
         .lkey = key,
         .rkey = key,
@@ -113,7 +144,7 @@ int MrTable::deregister(Mr* mr) noexcept {
     if (mr == nullptr) return 0;
     // Identify the slot from the key rather than by comparing unrelated pointers, then make sure
     // the caller handed us that very slot.
-    const std::uint32_t index = mr->lkey >> kTagBits;
+    const std::uint32_t index = mr->lkey >> kKeyBits;
     if (index == 0 || index > capacity_ || &slots_[index].mr != mr || !mr->valid) return EINVAL;
     const std::uint32_t old_key = mr->lkey;
     *mr = Mr{};
@@ -124,10 +155,10 @@ int MrTable::deregister(Mr* mr) noexcept {
 }
 
 Mr* MrTable::find(std::uint32_t key) noexcept {
-    const std::uint32_t index = key >> kTagBits;
+    const std::uint32_t index = key >> kKeyBits;
     if (index == 0 || index > capacity_) return nullptr;
     Slot& slot = slots_[index];
-    if (!slot.mr.valid || slot.tag != (key & kTagMask)) return nullptr;
+    if (!slot.mr.valid || slot.mr.lkey != key) return nullptr;
     return &slot.mr;
 }
 

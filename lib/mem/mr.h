@@ -4,8 +4,12 @@
  * Protection domains and memory regions: the lkey/rkey table and the one access check every byte
  * movement goes through (IBTA Vol 1 §10.6, §9.7.4.1.x for remote access; C9-88 for zero length).
  *
- * A key is (index << 8) | tag. The tag is bumped every time an index is reused, so a key from a
- * deregistered (or re-registered) region never matches again. lkey == rkey for every MR, as in rxe.
+ * A key is (index << 8) | key byte, as in rxe: the index names the table slot, the key byte is
+ * drawn per registration from a generator seeded unpredictably (getrandom) when the table is made,
+ * so that keys differ from process to process and a peer cannot forge a frame with a key it was not
+ * given except by guessing (one chance in 256 per index). A slot reused gets a key byte different
+ * from its previous one, so the key of a deregistered region never names the region registered
+ * after it. lkey == rkey for every MR, as in rxe.
  *
  * Thread rules: register/deregister are control-path calls made while the engine does not run
  * concurrently (quiescence rule of DESIGN.md); check() and find() are datapath calls, lock free and
@@ -39,7 +43,7 @@ struct Mr {
 // clang-format off
 #define DROCE_MEM_CHECKS(X) \
     X(ok)            /* access allowed */ \
-    X(invalid_key)   /* no valid MR has this key (never registered, deregistered, stale tag) */ \
+    X(invalid_key)   /* no valid MR has this key (never registered, deregistered, stale key byte) */ \
     X(pd_mismatch)   /* MR belongs to another protection domain */ \
     X(out_of_range)  /* [va, va+len) is not inside the MR, or wraps */ \
     X(access_denied) /* MR lacks the required access flag */
@@ -54,7 +58,11 @@ enum class MemCheck : std::uint8_t {
 
 class MrTable {
 public:
-    /** A table of up to @p capacity regions (indexes 1..capacity; key 0 is never valid). */
+    /**
+     * A table of up to @p capacity regions (indexes 1..capacity; key 0 is never valid). Seeds the
+     * key byte generator from getrandom(2) (std::random_device where that fails).
+     * @throws std::bad_alloc; std::system_error when neither source of randomness works.
+     */
     explicit MrTable(std::uint32_t capacity);
     MrTable(const MrTable&) = delete;
     MrTable& operator=(const MrTable&) = delete;
@@ -70,7 +78,11 @@ public:
     [[nodiscard]] Mr* register_mr(const Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
                                   std::uint32_t access, int* err) noexcept;
 
-    /** Invalidates @p mr; its keys never match again. Null is a no-op. @return 0 or EINVAL (not ours / not valid). */
+    /**
+     * Invalidates @p mr; its keys do not match again, not even after its slot is reused (the next
+     * registration there gets another key byte). Null is a no-op.
+     * @return 0 or EINVAL (not ours / not valid).
+     */
     int deregister(Mr* mr) noexcept;
 
     /** The valid MR named by @p key, or nullptr. */
@@ -90,13 +102,17 @@ public:
                                  std::uint32_t access_needed, std::uint8_t** host) noexcept;
 
 private:
+    /** The next key byte, different from @p previous (the slot's last one). Control path. */
+    [[nodiscard]] std::uint8_t next_key_byte(std::uint8_t previous) noexcept;
+
     struct Slot {
+        /** After deregister, lkey/rkey keep the last key (valid false): the next must differ. */
         Mr mr;
-        std::uint8_t tag = 0;
     };
     std::uint32_t capacity_;
     std::unique_ptr<Slot[]> slots_;
     std::uint32_t next_free_hint_ = 1;
+    std::uint64_t key_state_ = 0; ///< key byte generator state; seeded in the constructor
 };
 
 } // namespace droce::mem

@@ -14,6 +14,7 @@
 #include "dpdk/eal.h"
 #include "dpdk/eth_port.h"
 #include "sim/impair.h"
+#include "wire/icmpv6.h"
 
 namespace droce {
 
@@ -102,12 +103,19 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
             ec.port_index = static_cast<std::uint8_t>(p);
             ec.mtu = pc.mtu;
             ec.mac = pc.mac;
+            if (!pc.ip.ipv4) {
+                // The neighbour responder answers Neighbor Solicitations for the port's address
+                // (its solicited-node group) and reads unsolicited advertisements (all-nodes).
+                ec.multicast = {wire::ipv6_multicast_mac(wire::solicited_node_address(pc.ip.addr)),
+                                wire::ipv6_multicast_mac(wire::kIpv6AllNodes)};
+            }
             auto eth = dpdk::EthPort::create(ec, &e);
             if (!eth) {
                 *err = port_prefix(dc, p) + e;
                 return nullptr;
             }
             PortDriver* drv = eth.get();
+            const wire::MacAddr mac = eth->mac(); // pc.mac, which the port now receives
             slot.eth.push_back(std::move(eth));
             if (!opts.impair_spec.empty()) {
                 sim::ImpairConfig pic = ic;
@@ -122,7 +130,7 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
                 }
                 drv = slot.stages.back().get();
             }
-            specs.push_back(PortSpec{drv, pc.mac, pc.ip.addr, 4096});
+            specs.push_back(PortSpec{drv, mac, pc.ip.addr, 4096});
             specs.back().mtu = path_mtu_cap(pc);
         }
         slot.dev = std::make_unique<Device>(dc.name, rt->clock_, specs);

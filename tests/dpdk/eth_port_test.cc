@@ -162,6 +162,37 @@ TEST(EthPortCreate, RefusesBadConfig) {
     EXPECT_NE(err.find("n_mbufs"), std::string::npos) << err;
 }
 
+TEST(EthPortCreate, LeavesPromiscuousModeAndReceivesTheConfiguredMacAndMulticast) {
+    // net_ring starts promiscuous, cannot set a default MAC but has one address slot to fill, and
+    // has an all-multicast flag but no multicast list: the port ends with cfg.mac in the PMD,
+    // all-multicast on and promiscuous mode off.
+    std::uint16_t p = 0;
+    ASSERT_EQ(create_ring_pair_end("rxfilter", 'a', 64, &p), "");
+    EthPortConfig c;
+    c.port_id = p;
+    c.mac = wire::MacAddr{0x02, 0, 0, 0, 0x5a, 0x01};
+    c.multicast = {{0x33, 0x33, 0xff, 0, 0, 0x01}, {0x33, 0x33, 0, 0, 0, 0x01}};
+    std::string err;
+    auto port = EthPort::create(c, &err);
+    ASSERT_TRUE(port) << err;
+    EXPECT_EQ(port->mac(), *c.mac);
+    rte_ether_addr a{};
+    ASSERT_EQ(rte_eth_macaddr_get(p, &a), 0);
+    EXPECT_EQ(std::memcmp(a.addr_bytes, c.mac->data(), 6), 0) << "the PMD was not given the MAC";
+    EXPECT_FALSE(port->promiscuous());
+    EXPECT_EQ(rte_eth_promiscuous_get(p), 0);
+    EXPECT_EQ(rte_eth_allmulticast_get(p), 1);
+    port.reset();
+    // Asked for, it stays.
+    ASSERT_EQ(create_ring_pair_end("rxfilter", 'a', 64, &p), "");
+    c.port_id = p;
+    c.promiscuous = true;
+    port = EthPort::create(c, &err);
+    ASSERT_TRUE(port) << err;
+    EXPECT_TRUE(port->promiscuous());
+    EXPECT_EQ(rte_eth_promiscuous_get(p), 1);
+}
+
 TEST_F(PairTest, SmallFramesArriveByteForByte) {
     make_pair(1500);
     std::vector<std::vector<std::uint8_t>> frames;

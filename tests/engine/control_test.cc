@@ -21,7 +21,7 @@ namespace {
 using namespace std::chrono;
 
 TEST(ControlSection, QpChurnOnTheStreamingDeviceNeverStallsTheStream) {
-    TwoEngines t(1, /*real_time=*/true);
+    TwoEngines t(1, /*ipv6=*/false, /*real_time=*/true);
     QpOptions o;
     o.sq_depth = 256;
     const QpPair p = t.connect(o);

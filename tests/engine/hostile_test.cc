@@ -10,11 +10,14 @@
 // (canaries) that must stay intact. Built twice: plain (suite engine) and with ASan+UBSan (suite asan).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -626,7 +629,9 @@ TEST(Hostile, WrongQpnStateOrSourceIsDroppedAndCounted) {
         ++sent;
         EXPECT_TRUE(ans.empty() || qpn == err->qpn) << std::hex << qpn;
     }
-    // From an address that is not the QP's peer: another IPv4, and an IPv6 source.
+    // From an address that is not the QP's peer: another IPv4 (the source check drops it), and an
+    // IPv6 source (to an IPv6 address, not the victim's GID: the destination filter drops it
+    // first).
     for (int i = 0; i < 2; ++i) {
         const wire::PathHeaders saved = v.path;
         if (i == 0) {
@@ -646,8 +651,187 @@ TEST(Hostile, WrongQpnStateOrSourceIsDroppedAndCounted) {
         v.path = saved;
     }
     EXPECT_TRUE(buf->canaries_intact() && buf->unchanged());
-    EXPECT_GE(v.dev->total_counters()[Counter::rx_dropped_bad_qp] - before, static_cast<std::uint64_t>(sent - 1));
+    EXPECT_GE(v.dev->total_counters()[Counter::rx_dropped_bad_qp] - before,
+              static_cast<std::uint64_t>(sent - 2));
+    EXPECT_EQ(v.dev->counters()[Counter::rx_dropped_dst_ip], 1u);
     EXPECT_EQ(good->state, QpState::rts);
+}
+
+// ----------------------------------------------------------------------------- receive filter
+
+/** A WRITE ONLY of @p payload to the start of @p buf through @p q at PSN 0 (what the QP expects).
+ */
+wire::PacketFields write_to(const rc::Qp* q, Guarded& buf, std::size_t len) {
+    wire::PacketFields f = req(Opcode::RC_RDMA_WRITE_ONLY, q->qpn, 0);
+    f.va = buf.addr();
+    f.rkey = buf.mr->rkey;
+    f.dma_len = static_cast<std::uint32_t>(len);
+    return f;
+}
+
+TEST(HostileFilter, WritesNotAddressedToTheDeviceAreDroppedBeforeTheTransport) {
+    Victim v;
+    auto buf = v.region(4096);
+    rc::Qp* q = v.qp();
+    const std::vector<std::uint8_t> payload(64, 0xEE);
+    const wire::MacAddr ours = sim::Fabric::mac(1, 0);
+    const wire::MacAddr foreign =
+        sim::Fabric::mac(2, 0); // endpoint 2 exists: a real neighbour's MAC
+    const wire::Ipv6Addr our_ip = gid_from_ipv4(10, 0, 0, 2);
+    const wire::Ipv6Addr foreign_ip = gid_from_ipv4(10, 0, 0, 3);
+    struct Case {
+        const char* what;
+        wire::MacAddr dst_mac;
+        wire::Ipv6Addr dst_ip;
+        Counter reason;
+    };
+    const Case cases[] = {
+        {"another host's MAC and IP", foreign, foreign_ip, Counter::rx_dropped_dst_mac},
+        {"another host's MAC, our IP", foreign, our_ip, Counter::rx_dropped_dst_mac},
+        {"broadcast MAC, our IP", kBroadcastMac, our_ip, Counter::rx_dropped_dst_mac},
+        {"broadcast MAC, another host's IP", kBroadcastMac, foreign_ip,
+         Counter::rx_dropped_dst_mac},
+        {"IPv6 multicast MAC, our IP",
+         {0x33, 0x33, 0xff, 0, 0, 2},
+         our_ip,
+         Counter::rx_dropped_dst_mac},
+        {"IPv4 multicast MAC, our IP",
+         {0x01, 0x00, 0x5e, 0, 0, 2},
+         our_ip,
+         Counter::rx_dropped_dst_mac},
+        {"our MAC, another host's IP", ours, foreign_ip, Counter::rx_dropped_dst_ip},
+        {"our MAC, IPv4 broadcast", ours, gid_from_ipv4(255, 255, 255, 255),
+         Counter::rx_dropped_dst_ip},
+        {"our MAC, the peer's own IP", ours, gid_from_ipv4(10, 0, 0, 1),
+         Counter::rx_dropped_dst_ip},
+    };
+    const wire::PathHeaders saved = v.path;
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.what);
+        const Counters before = v.dev->counters();
+        v.path.dst_mac = c.dst_mac;
+        v.path.dst_ip = c.dst_ip;
+        auto fr = v.frame(write_to(q, *buf, payload.size()), payload);
+        v.path = saved;
+        const auto ans = v.exchange(fr);
+        EXPECT_TRUE(ans.empty()) << ans.size() << " frames answered";
+        EXPECT_TRUE(buf->unchanged() && buf->canaries_intact()) << "bytes placed";
+        const Counters& after = v.dev->counters();
+        EXPECT_EQ(after[c.reason] - before[c.reason], 1u);
+        // One event, one counter: nothing further down the receive path saw the frame.
+        for (Counter other :
+             {Counter::rx_dropped_dst_mac, Counter::rx_dropped_dst_ip, Counter::rx_dropped_bad_qp,
+              Counter::rx_dropped_malformed, Counter::rx_dropped_bad_icrc})
+            if (other != c.reason) {
+                EXPECT_EQ(after[other], before[other]) << to_string(other);
+            }
+        EXPECT_EQ(q->counters[Counter::rcvd_pkts], 0u);
+        EXPECT_EQ(q->counters[Counter::acks_sent], 0u);
+        EXPECT_EQ(q->state, QpState::rts);
+    }
+    // The responder still expects PSN 0, so none of the above moved it: the same WRITE, addressed
+    // to the device, is placed and ACKed.
+    const auto ans = v.exchange(v.frame(write_to(q, *buf, payload.size()), payload));
+    const int syn = ack_syndrome(ans);
+    ASSERT_GE(syn, 0) << "no ACK for the WRITE addressed to the device";
+    EXPECT_EQ(syn >> 5, static_cast<int>(AethKind::ack));
+    EXPECT_EQ(std::memcmp(buf->data(), payload.data(), payload.size()), 0);
+    EXPECT_TRUE(buf->canaries_intact());
+    EXPECT_EQ(q->counters[Counter::rcvd_pkts], 1u);
+    EXPECT_EQ(v.dev->counters()[Counter::rx_dropped_dst_mac], 6u);
+    EXPECT_EQ(v.dev->counters()[Counter::rx_dropped_dst_ip], 3u);
+}
+
+TEST(HostileFilter, MalformedRoceToAGroupMacCountsAsTheFilterDrop) {
+    // The filter decides on the Ethernet header whatever the parser said: a RoCE frame with a bad
+    // ICRC sent to broadcast is one rx_dropped_dst_mac, not a bad ICRC nor a neighbour frame.
+    Victim v;
+    auto buf = v.region(4096);
+    rc::Qp* q = v.qp();
+    const std::vector<std::uint8_t> payload(64, 0xEE);
+    v.path.dst_mac = kBroadcastMac;
+    auto fr = v.frame(write_to(q, *buf, payload.size()), payload);
+    fr.back() ^= 0x5a;
+    EXPECT_TRUE(v.exchange(fr).empty());
+    EXPECT_EQ(v.dev->counters()[Counter::rx_dropped_dst_mac], 1u);
+    EXPECT_EQ(v.dev->counters()[Counter::rx_dropped_bad_icrc], 0u);
+    EXPECT_EQ(v.dev->counters()[Counter::neigh_tx], 0u);
+    EXPECT_TRUE(buf->unchanged());
+}
+
+TEST(HostileFilter, ArpStillPassesOnlyWhenItIsForUs) {
+    Victim v;
+    NeighTable table(v.clock, 16);
+    NeighPortAddrs addrs;
+    addrs.mac = sim::Fabric::mac(0, 0);
+    addrs.ipv4 = wire::Ipv4Addr{10, 0, 0, 1};
+    NeighResponder attacker(table, addrs);
+    const auto is_arp_reply = [](const std::vector<std::uint8_t>& fr) {
+        return fr.size() >= 22 && fr[12] == 0x08 && fr[13] == 0x06 && fr[20] == 0 && fr[21] == 2;
+    };
+    std::array<std::uint8_t, kNeighMaxReply> req_buf{};
+    // Broadcast (the normal request) and unicast to the device's MAC (a STALE refresh): answered.
+    for (const std::optional<wire::MacAddr>& dst :
+         {std::optional<wire::MacAddr>{}, std::optional(sim::Fabric::mac(1, 0))}) {
+        const std::size_t n = attacker.build_arp_request({10, 0, 0, 2}, req_buf, dst);
+        ASSERT_GT(n, 0u);
+        const auto ans = v.exchange(std::span(req_buf.data(), n));
+        ASSERT_EQ(ans.size(), 1u);
+        EXPECT_TRUE(is_arp_reply(ans[0]));
+        std::array<std::uint8_t, kNeighMaxReply> none{};
+        EXPECT_EQ(attacker.handle_frame(ans[0], none).status, NeighStatus::arp_reply);
+    }
+    EXPECT_EQ(v.dev->counters()[Counter::neigh_tx], 2u);
+    // Unicast to another host's MAC: that host's business, dropped at the filter.
+    const std::size_t n =
+        attacker.build_arp_request({10, 0, 0, 2}, req_buf, sim::Fabric::mac(2, 0));
+    EXPECT_TRUE(v.exchange(std::span(req_buf.data(), n)).empty());
+    EXPECT_EQ(v.dev->counters()[Counter::rx_dropped_dst_mac], 1u);
+    // Broadcast that is not ARP (an IPv4 UDP broadcast): nothing the device needs.
+    std::vector<std::uint8_t> bcast(60, 0);
+    std::memcpy(bcast.data(), kBroadcastMac.data(), 6);
+    std::memcpy(bcast.data() + 6, addrs.mac.data(), 6);
+    bcast[12] = 0x08;
+    bcast[13] = 0x00;
+    bcast[14] = 0x45;
+    bcast[14 + 9] = 17;
+    EXPECT_TRUE(v.exchange(bcast).empty());
+    EXPECT_EQ(v.dev->counters()[Counter::rx_dropped_dst_mac], 2u);
+    EXPECT_EQ(v.dev->counters()[Counter::neigh_tx], 2u);
+}
+
+TEST(HostileFilter, StaleRkeyOfAReusedSlotIsRefused) {
+    Victim v;
+    auto buf = v.region(4096);
+    rc::Qp* q = v.qp();
+    const std::vector<std::uint8_t> payload(64, 0xEE);
+    // Deregister and register again, many times: the slot is reused at once (same index), each key
+    // differs from the one before, and a WRITE with the previous key is a remote access NAK that
+    // places nothing, while the current key works.
+    for (int round = 0; round < 40; ++round) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        const std::uint32_t stale = buf->mr->rkey;
+        ASSERT_EQ(v.dev->dereg_mr(buf->mr), 0);
+        int err = 0;
+        buf->mr = v.dev->reg_mr(
+            v.pd, buf->data(), buf->size,
+            rc::kAccessLocalWrite | rc::kAccessRemoteWrite | rc::kAccessRemoteRead, &err);
+        ASSERT_NE(buf->mr, nullptr) << err;
+        ASSERT_EQ(buf->mr->rkey >> 8, stale >> 8) << "the freed slot was not reused";
+        ASSERT_NE(buf->mr->rkey, stale);
+        EXPECT_EQ(buf->mr->lkey, buf->mr->rkey);
+
+        wire::PacketFields f = write_to(q, *buf, payload.size());
+        f.rkey = stale;
+        EXPECT_EQ(ack_syndrome(v.exchange(v.frame(f, payload))), nak(NakCode::remote_access_error));
+        EXPECT_TRUE(buf->unchanged() && buf->canaries_intact());
+        EXPECT_EQ(q->state, QpState::err);
+        EXPECT_EQ(v.dev->destroy_qp(q), 0);
+        q = v.qp();
+    }
+    const auto ans = v.exchange(v.frame(write_to(q, *buf, payload.size()), payload));
+    EXPECT_EQ(ack_syndrome(ans) >> 5, static_cast<int>(AethKind::ack));
+    EXPECT_EQ(std::memcmp(buf->data(), payload.data(), payload.size()), 0);
 }
 
 // -------------------------------------------------------------------------- responses never asked

@@ -139,6 +139,93 @@ TEST(Loopback, AQpConnectedToAnotherDevicesGidStillUsesThePort) {
     EXPECT_EQ(t.dev[0]->total_counters()[Counter::loopback_pkts], 0u);
 }
 
+TEST(Loopback, BetweenTwoPortsOfTheDevicePassesTheReceiveFilter) {
+    // A QP on port 1 connected to port 2's GID: its frames leave by port 1's queue into the
+    // loopback queue and carry port 2's MAC; the answers go the other way. The filter must take
+    // each as received by the port that owns its destination.
+    Clock clock = Clock::virtual_clock();
+    sim::FabricConfig fc = TwoEngines::fabric_config(7);
+    fc.planes = 2;
+    sim::Fabric fabric(&clock, fc);
+    const wire::Ipv6Addr gid[2] = {gid_from_ipv4(10, 0, 0, 1), gid_from_ipv4(10, 0, 1, 1)};
+    Device dev("droce0", clock,
+               {PortSpec{&fabric.port(0, 0), sim::Fabric::mac(0, 0), gid[0], 4096},
+                PortSpec{&fabric.port(0, 1), sim::Fabric::mac(0, 1), gid[1], 4096}});
+    int err = 0;
+    mem::Pd* pd = dev.alloc_pd(&err);
+    rc::Cq* cq = dev.create_cq(1024, &err);
+    rc::Qp* qp[2];
+    for (int i = 0; i < 2; ++i) {
+        qp[i] = dev.create_qp(pd, cq, cq, rc::QpCap{64, 64, 1, 1, 0}, false, &err);
+        ASSERT_NE(qp[i], nullptr) << err;
+    }
+    for (int i = 0; i < 2; ++i) {
+        rc::QpAttr a;
+        a.qp_state = rc::QpState::init;
+        a.port_num = static_cast<std::uint8_t>(i + 1);
+        a.qp_access_flags = rc::kAccessRemoteWrite;
+        ASSERT_EQ(dev.modify_qp(qp[i], a,
+                                rc::kQpState | rc::kQpPkeyIndex | rc::kQpPort | rc::kQpAccessFlags),
+                  0);
+        a.qp_state = rc::QpState::rtr;
+        a.path_mtu = rc::Mtu::mtu1024;
+        a.dest_qp_num = qp[1 - i]->qpn;
+        a.max_dest_rd_atomic = 1;
+        a.min_rnr_timer = 1;
+        a.ah_attr.dgid = gid[1 - i];
+        a.ah_attr.port_num = static_cast<std::uint8_t>(i + 1);
+        ASSERT_EQ(dev.modify_qp(qp[i], a,
+                                rc::kQpState | rc::kQpAv | rc::kQpPathMtu | rc::kQpDestQpn |
+                                    rc::kQpRqPsn | rc::kQpMaxDestRdAtomic | rc::kQpMinRnrTimer),
+                  0);
+        a.qp_state = rc::QpState::rts;
+        a.timeout = 10;
+        a.retry_cnt = 7;
+        a.rnr_retry = 7;
+        ASSERT_EQ(dev.modify_qp(qp[i], a,
+                                rc::kQpState | rc::kQpSqPsn | rc::kQpTimeout | rc::kQpRetryCnt |
+                                    rc::kQpRnrRetry | rc::kQpMaxQpRdAtomic),
+                  0);
+        ASSERT_TRUE(qp[i]->loopback_peer);
+    }
+    std::vector<std::uint8_t> src(5000), dst(5000, 0);
+    for (std::size_t i = 0; i < src.size(); ++i)
+        src[i] = static_cast<std::uint8_t>(i * 13 + 1);
+    mem::Mr* smr = dev.reg_mr(pd, src.data(), src.size(), 0, &err);
+    mem::Mr* dmr = dev.reg_mr(pd, dst.data(), dst.size(),
+                              rc::kAccessLocalWrite | rc::kAccessRemoteWrite, &err);
+    ASSERT_NE(smr, nullptr);
+    ASSERT_NE(dmr, nullptr);
+    rc::SendWqe w;
+    w.wr_id = 1;
+    w.opcode = WrOpcode::rdma_write;
+    w.send_flags = rc::kSendSignaled;
+    w.num_sge = 1;
+    w.sg_list[0] = rc::Sge{reinterpret_cast<std::uintptr_t>(src.data()), 5000, smr->lkey};
+    w.remote_addr = reinterpret_cast<std::uintptr_t>(dst.data());
+    w.rkey = dmr->rkey;
+    std::uint32_t bad = 0;
+    ASSERT_EQ(dev.post_send(qp[0], &w, 1, &bad), 0);
+    rc::Cqe c{};
+    std::uint32_t got = 0;
+    for (int i = 0; i < 10000 && got == 0; ++i) {
+        dev.poll();
+        clock.advance(1000);
+        got = dev.poll_cq(cq, &c, 1);
+    }
+    ASSERT_EQ(got, 1u);
+    EXPECT_EQ(c.status, WcStatus::success);
+    EXPECT_EQ(dst, src);
+    EXPECT_EQ(dev.counters()[Counter::rx_dropped_dst_mac], 0u);
+    EXPECT_EQ(dev.counters()[Counter::rx_dropped_dst_ip], 0u);
+    EXPECT_EQ(dev.total_counters()[Counter::retransmitted_pkts], 0u);
+    EXPECT_GT(dev.total_counters()[Counter::loopback_pkts], 0u);
+    EXPECT_EQ(dev.destroy_qp(qp[0]), 0);
+    EXPECT_EQ(dev.destroy_qp(qp[1]), 0);
+    EXPECT_EQ(dev.dereg_mr(smr), 0);
+    EXPECT_EQ(dev.dereg_mr(dmr), 0);
+}
+
 struct EventLog {
     int count = 0;
     rc::Cq* last = nullptr;

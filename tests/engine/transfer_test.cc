@@ -214,6 +214,36 @@ TEST(TransferNeighbours, ArpResolvesThePeerMacBeforeTheFirstPacket) {
     EXPECT_EQ(t.dev[0]->counters()[Counter::neigh_tx], 2u);
     EXPECT_EQ(t.dev[1]->counters()[Counter::neigh_tx], 2u);
     EXPECT_GT(p.qp[0]->counters[Counter::tx_wait_neigh], 0u);
+    // The broadcast ARP request passed the receive filter; nothing was dropped by it.
+    for (auto& d : t.dev)
+        EXPECT_EQ(d->counters()[Counter::rx_dropped_dst_mac], 0u);
+}
+
+TEST(TransferNeighbours, NeighborDiscoveryResolvesThePeerMacOverIpv6) {
+    // The Neighbor Solicitation goes to the peer's solicited-node multicast MAC (33:33:ff:…): the
+    // receive filter must let it through to the neighbour responder, and the NA (unicast) back.
+    TwoEngines t(24, true);
+    QpOptions o;
+    o.resolve_mac = true;
+    QpPair p = t.connect(o);
+    EXPECT_TRUE(p.qp[0]->paths[0].hdr.ipv6);
+    auto src = t.buffer(0, 3000, 4);
+    auto dst = t.buffer(1, 3000, 0);
+    rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, 1, *src, 3000);
+    w.remote_addr = dst->addr();
+    w.rkey = dst->mr->rkey;
+    ASSERT_EQ(t.post_send(0, p.qp[0], w), 0);
+    ASSERT_TRUE(t.run_until([&] { return !t.send_cqes[0].empty(); }));
+    EXPECT_EQ(t.send_cqes[0][0].status, rc::WcStatus::success);
+    EXPECT_EQ(0, std::memcmp(dst->bytes.data(), src->bytes.data(), 3000));
+    EXPECT_EQ(p.qp[0]->paths[0].hdr.dst_mac, sim::Fabric::mac(1, 0));
+    // Each side solicited once and advertised once.
+    EXPECT_EQ(t.dev[0]->counters()[Counter::neigh_tx], 2u);
+    EXPECT_EQ(t.dev[1]->counters()[Counter::neigh_tx], 2u);
+    for (auto& d : t.dev) {
+        EXPECT_EQ(d->counters()[Counter::rx_dropped_dst_mac], 0u);
+        EXPECT_EQ(d->counters()[Counter::rx_dropped_dst_ip], 0u);
+    }
 }
 
 TEST(TransferNeighbours, StaticNeighbourNeedsNoArp) {

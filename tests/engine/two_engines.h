@@ -98,11 +98,15 @@ public:
         return c;
     }
 
-    /** @param real_time the engines and the fabric run on the TSC clock instead of the virtual one
+    /** @p ipv6: the devices' GIDs are IPv6 addresses (gid()), so neighbours resolve by ND, not ARP.
+     *  @p real_time: the engines and the fabric run on the TSC clock instead of the virtual one
      *  (run_until() then only polls: time moves by itself). */
-    explicit TwoEngines(std::uint64_t seed = 1, bool real_time = false)
-        : clock(real_time ? Clock::tsc() : Clock::virtual_clock()), fabric(&clock, fabric_config(seed)), filter{FilterPort(fabric.port(0, 0)), FilterPort(fabric.port(1, 0))},
-          dev{std::make_unique<Device>("droce0", clock, ports(0)), std::make_unique<Device>("droce1", clock, ports(1))} {
+    explicit TwoEngines(std::uint64_t seed = 1, bool ipv6 = false, bool real_time = false)
+        : ipv6_gids(ipv6), clock(real_time ? Clock::tsc() : Clock::virtual_clock()),
+          fabric(&clock, fabric_config(seed)), filter{FilterPort(fabric.port(0, 0)),
+                                                      FilterPort(fabric.port(1, 0))},
+          dev{std::make_unique<Device>("droce0", clock, ports(0)),
+              std::make_unique<Device>("droce1", clock, ports(1))} {
         for (int i = 0; i < 2; ++i) {
             int err = 0;
             pd[i] = dev[i]->alloc_pd(&err);
@@ -111,9 +115,15 @@ public:
         }
     }
 
+    /** Device @p e's GID: 10.0.0.(e+1), IPv4-mapped, or 2001:db8::(e+1) when ipv6_gids. */
+    [[nodiscard]] wire::Ipv6Addr gid(std::uint32_t e) const {
+        const auto last = static_cast<std::uint8_t>(e + 1);
+        if (!ipv6_gids) return gid_from_ipv4(10, 0, 0, last);
+        return {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, last};
+    }
+
     std::vector<PortSpec> ports(std::uint32_t e) {
-        return {PortSpec{&filter[e], sim::Fabric::mac(e, 0),
-                         gid_from_ipv4(10, 0, 0, static_cast<std::uint8_t>(e + 1)), 4096}};
+        return {PortSpec{&filter[e], sim::Fabric::mac(e, 0), gid(e), 4096}};
     }
 
     /** Creates and connects one RC QP on each device; both end in RTS. */
@@ -140,7 +150,7 @@ public:
             a.rq_psn = o.psn[peer];
             a.max_dest_rd_atomic = o.max_rd_atomic;
             a.min_rnr_timer = o.min_rnr_timer;
-            a.ah_attr.dgid = gid_from_ipv4(10, 0, 0, static_cast<std::uint8_t>(peer + 1));
+            a.ah_attr.dgid = gid(static_cast<std::uint32_t>(peer));
             if (!o.resolve_mac) a.ah_attr.dmac = sim::Fabric::mac(static_cast<std::uint32_t>(peer), 0);
             a.ah_attr.port_num = 1;
             EXPECT_EQ(dev[i]->modify_qp(p.qp[i], a,
@@ -232,6 +242,7 @@ public:
         return w;
     }
 
+    const bool ipv6_gids;
     Clock clock;
     sim::Fabric fabric;
     FilterPort filter[2];

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * lib/mem MrTable: registration rules (as ibv_reg_mr), keys and their tags, and every MemCheck
+ * lib/mem MrTable: registration rules (as ibv_reg_mr), keys and their key bytes, and every MemCheck
  * outcome of check(). Lives in tests/sim because tests/unit/meson.build has another owner; it is a
  * unit test and registered in the 'unit' suite as well.
  */
@@ -247,6 +247,37 @@ TEST(MrTableTags, TagsStayDistinctAcrossManyReuses) {
         prev = mr->lkey;
         ASSERT_EQ(table.deregister(mr), 0);
     }
+}
+
+/** The key bytes (low 8 bits) of @p n registrations in a fresh table, checking the index part. */
+std::vector<std::uint8_t> first_key_bytes(std::uint32_t n) {
+    MrTable table(n);
+    Pd pd{1};
+    std::uint8_t byte = 0;
+    std::vector<std::uint8_t> out;
+    for (std::uint32_t i = 0; i < n; ++i) {
+        int err = 0;
+        Mr* mr = table.register_mr(&pd, &byte, 1, 0, 0, &err);
+        EXPECT_NE(mr, nullptr);
+        if (!mr) break;
+        EXPECT_EQ(mr->lkey >> 8, i + 1) << "the index part names the slot";
+        out.push_back(static_cast<std::uint8_t>(mr->lkey));
+    }
+    return out;
+}
+
+TEST(MrTableKeys, KeysAreNotTheOldFixedSequence) {
+    // Keys used to be (n << 8) | 1 for the n-th registration of every process: a peer could forge a
+    // frame naming any MR without being given its key. Eight key bytes all 1 by chance: 2^-64.
+    const std::vector<std::uint8_t> bytes = first_key_bytes(8);
+    ASSERT_EQ(bytes.size(), 8u);
+    EXPECT_NE(bytes, std::vector<std::uint8_t>(8, 1));
+}
+
+TEST(MrTableKeys, TwoTablesDrawDifferentKeys) {
+    // Each table (each device, each process) seeds its own generator: the same registrations get
+    // other keys. The same eight key bytes by chance: 2^-64.
+    EXPECT_NE(first_key_bytes(8), first_key_bytes(8));
 }
 
 TEST(MrTableTags, ZeroCapacityTableRegistersNothing) {
