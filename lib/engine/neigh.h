@@ -46,20 +46,10 @@ namespace droce {
 // ---------------------------------------------------------------------------------------------
 // Addresses
 
-/** ::ffff:a.b.c.d, the IPv4-mapped IPv6 form of @p v4 (RFC 4291 §2.5.5.2): the table key of an IPv4 peer. */
-[[nodiscard]] constexpr wire::Ipv6Addr ipv4_mapped(const wire::Ipv4Addr& v4) noexcept {
-    return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, v4[0], v4[1], v4[2], v4[3]};
-}
-/** True when @p a is IPv4-mapped (::ffff:0:0/96). */
-[[nodiscard]] constexpr bool is_ipv4_mapped(const wire::Ipv6Addr& a) noexcept {
-    for (std::size_t i = 0; i < 10; ++i)
-        if (a[i] != 0) return false;
-    return a[10] == 0xff && a[11] == 0xff;
-}
-/** The IPv4 address inside an IPv4-mapped @p a (its last four bytes; meaningless if !is_ipv4_mapped(a)). */
-[[nodiscard]] constexpr wire::Ipv4Addr ipv4_of_mapped(const wire::Ipv6Addr& a) noexcept {
-    return {a[12], a[13], a[14], a[15]};
-}
+// The IPv4-mapped form is the table key of an IPv4 peer.
+using wire::ipv4_mapped;
+using wire::ipv4_of_mapped;
+using wire::is_ipv4_mapped;
 
 /** ff:ff:ff:ff:ff:ff. */
 inline constexpr wire::MacAddr kBroadcastMac = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
