@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -50,28 +51,6 @@ struct VerdictMsg {
     std::uint64_t errors = 0;
     char msg[160] = {};
 };
-
-std::uint32_t next_pow2(std::uint32_t v) {
-    std::uint32_t r = 1;
-    while (r < v)
-        r <<= 1;
-    return r;
-}
-
-rc::Mtu mtu_enum(std::uint32_t bytes) {
-    switch (bytes) {
-    case 256:
-        return rc::Mtu::mtu256;
-    case 512:
-        return rc::Mtu::mtu512;
-    case 1024:
-        return rc::Mtu::mtu1024;
-    case 2048:
-        return rc::Mtu::mtu2048;
-    default:
-        return rc::Mtu::mtu4096;
-    }
-}
 
 void fill(std::uint8_t* dst, unsigned q, std::uint64_t k, std::uint32_t len) {
     for (std::uint32_t i = 0; i < len; ++i)
@@ -858,10 +837,11 @@ std::unique_ptr<Endpoint> Endpoint::create(Device& dev, const Params& p, bool se
         return nullptr;
     }
     const std::uint32_t sq =
-        std::min(rc::kMaxQpWr, next_pow2(std::max<std::uint32_t>(p.tx_depth, 16) * 2));
+        std::min(rc::kMaxQpWr, std::bit_ceil(std::max<std::uint32_t>(p.tx_depth, 16) * 2));
     const std::uint32_t rq =
-        std::min(rc::kMaxQpWr, next_pow2(std::max<std::uint32_t>(ep->slots_, 16) * 2));
-    const std::uint32_t cqe = std::min<std::uint32_t>(rc::kMaxCqe, next_pow2((sq + rq) * p.qps));
+        std::min(rc::kMaxQpWr, std::bit_ceil(std::max<std::uint32_t>(ep->slots_, 16) * 2));
+    const std::uint32_t cqe =
+        std::min<std::uint32_t>(rc::kMaxCqe, std::bit_ceil((sq + rq) * p.qps));
     ep->scq_ = dev.create_cq(cqe, &e);
     ep->rcq_ = ep->scq_ ? dev.create_cq(cqe, &e) : nullptr;
     if (!ep->rcq_) {
@@ -925,7 +905,7 @@ std::string Endpoint::connect(const std::vector<QpInfo>& peer, const QpDefaults&
                 qps_[q], a, rc::kQpState | rc::kQpPkeyIndex | rc::kQpPort | rc::kQpAccessFlags))
             return "modify_qp INIT: " + std::string(std::strerror(e));
         a.qp_state = rc::QpState::rtr;
-        a.path_mtu = mtu_enum(path_mtu_);
+        a.path_mtu = rc::mtu_from_bytes(path_mtu_);
         a.dest_qp_num = peer[q].qpn;
         a.rq_psn = peer[q].psn;
         a.max_dest_rd_atomic = static_cast<std::uint8_t>(rc::kMaxRdAtomic);
