@@ -91,12 +91,20 @@ enum class NeighState : std::uint8_t {
 /** One-line explanation of @p s. */
 [[nodiscard]] std::string_view describe(NeighState s) noexcept;
 
+// clang-format off
+/** X(name) of every outcome of NeighTable::lookup(). */
+#define DROCE_NEIGH_RESOLVES(X)                                                                     \
+    X(resolved) /* mac is valid: the entry is STATIC, REACHABLE or STALE */                         \
+    X(pending)  /* resolution in progress (INCOMPLETE); queue or drop the packet, ask again later */ \
+    X(failed)   /* nobody answered; the address is unreachable until the FAILED hold ends */        \
+    X(no_space) /* the address is not in the table and every slot holds a STATIC entry */
+// clang-format on
+
 /** Outcome of NeighTable::lookup(). */
 enum class NeighResolve : std::uint8_t {
-    resolved, ///< mac is valid: the entry is STATIC, REACHABLE or STALE
-    pending,  ///< resolution in progress (INCOMPLETE); queue or drop the packet and ask again later
-    failed,   ///< nobody answered; the address is unreachable until the FAILED hold ends
-    no_space, ///< the address is not in the table and every slot holds a STATIC entry
+#define DROCE_NEIGH_X(name) name,
+    DROCE_NEIGH_RESOLVES(DROCE_NEIGH_X)
+#undef DROCE_NEIGH_X
 };
 [[nodiscard]] std::string_view to_string(NeighResolve r) noexcept;
 
@@ -127,15 +135,23 @@ enum class NeighLearn : std::uint8_t {
     update_only,
 };
 
+// clang-format off
+/** X(name) of every outcome of NeighTable::learn(). */
+#define DROCE_NEIGH_LEARN_RESULTS(X)                                                                \
+    X(created)     /* a new entry */                                                                \
+    X(updated)     /* state or MAC changed */                                                       \
+    X(unchanged)   /* nothing to change (hint with the MAC already known) */                        \
+    X(static_kept) /* a STATIC entry exists for the address; it was left as configured */           \
+    X(not_present) /* update_only and no entry: nothing learned */                                  \
+    X(no_space)    /* no slot could be freed for the new entry; nothing learned */                  \
+    X(rejected)    /* the MAC is a group (multicast/broadcast) address, never a neighbour's */
+// clang-format on
+
 /** Outcome of NeighTable::learn(). */
 enum class NeighLearnResult : std::uint8_t {
-    created,     ///< a new entry
-    updated,     ///< state or MAC changed
-    unchanged,   ///< nothing to change (hint with the MAC already known)
-    static_kept, ///< a STATIC entry exists for the address; it was left as configured
-    not_present, ///< update_only and no entry: nothing learned
-    no_space,    ///< no slot could be freed for the new entry; nothing learned
-    rejected,    ///< the MAC is a group (multicast/broadcast) address, never a neighbour's
+#define DROCE_NEIGH_X(name) name,
+    DROCE_NEIGH_LEARN_RESULTS(DROCE_NEIGH_X)
+#undef DROCE_NEIGH_X
 };
 [[nodiscard]] std::string_view to_string(NeighLearnResult r) noexcept;
 
