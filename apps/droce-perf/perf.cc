@@ -16,6 +16,8 @@
 #include <rte_eal.h>
 #include <rte_malloc.h>
 
+#include "engine/connect.h"
+
 namespace droce::perf {
 
 namespace {
@@ -895,38 +897,28 @@ std::string Endpoint::connect(const std::vector<QpInfo>& peer, const QpDefaults&
         if (i.len < buf_len_) return "the peer's buffer is smaller than this side's";
     path_mtu_ = std::min(p_.path_mtu ? p_.path_mtu : defaults.path_mtu, port_path_mtu);
     for (unsigned q = 0; q < qps_.size(); ++q) {
-        rc::QpAttr a;
-        a.qp_state = rc::QpState::init;
-        a.port_num = 1;
-        a.pkey_index = 0;
-        a.qp_access_flags =
+        RcConnectParams c;
+        c.qp_access_flags =
             rc::kAccessRemoteWrite | rc::kAccessRemoteRead | rc::kAccessRemoteAtomic;
-        if (int e = dev_.modify_qp(
-                qps_[q], a, rc::kQpState | rc::kQpPkeyIndex | rc::kQpPort | rc::kQpAccessFlags))
-            return "modify_qp INIT: " + std::string(std::strerror(e));
-        a.qp_state = rc::QpState::rtr;
-        a.path_mtu = rc::mtu_from_bytes(path_mtu_);
-        a.dest_qp_num = peer[q].qpn;
-        a.rq_psn = peer[q].psn;
-        a.max_dest_rd_atomic = static_cast<std::uint8_t>(rc::kMaxRdAtomic);
-        a.min_rnr_timer = defaults.min_rnr_timer;
-        std::memcpy(a.ah_attr.dgid.data(), peer[q].gid, 16);
-        a.ah_attr.dmac = {}; // resolved by the engine (static neighbour or ARP / ND)
-        a.ah_attr.port_num = 1;
-        if (int e = dev_.modify_qp(qps_[q], a,
-                                   rc::kQpState | rc::kQpAv | rc::kQpPathMtu | rc::kQpDestQpn |
-                                       rc::kQpRqPsn | rc::kQpMaxDestRdAtomic | rc::kQpMinRnrTimer))
-            return "modify_qp RTR: " + std::string(std::strerror(e));
-        a.qp_state = rc::QpState::rts;
-        a.sq_psn = psn_[q];
-        a.timeout = p_.timeout != 0xff ? p_.timeout : defaults.timeout;
-        a.retry_cnt = defaults.retry_cnt;
-        a.rnr_retry = defaults.rnr_retry;
-        a.max_rd_atomic = static_cast<std::uint8_t>(std::max<unsigned>(defaults.max_rd_atomic, 1));
-        if (int e = dev_.modify_qp(qps_[q], a,
-                                   rc::kQpState | rc::kQpSqPsn | rc::kQpTimeout | rc::kQpRetryCnt |
-                                       rc::kQpRnrRetry | rc::kQpMaxQpRdAtomic))
-            return "modify_qp RTS: " + std::string(std::strerror(e));
+        c.path_mtu = rc::mtu_from_bytes(path_mtu_);
+        c.dest_qp_num = peer[q].qpn;
+        c.rq_psn = peer[q].psn;
+        c.max_dest_rd_atomic = static_cast<std::uint8_t>(rc::kMaxRdAtomic);
+        c.min_rnr_timer = defaults.min_rnr_timer;
+        std::memcpy(c.ah_attr.dgid.data(), peer[q].gid, 16);
+        // dmac stays zero: resolved by the engine (static neighbour or ARP / ND)
+        c.sq_psn = psn_[q];
+        c.timeout = p_.timeout != 0xff ? p_.timeout : defaults.timeout;
+        c.retry_cnt = defaults.retry_cnt;
+        c.rnr_retry = defaults.rnr_retry;
+        c.max_rd_atomic = static_cast<std::uint8_t>(std::max<unsigned>(defaults.max_rd_atomic, 1));
+        rc::QpState refused = rc::QpState::rts;
+        if (int e = connect_rc(dev_, qps_[q], c, &refused)) {
+            const char* to = refused == rc::QpState::init  ? "INIT"
+                             : refused == rc::QpState::rtr ? "RTR"
+                                                           : "RTS";
+            return "modify_qp " + std::string(to) + ": " + std::string(std::strerror(e));
+        }
     }
     // Receive WQEs: a SEND bandwidth server fills every slot; SEND latency uses slot 0 on both
     // sides.
