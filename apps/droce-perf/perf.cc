@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,8 @@
 
 #include <rte_eal.h>
 #include <rte_malloc.h>
+
+#include "engine/connect.h"
 
 namespace droce::perf {
 
@@ -50,28 +53,6 @@ struct VerdictMsg {
     std::uint64_t errors = 0;
     char msg[160] = {};
 };
-
-std::uint32_t next_pow2(std::uint32_t v) {
-    std::uint32_t r = 1;
-    while (r < v)
-        r <<= 1;
-    return r;
-}
-
-rc::Mtu mtu_enum(std::uint32_t bytes) {
-    switch (bytes) {
-    case 256:
-        return rc::Mtu::mtu256;
-    case 512:
-        return rc::Mtu::mtu512;
-    case 1024:
-        return rc::Mtu::mtu1024;
-    case 2048:
-        return rc::Mtu::mtu2048;
-    default:
-        return rc::Mtu::mtu4096;
-    }
-}
 
 void fill(std::uint8_t* dst, unsigned q, std::uint64_t k, std::uint32_t len) {
     for (std::uint32_t i = 0; i < len; ++i)
@@ -858,10 +839,11 @@ std::unique_ptr<Endpoint> Endpoint::create(Device& dev, const Params& p, bool se
         return nullptr;
     }
     const std::uint32_t sq =
-        std::min(rc::kMaxQpWr, next_pow2(std::max<std::uint32_t>(p.tx_depth, 16) * 2));
+        std::min(rc::kMaxQpWr, std::bit_ceil(std::max<std::uint32_t>(p.tx_depth, 16) * 2));
     const std::uint32_t rq =
-        std::min(rc::kMaxQpWr, next_pow2(std::max<std::uint32_t>(ep->slots_, 16) * 2));
-    const std::uint32_t cqe = std::min<std::uint32_t>(rc::kMaxCqe, next_pow2((sq + rq) * p.qps));
+        std::min(rc::kMaxQpWr, std::bit_ceil(std::max<std::uint32_t>(ep->slots_, 16) * 2));
+    const std::uint32_t cqe =
+        std::min<std::uint32_t>(rc::kMaxCqe, std::bit_ceil((sq + rq) * p.qps));
     ep->scq_ = dev.create_cq(cqe, &e);
     ep->rcq_ = ep->scq_ ? dev.create_cq(cqe, &e) : nullptr;
     if (!ep->rcq_) {
@@ -915,38 +897,28 @@ std::string Endpoint::connect(const std::vector<QpInfo>& peer, const QpDefaults&
         if (i.len < buf_len_) return "the peer's buffer is smaller than this side's";
     path_mtu_ = std::min(p_.path_mtu ? p_.path_mtu : defaults.path_mtu, port_path_mtu);
     for (unsigned q = 0; q < qps_.size(); ++q) {
-        rc::QpAttr a;
-        a.qp_state = rc::QpState::init;
-        a.port_num = 1;
-        a.pkey_index = 0;
-        a.qp_access_flags =
+        RcConnectParams c;
+        c.qp_access_flags =
             rc::kAccessRemoteWrite | rc::kAccessRemoteRead | rc::kAccessRemoteAtomic;
-        if (int e = dev_.modify_qp(
-                qps_[q], a, rc::kQpState | rc::kQpPkeyIndex | rc::kQpPort | rc::kQpAccessFlags))
-            return "modify_qp INIT: " + std::string(std::strerror(e));
-        a.qp_state = rc::QpState::rtr;
-        a.path_mtu = mtu_enum(path_mtu_);
-        a.dest_qp_num = peer[q].qpn;
-        a.rq_psn = peer[q].psn;
-        a.max_dest_rd_atomic = static_cast<std::uint8_t>(rc::kMaxRdAtomic);
-        a.min_rnr_timer = defaults.min_rnr_timer;
-        std::memcpy(a.ah_attr.dgid.data(), peer[q].gid, 16);
-        a.ah_attr.dmac = {}; // resolved by the engine (static neighbour or ARP / ND)
-        a.ah_attr.port_num = 1;
-        if (int e = dev_.modify_qp(qps_[q], a,
-                                   rc::kQpState | rc::kQpAv | rc::kQpPathMtu | rc::kQpDestQpn |
-                                       rc::kQpRqPsn | rc::kQpMaxDestRdAtomic | rc::kQpMinRnrTimer))
-            return "modify_qp RTR: " + std::string(std::strerror(e));
-        a.qp_state = rc::QpState::rts;
-        a.sq_psn = psn_[q];
-        a.timeout = p_.timeout != 0xff ? p_.timeout : defaults.timeout;
-        a.retry_cnt = defaults.retry_cnt;
-        a.rnr_retry = defaults.rnr_retry;
-        a.max_rd_atomic = static_cast<std::uint8_t>(std::max<unsigned>(defaults.max_rd_atomic, 1));
-        if (int e = dev_.modify_qp(qps_[q], a,
-                                   rc::kQpState | rc::kQpSqPsn | rc::kQpTimeout | rc::kQpRetryCnt |
-                                       rc::kQpRnrRetry | rc::kQpMaxQpRdAtomic))
-            return "modify_qp RTS: " + std::string(std::strerror(e));
+        c.path_mtu = rc::mtu_from_bytes(path_mtu_);
+        c.dest_qp_num = peer[q].qpn;
+        c.rq_psn = peer[q].psn;
+        c.max_dest_rd_atomic = static_cast<std::uint8_t>(rc::kMaxRdAtomic);
+        c.min_rnr_timer = defaults.min_rnr_timer;
+        std::memcpy(c.ah_attr.dgid.data(), peer[q].gid, 16);
+        // dmac stays zero: resolved by the engine (static neighbour or ARP / ND)
+        c.sq_psn = psn_[q];
+        c.timeout = p_.timeout != 0xff ? p_.timeout : defaults.timeout;
+        c.retry_cnt = defaults.retry_cnt;
+        c.rnr_retry = defaults.rnr_retry;
+        c.max_rd_atomic = static_cast<std::uint8_t>(std::max<unsigned>(defaults.max_rd_atomic, 1));
+        rc::QpState refused = rc::QpState::rts;
+        if (int e = connect_rc(dev_, qps_[q], c, &refused)) {
+            const char* to = refused == rc::QpState::init  ? "INIT"
+                             : refused == rc::QpState::rtr ? "RTR"
+                                                           : "RTS";
+            return "modify_qp " + std::string(to) + ": " + std::string(std::strerror(e));
+        }
     }
     // Receive WQEs: a SEND bandwidth server fills every slot; SEND latency uses slot 0 on both
     // sides.

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/connect.h"
 #include "engine/device.h"
 #include "sim/fabric.h"
 
@@ -53,48 +54,28 @@ struct Rig {
         src_mr = dev[0]->reg_mr(pd[0], src.data(), src.size(), rc::kAccessLocalWrite, &err);
         dst_mr = dev[1]->reg_mr(pd[1], dst.data(), dst.size(), rc::kAccessLocalWrite | rc::kAccessRemoteWrite, &err);
         for (int e = 0; e < 2; ++e) {
-            rc::QpAttr a;
-            a.qp_state = rc::QpState::init;
-            a.port_num = 1;
-            a.qp_access_flags = rc::kAccessRemoteWrite;
-            dev[e]->modify_qp(qp[e], a, rc::kQpState | rc::kQpPkeyIndex | rc::kQpPort | rc::kQpAccessFlags);
-            a.qp_state = rc::QpState::rtr;
-            a.path_mtu = rc::Mtu::mtu4096;
-            a.dest_qp_num = qp[1 - e]->qpn;
-            a.rq_psn = 0;
-            a.max_dest_rd_atomic = 16;
-            a.min_rnr_timer = 1;
-            a.ah_attr.dgid = gid_from_ipv4(10, 0, 0, static_cast<std::uint8_t>(2 - e));
-            a.ah_attr.dmac = sim::Fabric::mac(static_cast<std::uint32_t>(1 - e), 0);
-            dev[e]->modify_qp(qp[e], a, rc::kQpState | rc::kQpAv | rc::kQpPathMtu | rc::kQpDestQpn | rc::kQpRqPsn |
-                                            rc::kQpMaxDestRdAtomic | rc::kQpMinRnrTimer);
-            a.qp_state = rc::QpState::rts;
-            a.sq_psn = 0;
-            a.timeout = 14;
-            a.max_rd_atomic = 16;
-            dev[e]->modify_qp(qp[e], a, rc::kQpState | rc::kQpSqPsn | rc::kQpTimeout | rc::kQpRetryCnt |
-                                            rc::kQpRnrRetry | rc::kQpMaxQpRdAtomic);
+            RcConnectParams c;
+            c.qp_access_flags = rc::kAccessRemoteWrite;
+            c.path_mtu = rc::Mtu::mtu4096;
+            c.dest_qp_num = qp[1 - e]->qpn;
+            c.max_dest_rd_atomic = 16;
+            c.min_rnr_timer = 1;
+            c.ah_attr.dgid = gid_from_ipv4(10, 0, 0, static_cast<std::uint8_t>(2 - e));
+            c.ah_attr.dmac = sim::Fabric::mac(static_cast<std::uint32_t>(1 - e), 0);
+            c.max_rd_atomic = 16;
+            connect_rc(*dev[e], qp[e], c);
         }
         // Idle QPs on the sending device, connected (RTS) to QPNs nobody uses: they have no WQEs,
         // so they must cost the engine nothing per pass.
         for (std::uint32_t i = 0; i < idle_qps; ++i) {
             rc::Qp* q = dev[0]->create_qp(pd[0], cq[0], cq[0], rc::QpCap{1, 1, 1, 1, 0}, false, &err);
             if (!q) break;
-            rc::QpAttr a;
-            a.qp_state = rc::QpState::init;
-            a.port_num = 1;
-            dev[0]->modify_qp(q, a, rc::kQpState | rc::kQpPkeyIndex | rc::kQpPort | rc::kQpAccessFlags);
-            a.qp_state = rc::QpState::rtr;
-            a.path_mtu = rc::Mtu::mtu4096;
-            a.dest_qp_num = 0x100000 + i;
-            a.ah_attr.dgid = gid_from_ipv4(10, 0, 0, 2);
-            a.ah_attr.dmac = sim::Fabric::mac(1, 0);
-            dev[0]->modify_qp(q, a, rc::kQpState | rc::kQpAv | rc::kQpPathMtu | rc::kQpDestQpn | rc::kQpRqPsn |
-                                        rc::kQpMaxDestRdAtomic | rc::kQpMinRnrTimer);
-            a.qp_state = rc::QpState::rts;
-            a.timeout = 14;
-            dev[0]->modify_qp(q, a, rc::kQpState | rc::kQpSqPsn | rc::kQpTimeout | rc::kQpRetryCnt |
-                                        rc::kQpRnrRetry | rc::kQpMaxQpRdAtomic);
+            RcConnectParams c;
+            c.path_mtu = rc::Mtu::mtu4096;
+            c.dest_qp_num = 0x100000 + i;
+            c.ah_attr.dgid = gid_from_ipv4(10, 0, 0, 2);
+            c.ah_attr.dmac = sim::Fabric::mac(1, 0);
+            connect_rc(*dev[0], q, c);
             idle.push_back(q);
         }
     }

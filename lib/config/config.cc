@@ -62,11 +62,9 @@ bool parse_ip(std::string_view s, IpAddr* out) noexcept {
     buf[s.size()] = '\0';
     IpAddr a;
     if (s.find(':') == std::string_view::npos) {
-        std::uint8_t v4[4];
-        if (inet_pton(AF_INET, buf, v4) != 1) return false;
-        a.addr[10] = 0xff;
-        a.addr[11] = 0xff;
-        std::memcpy(a.addr.data() + 12, v4, 4);
+        wire::Ipv4Addr v4;
+        if (inet_pton(AF_INET, buf, v4.data()) != 1) return false;
+        a.addr = wire::ipv4_mapped(v4);
         a.ipv4 = true;
     } else {
         if (inet_pton(AF_INET6, buf, a.addr.data()) != 1) return false;

@@ -15,15 +15,6 @@ namespace droce {
 
 using namespace rc; // the engine runs the RC transport: Qp, WrOpcode, QpState ...
 
-bool gid_is_ipv4(const wire::Ipv6Addr& gid) noexcept {
-    static constexpr std::uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    return std::memcmp(gid.data(), kPrefix, sizeof kPrefix) == 0;
-}
-
-wire::Ipv6Addr gid_from_ipv4(std::uint8_t a, std::uint8_t b, std::uint8_t c, std::uint8_t d) noexcept {
-    return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a, b, c, d};
-}
-
 Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
     : name_(std::move(name)), clock_(&clock), ports_(std::move(ports)), tx_(ports_.size()), tx_cache_(ports_.size()),
       mrs_(rc::kMaxMr), neigh_(clock, 256), qps_(rc::kMaxQp) {
@@ -34,8 +25,11 @@ Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
     for (const PortSpec& ps : ports_) {
         NeighPortAddrs addrs;
         addrs.mac = ps.mac;
-        if (gid_is_ipv4(ps.gid)) addrs.ipv4 = ipv4_of_mapped(ps.gid);
-        else addrs.add_ipv6(ps.gid);
+        if (is_ipv4_mapped(ps.gid)) {
+            addrs.ipv4 = ipv4_of_mapped(ps.gid);
+        } else {
+            addrs.add_ipv6(ps.gid);
+        }
         responders_.emplace_back(neigh_, addrs);
         link_was_up_.push_back(ps.driver ? ps.driver->link_up() : false);
     }
@@ -261,7 +255,7 @@ void Device::set_path(rc::Qp& qp) noexcept {
         qp.loopback_peer = true;
         break;
     }
-    p.ipv6 = !gid_is_ipv4(av.dgid);
+    p.ipv6 = !is_ipv4_mapped(av.dgid);
     p.src_ip = port.gid;
     p.dst_ip = av.dgid;
     p.tos = av.traffic_class;

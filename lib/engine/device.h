@@ -46,10 +46,11 @@ struct PortSpec {
     std::uint32_t mtu = 4096;     ///< largest path MTU in bytes this port allows (256..4096)
 };
 
-/** True when @p gid is an IPv4-mapped address (::ffff:a.b.c.d). */
-[[nodiscard]] bool gid_is_ipv4(const wire::Ipv6Addr& gid) noexcept;
-/** The IPv4-mapped GID of a.b.c.d. */
-[[nodiscard]] wire::Ipv6Addr gid_from_ipv4(std::uint8_t a, std::uint8_t b, std::uint8_t c, std::uint8_t d) noexcept;
+/** The IPv4-mapped GID of a.b.c.d (wire::ipv4_mapped). */
+[[nodiscard]] constexpr wire::Ipv6Addr gid_from_ipv4(std::uint8_t a, std::uint8_t b, std::uint8_t c,
+                                                     std::uint8_t d) noexcept {
+    return wire::ipv4_mapped({a, b, c, d});
+}
 
 class Device {
 public:

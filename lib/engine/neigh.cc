@@ -192,23 +192,22 @@ std::string_view describe(NeighStatus s) noexcept { return name_in(kStatusTexts,
 
 std::string_view to_string(NeighResolve r) noexcept {
     switch (r) {
-    case NeighResolve::resolved: return "resolved";
-    case NeighResolve::pending: return "pending";
-    case NeighResolve::failed: return "failed";
-    case NeighResolve::no_space: return "no_space";
+#define DROCE_NEIGH_X(name)                                                                        \
+    case NeighResolve::name:                                                                       \
+        return #name;
+        DROCE_NEIGH_RESOLVES(DROCE_NEIGH_X)
+#undef DROCE_NEIGH_X
     }
     return "invalid";
 }
 
 std::string_view to_string(NeighLearnResult r) noexcept {
     switch (r) {
-    case NeighLearnResult::created: return "created";
-    case NeighLearnResult::updated: return "updated";
-    case NeighLearnResult::unchanged: return "unchanged";
-    case NeighLearnResult::static_kept: return "static_kept";
-    case NeighLearnResult::not_present: return "not_present";
-    case NeighLearnResult::no_space: return "no_space";
-    case NeighLearnResult::rejected: return "rejected";
+#define DROCE_NEIGH_X(name)                                                                        \
+    case NeighLearnResult::name:                                                                   \
+        return #name;
+        DROCE_NEIGH_LEARN_RESULTS(DROCE_NEIGH_X)
+#undef DROCE_NEIGH_X
     }
     return "invalid";
 }

@@ -46,20 +46,10 @@ namespace droce {
 // ---------------------------------------------------------------------------------------------
 // Addresses
 
-/** ::ffff:a.b.c.d, the IPv4-mapped IPv6 form of @p v4 (RFC 4291 §2.5.5.2): the table key of an IPv4 peer. */
-[[nodiscard]] constexpr wire::Ipv6Addr ipv4_mapped(const wire::Ipv4Addr& v4) noexcept {
-    return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, v4[0], v4[1], v4[2], v4[3]};
-}
-/** True when @p a is IPv4-mapped (::ffff:0:0/96). */
-[[nodiscard]] constexpr bool is_ipv4_mapped(const wire::Ipv6Addr& a) noexcept {
-    for (std::size_t i = 0; i < 10; ++i)
-        if (a[i] != 0) return false;
-    return a[10] == 0xff && a[11] == 0xff;
-}
-/** The IPv4 address inside an IPv4-mapped @p a (its last four bytes; meaningless if !is_ipv4_mapped(a)). */
-[[nodiscard]] constexpr wire::Ipv4Addr ipv4_of_mapped(const wire::Ipv6Addr& a) noexcept {
-    return {a[12], a[13], a[14], a[15]};
-}
+// The IPv4-mapped form is the table key of an IPv4 peer.
+using wire::ipv4_mapped;
+using wire::ipv4_of_mapped;
+using wire::is_ipv4_mapped;
 
 /** ff:ff:ff:ff:ff:ff. */
 inline constexpr wire::MacAddr kBroadcastMac = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
@@ -101,12 +91,20 @@ enum class NeighState : std::uint8_t {
 /** One-line explanation of @p s. */
 [[nodiscard]] std::string_view describe(NeighState s) noexcept;
 
+// clang-format off
+/** X(name) of every outcome of NeighTable::lookup(). */
+#define DROCE_NEIGH_RESOLVES(X)                                                                     \
+    X(resolved) /* mac is valid: the entry is STATIC, REACHABLE or STALE */                         \
+    X(pending)  /* resolution in progress (INCOMPLETE); queue or drop the packet, ask again later */ \
+    X(failed)   /* nobody answered; the address is unreachable until the FAILED hold ends */        \
+    X(no_space) /* the address is not in the table and every slot holds a STATIC entry */
+// clang-format on
+
 /** Outcome of NeighTable::lookup(). */
 enum class NeighResolve : std::uint8_t {
-    resolved, ///< mac is valid: the entry is STATIC, REACHABLE or STALE
-    pending,  ///< resolution in progress (INCOMPLETE); queue or drop the packet and ask again later
-    failed,   ///< nobody answered; the address is unreachable until the FAILED hold ends
-    no_space, ///< the address is not in the table and every slot holds a STATIC entry
+#define DROCE_NEIGH_X(name) name,
+    DROCE_NEIGH_RESOLVES(DROCE_NEIGH_X)
+#undef DROCE_NEIGH_X
 };
 [[nodiscard]] std::string_view to_string(NeighResolve r) noexcept;
 
@@ -137,15 +135,23 @@ enum class NeighLearn : std::uint8_t {
     update_only,
 };
 
+// clang-format off
+/** X(name) of every outcome of NeighTable::learn(). */
+#define DROCE_NEIGH_LEARN_RESULTS(X)                                                                \
+    X(created)     /* a new entry */                                                                \
+    X(updated)     /* state or MAC changed */                                                       \
+    X(unchanged)   /* nothing to change (hint with the MAC already known) */                        \
+    X(static_kept) /* a STATIC entry exists for the address; it was left as configured */           \
+    X(not_present) /* update_only and no entry: nothing learned */                                  \
+    X(no_space)    /* no slot could be freed for the new entry; nothing learned */                  \
+    X(rejected)    /* the MAC is a group (multicast/broadcast) address, never a neighbour's */
+// clang-format on
+
 /** Outcome of NeighTable::learn(). */
 enum class NeighLearnResult : std::uint8_t {
-    created,     ///< a new entry
-    updated,     ///< state or MAC changed
-    unchanged,   ///< nothing to change (hint with the MAC already known)
-    static_kept, ///< a STATIC entry exists for the address; it was left as configured
-    not_present, ///< update_only and no entry: nothing learned
-    no_space,    ///< no slot could be freed for the new entry; nothing learned
-    rejected,    ///< the MAC is a group (multicast/broadcast) address, never a neighbour's
+#define DROCE_NEIGH_X(name) name,
+    DROCE_NEIGH_LEARN_RESULTS(DROCE_NEIGH_X)
+#undef DROCE_NEIGH_X
 };
 [[nodiscard]] std::string_view to_string(NeighLearnResult r) noexcept;
 

@@ -67,7 +67,8 @@ bool Device::qp_has_work(const rc::Qp& qp) noexcept {
     // WQEs not yet (completely) sent, or go-back-N in progress (the requester rewound next_wqe);
     // acknowledged WQEs whose payload a driver still holds. WQEs sent and waiting for their ACK
     // need no pass: the ACK (receive) or the ACK timer (timers_) brings the QP back.
-    return qp.sq.producer_index() != qp.req.next_wqe || qp.sq.consumer_index() != qp.comp.acked_wqe;
+    return qp.sq.producer_index() != qp.req.next_wqe ||
+           qp.sq.consumer_index() != qp.comp.first_unacked_wqe;
 }
 
 std::uint32_t Device::take_doorbells() noexcept {
@@ -132,7 +133,8 @@ std::uint32_t Device::poll() noexcept {
             }
         } else if (qp.state != QpState::reset && qp.state != QpState::init) {
             // Acknowledged WQEs whose payload a driver held: complete them once released.
-            if (qp.sq.consumer_index() != qp.comp.acked_wqe && rc::completer_reap(qp)) wait_release = true;
+            if (qp.sq.consumer_index() != qp.comp.first_unacked_wqe && rc::completer_reap(qp))
+                wait_release = true;
             rc::responder_run(qp, ctx_, kBurst);
             work += rc::requester_run(qp, ctx_, kBurst);
         }

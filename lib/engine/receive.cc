@@ -48,9 +48,9 @@ bool Device::dst_ip_is_gid(const wire::ParsedFrame& pkt) const noexcept {
     for (const PortSpec& own : ports_) {
         // An IPv4-mapped GID is reached by IPv4 frames only, as droce sends them (set_path): the
         // mapped form is an API convention (RFC 4291 §2.5.5.2), not an IPv6 destination.
-        if (pkt.ipv4 ? gid_is_ipv4(own.gid) &&
+        if (pkt.ipv4 ? wire::is_ipv4_mapped(own.gid) &&
                            std::memcmp(pkt.ipv4->dst.data(), own.gid.data() + 12, 4) == 0
-                     : !gid_is_ipv4(own.gid) && pkt.ipv6->dst == own.gid)
+                     : !wire::is_ipv4_mapped(own.gid) && pkt.ipv6->dst == own.gid)
             return true;
     }
     return false;

@@ -5,16 +5,17 @@
  * timeout; the role of rxe_comp.c): turns ACKs, NAKs, READ responses and ATOMIC ACKs into send
  * completions and drives retransmission (go-back-N), the local ACK timer and the RNR timer.
  *
- * Bookkeeping: comp.oldest_unacked is the first PSN not yet acknowledged; comp.acked_wqe the first WQE
- * not yet acknowledged. An acknowledged WQE completes (CQE, slot back to the application) in SQ order
- * once no driver holds its payload any more (transmit by reference, Qp::tx_refs): completer_reap(). An acknowledgement with PSN p
- * (ACK, or implicitly a NAK / response with PSN p + 1) covers every PSN <= p. WQEs complete strictly in
- * SQ order; a READ or atomic completes only by its own responses, so an acknowledgement that reaches
- * past an unfinished READ / atomic means its responses were lost: an implied NAK (§9.7.5.1), retried
- * from the first response PSN not yet received.
+ * Bookkeeping: comp.oldest_unacked is the first PSN not yet acknowledged; comp.first_unacked_wqe
+ * the first WQE not yet acknowledged. An acknowledged WQE completes (CQE, slot back to the
+ * application) in SQ order once no driver holds its payload any more (transmit by reference,
+ * Qp::tx_refs): completer_reap(). An acknowledgement with PSN p (ACK, or implicitly a NAK /
+ * response with PSN p + 1) covers every PSN <= p. WQEs complete strictly in SQ order; a READ or
+ * atomic completes only by its own responses, so an acknowledgement that reaches past an unfinished
+ * READ / atomic means its responses were lost: an implied NAK (§9.7.5.1), retried from the first
+ * response PSN not yet received.
  *
- * completer_receive() runs an explicit state machine (CONVENTIONS rule 10); every completion error and
- * every counted drop is decided in decide() (rule 11).
+ * completer_receive() runs an explicit state machine (CONVENTIONS rule 10); every completion error
+ * and every counted drop is decided in decide() (rule 11).
  *
  * Datapath: no allocation, exception or lock.
  */
@@ -152,7 +153,7 @@ Psn expected_response(const Qp& qp, const SendWqe& w) noexcept {
  * atomic rewound by go-back-N and not yet re-sent ignores responses to its earlier request).
  */
 SendWqe* oldest(Qp& qp) noexcept {
-    const std::uint32_t idx = first_unacked_wqe(qp);
+    const std::uint32_t idx = clamp_first_unacked_wqe(qp);
     if (idx == qp.sq.producer_index() || idx == qp.req.next_wqe) return nullptr;
     SendWqe& w = qp.sq.slot(idx);
     return w.state == WqeState::posted ? nullptr : &w;
@@ -166,7 +167,7 @@ SendWqe* oldest(Qp& qp) noexcept {
 void complete_ok(Qp& qp, SendWqe& w) noexcept {
     if ((is_read(w) || is_atomic(w)) && qp.req.rd_atomic_inflight > 0) --qp.req.rd_atomic_inflight;
     w.state = WqeState::acked;
-    ++qp.comp.acked_wqe;
+    ++qp.comp.first_unacked_wqe;
     (void)completer_reap(qp);
 }
 
@@ -176,11 +177,11 @@ void complete_ok(Qp& qp, SendWqe& w) noexcept {
  * WQE with WR_FLUSH_ERR exactly once (qp_enter_error).
  */
 void complete_error(Qp& qp, TransportCtx& ctx, WcStatus status) noexcept {
-    const std::uint32_t idx = first_unacked_wqe(qp);
+    const std::uint32_t idx = clamp_first_unacked_wqe(qp);
     if (idx != qp.sq.producer_index()) {
         SendWqe& w = qp.sq.slot(idx);
         w.status = status;
-        w.state = WqeState::failed;
+        w.state = WqeState::error_due;
     }
     qp_enter_error(qp, ctx);
 }
@@ -213,10 +214,11 @@ enum class AckOutcome : std::uint8_t { ok, implied_nak, qp_error };
  * status when it becomes the oldest, and the QP goes to ERR.
  */
 AckOutcome ack_through(Qp& qp, TransportCtx& ctx, Psn p, Psn& retry_psn) noexcept {
-    for (std::uint32_t idx = first_unacked_wqe(qp); idx != qp.sq.producer_index(); idx = first_unacked_wqe(qp)) {
+    for (std::uint32_t idx = clamp_first_unacked_wqe(qp); idx != qp.sq.producer_index();
+         idx = clamp_first_unacked_wqe(qp)) {
         SendWqe& w = qp.sq.slot(idx);
         if (w.state == WqeState::posted) break;
-        if (w.state == WqeState::done) { // failed in the requester (its status is set)
+        if (w.state == WqeState::local_error) { // failed in the requester (its status is set)
             complete_error(qp, ctx, w.status);
             return AckOutcome::qp_error;
         }
@@ -244,7 +246,7 @@ AckOutcome ack_through(Qp& qp, TransportCtx& ctx, Psn p, Psn& retry_psn) noexcep
 
 /** Index of the WQE whose PSN range holds @p p, searching [consumer, next_wqe]; false if none. */
 bool find_wqe(Qp& qp, Psn p, std::uint32_t& idx) noexcept {
-    const std::uint32_t lo = first_unacked_wqe(qp);
+    const std::uint32_t lo = clamp_first_unacked_wqe(qp);
     const std::uint32_t prod = qp.sq.producer_index();
     const std::uint32_t hi = qp.req.next_wqe == prod ? prod : qp.req.next_wqe + 1; // exclusive
     auto holds = [&](std::uint32_t i) {
@@ -283,7 +285,7 @@ void go_back_n(Qp& qp, Psn p) noexcept {
     for (std::uint32_t i = idx + 1; i != end; ++i) {
         SendWqe& w = qp.sq.slot(i);
         if (w.state == WqeState::posted) break;
-        if (w.state == WqeState::done) continue;
+        if (w.state == WqeState::local_error) continue;
         w.sent_bytes = 0;
         w.recv_bytes = 0;
         w.state = WqeState::sending;
@@ -450,7 +452,8 @@ CompState do_read(Qp& qp, TransportCtx& ctx, Rx& rx) noexcept {
     const CompState s = implicit_ack(qp, ctx, rx, CompState::read);
     if (s != CompState::read) return s;
     SendWqe* w = oldest(qp);
-    if (!w || w->state == WqeState::done || !is_read(*w) || rx.psn < w->first_psn || rx.psn > w->last_psn) {
+    if (!w || w->state == WqeState::local_error || !is_read(*w) || rx.psn < w->first_psn ||
+        rx.psn > w->last_psn) {
         rx.err = CompError::unexpected_response;
         return CompState::drop;
     }
@@ -485,7 +488,8 @@ CompState do_atomic(Qp& qp, TransportCtx& ctx, Rx& rx) noexcept {
     const CompState s = implicit_ack(qp, ctx, rx, CompState::atomic);
     if (s != CompState::atomic) return s;
     SendWqe* w = oldest(qp);
-    if (!w || w->state == WqeState::done || !is_atomic(*w) || w->first_psn != rx.psn || !rx.pkt.atomic_ack_eth) {
+    if (!w || w->state == WqeState::local_error || !is_atomic(*w) || w->first_psn != rx.psn ||
+        !rx.pkt.atomic_ack_eth) {
         rx.err = CompError::unexpected_response;
         return CompState::drop;
     }
@@ -504,11 +508,11 @@ CompState do_atomic(Qp& qp, TransportCtx& ctx, Rx& rx) noexcept {
 }
 
 CompState do_complete(Qp& qp, TransportCtx& ctx) noexcept {
-    const std::uint32_t idx = first_unacked_wqe(qp);
+    const std::uint32_t idx = clamp_first_unacked_wqe(qp);
     if (idx == qp.sq.producer_index()) return CompState::done;
     complete_ok(qp, qp.sq.slot(idx));
-    const std::uint32_t next = first_unacked_wqe(qp);
-    if (next != qp.sq.producer_index() && qp.sq.slot(next).state == WqeState::done)
+    const std::uint32_t next = clamp_first_unacked_wqe(qp);
+    if (next != qp.sq.producer_index() && qp.sq.slot(next).state == WqeState::local_error)
         complete_error(qp, ctx, qp.sq.slot(next).status);
     return CompState::done;
 }
@@ -582,21 +586,22 @@ void completer_timers(Qp& qp, TransportCtx& ctx) noexcept {
     req.ack_deadline_ns = now + ack_timeout_ns(qp.attr.timeout);
 }
 
-std::uint32_t first_unacked_wqe(Qp& qp) noexcept {
+std::uint32_t clamp_first_unacked_wqe(Qp& qp) noexcept {
     const std::uint32_t cons = qp.sq.consumer_index();
     // Kept in [consumer, producer]: a flush or a local failure may release slots past it.
-    if (qp.comp.acked_wqe - cons > qp.sq.producer_index() - cons) qp.comp.acked_wqe = cons;
-    return qp.comp.acked_wqe;
+    if (qp.comp.first_unacked_wqe - cons > qp.sq.producer_index() - cons)
+        qp.comp.first_unacked_wqe = cons;
+    return qp.comp.first_unacked_wqe;
 }
 
 bool completer_reap(Qp& qp) noexcept {
-    const std::uint32_t end = first_unacked_wqe(qp);
+    const std::uint32_t end = clamp_first_unacked_wqe(qp);
     for (std::uint32_t idx = qp.sq.consumer_index(); idx != end; ++idx) {
         if (!qp.tx_released(idx)) return true; // a driver still holds its payload: not reusable yet
         SendWqe& w = qp.sq.slot(idx);
         if (qp.sq_sig_all || (w.send_flags & kSendSignaled))
             push_send_cqe(qp, w, WcStatus::success, is_atomic(w) ? 8u : w.length);
-        w.state = WqeState::done;
+        w.state = WqeState::completed;
         qp.sq.release();
     }
     return false;

@@ -35,6 +35,24 @@ inline constexpr std::uint32_t kTxByRefMinPayload = 4096;  ///< local ACK timeou
 /** Path MTU codes as ibv_mtu numbers them (1 = 256 B .. 5 = 4096 B). */
 enum class Mtu : std::uint8_t { mtu256 = 1, mtu512 = 2, mtu1024 = 3, mtu2048 = 4, mtu4096 = 5 };
 [[nodiscard]] constexpr std::uint32_t mtu_bytes(Mtu m) noexcept { return 128u << static_cast<unsigned>(m); }
+/**
+ * The Mtu code of a path MTU of @p bytes, the inverse of mtu_bytes(): 256, 512, 1024 and 2048 map
+ * to their codes; any other value, 4096 included, gives mtu4096.
+ */
+[[nodiscard]] constexpr Mtu mtu_from_bytes(std::uint32_t bytes) noexcept {
+    switch (bytes) {
+    case 256:
+        return Mtu::mtu256;
+    case 512:
+        return Mtu::mtu512;
+    case 1024:
+        return Mtu::mtu1024;
+    case 2048:
+        return Mtu::mtu2048;
+    default:
+        return Mtu::mtu4096;
+    }
+}
 
 /** Local ACK timeout in ns for the 5-bit QP attribute @p timeout; 0 means the timer is disabled. */
 [[nodiscard]] constexpr std::uint64_t ack_timeout_ns(std::uint8_t timeout) noexcept {

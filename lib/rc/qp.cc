@@ -68,13 +68,13 @@ void qp_enter_error(Qp& qp, TransportCtx& /*ctx*/) noexcept {
                               w.opcode == WrOpcode::atomic_cmp_and_swp || w.opcode == WrOpcode::atomic_fetch_and_add
                                   ? 8u
                                   : w.length);
-        } else if (w.state == WqeState::failed) {
+        } else if (w.state == WqeState::error_due) {
             push_send_cqe(qp, w, w.status);
         } else {
             push_send_cqe(qp, w, WcStatus::wr_flush_err);
             qp.counters.inc(Counter::flushed_wqes);
         }
-        w.state = WqeState::done;
+        w.state = WqeState::completed;
         qp.sq.release();
     }
     qp.req.next_wqe = qp.sq.consumer_index();

@@ -126,10 +126,11 @@ struct RequesterState {
 /** Completer-side state (rxe: qp->comp). */
 struct CompleterState {
     Psn oldest_unacked; ///< first PSN not yet acknowledged
-    /** Free-running SQ index of the oldest WQE not yet acknowledged. WQEs in [consumer, acked_wqe) are
-     *  acknowledged (WqeState::acked) and wait for their payload's release before they complete, in
-     *  order. Without transmit by reference the range is empty between calls. */
-    std::uint32_t acked_wqe = 0;
+    /** Free-running SQ index of the oldest WQE not yet acknowledged. WQEs in [consumer,
+     * first_unacked_wqe) are acknowledged (WqeState::acked) and wait for their payload's release
+     * before they complete, in order. Without transmit by reference the range is empty between
+     * calls. */
+    std::uint32_t first_unacked_wqe = 0;
     std::uint32_t last_msn = 0;
     bool retry_started = false; ///< a NAK/implied NAK already caused go-back-N; until progress, later ones are ignored
 };
@@ -251,8 +252,11 @@ void completer_receive(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) 
 void completer_timers(Qp& qp, TransportCtx& ctx) noexcept;
 /** Earliest pending deadline of @p qp in ns, or 0 if none (the engine sleeps until then). */
 [[nodiscard]] std::uint64_t completer_next_deadline(const Qp& qp) noexcept;
-/** SQ index of the oldest WQE not yet acknowledged (CompleterState::acked_wqe, kept in [consumer, producer]). */
-[[nodiscard]] std::uint32_t first_unacked_wqe(Qp& qp) noexcept;
+/**
+ * SQ index of the oldest WQE not yet acknowledged: CompleterState::first_unacked_wqe, first brought
+ * back into [consumer, producer] (a flush or a local failure may release slots past it) and stored.
+ */
+[[nodiscard]] std::uint32_t clamp_first_unacked_wqe(Qp& qp) noexcept;
 /**
  * Completes, in SQ order, acknowledged WQEs whose payload is released (CQE if signaled, slot back to
  * the application). The engine calls it every pass; the completer after each acknowledgement.

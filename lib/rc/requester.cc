@@ -150,11 +150,11 @@ int gather(Qp& qp, TransportCtx& ctx, SendWqe& w, std::uint32_t off, std::uint32
 void fail_local(Qp& qp, TransportCtx& ctx, SendWqe& w, WcStatus status) noexcept {
     if (status == WcStatus::loc_prot_err) count(qp, ctx, Counter::local_protection_err);
     w.status = status;
-    w.state = WqeState::done;
-    if (first_unacked_wqe(qp) != qp.req.next_wqe) return;
+    w.state = WqeState::local_error;
+    if (clamp_first_unacked_wqe(qp) != qp.req.next_wqe) return;
     // Nothing unacknowledged before it: its error completion is due now, after the acknowledged
     // WQEs before it (qp_enter_error completes them first, in order).
-    w.state = WqeState::failed;
+    w.state = WqeState::error_due;
     qp_enter_error(qp, ctx);
 }
 
@@ -205,7 +205,8 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
     while (sent < budget) {
         if (req.next_wqe == qp.sq.producer_index()) break;
         SendWqe& w = qp.sq.slot(req.next_wqe);
-        if (w.state == WqeState::done) break; // failed locally: waits for the completer, QP goes to ERR
+        // Failed locally: waits for the completer, which completes it and takes the QP to ERR.
+        if (w.state == WqeState::local_error) break;
 
         if (w.state == WqeState::posted) {
             // A new message. SQD: finish the current message, start no new one (IBTA ch. 10, SQD state).

@@ -82,13 +82,20 @@ struct Sge {
 };
 
 /**
- * Engine-private progress of a send WQE: posted -> sending -> sent -> acked -> (completed, slot
- * released). acked: every packet acknowledged (or every response in); it completes, in SQ order,
- * once the payload it lent to a driver by reference is released (TxRef). done: failed a local check
- * in the requester, completes with its status when the completer reaches it. failed: its error
- * completion (status) is due; qp_enter_error() pushes it in order.
+ * Engine-private progress of a send WQE: posted -> sending -> sent -> acked -> completed; on a
+ * failure, error_due -> completed (after local_error when a local check failed).
  */
-enum class WqeState : std::uint8_t { posted, sending, sent, acked, done, failed };
+enum class WqeState : std::uint8_t {
+    posted,  ///< on the SQ, not started by the requester
+    sending, ///< packets going out (again, after go-back-N)
+    sent,    ///< every packet sent, acknowledgement outstanding
+    /** every packet acknowledged (or every response in); completes, in SQ order, once the payload
+     *  it lent to a driver by reference is released (TxRef) */
+    acked,
+    completed,   ///< its completion (if any) pushed and its slot released, until posted again
+    local_error, ///< failed a local check in the requester; completes when the completer reaches it
+    error_due,   ///< its error completion (status) is due; qp_enter_error() pushes it in order
+};
 
 /**
  * A send work request as posted, plus the requester's and completer's private state.

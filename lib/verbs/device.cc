@@ -117,21 +117,6 @@ bool port_ok(VContext* c, unsigned port_num) noexcept {
     return port_num >= 1 && port_num <= c->dev->num_ports();
 }
 
-ibv_mtu mtu_enum(std::uint32_t bytes) noexcept {
-    switch (bytes) {
-    case 256:
-        return IBV_MTU_256;
-    case 512:
-        return IBV_MTU_512;
-    case 1024:
-        return IBV_MTU_1024;
-    case 2048:
-        return IBV_MTU_2048;
-    default:
-        return IBV_MTU_4096;
-    }
-}
-
 int query_port_impl(ibv_context* context, uint8_t port_num, ibv_port_attr* attr, size_t attr_len) {
     VContext* c = ctx_of(context);
     if (!attr || !port_ok(c, port_num)) return EINVAL;
@@ -145,8 +130,10 @@ int query_port_impl(ibv_context* context, uint8_t port_num, ibv_port_attr* attr,
     const bool lost = c->vdev->link_lost[p].load(std::memory_order_relaxed);
     a.state = (up || !lost) ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
     const std::uint32_t max_path = provider().runtime->max_path_mtu(c->vdev->index, p);
-    a.max_mtu = mtu_enum(max_path);
-    a.active_mtu = mtu_enum(std::min(max_path, c->vdev->cfg.qp.path_mtu));
+    // rc::Mtu numbers path MTUs as ibv_mtu does (rc/params.h).
+    a.max_mtu = static_cast<ibv_mtu>(rc::mtu_from_bytes(max_path));
+    a.active_mtu =
+        static_cast<ibv_mtu>(rc::mtu_from_bytes(std::min(max_path, c->vdev->cfg.qp.path_mtu)));
     a.gid_tbl_len = 1;
     a.port_cap_flags = 0;
     a.max_msg_sz = static_cast<uint32_t>(rc::kMaxMsgSize);

@@ -19,13 +19,16 @@ namespace droce::wire {
 
 enum class AethKind : std::uint8_t { ack = 0, rnr_nak = 1, reserved = 2, nak = 3 };
 
+// clang-format off
+#define DROCE_NAK_CODES(X)                                                                          \
+    X(psn_sequence_error, 0) X(invalid_request, 1) X(remote_access_error, 2)                        \
+    X(remote_operational_error, 3) X(invalid_rd_request, 4)
+// clang-format on
 /** NAK codes carried in the low 5 bits of a NAK syndrome (IBTA table 46). */
 enum class NakCode : std::uint8_t {
-    psn_sequence_error = 0,
-    invalid_request = 1,
-    remote_access_error = 2,
-    remote_operational_error = 3,
-    invalid_rd_request = 4,
+#define DROCE_NAK_X(name, value) name = value,
+    DROCE_NAK_CODES(DROCE_NAK_X)
+#undef DROCE_NAK_X
 };
 
 /** Credit-count value meaning "end-to-end credits are not in use" (§9.7.7.2). */

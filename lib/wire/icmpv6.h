@@ -28,27 +28,27 @@ inline constexpr std::uint8_t kIpProtoIcmpv6 = 58;
 /** Hop limit every ND message is sent with, and the only one a receiver accepts (RFC 4861 §7.1). */
 inline constexpr std::uint8_t kNdHopLimit = 255;
 
+// clang-format off
+#define DROCE_ICMPV6_TYPES(X)                                                                       \
+    X(echo_request, 128) X(echo_reply, 129) X(router_solicitation, 133)                             \
+    X(router_advertisement, 134) X(neighbor_solicitation, 135) X(neighbor_advertisement, 136)       \
+    X(redirect, 137)
+// clang-format on
 /** ICMPv6 message types droce names. Only the two ND types are handled; the rest are for traces. */
 enum class Icmpv6Type : std::uint8_t {
-    echo_request = 128,
-    echo_reply = 129,
-    router_solicitation = 133,
-    router_advertisement = 134,
-    neighbor_solicitation = 135,
-    neighbor_advertisement = 136,
-    redirect = 137,
+#define DROCE_ICMPV6_X(name, value) name = value,
+    DROCE_ICMPV6_TYPES(DROCE_ICMPV6_X)
+#undef DROCE_ICMPV6_X
 };
 
 /** Name of @p t, e.g. "neighbor_solicitation", or "unknown". */
 [[nodiscard]] constexpr std::string_view to_string(Icmpv6Type t) noexcept {
     switch (t) {
-    case Icmpv6Type::echo_request: return "echo_request";
-    case Icmpv6Type::echo_reply: return "echo_reply";
-    case Icmpv6Type::router_solicitation: return "router_solicitation";
-    case Icmpv6Type::router_advertisement: return "router_advertisement";
-    case Icmpv6Type::neighbor_solicitation: return "neighbor_solicitation";
-    case Icmpv6Type::neighbor_advertisement: return "neighbor_advertisement";
-    case Icmpv6Type::redirect: return "redirect";
+#define DROCE_ICMPV6_X(name, value)                                                                \
+    case Icmpv6Type::name:                                                                         \
+        return #name;
+        DROCE_ICMPV6_TYPES(DROCE_ICMPV6_X)
+#undef DROCE_ICMPV6_X
     }
     return "unknown";
 }

@@ -65,11 +65,11 @@ const char* aeth_kind_name(AethKind kind) noexcept {
 
 const char* nak_code_name(std::uint8_t code) noexcept {
     switch (static_cast<NakCode>(code)) {
-    case NakCode::psn_sequence_error: return "psn_sequence_error";
-    case NakCode::invalid_request: return "invalid_request";
-    case NakCode::remote_access_error: return "remote_access_error";
-    case NakCode::remote_operational_error: return "remote_operational_error";
-    case NakCode::invalid_rd_request: return "invalid_rd_request";
+#define DROCE_NAK_X(name, value)                                                                   \
+    case NakCode::name:                                                                            \
+        return #name;
+        DROCE_NAK_CODES(DROCE_NAK_X)
+#undef DROCE_NAK_X
     }
     return "reserved";
 }

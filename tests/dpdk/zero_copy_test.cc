@@ -27,6 +27,7 @@
 #include "dpdk/eal.h"
 #include "dpdk/eth_port.h"
 #include "eal_environment.h"
+#include "engine/connect.h"
 #include "engine/device.h"
 
 namespace droce::dpdk {
@@ -129,34 +130,19 @@ protected:
 
     void connect(int i) {
         const int peer = 1 - i;
-        rc::QpAttr a;
-        a.qp_state = rc::QpState::init;
-        a.port_num = 1;
-        a.qp_access_flags = rc::kAccessRemoteWrite | rc::kAccessRemoteRead;
-        ASSERT_EQ(dev_[i]->modify_qp(qp_[i], a, rc::kQpState | rc::kQpPkeyIndex | rc::kQpPort | rc::kQpAccessFlags), 0);
-        a.qp_state = rc::QpState::rtr;
-        a.path_mtu = rc::Mtu::mtu4096;
-        a.dest_qp_num = qp_[peer]->qpn;
-        a.rq_psn = 0;
-        a.max_dest_rd_atomic = 16;
-        a.min_rnr_timer = 1;
-        a.ah_attr.dgid = gid(peer);
-        a.ah_attr.dmac = kMac[peer];
-        a.ah_attr.port_num = 1;
-        ASSERT_EQ(dev_[i]->modify_qp(qp_[i], a,
-                                     rc::kQpState | rc::kQpAv | rc::kQpPathMtu | rc::kQpDestQpn | rc::kQpRqPsn |
-                                         rc::kQpMaxDestRdAtomic | rc::kQpMinRnrTimer),
-                  0);
-        a.qp_state = rc::QpState::rts;
-        a.sq_psn = 0;
-        a.timeout = 18; // ~1 s: no retransmission while a test holds buffers
-        a.retry_cnt = 7;
-        a.rnr_retry = 7;
-        a.max_rd_atomic = 16;
-        ASSERT_EQ(dev_[i]->modify_qp(qp_[i], a,
-                                     rc::kQpState | rc::kQpSqPsn | rc::kQpTimeout | rc::kQpRetryCnt | rc::kQpRnrRetry |
-                                         rc::kQpMaxQpRdAtomic),
-                  0);
+        RcConnectParams c;
+        c.qp_access_flags = rc::kAccessRemoteWrite | rc::kAccessRemoteRead;
+        c.path_mtu = rc::Mtu::mtu4096;
+        c.dest_qp_num = qp_[peer]->qpn;
+        c.max_dest_rd_atomic = 16;
+        c.min_rnr_timer = 1;
+        c.ah_attr.dgid = gid(peer);
+        c.ah_attr.dmac = kMac[peer];
+        c.timeout = 18; // ~1 s: no retransmission while a test holds buffers
+        c.max_rd_atomic = 16;
+        rc::QpState refused = rc::QpState::rts;
+        ASSERT_EQ(connect_rc(*dev_[i], qp_[i], c, &refused), 0)
+            << "modify_qp to " << rc::to_string(refused);
     }
 
     mem::Mr* reg(int side, std::vector<std::uint8_t>& buf) {

@@ -42,27 +42,14 @@ TEST(ControlSection, QpChurnOnTheStreamingDeviceNeverStallsTheStream) {
                 ++churn_errors;
                 continue;
             }
+            RcConnectParams c;
+            c.qp_access_flags = rc::kAccessRemoteWrite;
+            c.path_mtu = rc::Mtu::mtu1024;
+            c.dest_qp_num = 0x1000 + static_cast<std::uint32_t>(i);
+            c.ah_attr.dgid = gid_from_ipv4(10, 0, 0, 2);
+            c.ah_attr.dmac = sim::Fabric::mac(1, 0);
+            int e = connect_rc(*t.dev[0], q, c);
             rc::QpAttr a;
-            a.qp_state = rc::QpState::init;
-            a.port_num = 1;
-            a.qp_access_flags = rc::kAccessRemoteWrite;
-            int e = t.dev[0]->modify_qp(q, a, rc::kQpState | rc::kQpPkeyIndex | rc::kQpPort | rc::kQpAccessFlags);
-            a.qp_state = rc::QpState::rtr;
-            a.path_mtu = rc::Mtu::mtu1024;
-            a.dest_qp_num = 0x1000 + static_cast<std::uint32_t>(i);
-            a.ah_attr.dgid = gid_from_ipv4(10, 0, 0, 2);
-            a.ah_attr.dmac = sim::Fabric::mac(1, 0);
-            a.ah_attr.port_num = 1;
-            e |= t.dev[0]->modify_qp(q, a,
-                                     rc::kQpState | rc::kQpAv | rc::kQpPathMtu | rc::kQpDestQpn | rc::kQpRqPsn |
-                                         rc::kQpMaxDestRdAtomic | rc::kQpMinRnrTimer);
-            a.qp_state = rc::QpState::rts;
-            a.timeout = 14;
-            a.retry_cnt = 7;
-            a.rnr_retry = 7;
-            e |= t.dev[0]->modify_qp(q, a,
-                                     rc::kQpState | rc::kQpSqPsn | rc::kQpTimeout | rc::kQpRetryCnt | rc::kQpRnrRetry |
-                                         rc::kQpMaxQpRdAtomic);
             a.qp_state = rc::QpState::err;
             e |= t.dev[0]->modify_qp(q, a, rc::kQpState);
             e |= t.dev[0]->destroy_qp(q);

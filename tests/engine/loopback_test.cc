@@ -25,33 +25,21 @@ QpPair connect_loopback(TwoEngines& t, rc::Mtu mtu = rc::Mtu::mtu1024) {
         EXPECT_NE(q, nullptr) << "create_qp errno " << err;
     }
     for (int i = 0; i < 2; ++i) {
-        rc::QpAttr a;
-        a.qp_state = rc::QpState::init;
-        a.port_num = 1;
-        a.qp_access_flags = rc::kAccessRemoteWrite | rc::kAccessRemoteRead | rc::kAccessRemoteAtomic;
-        EXPECT_EQ(t.dev[0]->modify_qp(p.qp[i], a, rc::kQpState | rc::kQpPkeyIndex | rc::kQpPort | rc::kQpAccessFlags), 0);
-        a.qp_state = rc::QpState::rtr;
-        a.path_mtu = mtu;
-        a.dest_qp_num = p.qp[1 - i]->qpn;
-        a.rq_psn = 100;
-        a.max_dest_rd_atomic = 16;
-        a.min_rnr_timer = 1;
-        a.ah_attr.dgid = t.dev[0]->port(0).gid;
-        a.ah_attr.port_num = 1;
-        EXPECT_EQ(t.dev[0]->modify_qp(p.qp[i], a,
-                                      rc::kQpState | rc::kQpAv | rc::kQpPathMtu | rc::kQpDestQpn | rc::kQpRqPsn |
-                                          rc::kQpMaxDestRdAtomic | rc::kQpMinRnrTimer),
-                  0);
-        a.qp_state = rc::QpState::rts;
-        a.sq_psn = 100;
-        a.timeout = 10;
-        a.retry_cnt = 7;
-        a.rnr_retry = 7;
-        a.max_rd_atomic = 16;
-        EXPECT_EQ(t.dev[0]->modify_qp(p.qp[i], a,
-                                      rc::kQpState | rc::kQpSqPsn | rc::kQpTimeout | rc::kQpRetryCnt | rc::kQpRnrRetry |
-                                          rc::kQpMaxQpRdAtomic),
-                  0);
+        RcConnectParams c;
+        c.qp_access_flags =
+            rc::kAccessRemoteWrite | rc::kAccessRemoteRead | rc::kAccessRemoteAtomic;
+        c.path_mtu = mtu;
+        c.dest_qp_num = p.qp[1 - i]->qpn;
+        c.rq_psn = 100;
+        c.max_dest_rd_atomic = 16;
+        c.min_rnr_timer = 1;
+        c.ah_attr.dgid = t.dev[0]->port(0).gid;
+        c.sq_psn = 100;
+        c.timeout = 10;
+        c.max_rd_atomic = 16;
+        rc::QpState refused = rc::QpState::rts;
+        EXPECT_EQ(connect_rc(*t.dev[0], p.qp[i], c, &refused), 0)
+            << "modify_qp to " << rc::to_string(refused);
     }
     return p;
 }

@@ -15,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/connect.h"
 #include "engine/device.h"
 #include "sim/fabric.h"
 
@@ -138,35 +139,25 @@ public:
         }
         for (int i = 0; i < 2; ++i) {
             const int peer = 1 - i;
-            rc::QpAttr a;
-            a.qp_state = rc::QpState::init;
-            a.port_num = 1;
-            a.pkey_index = 0;
-            a.qp_access_flags = rc::kAccessRemoteWrite | rc::kAccessRemoteRead | rc::kAccessRemoteAtomic;
-            EXPECT_EQ(dev[i]->modify_qp(p.qp[i], a, rc::kQpState | rc::kQpPkeyIndex | rc::kQpPort | rc::kQpAccessFlags), 0);
-            a.qp_state = rc::QpState::rtr;
-            a.path_mtu = o.mtu;
-            a.dest_qp_num = p.qp[peer]->qpn;
-            a.rq_psn = o.psn[peer];
-            a.max_dest_rd_atomic = o.max_rd_atomic;
-            a.min_rnr_timer = o.min_rnr_timer;
-            a.ah_attr.dgid = gid(static_cast<std::uint32_t>(peer));
-            if (!o.resolve_mac) a.ah_attr.dmac = sim::Fabric::mac(static_cast<std::uint32_t>(peer), 0);
-            a.ah_attr.port_num = 1;
-            EXPECT_EQ(dev[i]->modify_qp(p.qp[i], a,
-                                        rc::kQpState | rc::kQpAv | rc::kQpPathMtu | rc::kQpDestQpn | rc::kQpRqPsn |
-                                            rc::kQpMaxDestRdAtomic | rc::kQpMinRnrTimer),
-                      0);
-            a.qp_state = rc::QpState::rts;
-            a.sq_psn = o.psn[i];
-            a.timeout = o.timeout;
-            a.retry_cnt = o.retry_cnt;
-            a.rnr_retry = o.rnr_retry;
-            a.max_rd_atomic = o.max_rd_atomic;
-            EXPECT_EQ(dev[i]->modify_qp(p.qp[i], a,
-                                        rc::kQpState | rc::kQpSqPsn | rc::kQpTimeout | rc::kQpRetryCnt |
-                                            rc::kQpRnrRetry | rc::kQpMaxQpRdAtomic),
-                      0);
+            RcConnectParams c;
+            c.qp_access_flags =
+                rc::kAccessRemoteWrite | rc::kAccessRemoteRead | rc::kAccessRemoteAtomic;
+            c.path_mtu = o.mtu;
+            c.dest_qp_num = p.qp[peer]->qpn;
+            c.rq_psn = o.psn[peer];
+            c.max_dest_rd_atomic = o.max_rd_atomic;
+            c.min_rnr_timer = o.min_rnr_timer;
+            c.ah_attr.dgid = gid(static_cast<std::uint32_t>(peer));
+            if (!o.resolve_mac)
+                c.ah_attr.dmac = sim::Fabric::mac(static_cast<std::uint32_t>(peer), 0);
+            c.sq_psn = o.psn[i];
+            c.timeout = o.timeout;
+            c.retry_cnt = o.retry_cnt;
+            c.rnr_retry = o.rnr_retry;
+            c.max_rd_atomic = o.max_rd_atomic;
+            rc::QpState refused = rc::QpState::rts;
+            EXPECT_EQ(connect_rc(*dev[i], p.qp[i], c, &refused), 0)
+                << "modify_qp to " << rc::to_string(refused);
         }
         return p;
     }
