@@ -149,7 +149,7 @@ int Device::destroy_cq(rc::Cq* cq) noexcept {
 }
 
 rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const rc::QpCap& cap, bool sq_sig_all,
-                          int* err) noexcept {
+                          int* err, const rc::TransportOps& transport) noexcept {
     ControlSection section(*this);
     if (!pd || !send_cq || !recv_cq || cap.max_send_wr == 0 || cap.max_send_wr > rc::kMaxQpWr ||
         cap.max_recv_wr > rc::kMaxQpWr || cap.max_send_sge > rc::kMaxSge || cap.max_recv_sge > rc::kMaxSge ||
@@ -177,6 +177,7 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
         return nullptr;
     }
     qp->qpn = rc::kFirstQpn + static_cast<std::uint32_t>(slot - qps_.begin());
+    qp->transport = &transport;
     qp->pd = pd;
     qp->send_cq = send_cq;
     qp->recv_cq = recv_cq;
@@ -269,7 +270,7 @@ int Device::modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) no
     ControlSection section(*this);
     // Found by address before *qp is read: a destroyed or foreign QP is EINVAL (control path, O(kMaxQp)).
     if (!qp || std::none_of(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; })) return EINVAL;
-    const int err = rc::qp_modify(qp, attr, mask, port_mtu_, ctx_);
+    const int err = qp->transport->modify(qp, attr, mask, port_mtu_, ctx_);
     if (err != 0) return err;
     if (mask & (rc::kQpAv | rc::kQpDestQpn | rc::kQpPort)) set_path(*qp);
     // The engine is between passes (the section): its schedule may be changed here directly. A

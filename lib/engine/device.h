@@ -92,12 +92,13 @@ public:
     /** @return 0, EINVAL, or EBUSY (a QP still uses it). Null is a no-op. */
     int destroy_cq(rc::Cq* cq) noexcept;
     /**
-     * Creates an RC QP in RESET.
+     * Creates a QP in RESET, run by @p transport for its whole life (RC by default).
      * @return the QP, or nullptr with *err = EINVAL (null PD/CQ, caps above the limits in rc/params.h)
      *         or ENOMEM (no QPN left).
      */
     [[nodiscard]] rc::Qp* create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const rc::QpCap& cap,
-                                    bool sq_sig_all, int* err) noexcept;
+                                    bool sq_sig_all, int* err,
+                                    const rc::TransportOps& transport = rc::kRcTransport) noexcept;
     /** @return 0 or EINVAL. Null is a no-op. */
     int destroy_qp(rc::Qp* qp) noexcept;
     /**
@@ -225,11 +226,9 @@ private:
     /** Engine: puts the QP's next transport deadline (ACK timer, RNR wait) into the timer heap. */
     void sync_timer(const rc::Qp& qp) noexcept {
         const std::uint32_t slot = qp.qpn - rc::kFirstQpn;
-        const std::uint64_t d = rc::completer_next_deadline(qp);
+        const std::uint64_t d = qp.transport->next_deadline(qp);
         if (d != timers_.deadline(slot)) timers_.set(slot, d);
     }
-    /** True while @p qp has something for the engine to do without a new event (see poll.cc). */
-    [[nodiscard]] static bool qp_has_work(const rc::Qp& qp) noexcept;
     /**
      * The receive path for one frame (receive.cc): parse, filter, demux. @p looped: the frame came
      * from the loopback queue (built by this device for one of its own GIDs), not from a port.
@@ -322,7 +321,7 @@ private:
      * Scheduling (poll.cc). An engine pass runs only the QPs on active_ (slot = qpn - kFirstQpn),
      * so an idle QP costs nothing per pass: a QP joins when its doorbell rings (post_send /
      * post_recv), when a frame for it arrives, when its timer fires or a control call changes it,
-     * and leaves once qp_has_work() is false. Engine-owned, control path inside a section.
+     * and leaves once its transport's has_work() is false. Engine-owned, control path inside a section.
      */
     std::vector<std::uint32_t> active_;
     std::vector<std::uint8_t> active_flag_; ///< per slot: on active_

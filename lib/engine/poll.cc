@@ -59,18 +59,6 @@ void Device::end_control() noexcept {
     control_requests_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-bool Device::qp_has_work(const rc::Qp& qp) noexcept {
-    if (qp.state == QpState::reset || qp.state == QpState::init) return false;
-    if (qp.resp.ack_pending || qp.resp.read_active) return true; // responder output owed (RTR on)
-    if (qp.state == QpState::err) return qp.sq.ready() || qp.rq.ready(); // flush, held payload
-    if (qp.state == QpState::rtr) return false;
-    // WQEs not yet (completely) sent, or go-back-N in progress (the requester rewound next_wqe);
-    // acknowledged WQEs whose payload a driver still holds. WQEs sent and waiting for their ACK
-    // need no pass: the ACK (receive) or the ACK timer (timers_) brings the QP back.
-    return qp.sq.producer_index() != qp.req.next_wqe ||
-           qp.sq.consumer_index() != qp.comp.first_unacked_wqe;
-}
-
 std::uint32_t Device::take_doorbells() noexcept {
     std::uint32_t rang = 0;
     for (std::uint32_t sw = 0; sw < doorbell_summary_.size(); ++sw) {
@@ -116,7 +104,8 @@ std::uint32_t Device::poll() noexcept {
     if (!timers_.empty()) {
         const std::uint64_t now = clock_->now_ns();
         for (std::uint32_t slot; (slot = timers_.pop_due(now)) != TimerHeap::kNone;) {
-            rc::completer_timers(*qps_[slot], ctx_); // destroy_qp cancels a QP's timer
+            rc::Qp& qp = *qps_[slot]; // destroy_qp cancels a QP's timer: the slot is live
+            qp.transport->timer(qp, ctx_);
             activate(slot);
         }
     }
@@ -124,22 +113,9 @@ std::uint32_t Device::poll() noexcept {
     for (std::uint32_t i = 0; i < active_.size();) {
         const std::uint32_t slot = active_[i];
         rc::Qp& qp = *qps_[slot];
-        if (qp.state == QpState::err) {
-            // WQEs posted after the QP failed are flushed here, once each.
-            if (qp.sq.ready() || qp.rq.ready()) {
-                rc::qp_enter_error(qp, ctx_);
-                if (qp.sq.ready()) wait_release = true; // held payload: completes once released
-                ++work;
-            }
-        } else if (qp.state != QpState::reset && qp.state != QpState::init) {
-            // Acknowledged WQEs whose payload a driver held: complete them once released.
-            if (qp.sq.consumer_index() != qp.comp.first_unacked_wqe && rc::completer_reap(qp))
-                wait_release = true;
-            rc::responder_run(qp, ctx_, kBurst);
-            work += rc::requester_run(qp, ctx_, kBurst);
-        }
+        work += qp.transport->run(qp, ctx_, kBurst, &wait_release);
         sync_timer(qp);
-        if (qp_has_work(qp)) {
+        if (qp.transport->has_work(qp)) {
             ++i;
             continue;
         }

@@ -107,8 +107,8 @@ void Device::receive(PktBuf& buf, bool looped) noexcept {
         return;
     }
     qp->counters.inc(Counter::rcvd_pkts);
-    if (pkt.info->is(wire::OpFlags::response)) rc::completer_receive(*qp, pkt, ctx_);
-    else rc::responder_receive(*qp, pkt, ctx_);
+    if (pkt.info->is(wire::OpFlags::response)) qp->transport->receive_response(*qp, pkt, ctx_);
+    else qp->transport->receive_request(*qp, pkt, ctx_);
     activate(qp->qpn - rc::kFirstQpn); // an ACK opens the window, a request owes an ACK: run it this pass
 }
 

@@ -92,4 +92,41 @@ void qp_enter_error(Qp& qp, TransportCtx& /*ctx*/) noexcept {
     qp.resp.have_recv_wqe = false;
 }
 
+std::uint32_t qp_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget, bool* wait_release) noexcept {
+    if (qp.state == QpState::err) {
+        // WQEs posted after the QP failed are flushed here, once each.
+        if (!qp.sq.ready() && !qp.rq.ready()) return 0;
+        qp_enter_error(qp, ctx);
+        if (qp.sq.ready()) *wait_release = true; // held payload: completes once released
+        return 1;
+    }
+    if (qp.state == QpState::reset || qp.state == QpState::init) return 0;
+    // Acknowledged WQEs whose payload a driver held: complete them once released.
+    if (qp.sq.consumer_index() != qp.comp.first_unacked_wqe && completer_reap(qp)) *wait_release = true;
+    responder_run(qp, ctx, budget);
+    return requester_run(qp, ctx, budget);
+}
+
+bool qp_has_work(const Qp& qp) noexcept {
+    if (qp.state == QpState::reset || qp.state == QpState::init) return false;
+    if (qp.resp.ack_pending || qp.resp.read_active) return true; // responder output owed (RTR on)
+    if (qp.state == QpState::err) return qp.sq.ready() || qp.rq.ready(); // flush, held payload
+    if (qp.state == QpState::rtr) return false;
+    // WQEs not yet (completely) sent, or go-back-N in progress (the requester rewound next_wqe);
+    // acknowledged WQEs whose payload a driver still holds. WQEs sent and waiting for their ACK
+    // need no pass: the ACK (a frame) or the ACK timer brings the QP back.
+    return qp.sq.producer_index() != qp.req.next_wqe || qp.sq.consumer_index() != qp.comp.first_unacked_wqe;
+}
+
+const TransportOps kRcTransport = {
+    .name = "rc",
+    .run = &qp_run,
+    .has_work = &qp_has_work,
+    .receive_request = &responder_receive,
+    .receive_response = &completer_receive,
+    .timer = &completer_timers,
+    .next_deadline = &completer_next_deadline,
+    .modify = &qp_modify,
+};
+
 } // namespace droce::rc

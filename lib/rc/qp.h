@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 
 #include "common/spsc_ring.h"
 #include "common/clock.h"
@@ -189,8 +190,44 @@ struct Pacer {
     std::uint64_t next_send_ns = 0; ///< earliest time the next packet may leave; 0 = no pacing
 };
 
+/**
+ * A QP's transport: what the engine calls for it, chosen once when the QP is created (CONVENTIONS
+ * rule 4: one indirect call per QP and event, never a branch on the QP type per packet). RC is
+ * kRcTransport; the multipath transport brings its own table and leaves RC's requester, responder
+ * and completer untouched. Every function runs on the engine thread (modify on the control path
+ * inside the device's ControlSection) and none allocates, locks or throws.
+ */
+struct TransportOps {
+    std::string_view name; ///< "rc", ...
+    /**
+     * One engine pass for an active QP: flush of an errored QP, completion of released WQEs,
+     * responder output (deferred ACK, READ responses), requester packets (at most @p budget).
+     * Sets *@p wait_release when an acknowledged WQE waits for a driver to release its payload.
+     * @return units of work done (0 = nothing moved)
+     */
+    std::uint32_t (*run)(Qp& qp, TransportCtx& ctx, std::uint32_t budget, bool* wait_release) noexcept;
+    /** True while the QP has work for the next pass without a new event (frame, doorbell, timer). */
+    bool (*has_work)(const Qp& qp) noexcept;
+    /** A request packet for the QP (the responder's). */
+    void (*receive_request)(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) noexcept;
+    /** A response packet (ACK, NAK, READ or atomic response) for the QP (the completer's). */
+    void (*receive_response)(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) noexcept;
+    /** The QP's deadline (next_deadline) has passed. */
+    void (*timer)(Qp& qp, TransportCtx& ctx) noexcept;
+    /** The QP's next deadline in ns (clock of TransportCtx), or 0 for none. */
+    std::uint64_t (*next_deadline)(const Qp& qp) noexcept;
+    /** ibv_modify_qp rules of this transport (see qp_modify). @return 0 or EINVAL. */
+    int (*modify)(Qp* qp, const QpAttr& attr, std::uint32_t mask, std::span<const std::uint32_t> port_mtu,
+                  TransportCtx& ctx) noexcept;
+};
+
+/** The RC transport (IBTA Vol 1 ch. 9): requester.cc, responder.cc, completer.cc, modify.cc. */
+extern const TransportOps kRcTransport;
+
 /** An RC queue pair. Created and modified by the control path; run by the engine. */
 struct Qp {
+    /** The transport that runs this QP, fixed at creation (Device::create_qp). */
+    const TransportOps* transport = &kRcTransport;
     std::uint32_t qpn = 0;
     QpState state = QpState::reset;
     QpAttr attr;
@@ -296,6 +333,10 @@ int qp_modify(Qp* qp, const QpAttr& attr, std::uint32_t mask, std::span<const st
 void qp_reset(Qp& qp) noexcept;
 
 // ---- qp.cc ----
+/** TransportOps::run of RC. */
+std::uint32_t qp_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget, bool* wait_release) noexcept;
+/** TransportOps::has_work of RC. */
+[[nodiscard]] bool qp_has_work(const Qp& qp) noexcept;
 /**
  * Moves @p qp to ERR (if it is not there) and completes every outstanding send and receive WQE with
  * WR_FLUSH_ERR, signaled or not (IBTA §10.7.3.1). Idempotent: WQEs are flushed exactly once.
