@@ -55,8 +55,8 @@ struct Cli {
     bool inline_progress = false;
 };
 
-Counters delta(const Counters& after, const Counters& before) {
-    Counters d;
+CounterSnapshot delta(const CounterSnapshot& after, const CounterSnapshot& before) {
+    CounterSnapshot d;
     for (std::size_t i = 0; i < kNumCounters; ++i)
         d.v[i] = after.v[i] - before.v[i];
     return d;
@@ -124,7 +124,7 @@ int run_remote(const Cli& cli, Params p) {
         std::fprintf(stderr, "droce-perf: %s\n", err.c_str());
         return 1;
     }
-    const Counters before = dev.total_counters();
+    const CounterSnapshot before = dev.total_counters();
     const sim::LinkStats st_before = stage_stats(*rt, 0);
     // Inline progress: no engine thread; run_client / run_server poll the device in every wait.
     // Nothing is in flight during the barrier, so it may block without polling.
@@ -205,8 +205,8 @@ PairResult run_pair(Runtime& rt, const Params& p) {
         pr.client.error = err;
         return pr;
     }
-    const Counters before = a.total_counters();
-    const Counters before_b = b.total_counters();
+    const CounterSnapshot before = a.total_counters();
+    const CounterSnapshot before_b = b.total_counters();
     const sim::LinkStats st_a = stage_stats(rt, 0), st_b = stage_stats(rt, 1);
     if (!rt.start_engines(EngineMode::shared)) {
         pr.client.error = "cannot start the engine thread";
@@ -218,7 +218,7 @@ PairResult run_pair(Runtime& rt, const Params& p) {
     settle();
     rt.stop_engines();
     // The demo's counter table: what both engines did (client + server side).
-    const Counters ac = delta(a.total_counters(), before), bc = delta(b.total_counters(), before_b);
+    const CounterSnapshot ac = delta(a.total_counters(), before), bc = delta(b.total_counters(), before_b);
     for (std::size_t i = 0; i < kNumCounters; ++i)
         pr.client.counters.v[i] = ac.v[i] + bc.v[i];
     const sim::LinkStats sa = stage_stats(rt, 0), sb2 = stage_stats(rt, 1);
@@ -346,7 +346,7 @@ int run_demo(const Cli& cli) {
         p.timeout = 12; // 16.8 ms: a lost last packet costs one timeout
         const PairResult pr = run_pair(*rt, p);
         all_ok = all_ok && pr.ok;
-        const Counters& c = pr.client.counters;
+        const CounterSnapshot& c = pr.client.counters;
         std::printf(
             " %-6s %-10.2f %-8" PRIu64 " %-8" PRIu64 " %-9" PRIu64 " %-9" PRIu64 " %-11" PRIu64
             " %-10" PRIu64 " %-12" PRIu64 " %-12" PRIu64 " %s\n",

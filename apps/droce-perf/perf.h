@@ -97,7 +97,7 @@ struct Result {
     double bw_peak_gbps = 0, bw_avg_gbps = 0, msg_rate_mpps = 0;
     // latency, microseconds
     double t_min = 0, t_max = 0, t_typical = 0, t_avg = 0, t_stdev = 0, t_p99 = 0, t_p999 = 0;
-    Counters counters; ///< engine counters of this side's device during the run
+    CounterSnapshot counters; ///< engine counters of this side's device during the run
     std::vector<std::pair<std::string, std::uint64_t>>
         impair; ///< impairment stage counters (delta)
 };

@@ -126,7 +126,7 @@ void print_footer(std::FILE* f, const Params& p, const Result& r, bool server) {
     std::fflush(f);
 }
 
-nlohmann::json counters_json(const Counters& c) {
+nlohmann::json counters_json(const CounterSnapshot& c) {
     nlohmann::json j = nlohmann::json::object();
     for (std::size_t i = 0; i < kNumCounters; ++i)
         j[std::string(kCounterNames[i])] = c.v[i];

@@ -32,6 +32,6 @@ void print_footer(std::FILE* f, const Params& p, const Result& r, bool server);
 [[nodiscard]] nlohmann::json to_json(const Params& p, const Result& r, bool server,
                                      const std::string& device, std::uint32_t path_mtu);
 /** The counters as a JSON object (every counter, zero included). */
-[[nodiscard]] nlohmann::json counters_json(const Counters& c);
+[[nodiscard]] nlohmann::json counters_json(const CounterSnapshot& c);
 
 } // namespace droce::perf

@@ -2,12 +2,15 @@
 /**
  * @file
  * Transport counters, named as users know them from `rdma statistic` (rxe hw counters) and mlx5
- * hardware counters (CONVENTIONS.md rule 20). An enum plus an increment helper; one set per QP and
- * one per device. Written only by the engine thread; readers on other threads see a recent value.
+ * hardware counters. An enum plus an increment helper; one block per QP and one per device. Written
+ * only by the engine thread; readers on other threads see a recent value (CounterBlock).
+ * Every block a device has is listed in its CounterRegistry (common/counter_registry.h).
  */
 #pragma once
 
 #include <array>
+#include <atomic>
+#include <span>
 #include <cstdint>
 #include <string_view>
 
@@ -78,10 +81,51 @@ inline constexpr std::string_view kCounterNames[kNumCounters] = {
     return static_cast<std::size_t>(c) < kNumCounters ? kCounterNames[static_cast<std::size_t>(c)] : "unknown";
 }
 
-struct Counters {
-    std::array<std::uint64_t, kNumCounters> v{};
-    void inc(Counter c, std::uint64_t n = 1) noexcept { v[static_cast<std::size_t>(c)] += n; }
-    [[nodiscard]] std::uint64_t operator[](Counter c) const noexcept { return v[static_cast<std::size_t>(c)]; }
+/** Plain values of a counter block at one moment (sums, differences, reports). */
+template <typename Enum, std::size_t N>
+struct CounterValues {
+    std::array<std::uint64_t, N> v{};
+    [[nodiscard]] std::uint64_t operator[](Enum c) const noexcept { return v[static_cast<std::size_t>(c)]; }
 };
+
+/**
+ * The counter facility: a block of N counters named by an X-macro enum. One writer (the engine
+ * thread that owns the object) increments with a relaxed load and store, no locked instruction;
+ * any other thread may read a recent value at any time (relaxed atomic loads: a telemetry thread,
+ * droce-perf's report). Counting an event in two blocks is a bug: each event has one owner (the
+ * QP's block when a QP is known, the device's otherwise).
+ */
+template <typename Enum, std::size_t N>
+struct CounterBlock {
+    std::array<std::atomic<std::uint64_t>, N> v{};
+
+    CounterBlock() = default;
+    /** Copies the values (control path: a block that owns its counters moves, e.g. in a vector). */
+    CounterBlock(const CounterBlock& o) noexcept { *this = o; }
+    CounterBlock& operator=(const CounterBlock& o) noexcept {
+        for (std::size_t i = 0; i < N; ++i) v[i].store(o.v[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
+        return *this;
+    }
+
+    void inc(Enum c, std::uint64_t n = 1) noexcept {
+        std::atomic<std::uint64_t>& a = v[static_cast<std::size_t>(c)];
+        a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    }
+    [[nodiscard]] std::uint64_t operator[](Enum c) const noexcept {
+        return v[static_cast<std::size_t>(c)].load(std::memory_order_relaxed);
+    }
+    [[nodiscard]] CounterValues<Enum, N> snapshot() const noexcept {
+        CounterValues<Enum, N> out;
+        for (std::size_t i = 0; i < N; ++i) out.v[i] = v[i].load(std::memory_order_relaxed);
+        return out;
+    }
+    /** The block as raw cells, for the registry. */
+    [[nodiscard]] std::span<const std::atomic<std::uint64_t>> cells() const noexcept { return v; }
+};
+
+/** The transport and engine counters of one QP or one device. */
+using Counters = CounterBlock<Counter, kNumCounters>;
+/** Their values at one moment. */
+using CounterSnapshot = CounterValues<Counter, kNumCounters>;
 
 } // namespace droce

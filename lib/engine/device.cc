@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -44,6 +46,11 @@ Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
         set_tx_by_reference(p, rc::kTxByRefMinPayload);
     }
     doorbell_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    // After every responder exists: responders_ no longer moves, so its counter cells stay put.
+    registry_.add("device", kCounterNames, counters_.cells());
+    registry_.add("device/parse", wire::kRejectReasonNames, parse_counters_.cells());
+    for (unsigned p = 0; p < responders_.size(); ++p)
+        registry_.add("port" + std::to_string(p + 1) + "/neigh", kNeighCounterNames, responders_[p].counters().cells());
 }
 
 Device::~Device() {
@@ -199,6 +206,9 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
     live_qps_.insert(std::lower_bound(live_qps_.begin(), live_qps_.end(), raw,
                                       [](const rc::Qp* a, const rc::Qp* b) { return a->qpn < b->qpn; }),
                      raw);
+    char scope[16];
+    std::snprintf(scope, sizeof scope, "qp/0x%06x", raw->qpn);
+    registry_.add(scope, kCounterNames, raw->counters.cells());
     *err = 0;
     return raw;
 }
@@ -226,6 +236,7 @@ int Device::destroy_qp(rc::Qp* qp) noexcept {
         active_flag_[slot] = 0;
         active_.erase(std::find(active_.begin(), active_.end(), slot));
     }
+    registry_.remove(qp->counters.cells().data());
     it->reset();
     return 0;
 }
@@ -318,11 +329,12 @@ void Device::check_links() noexcept {
     }
 }
 
-Counters Device::total_counters() const noexcept {
-    Counters sum = counters_;
-    for (auto& qp : qps_)
-        if (qp)
-            for (std::size_t i = 0; i < kNumCounters; ++i) sum.v[i] += qp->counters.v[i];
+CounterSnapshot Device::total_counters() const noexcept {
+    CounterSnapshot sum = counters_.snapshot();
+    for (const rc::Qp* qp : live_qps_) {
+        const CounterSnapshot q = qp->counters.snapshot();
+        for (std::size_t i = 0; i < kNumCounters; ++i) sum.v[i] += q.v[i];
+    }
     return sum;
 }
 

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/counter_registry.h"
 #include "common/counters.h"
 #include "engine/neigh.h"
 #include "engine/timer_heap.h"
@@ -70,7 +71,13 @@ public:
     /** Device-level counters: events that belong to no QP (drops before demux, tx buffer shortage). */
     [[nodiscard]] const Counters& counters() const noexcept { return counters_; }
     /** Device counters plus the counters of every live QP: what `rdma statistic` shows for a device. */
-    [[nodiscard]] Counters total_counters() const noexcept;
+    [[nodiscard]] CounterSnapshot total_counters() const noexcept;
+    /**
+     * Every counter block of the device, by scope: "device", "device/parse" (receive reject
+     * reasons), "port<N>/neigh" (ARP / ND responder of verbs port N), "qp/<QPN hex>" for each live
+     * QP (listed by create_qp, unlisted by destroy_qp). Readable from any thread.
+     */
+    [[nodiscard]] const CounterRegistry& counter_registry() const noexcept { return registry_; }
     [[nodiscard]] const wire::ParseCounters& rx_parse_counters() const noexcept { return parse_counters_; }
     [[nodiscard]] const PortSpec& port(unsigned index0) const noexcept { return ports_[index0]; }
     [[nodiscard]] unsigned num_ports() const noexcept { return static_cast<unsigned>(ports_.size()); }
@@ -293,6 +300,7 @@ private:
     LoopbackQueue loopback_;
     mem::MrTable mrs_;
     Counters counters_;
+    CounterRegistry registry_;
     wire::ParseCounters parse_counters_;
     rc::TransportCtx ctx_;
     NeighTable neigh_;

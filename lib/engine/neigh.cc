@@ -35,11 +35,6 @@ constexpr std::string_view kStateTexts[] = {
     DROCE_NEIGH_STATES(DROCE_NEIGH_X)
 #undef DROCE_NEIGH_X
 };
-constexpr std::string_view kCounterNames[] = {
-#define DROCE_NEIGH_X(name, text) #name,
-    DROCE_NEIGH_COUNTERS(DROCE_NEIGH_X)
-#undef DROCE_NEIGH_X
-};
 constexpr std::string_view kCounterTexts[] = {
 #define DROCE_NEIGH_X(name, text) text,
     DROCE_NEIGH_COUNTERS(DROCE_NEIGH_X)
@@ -185,7 +180,7 @@ std::string_view to_string(NeighState s) noexcept {
     return name_in(kStateNames, static_cast<std::size_t>(s));
 }
 std::string_view describe(NeighState s) noexcept { return name_in(kStateTexts, static_cast<std::size_t>(s)); }
-std::string_view to_string(NeighCounter c) noexcept { return name_in(kCounterNames, static_cast<std::size_t>(c)); }
+std::string_view to_string(NeighCounter c) noexcept { return name_in(kNeighCounterNames, static_cast<std::size_t>(c)); }
 std::string_view describe(NeighCounter c) noexcept { return name_in(kCounterTexts, static_cast<std::size_t>(c)); }
 std::string_view to_string(NeighStatus s) noexcept { return name_in(kStatusNames, static_cast<std::size_t>(s)); }
 std::string_view describe(NeighStatus s) noexcept { return name_in(kStatusTexts, static_cast<std::size_t>(s)); }

@@ -35,6 +35,7 @@
 #include <string_view>
 
 #include "common/clock.h"
+#include "common/counters.h"
 #include "wire/arp.h"
 #include "wire/eth.h"
 #include "wire/icmpv6.h"
@@ -317,14 +318,15 @@ inline constexpr std::size_t kNumNeighCounters = static_cast<std::size_t>(NeighC
 /** One-line explanation of @p c. */
 [[nodiscard]] std::string_view describe(NeighCounter c) noexcept;
 
-/** Counters of one responder. Written by the engine thread; other threads may read a recent value. */
-struct NeighCounters {
-    std::array<std::uint64_t, kNumNeighCounters> v{};
-    void inc(NeighCounter c) noexcept { ++v[static_cast<std::size_t>(c)]; }
-    [[nodiscard]] std::uint64_t operator[](NeighCounter c) const noexcept {
-        return v[static_cast<std::size_t>(c)];
-    }
+/** Enumerator names of NeighCounter, indexed by value (for counter registries). */
+inline constexpr std::string_view kNeighCounterNames[kNumNeighCounters] = {
+#define DROCE_NEIGH_COUNTER_NAME(name, text) #name,
+    DROCE_NEIGH_COUNTERS(DROCE_NEIGH_COUNTER_NAME)
+#undef DROCE_NEIGH_COUNTER_NAME
 };
+
+/** Counters of one responder. Written by the engine thread; other threads may read a recent value. */
+struct NeighCounters : CounterBlock<NeighCounter, kNumNeighCounters> {};
 
 // clang-format off
 /** X(name, description) of what handle_frame() did with one frame. */

@@ -16,6 +16,8 @@
 #include <span>
 #include <string_view>
 
+#include "common/counters.h"
+
 #include "aeth.h"
 #include "atomic_ack_eth.h"
 #include "atomic_eth.h"
@@ -72,13 +74,17 @@ inline constexpr std::size_t kNumRejectReasons = 0
 /** One-sentence explanation of @p r. */
 [[nodiscard]] std::string_view describe(RejectReason r) noexcept;
 
-/** Per-reason counters for frames seen by a receive path. Not thread safe: one per thread/queue. */
-struct ParseCounters {
-    std::array<std::uint64_t, kNumRejectReasons> by_reason{};
-    void count(RejectReason r) noexcept { ++by_reason[static_cast<std::size_t>(r)]; }
-    [[nodiscard]] std::uint64_t operator[](RejectReason r) const noexcept {
-        return by_reason[static_cast<std::size_t>(r)];
-    }
+/** Enumerator names of RejectReason, indexed by value (for counter registries). */
+inline constexpr std::string_view kRejectReasonNames[kNumRejectReasons] = {
+#define DROCE_REJECT_NAME(name, text) #name,
+    DROCE_REJECT_REASONS(DROCE_REJECT_NAME)
+#undef DROCE_REJECT_NAME
+};
+
+/** Per-reason counters for frames seen by a receive path: one writer (its engine thread), any
+ *  reader (common/counters.h). */
+struct ParseCounters : CounterBlock<RejectReason, kNumRejectReasons> {
+    void count(RejectReason r) noexcept { inc(r); }
 };
 
 /**
