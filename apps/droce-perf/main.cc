@@ -218,7 +218,8 @@ PairResult run_pair(Runtime& rt, const Params& p) {
     settle();
     rt.stop_engines();
     // The demo's counter table: what both engines did (client + server side).
-    const CounterSnapshot ac = delta(a.total_counters(), before), bc = delta(b.total_counters(), before_b);
+    const CounterSnapshot ac = delta(a.total_counters(), before),
+                          bc = delta(b.total_counters(), before_b);
     for (std::size_t i = 0; i < kNumCounters; ++i)
         pr.client.counters.v[i] = ac.v[i] + bc.v[i];
     const sim::LinkStats sa = stage_stats(rt, 0), sb2 = stage_stats(rt, 1);

@@ -169,7 +169,6 @@ std::string recv_polling(const Channel& ch, Device* inline_dev, void* data, std:
     return ch.recv(data, len, timeout_ms);
 }
 
-
 /** Sends the end-of-run message and waits for the server's verdict. */
 void finish_client(const Channel& ch, Device* inline_dev, const std::vector<std::uint64_t>& counts,
                    Result& r, int timeout_ms) {
@@ -871,8 +870,10 @@ Endpoint::~Endpoint() {
     (void)dev_.destroy_cq(rcq_);
     (void)dev_.dereg_mr(mr_);
     (void)dev_.dealloc_pd(pd_);
-    if (buf_dpdk_) rte_free(buf_);
-    else std::free(buf_);
+    if (buf_dpdk_)
+        rte_free(buf_);
+    else
+        std::free(buf_);
 }
 
 QpInfo Endpoint::info(unsigned q) const noexcept {

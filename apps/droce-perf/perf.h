@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "channel.h"
-#include "config/config.h"
 #include "common/counters.h"
+#include "config/config.h"
 #include "engine/device.h"
 
 namespace droce::perf {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/** @file The AETH code tables live in lib/wire/aeth.h; droce-trace names them in its own namespace. */
+/** @file The AETH code tables live in lib/wire/aeth.h; droce-trace names them in its own namespace.
+ */
 #pragma once
 
 #include "wire/aeth.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-// Engine cost without a NIC: two droce devices over the in-process sim fabric, on one core, real TSC
-// time. RDMA WRITE 64 B message rate, 64 KiB bandwidth, and TSC cycles per packet spent in the
+// Engine cost without a NIC: two droce devices over the in-process sim fabric, on one core, real
+// TSC time. RDMA WRITE 64 B message rate, 64 KiB bandwidth, and TSC cycles per packet spent in the
 // requester side (device 0's poll: requester + completer) and the responder side (device 1's poll).
 // Reference in the same run: the sim fabric alone moving the same frames (alloc, tx, rx, free), so
 // the ratio engine/fabric is what the transport costs on top of moving frames.
@@ -42,17 +42,20 @@ struct Rig {
         for (std::uint32_t e = 0; e < 2; ++e)
             dev[e] = std::make_unique<Device>(
                 "droce" + std::to_string(e), clock,
-                std::vector<PortSpec>{PortSpec{&fabric.port(e, 0), sim::Fabric::mac(e, 0),
-                                               gid_from_ipv4(10, 0, 0, static_cast<std::uint8_t>(e + 1)), 4096}});
+                std::vector<PortSpec>{
+                    PortSpec{&fabric.port(e, 0), sim::Fabric::mac(e, 0),
+                             gid_from_ipv4(10, 0, 0, static_cast<std::uint8_t>(e + 1)), 4096}});
         mem::Pd* pd[2];
         int err = 0;
         for (int e = 0; e < 2; ++e) {
             pd[e] = dev[e]->alloc_pd(&err);
             cq[e] = dev[e]->create_cq(8192, &err);
-            qp[e] = dev[e]->create_qp(pd[e], cq[e], cq[e], rc::QpCap{1024, 16, 1, 1, 0}, false, &err);
+            qp[e] =
+                dev[e]->create_qp(pd[e], cq[e], cq[e], rc::QpCap{1024, 16, 1, 1, 0}, false, &err);
         }
         src_mr = dev[0]->reg_mr(pd[0], src.data(), src.size(), rc::kAccessLocalWrite, &err);
-        dst_mr = dev[1]->reg_mr(pd[1], dst.data(), dst.size(), rc::kAccessLocalWrite | rc::kAccessRemoteWrite, &err);
+        dst_mr = dev[1]->reg_mr(pd[1], dst.data(), dst.size(),
+                                rc::kAccessLocalWrite | rc::kAccessRemoteWrite, &err);
         for (int e = 0; e < 2; ++e) {
             RcConnectParams c;
             c.qp_access_flags = rc::kAccessRemoteWrite;
@@ -68,7 +71,8 @@ struct Rig {
         // Idle QPs on the sending device, connected (RTS) to QPNs nobody uses: they have no WQEs,
         // so they must cost the engine nothing per pass.
         for (std::uint32_t i = 0; i < idle_qps; ++i) {
-            rc::Qp* q = dev[0]->create_qp(pd[0], cq[0], cq[0], rc::QpCap{1, 1, 1, 1, 0}, false, &err);
+            rc::Qp* q =
+                dev[0]->create_qp(pd[0], cq[0], cq[0], rc::QpCap{1, 1, 1, 1, 0}, false, &err);
             if (!q) break;
             RcConnectParams c;
             c.path_mtu = rc::Mtu::mtu4096;
@@ -81,7 +85,8 @@ struct Rig {
     }
 };
 
-/** Posts RDMA WRITEs of @p size, every 16th signaled, keeping the SQ full, for the benchmark's iterations. */
+/** Posts RDMA WRITEs of @p size, every 16th signaled, keeping the SQ full, for the benchmark's
+ * iterations. */
 void run_writes(benchmark::State& state, std::size_t size, std::uint32_t idle_qps = 0) {
     Rig rig(size, idle_qps);
     if (rig.idle.size() != idle_qps) {
@@ -92,8 +97,8 @@ void run_writes(benchmark::State& state, std::size_t size, std::uint32_t idle_qp
     rc::SendWqe w;
     w.opcode = rc::WrOpcode::rdma_write;
     w.num_sge = 1;
-    w.sg_list[0] = rc::Sge{reinterpret_cast<std::uintptr_t>(rig.src.data()), static_cast<std::uint32_t>(size),
-                           rig.src_mr->lkey};
+    w.sg_list[0] = rc::Sge{reinterpret_cast<std::uintptr_t>(rig.src.data()),
+                           static_cast<std::uint32_t>(size), rig.src_mr->lkey};
     w.remote_addr = reinterpret_cast<std::uintptr_t>(rig.dst.data());
     w.rkey = rig.dst_mr->rkey;
     std::uint64_t posted = 0, completed = 0;
@@ -118,29 +123,42 @@ void run_writes(benchmark::State& state, std::size_t size, std::uint32_t idle_qp
         std::uint32_t n = rig.dev[0]->poll_cq(rig.cq[0], cqes, 64);
         completed += 16ull * n;
     };
-    for (int i = 0; i < 2000; ++i) step(); // warm-up
+    for (int i = 0; i < 2000; ++i)
+        step(); // warm-up
     completed = 0;
     req_cycles = resp_cycles = 0;
     const auto sent0 = rig.dev[0]->total_counters()[Counter::sent_pkts];
-    for (auto _ : state) step();
-    const double pkts = static_cast<double>(rig.dev[0]->total_counters()[Counter::sent_pkts] - sent0);
+    for (auto _ : state)
+        step();
+    const double pkts =
+        static_cast<double>(rig.dev[0]->total_counters()[Counter::sent_pkts] - sent0);
     state.SetItemsProcessed(static_cast<std::int64_t>(completed));
     state.SetBytesProcessed(static_cast<std::int64_t>(completed * size));
-    state.counters["msgs"] = benchmark::Counter(static_cast<double>(completed), benchmark::Counter::kIsRate);
-    state.counters["Gbps"] =
-        benchmark::Counter(static_cast<double>(completed * size) * 8 / 1e9, benchmark::Counter::kIsRate);
+    state.counters["msgs"] =
+        benchmark::Counter(static_cast<double>(completed), benchmark::Counter::kIsRate);
+    state.counters["Gbps"] = benchmark::Counter(static_cast<double>(completed * size) * 8 / 1e9,
+                                                benchmark::Counter::kIsRate);
     state.counters["req_cycles_per_pkt"] = pkts > 0 ? static_cast<double>(req_cycles) / pkts : 0;
     state.counters["resp_cycles_per_pkt"] = pkts > 0 ? static_cast<double>(resp_cycles) / pkts : 0;
     state.counters["pkts_per_msg"] = static_cast<double>(pkts_per_msg);
-    if (rig.dev[0]->total_counters()[Counter::retransmitted_pkts] != 0) state.SkipWithError("retransmissions on a lossless fabric");
+    if (rig.dev[0]->total_counters()[Counter::retransmitted_pkts] != 0)
+        state.SkipWithError("retransmissions on a lossless fabric");
 }
 
-void BM_EngineWrite64B(benchmark::State& state) { run_writes(state, 64); }
-void BM_EngineWrite64KiB(benchmark::State& state) { run_writes(state, 64 * 1024); }
-/** One busy QP beside rc::kMaxQp - 1 idle ones on the same device: compare with BM_EngineWrite64B. */
-void BM_EngineWrite64BIdleQps(benchmark::State& state) { run_writes(state, 64, rc::kMaxQp - 1); }
+void BM_EngineWrite64B(benchmark::State& state) {
+    run_writes(state, 64);
+}
+void BM_EngineWrite64KiB(benchmark::State& state) {
+    run_writes(state, 64 * 1024);
+}
+/** One busy QP beside rc::kMaxQp - 1 idle ones on the same device: compare with BM_EngineWrite64B.
+ */
+void BM_EngineWrite64BIdleQps(benchmark::State& state) {
+    run_writes(state, 64, rc::kMaxQp - 1);
+}
 
-/** Reference: the fabric alone moving frames of @p frame bytes (alloc, fill header, tx, rx, free). */
+/** Reference: the fabric alone moving frames of @p frame bytes (alloc, fill header, tx, rx, free).
+ */
 void run_fabric(benchmark::State& state, std::size_t frame) {
     Clock clock = Clock::tsc();
     sim::FabricConfig c;
@@ -158,16 +176,22 @@ void run_fabric(benchmark::State& state, std::size_t frame) {
             bufs[i]->len = static_cast<std::uint32_t>(frame);
         }
         std::uint16_t sent = fabric.port(0, 0).tx_burst(bufs, n);
-        if (sent < n) fabric.port(0, 0).free_bulk(bufs + sent, static_cast<std::uint16_t>(n - sent));
+        if (sent < n)
+            fabric.port(0, 0).free_bulk(bufs + sent, static_cast<std::uint16_t>(n - sent));
         std::uint16_t r = fabric.port(1, 0).rx_burst(bufs, 32);
         fabric.port(1, 0).free_bulk(bufs, r);
         moved += r;
     }
-    state.counters["frames"] = benchmark::Counter(static_cast<double>(moved), benchmark::Counter::kIsRate);
+    state.counters["frames"] =
+        benchmark::Counter(static_cast<double>(moved), benchmark::Counter::kIsRate);
     state.SetBytesProcessed(static_cast<std::int64_t>(moved * frame));
 }
-void BM_FabricOnly124B(benchmark::State& state) { run_fabric(state, 14 + 20 + 8 + 12 + 16 + 64 + 4); }
-void BM_FabricOnly4170B(benchmark::State& state) { run_fabric(state, 14 + 20 + 8 + 12 + 16 + 4096 + 4); }
+void BM_FabricOnly124B(benchmark::State& state) {
+    run_fabric(state, 14 + 20 + 8 + 12 + 16 + 64 + 4);
+}
+void BM_FabricOnly4170B(benchmark::State& state) {
+    run_fabric(state, 14 + 20 + 8 + 12 + 16 + 4096 + 4);
+}
 
 BENCHMARK(BM_FabricOnly124B)->MinTime(1.0);
 BENCHMARK(BM_EngineWrite64B)->MinTime(1.0);

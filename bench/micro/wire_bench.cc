@@ -3,9 +3,10 @@
  * @file
  * lib/wire micro benchmark (Google Benchmark; not a test). Run it with bench/run.
  *
- * - ICRC throughput over 64, 1024 and 4096 covered bytes, next to two references measured in the same
- *   run on the same buffers: memcpy of the same length, and zlib's crc32 (the CRC the ICRC is made of,
- *   without the masking). Also ISA-L's crc32_gzip_refl alone, to show what the masking costs.
+ * - ICRC throughput over 64, 1024 and 4096 covered bytes, next to two references measured in the
+ * same run on the same buffers: memcpy of the same length, and zlib's crc32 (the CRC the ICRC is
+ * made of, without the masking). Also ISA-L's crc32_gzip_refl alone, to show what the masking
+ * costs.
  * - parse_frame() per frame, with and without ICRC verification, and build_frame() per frame (which
  *   always computes the ICRC), for an ACK (62 B frame) and RDMA WRITE ONLY with 1024 and 4096 B.
  *
@@ -44,7 +45,7 @@ std::uint64_t tsc() noexcept {
 
 /** Adds "cycles" per iteration, measured with the TSC around the timed loop. */
 class CycleCounter {
-public:
+  public:
     explicit CycleCounter(benchmark::State& state) : state_(state), start_(tsc()) {}
     ~CycleCounter() {
 #ifdef DROCE_BENCH_HAVE_TSC
@@ -56,7 +57,7 @@ public:
     CycleCounter(const CycleCounter&) = delete;
     CycleCounter& operator=(const CycleCounter&) = delete;
 
-private:
+  private:
     benchmark::State& state_;
     std::uint64_t start_;
 };
@@ -88,11 +89,13 @@ PacketFields bench_fields(Opcode op, std::size_t len) {
 
 std::vector<std::uint8_t> pattern(std::size_t n) {
     std::vector<std::uint8_t> b(n);
-    for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::uint8_t>(i * 31 + 7);
+    for (std::size_t i = 0; i < n; ++i)
+        b[i] = static_cast<std::uint8_t>(i * 31 + 7);
     return b;
 }
 
-/** An IPv4 RoCE frame whose ICRC-covered part (IP header up to the ICRC) is exactly @p covered bytes. */
+/** An IPv4 RoCE frame whose ICRC-covered part (IP header up to the ICRC) is exactly @p covered
+ * bytes. */
 std::vector<std::uint8_t> frame_covering(std::size_t covered) {
     const std::size_t payload = covered - sizeof(Ipv4Hdr) - sizeof(UdpHdr) - sizeof(Bth);
     const auto data = pattern(payload);
@@ -112,9 +115,11 @@ void BM_Icrc(benchmark::State& state) {
         state.SkipWithError("frame set-up failed");
         return;
     }
-    for (int i = 0; i < kWarmupIterations; ++i) benchmark::DoNotOptimize(icrc_compute(l3, false));
+    for (int i = 0; i < kWarmupIterations; ++i)
+        benchmark::DoNotOptimize(icrc_compute(l3, false));
     CycleCounter cycles(state);
-    for (auto _ : state) benchmark::DoNotOptimize(icrc_compute(l3, false));
+    for (auto _ : state)
+        benchmark::DoNotOptimize(icrc_compute(l3, false));
     state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
 }
 
@@ -122,7 +127,8 @@ void BM_Memcpy(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0));
     const auto src = pattern(n);
     std::vector<std::uint8_t> dst(n);
-    for (int i = 0; i < kWarmupIterations; ++i) std::memcpy(dst.data(), src.data(), n);
+    for (int i = 0; i < kWarmupIterations; ++i)
+        std::memcpy(dst.data(), src.data(), n);
     CycleCounter cycles(state);
     for (auto _ : state) {
         benchmark::DoNotOptimize(dst.data());
@@ -135,9 +141,11 @@ void BM_Memcpy(benchmark::State& state) {
 void BM_ZlibCrc32(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0));
     const auto src = pattern(n);
-    for (int i = 0; i < kWarmupIterations; ++i) benchmark::DoNotOptimize(crc32(0L, src.data(), static_cast<uInt>(n)));
+    for (int i = 0; i < kWarmupIterations; ++i)
+        benchmark::DoNotOptimize(crc32(0L, src.data(), static_cast<uInt>(n)));
     CycleCounter cycles(state);
-    for (auto _ : state) benchmark::DoNotOptimize(crc32(0L, src.data(), static_cast<uInt>(n)));
+    for (auto _ : state)
+        benchmark::DoNotOptimize(crc32(0L, src.data(), static_cast<uInt>(n)));
     state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
 }
 
@@ -148,9 +156,11 @@ void BM_IsalCrc32GzipRefl(benchmark::State& state) {
         state.SkipWithError("ISA-L and zlib disagree");
         return;
     }
-    for (int i = 0; i < kWarmupIterations; ++i) benchmark::DoNotOptimize(crc32_gzip_refl(0, src.data(), n));
+    for (int i = 0; i < kWarmupIterations; ++i)
+        benchmark::DoNotOptimize(crc32_gzip_refl(0, src.data(), n));
     CycleCounter cycles(state);
-    for (auto _ : state) benchmark::DoNotOptimize(crc32_gzip_refl(0, src.data(), n));
+    for (auto _ : state)
+        benchmark::DoNotOptimize(crc32_gzip_refl(0, src.data(), n));
     state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
 }
 
@@ -166,7 +176,9 @@ BENCHMARK(BM_IsalCrc32GzipRefl)->Apply(crc_sizes);
 // ---------------------------------------------------------------------------------------------
 // Frames. The argument is the payload; payload 0 is an ACK (the smallest RoCEv2 frame, 62 B).
 
-Opcode frame_opcode(std::int64_t payload) { return payload == 0 ? Opcode::RC_ACKNOWLEDGE : Opcode::RC_RDMA_WRITE_ONLY; }
+Opcode frame_opcode(std::int64_t payload) {
+    return payload == 0 ? Opcode::RC_ACKNOWLEDGE : Opcode::RC_RDMA_WRITE_ONLY;
+}
 
 void BM_ParseFrame(benchmark::State& state) {
     const auto payload_len = static_cast<std::size_t>(state.range(0));
@@ -176,11 +188,13 @@ void BM_ParseFrame(benchmark::State& state) {
     std::vector<std::uint8_t> frame(frame_length(bench_path(), op, payload_len));
     frame.resize(build_frame(bench_path(), bench_fields(op, payload_len), data, frame));
     ParsedFrame pf;
-    if (frame.empty() || parse_frame(frame, pf, opts) != RejectReason::ok || pf.icrc_checked != opts.verify_icrc) {
+    if (frame.empty() || parse_frame(frame, pf, opts) != RejectReason::ok ||
+        pf.icrc_checked != opts.verify_icrc) {
         state.SkipWithError("frame set-up failed");
         return;
     }
-    for (int i = 0; i < kWarmupIterations; ++i) benchmark::DoNotOptimize(parse_frame(frame, pf, opts));
+    for (int i = 0; i < kWarmupIterations; ++i)
+        benchmark::DoNotOptimize(parse_frame(frame, pf, opts));
     CycleCounter cycles(state);
     for (auto _ : state) {
         benchmark::DoNotOptimize(parse_frame(frame, pf, opts));
@@ -199,11 +213,13 @@ void BM_BuildFrame(benchmark::State& state) {
     const auto data = pattern(payload_len);
     std::vector<std::uint8_t> out(frame_length(path, op, payload_len));
     ParsedFrame pf;
-    if (build_frame(path, fields, data, out) != out.size() || parse_frame(out, pf) != RejectReason::ok) {
+    if (build_frame(path, fields, data, out) != out.size() ||
+        parse_frame(out, pf) != RejectReason::ok) {
         state.SkipWithError("frame set-up failed");
         return;
     }
-    for (int i = 0; i < kWarmupIterations; ++i) benchmark::DoNotOptimize(build_frame(path, fields, data, out));
+    for (int i = 0; i < kWarmupIterations; ++i)
+        benchmark::DoNotOptimize(build_frame(path, fields, data, out));
     CycleCounter cycles(state);
     for (auto _ : state) {
         benchmark::DoNotOptimize(build_frame(path, fields, data, out));
@@ -214,7 +230,9 @@ void BM_BuildFrame(benchmark::State& state) {
     state.counters["frame_bytes"] = static_cast<double>(out.size());
 }
 
-BENCHMARK(BM_ParseFrame)->ArgNames({"payload", "verify_icrc"})->ArgsProduct({{0, 1024, 4096}, {1, 0}});
+BENCHMARK(BM_ParseFrame)
+    ->ArgNames({"payload", "verify_icrc"})
+    ->ArgsProduct({{0, 1024, 4096}, {1, 0}});
 BENCHMARK(BM_BuildFrame)->ArgName("payload")->Arg(0)->Arg(1024)->Arg(4096);
 
 } // namespace

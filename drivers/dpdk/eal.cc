@@ -22,7 +22,9 @@ std::atomic<bool> g_eal_up{false};
 constexpr std::string_view kRingPairPrefix = "droce_ringpair";
 constexpr std::size_t kRingPairNameMax = 12; // "net_ring_rp_" + name + "_a" fits RTE_RING_NAMESIZE
 
-std::string errno_text(int e) { return std::string(rte_strerror(e)) + " (errno " + std::to_string(e) + ")"; }
+std::string errno_text(int e) {
+    return std::string(rte_strerror(e)) + " (errno " + std::to_string(e) + ")";
+}
 
 bool valid_pair_name(const std::string& name) {
     if (name.empty() || name.size() > kRingPairNameMax) return false;
@@ -47,12 +49,16 @@ std::string probe_ring_pair(const std::string& devargs, std::uint16_t* port_id) 
     unsigned size = 1024;
     std::size_t pos = kRingPairPrefix.size();
     while (pos < devargs.size()) {
-        if (devargs[pos] != ',') return "devargs \"" + devargs + "\": expected ',' after " + std::string(kRingPairPrefix);
+        if (devargs[pos] != ',')
+            return "devargs \"" + devargs + "\": expected ',' after " +
+                   std::string(kRingPairPrefix);
         const std::size_t next = devargs.find(',', pos + 1);
-        const std::string kv = devargs.substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
+        const std::string kv =
+            devargs.substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
         pos = next == std::string::npos ? devargs.size() : next;
         const std::size_t eq = kv.find('=');
-        if (eq == std::string::npos) return "devargs \"" + devargs + "\": \"" + kv + "\" is not key=value";
+        if (eq == std::string::npos)
+            return "devargs \"" + devargs + "\": \"" + kv + "\" is not key=value";
         const std::string key = kv.substr(0, eq);
         const std::string val = kv.substr(eq + 1);
         if (key == "name") {
@@ -82,28 +88,33 @@ std::vector<std::string> split_args(const std::string& s) {
     std::vector<std::string> out;
     std::size_t i = 0;
     while (i < s.size()) {
-        while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+        while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i])))
+            ++i;
         std::size_t j = i;
-        while (j < s.size() && !std::isspace(static_cast<unsigned char>(s[j]))) ++j;
+        while (j < s.size() && !std::isspace(static_cast<unsigned char>(s[j])))
+            ++j;
         if (j > i) out.push_back(s.substr(i, j - i));
         i = j;
     }
     return out;
 }
 
-bool eal_initialized() noexcept { return g_eal_up.load(std::memory_order_acquire); }
+bool eal_initialized() noexcept {
+    return g_eal_up.load(std::memory_order_acquire);
+}
 
 std::string eal_init(const std::vector<std::string>& args) {
     if (eal_initialized()) return "EAL already initialised (once per process)";
-    // rte_eal_init keeps pointers into argv (e.g. for --file-prefix) and may reorder it: the strings
-    // live for the whole process.
+    // rte_eal_init keeps pointers into argv (e.g. for --file-prefix) and may reorder it: the
+    // strings live for the whole process.
     static std::vector<std::string> storage;
     static std::vector<char*> argv;
     storage.clear();
     storage.emplace_back("droce");
     storage.insert(storage.end(), args.begin(), args.end());
     argv.clear();
-    for (auto& a : storage) argv.push_back(a.data());
+    for (auto& a : storage)
+        argv.push_back(a.data());
     argv.push_back(nullptr);
     const int ret = rte_eal_init(static_cast<int>(storage.size()), argv.data());
     if (ret < 0) {
@@ -118,17 +129,20 @@ std::string eal_init(const std::vector<std::string>& args) {
     return {};
 }
 
-std::string create_ring_pair_end(const std::string& name, char end, unsigned ring_size, std::uint16_t* port_id) {
+std::string create_ring_pair_end(const std::string& name, char end, unsigned ring_size,
+                                 std::uint16_t* port_id) {
     if (!eal_initialized()) return "EAL not initialised: call eal_init() first";
     if (!valid_pair_name(name))
-        return "ring pair name \"" + name + "\" must be 1.." + std::to_string(kRingPairNameMax) + " of [A-Za-z0-9_]";
+        return "ring pair name \"" + name + "\" must be 1.." + std::to_string(kRingPairNameMax) +
+               " of [A-Za-z0-9_]";
     if (end != 'a' && end != 'b') return "ring pair end must be 'a' or 'b'";
     if (ring_size < 2 || ring_size > 65536 || (ring_size & (ring_size - 1)) != 0)
         return "ring pair size " + std::to_string(ring_size) + " is not a power of two in 2..65536";
     const std::string eth_name = "rp_" + name + "_" + end;
     std::uint16_t existing = 0;
     if (rte_eth_dev_get_port_by_name(("net_ring_" + eth_name).c_str(), &existing) == 0)
-        return "ring pair end " + name + "/" + end + " already exists (port " + std::to_string(existing) + ")";
+        return "ring pair end " + name + "/" + end + " already exists (port " +
+               std::to_string(existing) + ")";
     std::string err;
     rte_ring* ab = find_or_create_ring("rp_" + name + "_ab", ring_size, &err);
     if (!ab) return err;
@@ -144,13 +158,15 @@ std::string create_ring_pair_end(const std::string& name, char end, unsigned rin
 
 std::string probe_port(const std::string& devargs, std::uint16_t* port_id) {
     if (!eal_initialized()) return "EAL not initialised: call eal_init() first";
-    if (devargs.compare(0, kRingPairPrefix.size(), kRingPairPrefix) == 0) return probe_ring_pair(devargs, port_id);
+    if (devargs.compare(0, kRingPairPrefix.size(), kRingPairPrefix) == 0)
+        return probe_ring_pair(devargs, port_id);
 
     rte_devargs da{};
     const int pr = rte_devargs_parse(&da, devargs.c_str());
     if (pr < 0) {
         rte_devargs_reset(&da);
-        return "devargs \"" + devargs + "\": no bus or driver knows this device (" + errno_text(-pr) + ")";
+        return "devargs \"" + devargs + "\": no bus or driver knows this device (" +
+               errno_text(-pr) + ")";
     }
     const std::string name = da.name;
     rte_devargs_reset(&da);
@@ -158,20 +174,23 @@ std::string probe_port(const std::string& devargs, std::uint16_t* port_id) {
     std::uint16_t pid = 0;
     if (rte_eth_dev_get_port_by_name(name.c_str(), &pid) != 0) {
         const int r = rte_dev_probe(devargs.c_str());
-        if (r < 0 && r != -EEXIST) return "rte_dev_probe(\"" + devargs + "\") failed: " + errno_text(-r);
+        if (r < 0 && r != -EEXIST)
+            return "rte_dev_probe(\"" + devargs + "\") failed: " + errno_text(-r);
         if (rte_eth_dev_get_port_by_name(name.c_str(), &pid) != 0) {
             // A PCI function may name its ports differently from the device: match by device.
             bool found = false;
             for (std::uint16_t p = 0; p < RTE_MAX_ETHPORTS; ++p) {
                 if (!rte_eth_dev_is_valid_port(p)) continue;
                 rte_eth_dev_info info{};
-                if (rte_eth_dev_info_get(p, &info) == 0 && info.device && name == rte_dev_name(info.device)) {
+                if (rte_eth_dev_info_get(p, &info) == 0 && info.device &&
+                    name == rte_dev_name(info.device)) {
                     pid = p;
                     found = true;
                     break;
                 }
             }
-            if (!found) return "devargs \"" + devargs + "\": device probed but it has no ethdev port";
+            if (!found)
+                return "devargs \"" + devargs + "\": device probed but it has no ethdev port";
         }
     }
     *port_id = pid;

@@ -6,17 +6,21 @@
  *
  * How devices come to exist (a choice, written down once):
  *  - A config's `devargs` string is probed at run time with rte_dev_probe() (hot-plug), after
- *    eal_init(). Passing `--vdev=...` in the EAL arguments also works: probe_port() sees the port is
- *    already there and returns it. Hot-plug keeps the EAL arguments of a config free of port details.
- *  - One devargs form is droce's own, because no DPDK PMD offers it: `droce_ringpair,name=N,end=a|b`
- *    [`,size=S`] makes one end of a point-to-point link between two ports in the same process, built
- *    from two rte_rings with rte_eth_from_rings() (net_ring underneath). End a transmits into ring
- *    "rp_N_ab" and receives from "rp_N_ba"; end b the opposite way. A plain `net_ring0` is a loopback
- *    (what it sends it receives), which is no use to connect two devices.
+ *    eal_init(). Passing `--vdev=...` in the EAL arguments also works: probe_port() sees the port
+ * is already there and returns it. Hot-plug keeps the EAL arguments of a config free of port
+ * details.
+ *  - One devargs form is droce's own, because no DPDK PMD offers it:
+ * `droce_ringpair,name=N,end=a|b`
+ *    [`,size=S`] makes one end of a point-to-point link between two ports in the same process,
+ * built from two rte_rings with rte_eth_from_rings() (net_ring underneath). End a transmits into
+ * ring "rp_N_ab" and receives from "rp_N_ba"; end b the opposite way. A plain `net_ring0` is a
+ * loopback (what it sends it receives), which is no use to connect two devices.
  *
- * EAL arguments that work on Debian 12's DPDK 22.11 without hugepages (measured; see the .ini files in config/):
- *  - `--no-huge -m N --no-shconf --file-prefix=P`: one process, no shared config files. `--in-memory`
- *    is refused together with `--no-huge` ("Option --legacy-mem is not compatible with --in-memory":
+ * EAL arguments that work on Debian 12's DPDK 22.11 without hugepages (measured; see the .ini files
+ * in config/):
+ *  - `--no-huge -m N --no-shconf --file-prefix=P`: one process, no shared config files.
+ * `--in-memory` is refused together with `--no-huge` ("Option --legacy-mem is not compatible with
+ * --in-memory":
  *    --no-huge implies legacy memory).
  *  - net_memif needs the EAL's multi-process IPC (it registers an mp action at probe and fails
  *    without): no `--no-shconf` / `--in-memory` there, only a distinct `--file-prefix` per process.
@@ -36,8 +40,8 @@ namespace droce::dpdk {
  * Initialises the DPDK EAL with @p args (argv[1..]; argv[0] is supplied as "droce").
  * Once per process: a second call returns "EAL already initialised" and changes nothing, because
  * DPDK cannot initialise twice.
- * @return empty on success, else a message naming rte_eal_init's rte_errno (EALREADY, EINVAL for bad
- *         arguments, ENOMEM, EACCES, EPROTO ...).
+ * @return empty on success, else a message naming rte_eal_init's rte_errno (EALREADY, EINVAL for
+ * bad arguments, ENOMEM, EACCES, EPROTO ...).
  */
 [[nodiscard]] std::string eal_init(const std::vector<std::string>& args);
 
@@ -55,11 +59,11 @@ namespace droce::dpdk {
  *    `0000:03:00.0`): if a port of that device name exists it is returned (it came from --vdev or
  *    the PCI scan), else rte_dev_probe(@p devargs) hot-plugs it.
  * Requires eal_init().
- * @return empty on success, else a message: EAL not initialised; devargs unparseable (rte_devargs_parse
- *         -EINVAL/-EFAULT/-ENODEV: no bus or driver knows the name); probe failed (rte_dev_probe's
- *         errno, e.g. ENOENT no such device, EINVAL bad PMD arguments); probed but no ethdev of that
- *         name (a device of another class); ring pair name too long, bad end, size not a power of two
- *         or rte_ring_create / rte_eth_from_rings failure (rte_errno).
+ * @return empty on success, else a message: EAL not initialised; devargs unparseable
+ * (rte_devargs_parse -EINVAL/-EFAULT/-ENODEV: no bus or driver knows the name); probe failed
+ * (rte_dev_probe's errno, e.g. ENOENT no such device, EINVAL bad PMD arguments); probed but no
+ * ethdev of that name (a device of another class); ring pair name too long, bad end, size not a
+ * power of two or rte_ring_create / rte_eth_from_rings failure (rte_errno).
  */
 [[nodiscard]] std::string probe_port(const std::string& devargs, std::uint16_t* port_id);
 
@@ -70,7 +74,7 @@ namespace droce::dpdk {
  * @param ring_size ring slots, a power of two in 2..65536; a ring holds ring_size - 1 frames
  * @return empty on success (port id in @p port_id), else the reason (see probe_port()).
  */
-[[nodiscard]] std::string create_ring_pair_end(const std::string& name, char end, unsigned ring_size,
-                                               std::uint16_t* port_id);
+[[nodiscard]] std::string create_ring_pair_end(const std::string& name, char end,
+                                               unsigned ring_size, std::uint16_t* port_id);
 
 } // namespace droce::dpdk

@@ -15,8 +15,8 @@
 #include <rte_lcore.h>
 #include <rte_log.h>
 #include <rte_mbuf.h>
-#include <rte_mempool.h>
 #include <rte_memory.h>
+#include <rte_mempool.h>
 
 #include "dpdk/eal.h"
 
@@ -25,19 +25,24 @@ namespace droce::dpdk {
 const char* to_string(PortCounter c) noexcept {
     switch (c) {
 #define DROCE_X(name)                                                                              \
-    case PortCounter::name: return #name;
+    case PortCounter::name:                                                                        \
+        return #name;
         DROCE_ETHPORT_COUNTERS(DROCE_X)
 #undef DROCE_X
-    case PortCounter::count_: break;
+    case PortCounter::count_:
+        break;
     }
     return "?";
 }
 
 const char* to_string(LinkEvent e) noexcept {
     switch (e) {
-    case LinkEvent::none: return "none";
-    case LinkEvent::up: return "up";
-    case LinkEvent::down: return "down";
+    case LinkEvent::none:
+        return "none";
+    case LinkEvent::up:
+        return "up";
+    case LinkEvent::down:
+        return "down";
     }
     return "?";
 }
@@ -57,16 +62,20 @@ namespace {
 constexpr std::uint32_t kMinMtu = 68;
 constexpr std::uint32_t kMaxMtu = 9600;
 constexpr std::uint32_t kEthHdrLen = 14;
-constexpr std::uint16_t kTrailerRoom = 64; ///< data room of a segment-pool mbuf (trailers: pad + ICRC)
+constexpr std::uint16_t kTrailerRoom =
+    64; ///< data room of a segment-pool mbuf (trailers: pad + ICRC)
 
-std::string errno_text(int e) { return std::string(rte_strerror(e)) + " (errno " + std::to_string(e) + ")"; }
+std::string errno_text(int e) {
+    return std::string(rte_strerror(e)) + " (errno " + std::to_string(e) + ")";
+}
 
 /**
- * Data bytes per mbuf a PMD insists on whatever the MTU. net_af_packet copies whole PACKET_MMAP frame
- * slots and refuses (ENOMEM at rx queue setup) mbufs smaller than its devargs' framesz (default
- * 2048) minus the 32-byte tpacket header.
+ * Data bytes per mbuf a PMD insists on whatever the MTU. net_af_packet copies whole PACKET_MMAP
+ * frame slots and refuses (ENOMEM at rx queue setup) mbufs smaller than its devargs' framesz
+ * (default 2048) minus the 32-byte tpacket header.
  */
-/** The value of devargs key @p key ("framesz", "zero-copy") of the port's device, or "" when absent. */
+/** The value of devargs key @p key ("framesz", "zero-copy") of the port's device, or "" when
+ * absent. */
 std::string_view devarg(const rte_eth_dev_info& info, std::string_view key) {
     const rte_devargs* da = info.device ? rte_dev_devargs(info.device) : nullptr;
     if (!da || !da->args) return {};
@@ -84,7 +93,8 @@ std::string_view devarg(const rte_eth_dev_info& info, std::string_view key) {
 
 std::uint32_t pmd_min_room(const rte_eth_dev_info& info) {
     std::uint32_t room = info.min_rx_bufsize;
-    if (!info.device || !info.driver_name || std::strcmp(info.driver_name, "net_af_packet") != 0) return room;
+    if (!info.device || !info.driver_name || std::strcmp(info.driver_name, "net_af_packet") != 0)
+        return room;
     std::uint32_t framesz = 2048;
     std::uint32_t v = 0;
     for (const char c : devarg(info, "framesz")) {
@@ -105,9 +115,11 @@ EthPort::ZcMemory zc_memory_of(const rte_eth_dev_info& info) {
     const std::string_view d(info.driver_name ? info.driver_name : "");
     if (d == "net_memif") {
         const std::string_view zc = devarg(info, "zero-copy");
-        return zc == "yes" || zc == "y" || zc == "on" ? EthPort::ZcMemory::region : EthPort::ZcMemory::any;
+        return zc == "yes" || zc == "y" || zc == "on" ? EthPort::ZcMemory::region
+                                                      : EthPort::ZcMemory::any;
     }
-    if (d == "net_ring" || d == "net_af_packet" || d == "net_tap" || d == "net_pcap" || d == "net_null")
+    if (d == "net_ring" || d == "net_af_packet" || d == "net_tap" || d == "net_pcap" ||
+        d == "net_null")
         return EthPort::ZcMemory::any;
     return EthPort::ZcMemory::dpdk;
 }
@@ -149,7 +161,8 @@ bool pmd_ignores_mtu(const rte_eth_dev_info& info) {
     return d == "net_memif" || d == "net_af_packet";
 }
 
-/** Mbuf data room after headroom: the largest frame with slack or what the PMD needs, a multiple of 1 KiB, >= 2 KiB. */
+/** Mbuf data room after headroom: the largest frame with slack or what the PMD needs, a multiple of
+ * 1 KiB, >= 2 KiB. */
 std::uint32_t data_room_for(std::uint32_t mtu, std::uint32_t min_room) {
     const std::uint32_t need = std::max(mtu + kEthHdrLen + 64, min_room);
     return std::max<std::uint32_t>(2048, (need + 1023) & ~1023u);
@@ -178,11 +191,12 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
         return nullptr;
     }
     if (cfg.mtu < kMinMtu || cfg.mtu > kMaxMtu) {
-        *err = who + "mtu " + std::to_string(cfg.mtu) + " outside " + std::to_string(kMinMtu) + ".." +
-               std::to_string(kMaxMtu);
+        *err = who + "mtu " + std::to_string(cfg.mtu) + " outside " + std::to_string(kMinMtu) +
+               ".." + std::to_string(kMaxMtu);
         return nullptr;
     }
-    if (cfg.n_mbufs < static_cast<std::uint32_t>(cfg.rx_desc) + cfg.tx_desc + 2u * kMaxBurst || cfg.mbuf_cache > 512) {
+    if (cfg.n_mbufs < static_cast<std::uint32_t>(cfg.rx_desc) + cfg.tx_desc + 2u * kMaxBurst ||
+        cfg.mbuf_cache > 512) {
         *err = who + "n_mbufs " + std::to_string(cfg.n_mbufs) + " below rx_desc + tx_desc + " +
                std::to_string(2 * kMaxBurst) + " (or mbuf_cache above 512)";
         return nullptr;
@@ -196,18 +210,20 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
     const std::uint32_t overhead = info.max_mtu != UINT16_MAX && info.max_rx_pktlen > info.max_mtu
                                        ? info.max_rx_pktlen - info.max_mtu
                                        : RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
-    const std::uint32_t pmd_max_mtu =
-        std::min<std::uint32_t>(info.max_mtu, info.max_rx_pktlen > overhead ? info.max_rx_pktlen - overhead : 0);
+    const std::uint32_t pmd_max_mtu = std::min<std::uint32_t>(
+        info.max_mtu, info.max_rx_pktlen > overhead ? info.max_rx_pktlen - overhead : 0);
     std::uint32_t pmd_mtu = cfg.mtu;
     if (cfg.mtu > pmd_max_mtu) {
         if (!pmd_ignores_mtu(info)) {
-            *err = who + "mtu " + std::to_string(cfg.mtu) + " above the PMD's maximum " + std::to_string(pmd_max_mtu);
+            *err = who + "mtu " + std::to_string(cfg.mtu) + " above the PMD's maximum " +
+                   std::to_string(pmd_max_mtu);
             return nullptr;
         }
         pmd_mtu = pmd_max_mtu;
     }
     if (cfg.mtu < info.min_mtu) {
-        *err = who + "mtu " + std::to_string(cfg.mtu) + " below the PMD's minimum " + std::to_string(info.min_mtu);
+        *err = who + "mtu " + std::to_string(cfg.mtu) + " below the PMD's minimum " +
+               std::to_string(info.min_mtu);
         return nullptr;
     }
 
@@ -221,17 +237,21 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
 
     // The pool: one PktBuf in each mbuf's private area, data room for the largest frame.
     const auto priv = static_cast<std::uint16_t>(RTE_ALIGN(sizeof(PktBuf), RTE_MBUF_PRIV_ALIGN));
-    const std::uint32_t data_room = data_room_for(cfg.mtu, std::max(pmd_min_room(info), cfg.min_data_room));
+    const std::uint32_t data_room =
+        data_room_for(cfg.mtu, std::max(pmd_min_room(info), cfg.min_data_room));
     if (data_room + RTE_PKTMBUF_HEADROOM > UINT16_MAX) {
-        *err = who + "mbuf data room " + std::to_string(data_room) + " too large (PMD or min_data_room)";
+        *err = who + "mbuf data room " + std::to_string(data_room) +
+               " too large (PMD or min_data_room)";
         return nullptr;
     }
     const auto room = static_cast<std::uint16_t>(data_room + RTE_PKTMBUF_HEADROOM);
-    const std::string pool_name = "droce_mp" + std::to_string(cfg.port_id) + "_" + std::to_string(g_pool_serial++);
-    p->pool_ = rte_pktmbuf_pool_create(pool_name.c_str(), cfg.n_mbufs, cfg.mbuf_cache, priv, room, socket);
+    const std::string pool_name =
+        "droce_mp" + std::to_string(cfg.port_id) + "_" + std::to_string(g_pool_serial++);
+    p->pool_ =
+        rte_pktmbuf_pool_create(pool_name.c_str(), cfg.n_mbufs, cfg.mbuf_cache, priv, room, socket);
     if (!p->pool_) {
-        *err = who + "rte_pktmbuf_pool_create(" + std::to_string(cfg.n_mbufs) + " x " + std::to_string(room) +
-               " B) failed: " + errno_text(rte_errno);
+        *err = who + "rte_pktmbuf_pool_create(" + std::to_string(cfg.n_mbufs) + " x " +
+               std::to_string(room) + " B) failed: " + errno_text(rte_errno);
         return nullptr;
     }
     rte_mempool_obj_iter(p->pool_, init_priv, nullptr);
@@ -251,13 +271,14 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
             if (w.msl == nullptr) mem = ZcMemory::none;
         }
         if (mem != ZcMemory::none) {
-            const auto seg_priv =
-                static_cast<std::uint16_t>(RTE_ALIGN(sizeof(rte_mbuf_ext_shared_info), RTE_MBUF_PRIV_ALIGN));
+            const auto seg_priv = static_cast<std::uint16_t>(
+                RTE_ALIGN(sizeof(rte_mbuf_ext_shared_info), RTE_MBUF_PRIV_ALIGN));
             const std::string seg_name = pool_name + "s";
-            p->seg_pool_ = rte_pktmbuf_pool_create(seg_name.c_str(), 2 * cfg.n_mbufs, cfg.mbuf_cache, seg_priv,
-                                                   kTrailerRoom, socket);
+            p->seg_pool_ = rte_pktmbuf_pool_create(seg_name.c_str(), 2 * cfg.n_mbufs,
+                                                   cfg.mbuf_cache, seg_priv, kTrailerRoom, socket);
             if (!p->seg_pool_) {
-                *err = who + "rte_pktmbuf_pool_create(" + seg_name + ") failed: " + errno_text(rte_errno);
+                *err = who + "rte_pktmbuf_pool_create(" + seg_name +
+                       ") failed: " + errno_text(rte_errno);
                 return nullptr;
             }
             conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
@@ -278,10 +299,14 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
         return nullptr;
     }
     p->configured_ = true;
-    // Not when the PMD is held below cfg.mtu: af_packet's set_mtu would shrink the kernel interface's MTU.
-    if (const int r = pmd_mtu == cfg.mtu ? rte_eth_dev_set_mtu(cfg.port_id, static_cast<std::uint16_t>(pmd_mtu)) : 0;
+    // Not when the PMD is held below cfg.mtu: af_packet's set_mtu would shrink the kernel
+    // interface's MTU.
+    if (const int r = pmd_mtu == cfg.mtu
+                          ? rte_eth_dev_set_mtu(cfg.port_id, static_cast<std::uint16_t>(pmd_mtu))
+                          : 0;
         r != 0 && r != -ENOTSUP) {
-        *err = who + "rte_eth_dev_set_mtu(" + std::to_string(pmd_mtu) + ") failed: " + errno_text(-r);
+        *err =
+            who + "rte_eth_dev_set_mtu(" + std::to_string(pmd_mtu) + ") failed: " + errno_text(-r);
         return nullptr;
     }
     std::uint16_t nb_rx = cfg.rx_desc;
@@ -290,17 +315,21 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
         *err = who + "rte_eth_dev_adjust_nb_rx_tx_desc failed: " + errno_text(-r);
         return nullptr;
     }
-    if (const int r = rte_eth_rx_queue_setup(cfg.port_id, 0, nb_rx, static_cast<unsigned>(socket), nullptr, p->pool_);
+    if (const int r = rte_eth_rx_queue_setup(cfg.port_id, 0, nb_rx, static_cast<unsigned>(socket),
+                                             nullptr, p->pool_);
         r != 0) {
         *err = who + "rte_eth_rx_queue_setup failed: " + errno_text(-r);
         return nullptr;
     }
-    if (const int r = rte_eth_tx_queue_setup(cfg.port_id, 0, nb_tx, static_cast<unsigned>(socket), nullptr); r != 0) {
+    if (const int r =
+            rte_eth_tx_queue_setup(cfg.port_id, 0, nb_tx, static_cast<unsigned>(socket), nullptr);
+        r != 0) {
         *err = who + "rte_eth_tx_queue_setup failed: " + errno_text(-r);
         return nullptr;
     }
     if (p->lsc_interrupt_) {
-        if (const int r = rte_eth_dev_callback_register(cfg.port_id, RTE_ETH_EVENT_INTR_LSC, EthPortAccess::lsc, p.get());
+        if (const int r = rte_eth_dev_callback_register(cfg.port_id, RTE_ETH_EVENT_INTR_LSC,
+                                                        EthPortAccess::lsc, p.get());
             r != 0) {
             *err = who + "rte_eth_dev_callback_register(LSC) failed: " + errno_text(-r);
             return nullptr;
@@ -357,7 +386,8 @@ EthPort::~EthPort() {
     if (lsc_registered_) {
         // -EAGAIN while the callback runs on the interrupt thread: it is short, try again.
         for (int i = 0; i < 1000; ++i) {
-            if (rte_eth_dev_callback_unregister(port_id_, RTE_ETH_EVENT_INTR_LSC, EthPortAccess::lsc, this) != -EAGAIN)
+            if (rte_eth_dev_callback_unregister(port_id_, RTE_ETH_EVENT_INTR_LSC,
+                                                EthPortAccess::lsc, this) != -EAGAIN)
                 break;
             rte_delay_us_sleep(100);
         }
@@ -365,15 +395,17 @@ EthPort::~EthPort() {
     if (started_) (void)rte_eth_dev_stop(port_id_);
     if (configured_) {
         (void)rte_eth_dev_close(port_id_); // gives the rx ring's mbufs back to the pool
-        // Detach the device too, so that probing the same devargs again makes a fresh port (a closed
-        // vdev stays plugged, and rte_dev_probe of it would fail with EEXIST).
+        // Detach the device too, so that probing the same devargs again makes a fresh port (a
+        // closed vdev stays plugged, and rte_dev_probe of it would fail with EEXIST).
         if (device_) (void)rte_dev_remove(device_);
     }
     if (seg_pool_) {
         if (rte_mempool_full(seg_pool_)) {
             rte_mempool_free(seg_pool_);
         } else {
-            RTE_LOG(WARNING, USER1, "droce: port %u: %u segment mbufs still out at destruction; pool %s left allocated\n",
+            RTE_LOG(WARNING, USER1,
+                    "droce: port %u: %u segment mbufs still out at destruction; pool %s left "
+                    "allocated\n",
                     port_id_, rte_mempool_in_use_count(seg_pool_), seg_pool_->name);
         }
     }
@@ -381,7 +413,8 @@ EthPort::~EthPort() {
         if (rte_mempool_full(pool_)) {
             rte_mempool_free(pool_);
         } else {
-            RTE_LOG(WARNING, USER1, "droce: port %u: %u mbufs still out at destruction; pool %s left allocated\n",
+            RTE_LOG(WARNING, USER1,
+                    "droce: port %u: %u mbufs still out at destruction; pool %s left allocated\n",
                     port_id_, rte_mempool_in_use_count(pool_), pool_->name);
         }
     }
@@ -414,7 +447,8 @@ std::uint16_t EthPort::alloc_bulk(PktBuf** bufs, std::uint16_t n) noexcept {
                 ms[got++] = m;
             }
         }
-        for (std::uint16_t i = 0; i < got; ++i) bufs[done + i] = attach(ms[i]);
+        for (std::uint16_t i = 0; i < got; ++i)
+            bufs[done + i] = attach(ms[i]);
         done = static_cast<std::uint16_t>(done + got);
         if (got < want) {
             inc(PortCounter::alloc_failed);
@@ -441,10 +475,12 @@ std::uint16_t EthPort::tx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
         for (std::uint16_t i = 0; i < chunk; ++i) {
             PktBuf* b = bufs[sent + i];
             auto* m = static_cast<rte_mbuf*>(b->driver);
-            m->data_off = static_cast<std::uint16_t>(b->data - static_cast<std::uint8_t*>(m->buf_addr));
+            m->data_off =
+                static_cast<std::uint16_t>(b->data - static_cast<std::uint8_t*>(m->buf_addr));
             m->data_len = static_cast<std::uint16_t>(b->len);
             m->pkt_len = b->len + b->ext_len; // ext_len: the chained segments of attach_payload
-            if (tx_cksum_mark_ && b->len >= kEthHdrLen + 20 && b->data[12] == 0x08 && b->data[13] == 0x00) {
+            if (tx_cksum_mark_ && b->len >= kEthHdrLen + 20 && b->data[12] == 0x08 &&
+                b->data[13] == 0x00) {
                 m->l2_len = kEthHdrLen;
                 m->l3_len = static_cast<std::uint16_t>((b->data[kEthHdrLen] & 0xfu) * 4u) & 0x1ffu;
                 m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
@@ -502,8 +538,10 @@ std::uint16_t EthPort::rx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
         // ECN from the IP header of untagged frames: 11 = CE (RFC 3168).
         if (b->len >= kEthHdrLen + 20) {
             const std::uint8_t* f = b->data;
-            if (f[12] == 0x08 && f[13] == 0x00) b->ecn_ce = (f[15] & 3u) == 3u;
-            else if (f[12] == 0x86 && f[13] == 0xdd) b->ecn_ce = ((f[15] >> 4) & 3u) == 3u;
+            if (f[12] == 0x08 && f[13] == 0x00)
+                b->ecn_ce = (f[15] & 3u) == 3u;
+            else if (f[12] == 0x86 && f[13] == 0xdd)
+                b->ecn_ce = ((f[15] >> 4) & 3u) == 3u;
         }
         bufs[out++] = b;
     }
@@ -543,13 +581,19 @@ bool EthPort::attach_payload(PktBuf* buf, std::span<const std::span<const std::u
         bool ok = n > 0 && n <= UINT16_MAX;
         iova[i] = RTE_BAD_IOVA;
         switch (zc_mem_) {
-        case ZcMemory::any: break;
-        case ZcMemory::region: ok = ok && a >= zc_lo_ && a + n <= zc_hi_; break;
+        case ZcMemory::any:
+            break;
+        case ZcMemory::region:
+            ok = ok && a >= zc_lo_ && a + n <= zc_hi_;
+            break;
         case ZcMemory::dpdk:
             iova[i] = rte_mem_virt2iova(payload[i].data());
-            ok = ok && rte_mem_virt2memseg_list(payload[i].data()) != nullptr && iova[i] != RTE_BAD_IOVA;
+            ok = ok && rte_mem_virt2memseg_list(payload[i].data()) != nullptr &&
+                 iova[i] != RTE_BAD_IOVA;
             break;
-        case ZcMemory::none: ok = false; break;
+        case ZcMemory::none:
+            ok = false;
+            break;
         }
         if (!ok) {
             inc(PortCounter::tx_ext_refused);
@@ -572,21 +616,24 @@ bool EthPort::attach_payload(PktBuf* buf, std::span<const std::span<const std::u
         shinfo->free_cb = release_segment;
         shinfo->fcb_opaque = ref;
         rte_mbuf_ext_refcnt_set(shinfo, 1);
-        auto* addr = const_cast<std::uint8_t*>(payload[i].data()); // read only: the PMD never writes a tx buffer
-        rte_pktmbuf_attach_extbuf(s, addr, iova[i], static_cast<std::uint16_t>(payload[i].size()), shinfo);
+        auto* addr = const_cast<std::uint8_t*>(
+            payload[i].data()); // read only: the PMD never writes a tx buffer
+        rte_pktmbuf_attach_extbuf(s, addr, iova[i], static_cast<std::uint16_t>(payload[i].size()),
+                                  shinfo);
         s->data_len = static_cast<std::uint16_t>(payload[i].size());
         prev->next = s;
         prev = s;
     }
     rte_mbuf* t = segs[nspans];
     t->data_off = 0;
-    if (!trailer.empty()) std::memcpy(rte_pktmbuf_mtod(t, std::uint8_t*), trailer.data(), trailer.size());
+    if (!trailer.empty())
+        std::memcpy(rte_pktmbuf_mtod(t, std::uint8_t*), trailer.data(), trailer.size());
     t->data_len = static_cast<std::uint16_t>(trailer.size());
     prev->next = t;
     t->next = nullptr;
     head->nb_segs = static_cast<std::uint16_t>(nspans + 2);
-    // relaxed: the count is read by this thread, or by the engine after a release decrement that the
-    // tx handoff orders after this increment.
+    // relaxed: the count is read by this thread, or by the engine after a release decrement that
+    // the tx handoff orders after this increment.
     ref->held.fetch_add(nspans, std::memory_order_relaxed);
     buf->ext_len = ext + static_cast<std::uint32_t>(trailer.size());
     inc(PortCounter::tx_ext_segments, nspans);

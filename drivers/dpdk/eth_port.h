@@ -6,9 +6,10 @@
  *
  * Buffer ownership (CONVENTIONS.md rule 14):
  *  - mbuf + PktBuf: every mbuf of the port's pool carries a droce::PktBuf in its private area
- *    (rte_mbuf_to_priv), and PktBuf::driver points back at the mbuf. The two are one buffer: whoever
- *    owns the PktBuf owns the mbuf. Never free one without the other (free_bulk() frees both).
- *  - alloc_bulk(): the caller owns the returned buffers until it passes them to tx_burst() or free_bulk().
+ *    (rte_mbuf_to_priv), and PktBuf::driver points back at the mbuf. The two are one buffer:
+ * whoever owns the PktBuf owns the mbuf. Never free one without the other (free_bulk() frees both).
+ *  - alloc_bulk(): the caller owns the returned buffers until it passes them to tx_burst() or
+ * free_bulk().
  *  - tx_burst(bufs, n) returning r: the PMD owns bufs[0..r) and frees them when sent; the caller
  *    still owns bufs[r..n) and must retry or free them. After the call the caller must not touch
  *    bufs[0..r) again.
@@ -22,20 +23,21 @@
  *    probe_port() with the same devargs then probes the device anew (the port id may differ).
  *
  *  - transmit by reference (attach_payload): the frame is a chain: the header mbuf (the PktBuf's),
- *    then one segment mbuf per payload span, attached with rte_pktmbuf_attach_extbuf to the caller's
- *    memory, then a small trailer mbuf holding pad and ICRC; segment and trailer mbufs come from the
- *    port's segment pool. The chain is one buffer for ownership: whoever owns the head owns all of it
- *    (tx_burst / free_bulk take it whole). The caller's memory is only borrowed: each payload segment
- *    carries an rte_mbuf_ext_shared_info (in its private area) whose free_cb decrements the TxRef
- *    given to attach_payload when that segment is freed — by the PMD after sending (memif zero-copy:
- *    once the peer consumed it, noticed in a later tx burst), by a net_ring peer's rx, or by
- *    free_bulk — on whatever thread frees it. The segment pool follows the mempool rule below.
+ *    then one segment mbuf per payload span, attached with rte_pktmbuf_attach_extbuf to the
+ * caller's memory, then a small trailer mbuf holding pad and ICRC; segment and trailer mbufs come
+ * from the port's segment pool. The chain is one buffer for ownership: whoever owns the head owns
+ * all of it (tx_burst / free_bulk take it whole). The caller's memory is only borrowed: each
+ * payload segment carries an rte_mbuf_ext_shared_info (in its private area) whose free_cb
+ * decrements the TxRef given to attach_payload when that segment is freed — by the PMD after
+ * sending (memif zero-copy: once the peer consumed it, noticed in a later tx burst), by a net_ring
+ * peer's rx, or by free_bulk — on whatever thread frees it. The segment pool follows the mempool
+ * rule below.
  *
  * Thread rules: one engine thread calls alloc_bulk / free_bulk / tx_burst / rx_burst / link_up /
- * poll_link of a port (the queues are not multi-thread safe). The LSC interrupt callback runs on the
- * EAL interrupt thread and only sets an atomic flag. create() and the destructor are control path.
- * The datapath functions allocate no heap memory, take no lock, throw nothing; bursts go through
- * fixed arrays of kMaxBurst mbuf pointers (longer requests are done in chunks).
+ * poll_link of a port (the queues are not multi-thread safe). The LSC interrupt callback runs on
+ * the EAL interrupt thread and only sets an atomic flag. create() and the destructor are control
+ * path. The datapath functions allocate no heap memory, take no lock, throw nothing; bursts go
+ * through fixed arrays of kMaxBurst mbuf pointers (longer requests are done in chunks).
  */
 #pragma once
 
@@ -57,17 +59,18 @@ struct rte_mempool;
 namespace droce::dpdk {
 
 /** Port counters: named like ethtool -S names where one exists. */
-#define DROCE_ETHPORT_COUNTERS(X)                                                                    \
-    X(rx_packets)          /* frames handed to the engine */                                        \
-    X(tx_packets)          /* frames the PMD accepted */                                            \
-    X(tx_ring_full)        /* tx bursts the PMD took only partly (caller kept the rest) */          \
-    X(rx_linearized)       /* multi-segment or foreign-pool frames copied into one own mbuf */      \
-    X(rx_oversize_dropped) /* multi-segment frames longer than an mbuf: dropped */                  \
-    X(rx_nombuf_dropped)   /* no mbuf to linearize into: dropped */                                 \
-    X(alloc_failed)        /* alloc_bulk returned fewer than asked */                               \
-    X(tx_ext_segments)     /* payload segments sent by reference (attach_payload) */                \
-    X(tx_ext_refused)      /* attach_payload refused: no segment mbuf, or memory the PMD cannot reach */ \
-    X(lsc_events)          /* RTE_ETH_EVENT_INTR_LSC callbacks */
+#define DROCE_ETHPORT_COUNTERS(X)                                                                  \
+    X(rx_packets)          /* frames handed to the engine */                                       \
+    X(tx_packets)          /* frames the PMD accepted */                                           \
+    X(tx_ring_full)        /* tx bursts the PMD took only partly (caller kept the rest) */         \
+    X(rx_linearized)       /* multi-segment or foreign-pool frames copied into one own mbuf */     \
+    X(rx_oversize_dropped) /* multi-segment frames longer than an mbuf: dropped */                 \
+    X(rx_nombuf_dropped)   /* no mbuf to linearize into: dropped */                                \
+    X(alloc_failed)        /* alloc_bulk returned fewer than asked */                              \
+    X(tx_ext_segments)     /* payload segments sent by reference (attach_payload) */               \
+    X(tx_ext_refused) /* attach_payload refused: no segment mbuf, or memory the PMD cannot reach   \
+                       */                                                                          \
+    X(lsc_events)     /* RTE_ETH_EVENT_INTR_LSC callbacks */
 
 enum class PortCounter : std::uint8_t {
 #define DROCE_X(name) name,
@@ -85,16 +88,19 @@ enum class LinkEvent : std::uint8_t { none, up, down };
 
 /** How to set up one port. */
 struct EthPortConfig {
-    std::uint16_t port_id = 0;   ///< an ethdev already probed (EAL --vdev / PCI scan / probe_port())
-    std::uint8_t port_index = 0; ///< droce's 0-based port index, written to PktBuf::port on rx and alloc
-    std::uint32_t mtu = 1500;    ///< IP MTU in bytes (68..9600); max_frame() = mtu + 14
-    std::uint32_t n_mbufs = 4095;   ///< mbufs in the port's pool (>= rx_desc + tx_desc + 2 * kMaxBurst)
-    std::uint32_t mbuf_cache = 64;  ///< per-lcore mempool cache (0..512)
+    std::uint16_t port_id = 0; ///< an ethdev already probed (EAL --vdev / PCI scan / probe_port())
+    std::uint8_t port_index =
+        0; ///< droce's 0-based port index, written to PktBuf::port on rx and alloc
+    std::uint32_t mtu = 1500; ///< IP MTU in bytes (68..9600); max_frame() = mtu + 14
+    std::uint32_t n_mbufs =
+        4095; ///< mbufs in the port's pool (>= rx_desc + tx_desc + 2 * kMaxBurst)
+    std::uint32_t mbuf_cache = 64; ///< per-lcore mempool cache (0..512)
     /// Data bytes per mbuf at least (0 = from the MTU). EthPort also honours the PMD's own minimum:
-    /// dev_info.min_rx_bufsize, and net_af_packet's framesz devarg (its rx copies whole frame slots).
+    /// dev_info.min_rx_bufsize, and net_af_packet's framesz devarg (its rx copies whole frame
+    /// slots).
     std::uint32_t min_data_room = 0;
-    std::uint16_t rx_desc = 512;    ///< rx ring size asked (the PMD may adjust it)
-    std::uint16_t tx_desc = 512;    ///< tx ring size asked (the PMD may adjust it)
+    std::uint16_t rx_desc = 512; ///< rx ring size asked (the PMD may adjust it)
+    std::uint16_t tx_desc = 512; ///< tx ring size asked (the PMD may adjust it)
     /// Receive every frame whatever its destination MAC (where the PMD supports it). Off by
     /// default: the port then receives its own MAC, broadcast and @ref multicast, and falls back
     /// to promiscuous mode only for what it cannot be told otherwise (see EthPort::create()).
@@ -111,8 +117,9 @@ struct EthPortConfig {
 };
 
 class EthPort final : public PortDriver {
-public:
-    static constexpr std::uint16_t kMaxBurst = 64; ///< mbufs per PMD call; longer bursts are chunked
+  public:
+    static constexpr std::uint16_t kMaxBurst =
+        64; ///< mbufs per PMD call; longer bursts are chunked
 
     /**
      * Sets up @p cfg.port_id: creates the mempool, configures 1 rx + 1 tx queue, sets the MTU,
@@ -133,7 +140,8 @@ public:
      * such as net_ring have no MTU to set and are accepted). Promiscuous mode and MAC setting
      * failures are not errors (see promiscuous(), mac()).
      */
-    [[nodiscard]] static std::unique_ptr<EthPort> create(const EthPortConfig& cfg, std::string* err);
+    [[nodiscard]] static std::unique_ptr<EthPort> create(const EthPortConfig& cfg,
+                                                         std::string* err);
     ~EthPort() override;
     EthPort(const EthPort&) = delete;
     EthPort& operator=(const EthPort&) = delete;
@@ -141,11 +149,13 @@ public:
     // ---- datapath (engine thread) ----
     /**
      * Fills @p bufs with up to @p n empty buffers: data at the mbuf's data start (headroom
-     * RTE_PKTMBUF_HEADROOM before it), len 0, capacity = tailroom (>= max_frame()), port = port_index.
+     * RTE_PKTMBUF_HEADROOM before it), len 0, capacity = tailroom (>= max_frame()), port =
+     * port_index.
      * @return how many (fewer only when the pool runs dry; counted as alloc_failed).
      */
     std::uint16_t alloc_bulk(PktBuf** bufs, std::uint16_t n) noexcept override;
-    /** Frees @p n buffers (from alloc_bulk or rx_burst of any EthPort). Null entries are skipped. */
+    /** Frees @p n buffers (from alloc_bulk or rx_burst of any EthPort). Null entries are skipped.
+     */
     void free_bulk(PktBuf** bufs, std::uint16_t n) noexcept override;
     /**
      * Transmits bufs[0..n): each frame is data[0..len) (precondition: data + len within the mbuf's
@@ -154,17 +164,19 @@ public:
      */
     std::uint16_t tx_burst(PktBuf** bufs, std::uint16_t n) noexcept override;
     /**
-     * Receives up to @p n frames (at most kMaxBurst per call). Each PktBuf: data/len the frame, port =
-     * port_index, ecn_ce from the IPv4/IPv6 ECN field (untagged frames). Multi-segment frames and frames
-     * from a pool without room for a PktBuf are copied into one own mbuf (rx_linearized) or, if too long
-     * or no mbuf is free, dropped and counted.
+     * Receives up to @p n frames (at most kMaxBurst per call). Each PktBuf: data/len the frame,
+     * port = port_index, ecn_ce from the IPv4/IPv6 ECN field (untagged frames). Multi-segment
+     * frames and frames from a pool without room for a PktBuf are copied into one own mbuf
+     * (rx_linearized) or, if too long or no mbuf is free, dropped and counted.
      */
     std::uint16_t rx_burst(PktBuf** bufs, std::uint16_t n) noexcept override;
     /**
-     * True when the PMD sends multi-segment frames (RTE_ETH_TX_OFFLOAD_MULTI_SEGS) and cfg allowed it.
-     * Which memory can go by reference is also fixed at setup (see zc_memory()).
+     * True when the PMD sends multi-segment frames (RTE_ETH_TX_OFFLOAD_MULTI_SEGS) and cfg allowed
+     * it. Which memory can go by reference is also fixed at setup (see zc_memory()).
      */
-    [[nodiscard]] bool tx_by_reference() const noexcept override { return zc_mem_ != ZcMemory::none; }
+    [[nodiscard]] bool tx_by_reference() const noexcept override {
+        return zc_mem_ != ZcMemory::none;
+    }
     /**
      * Chains @p payload by reference (external-buffer mbufs) and @p trailer (copied) after the
      * headers in @p buf; counts one ref->held per payload segment; released by the segment's free
@@ -178,9 +190,11 @@ public:
     void tx_reclaim() noexcept override;
     /** Which memory attach_payload accepts, decided at create() from the PMD. */
     enum class ZcMemory : std::uint8_t {
-        none,   ///< no transmit by reference (no MULTI_SEGS, or disabled)
-        any,    ///< PMDs that read frames with the CPU (net_ring, net_memif copy mode, net_af_packet, net_tap)
-        region, ///< net_memif zero-copy: only memory in the memseg list the peer maps (hugepage memory from rte_malloc)
+        none, ///< no transmit by reference (no MULTI_SEGS, or disabled)
+        any,  ///< PMDs that read frames with the CPU (net_ring, net_memif copy mode, net_af_packet,
+              ///< net_tap)
+        region, ///< net_memif zero-copy: only memory in the memseg list the peer maps (hugepage
+                ///< memory from rte_malloc)
         dpdk,   ///< other PMDs (DMA): only DPDK memory, whose IOVA is known
     };
     [[nodiscard]] ZcMemory zc_memory() const noexcept { return zc_mem_; }
@@ -203,9 +217,9 @@ public:
     [[nodiscard]] bool ipv4_cksum_offload() const noexcept { return ipv4_cksum_offload_; }
     /**
      * When @p on and ipv4_cksum_offload(), tx_burst marks IPv4 frames RTE_MBUF_F_TX_IPV4 |
-     * RTE_MBUF_F_TX_IP_CKSUM (l2_len 14, l3_len from IHL) so the NIC writes the header checksum; the
-     * engine may then leave it 0. Without offload the call is ignored. Returns the resulting state.
-     * Call between engine polls.
+     * RTE_MBUF_F_TX_IP_CKSUM (l2_len 14, l3_len from IHL) so the NIC writes the header checksum;
+     * the engine may then leave it 0. Without offload the call is ignored. Returns the resulting
+     * state. Call between engine polls.
      */
     bool set_tx_ipv4_cksum(bool on) noexcept;
     [[nodiscard]] bool lsc_interrupt() const noexcept { return lsc_interrupt_; }
@@ -230,9 +244,11 @@ public:
         return counters_[static_cast<unsigned>(c)];
     }
 
-private:
+  private:
     EthPort() = default;
-    void inc(PortCounter c, std::uint64_t by = 1) noexcept { counters_[static_cast<unsigned>(c)] += by; }
+    void inc(PortCounter c, std::uint64_t by = 1) noexcept {
+        counters_[static_cast<unsigned>(c)] += by;
+    }
     PktBuf* attach(rte_mbuf* m) noexcept;
     rte_mbuf* linearize(rte_mbuf* m) noexcept;
     friend struct EthPortAccess; // the LSC callback (eth_port.cc)
@@ -246,7 +262,7 @@ private:
     bool tx_cksum_mark_ = false;
     ZcMemory zc_mem_ = ZcMemory::none;
     bool reclaim_by_burst_ = false; ///< tx_done_cleanup unsupported: reclaim with an empty tx burst
-    rte_mempool* seg_pool_ = nullptr; ///< segment and trailer mbufs of by-reference frames
+    rte_mempool* seg_pool_ = nullptr;      ///< segment and trailer mbufs of by-reference frames
     std::uintptr_t zc_lo_ = 0, zc_hi_ = 0; ///< ZcMemory::region: the memory the memif peer maps
     bool last_link_up_ = false;
     std::uint32_t mtu_ = 1500;

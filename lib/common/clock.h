@@ -18,14 +18,16 @@
 namespace droce {
 
 class Clock {
-public:
-    /** A clock that reads the TSC, calibrated once against CLOCK_MONOTONIC (about 10 ms at start). */
+  public:
+    /** A clock that reads the TSC, calibrated once against CLOCK_MONOTONIC (about 10 ms at start).
+     */
     [[nodiscard]] static Clock tsc() noexcept {
         Clock c;
         const std::uint64_t t0 = __rdtsc();
         const std::uint64_t n0 = monotonic_ns();
         std::uint64_t n1 = n0;
-        while (n1 - n0 < 10'000'000) n1 = monotonic_ns();
+        while (n1 - n0 < 10'000'000)
+            n1 = monotonic_ns();
         const std::uint64_t t1 = __rdtsc();
         c.tsc_base_ = t1;
         c.ns_base_ = n1;
@@ -55,14 +57,16 @@ public:
         if (virtual_ && ns > virtual_ns_) virtual_ns_ = ns;
     }
 
-private:
+  private:
     [[nodiscard]] std::uint64_t tsc_now_ns() const noexcept {
-        return ns_base_ + static_cast<std::uint64_t>(static_cast<double>(__rdtsc() - tsc_base_) * ns_per_tick_);
+        return ns_base_ + static_cast<std::uint64_t>(static_cast<double>(__rdtsc() - tsc_base_) *
+                                                     ns_per_tick_);
     }
     static std::uint64_t monotonic_ns() noexcept {
         timespec ts{};
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
+        return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
+               static_cast<std::uint64_t>(ts.tv_nsec);
     }
 
     bool virtual_ = false;

@@ -23,9 +23,10 @@
 namespace droce {
 
 class CounterRegistry {
-public:
-    /** One registered block: where it is (scope: "device", "device/parse", "port1/neigh", "qp/0x11"),
-     *  what each counter is called, and the live cells (read them with relaxed loads). */
+  public:
+    /** One registered block: where it is (scope: "device", "device/parse", "port1/neigh",
+     * "qp/0x11"), what each counter is called, and the live cells (read them with relaxed loads).
+     */
     struct Entry {
         std::string scope;
         std::span<const std::string_view> names;
@@ -49,7 +50,8 @@ public:
         std::lock_guard lock(mu_);
         for (const Entry& e : entries_)
             for (std::size_t i = 0; i < e.cells.size(); ++i)
-                fn(std::string_view(e.scope), e.names[i], e.cells[i].load(std::memory_order_relaxed));
+                fn(std::string_view(e.scope), e.names[i],
+                   e.cells[i].load(std::memory_order_relaxed));
     }
     /** The value of counter @p name in block @p scope, or 0 when there is none. */
     [[nodiscard]] std::uint64_t value(std::string_view scope, std::string_view name) const {
@@ -64,7 +66,7 @@ public:
         return entries_.size();
     }
 
-private:
+  private:
     mutable std::mutex mu_;
     std::vector<Entry> entries_;
 };

@@ -10,8 +10,8 @@
 
 #include <array>
 #include <atomic>
-#include <span>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 namespace droce {
@@ -66,7 +66,7 @@ enum class Counter : std::uint16_t {
 #define DROCE_COUNTER_ENUM(name) name,
     DROCE_COUNTERS(DROCE_COUNTER_ENUM)
 #undef DROCE_COUNTER_ENUM
-    count_
+        count_
 };
 
 inline constexpr std::size_t kNumCounters = static_cast<std::size_t>(Counter::count_);
@@ -78,14 +78,17 @@ inline constexpr std::string_view kCounterNames[kNumCounters] = {
 };
 
 [[nodiscard]] constexpr std::string_view to_string(Counter c) noexcept {
-    return static_cast<std::size_t>(c) < kNumCounters ? kCounterNames[static_cast<std::size_t>(c)] : "unknown";
+    return static_cast<std::size_t>(c) < kNumCounters ? kCounterNames[static_cast<std::size_t>(c)]
+                                                      : "unknown";
 }
 
 /** Plain values of a counter block at one moment (sums, differences, reports). */
 template <typename Enum, std::size_t N>
 struct CounterValues {
     std::array<std::uint64_t, N> v{};
-    [[nodiscard]] std::uint64_t operator[](Enum c) const noexcept { return v[static_cast<std::size_t>(c)]; }
+    [[nodiscard]] std::uint64_t operator[](Enum c) const noexcept {
+        return v[static_cast<std::size_t>(c)];
+    }
 };
 
 /**
@@ -103,7 +106,8 @@ struct CounterBlock {
     /** Copies the values (control path: a block that owns its counters moves, e.g. in a vector). */
     CounterBlock(const CounterBlock& o) noexcept { *this = o; }
     CounterBlock& operator=(const CounterBlock& o) noexcept {
-        for (std::size_t i = 0; i < N; ++i) v[i].store(o.v[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
+        for (std::size_t i = 0; i < N; ++i)
+            v[i].store(o.v[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
         return *this;
     }
 
@@ -116,7 +120,8 @@ struct CounterBlock {
     }
     [[nodiscard]] CounterValues<Enum, N> snapshot() const noexcept {
         CounterValues<Enum, N> out;
-        for (std::size_t i = 0; i < N; ++i) out.v[i] = v[i].load(std::memory_order_relaxed);
+        for (std::size_t i = 0; i < N; ++i)
+            out.v[i] = v[i].load(std::memory_order_relaxed);
         return out;
     }
     /** The block as raw cells, for the registry. */

@@ -4,12 +4,12 @@
  * Single-producer single-consumer ring of fixed-size slots, the queue between an application thread
  * and the engine (SQ, RQ, CQ), in the manner of a NIC's descriptor rings.
  *
- * Capacity is a power of two fixed at creation; the slot array is allocated once by the control path
- * (never on the datapath). Indices run freely (uint32_t, wrapping) and are masked on access.
+ * Capacity is a power of two fixed at creation; the slot array is allocated once by the control
+ * path (never on the datapath). Indices run freely (uint32_t, wrapping) and are masked on access.
  * The producer writes a slot, then publishes it with a release store of the producer index; the
  * consumer reads the producer index with an acquire load before reading slots. The consumer frees
- * slots with a release store of the consumer index, which the producer acquires before reusing them.
- * Each index sits on its own cache line so the two sides do not false-share.
+ * slots with a release store of the consumer index, which the producer acquires before reusing
+ * them. Each index sits on its own cache line so the two sides do not false-share.
  *
  * Ownership: a slot belongs to the producer from reserve until publish, then to the consumer until
  * release. Thread rules: one producer thread, one consumer thread; either may be the same thread.
@@ -28,7 +28,7 @@ inline constexpr std::size_t kCacheLine = 64;
 
 template <typename T>
 class SpscRing {
-public:
+  public:
     SpscRing() = default;
     /** Creates a ring of at least @p min_capacity slots (rounded up to a power of two, >= 1). */
     explicit SpscRing(std::uint32_t min_capacity)
@@ -48,7 +48,9 @@ public:
         return capacity_ - (prod_.value - cons_.value.load(std::memory_order_acquire));
     }
     /** Slot @p i positions after the producer index (i < free_slots()). */
-    [[nodiscard]] T& producer_slot(std::uint32_t i = 0) noexcept { return slots_[(prod_.value + i) & mask_]; }
+    [[nodiscard]] T& producer_slot(std::uint32_t i = 0) noexcept {
+        return slots_[(prod_.value + i) & mask_];
+    }
     /** Makes @p n filled slots visible to the consumer. */
     void publish(std::uint32_t n = 1) noexcept {
         prod_.value += n;
@@ -60,7 +62,8 @@ public:
     /** Slots published and not yet released by the consumer. */
     [[nodiscard]] std::uint32_t ready() const noexcept {
         // acquire: pairs with publish(); slot contents up to this index are visible.
-        return prod_pub_.value.load(std::memory_order_acquire) - cons_.value.load(std::memory_order_relaxed);
+        return prod_pub_.value.load(std::memory_order_acquire) -
+               cons_.value.load(std::memory_order_relaxed);
     }
     /** Consumer index (free running); slot(consumer_index()) is the oldest unreleased slot. */
     [[nodiscard]] std::uint32_t consumer_index() const noexcept {
@@ -76,11 +79,14 @@ public:
     /** Returns @p n slots to the producer. */
     void release(std::uint32_t n = 1) noexcept {
         // release: the consumer's reads of the slots happen before the producer may overwrite them.
-        cons_.value.store(cons_.value.load(std::memory_order_relaxed) + n, std::memory_order_release);
+        cons_.value.store(cons_.value.load(std::memory_order_relaxed) + n,
+                          std::memory_order_release);
     }
 
-private:
-    struct alignas(kCacheLine) ProducerPrivate { std::uint32_t value = 0; };
+  private:
+    struct alignas(kCacheLine) ProducerPrivate {
+        std::uint32_t value = 0;
+    };
     struct alignas(kCacheLine) Shared {
         std::atomic<std::uint32_t> value{0};
         Shared() = default;
@@ -96,9 +102,9 @@ private:
     std::uint32_t capacity_ = 0;
     std::uint32_t mask_ = 0;
     std::unique_ptr<T[]> slots_;
-    ProducerPrivate prod_;  ///< producer's own copy of its index
-    Shared prod_pub_;       ///< published producer index
-    Shared cons_;           ///< consumer index
+    ProducerPrivate prod_; ///< producer's own copy of its index
+    Shared prod_pub_;      ///< published producer index
+    Shared cons_;          ///< consumer index
 };
 
 } // namespace droce

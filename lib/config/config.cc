@@ -21,8 +21,10 @@ namespace droce {
 
 const char* to_string(ClockKind k) noexcept {
     switch (k) {
-    case ClockKind::tsc: return "tsc";
-    case ClockKind::virtual_clock: return "virtual";
+    case ClockKind::tsc:
+        return "tsc";
+    case ClockKind::virtual_clock:
+        return "virtual";
     }
     return "?";
 }
@@ -74,7 +76,8 @@ bool parse_ip(std::string_view s, IpAddr* out) noexcept {
     return true;
 }
 
-bool parse_uint(std::string_view s, std::uint64_t lo, std::uint64_t hi, std::uint64_t* out) noexcept {
+bool parse_uint(std::string_view s, std::uint64_t lo, std::uint64_t hi,
+                std::uint64_t* out) noexcept {
     if (s.empty() || s.size() > 18) return false;
     std::uint64_t v = 0;
     for (const char c : s) {
@@ -100,7 +103,8 @@ bool parse_ip_prefix(std::string_view s, IpAddr* out, std::uint8_t* prefix_len) 
 
 std::string to_string(const wire::MacAddr& mac) {
     char b[18];
-    std::snprintf(b, sizeof(b), "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
+    std::snprintf(b, sizeof(b), "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2], mac[3],
+                  mac[4], mac[5]);
     return b;
 }
 
@@ -120,7 +124,8 @@ std::string to_string(const IpAddr& ip) {
 namespace {
 
 constexpr std::size_t kMaxFileBytes = 1u << 20;
-constexpr std::size_t kMaxLineBytes = 320;  // rte_cfgfile reads lines into CFG_NAME_LEN + CFG_VALUE_LEN + 4
+constexpr std::size_t kMaxLineBytes =
+    320; // rte_cfgfile reads lines into CFG_NAME_LEN + CFG_VALUE_LEN + 4
 constexpr std::size_t kMaxKeyBytes = CFG_NAME_LEN - 1;
 constexpr std::size_t kMaxValueBytes = CFG_VALUE_LEN - 1;
 constexpr char kComment = '#';
@@ -137,11 +142,15 @@ struct SectionId {
     unsigned port = 0;
 };
 
-bool is_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+bool is_space(char c) noexcept {
+    return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
 
 std::string_view trim(std::string_view s) noexcept {
-    while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-    while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+    while (!s.empty() && is_space(s.front()))
+        s.remove_prefix(1);
+    while (!s.empty() && is_space(s.back()))
+        s.remove_suffix(1);
     return s;
 }
 
@@ -205,7 +214,8 @@ bool classify(std::string_view name, SectionId* id) noexcept {
 
 constexpr const char* kDeviceKeys[] = {"name", "eal", "clock"};
 constexpr const char* kPortKeys[] = {"devargs", "mac", "ip", "mtu"};
-constexpr const char* kQpKeys[] = {"path_mtu", "timeout", "retry_cnt", "rnr_retry", "min_rnr_timer", "max_rd_atomic"};
+constexpr const char* kQpKeys[] = {"path_mtu",  "timeout",       "retry_cnt",
+                                   "rnr_retry", "min_rnr_timer", "max_rd_atomic"};
 
 template <std::size_t N>
 bool one_of(std::string_view k, const char* const (&keys)[N]) noexcept {
@@ -215,7 +225,8 @@ bool one_of(std::string_view k, const char* const (&keys)[N]) noexcept {
 template <std::size_t N>
 std::string list(const char* const (&keys)[N]) {
     std::string s;
-    for (const char* k : keys) s += (s.empty() ? "" : ", ") + std::string(k);
+    for (const char* k : keys)
+        s += (s.empty() ? "" : ", ") + std::string(k);
     return s;
 }
 
@@ -227,13 +238,14 @@ struct Index {
 };
 
 class Loader {
-public:
+  public:
     explicit Loader(std::string path) : path_(std::move(path)) {}
 
     std::optional<ConfigFile> run(std::string* err);
 
-private:
-    bool fail(int line, const std::string& section, const std::string& key, const std::string& msg) {
+  private:
+    bool fail(int line, const std::string& section, const std::string& key,
+              const std::string& msg) {
         std::string m = path_;
         if (line > 0) m += ":" + std::to_string(line);
         m += ": ";
@@ -259,30 +271,35 @@ private:
     }
     bool build(rte_cfgfile* cfg, ConfigFile* out);
     bool build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d);
-    bool get_uint(rte_cfgfile* cfg, const std::string& section, const char* key, std::uint64_t lo, std::uint64_t hi,
-                  std::uint64_t* v, bool* present);
+    bool get_uint(rte_cfgfile* cfg, const std::string& section, const char* key, std::uint64_t lo,
+                  std::uint64_t hi, std::uint64_t* v, bool* present);
 
     std::string path_;
     std::string error_;
     Index index_;
-    std::set<int> devices_;   ///< device numbers seen (-1 for the one-device form)
+    std::set<int> devices_; ///< device numbers seen (-1 for the one-device form)
 };
 
-bool Loader::check_key(int line, const std::string& section, const SectionId& id, std::string_view key) {
+bool Loader::check_key(int line, const std::string& section, const SectionId& id,
+                       std::string_view key) {
     const std::string k(key);
     switch (id.kind) {
     case Kind::device:
-        if (!one_of(key, kDeviceKeys)) return fail(line, section, k, "unknown key (known: " + list(kDeviceKeys) + ")");
+        if (!one_of(key, kDeviceKeys))
+            return fail(line, section, k, "unknown key (known: " + list(kDeviceKeys) + ")");
         break;
     case Kind::port:
-        if (!one_of(key, kPortKeys)) return fail(line, section, k, "unknown key (known: " + list(kPortKeys) + ")");
+        if (!one_of(key, kPortKeys))
+            return fail(line, section, k, "unknown key (known: " + list(kPortKeys) + ")");
         break;
     case Kind::qp:
-        if (!one_of(key, kQpKeys)) return fail(line, section, k, "unknown key (known: " + list(kQpKeys) + ")");
+        if (!one_of(key, kQpKeys))
+            return fail(line, section, k, "unknown key (known: " + list(kQpKeys) + ")");
         break;
     case Kind::neighbors: {
         IpAddr a;
-        if (!parse_ip(key, &a)) return fail(line, section, k, quote(key) + " is not an IPv4 or IPv6 address");
+        if (!parse_ip(key, &a))
+            return fail(line, section, k, quote(key) + " is not an IPv4 or IPv6 address");
         break;
     }
     }
@@ -302,7 +319,8 @@ bool Loader::scan(const std::string& text) {
         const std::string_view raw(text.data() + pos, eol - pos);
         pos = eol + 1;
         if (raw.size() > kMaxLineBytes)
-            return fail(line, "", "", "line longer than " + std::to_string(kMaxLineBytes) + " bytes");
+            return fail(line, "", "",
+                        "line longer than " + std::to_string(kMaxLineBytes) + " bytes");
         for (const char c : raw) {
             const auto u = static_cast<unsigned char>(c);
             if ((u < 0x20 && !is_space(c)) || u == 0x7f)
@@ -310,7 +328,8 @@ bool Loader::scan(const std::string& text) {
             if (c == '\\') return fail(line, "", "", "backslash not allowed in " + quote(raw));
         }
         std::string_view s = raw;
-        if (const std::size_t hash = s.find(kComment); hash != std::string_view::npos) s = s.substr(0, hash);
+        if (const std::size_t hash = s.find(kComment); hash != std::string_view::npos)
+            s = s.substr(0, hash);
         s = trim(s);
         if (s.empty()) continue;
         if (s.front() == '[') {
@@ -321,16 +340,19 @@ bool Loader::scan(const std::string& text) {
                 return fail(line, "", "", "garbage: " + quote(raw) + " (expected [section])");
             SectionId nid;
             if (!classify(name, &nid))
-                return fail(line, "", "", "unknown section " + quote(name) +
-                                              " (known: device, port0..port3, qp, neighbors; or device0..device3 "
-                                              "and device0.port0 ...)");
+                return fail(line, "", "",
+                            "unknown section " + quote(name) +
+                                " (known: device, port0..port3, qp, neighbors; or device0..device3 "
+                                "and device0.port0 ...)");
             section = std::string(name);
             if (index_.section_line.count(section))
-                return fail(line, section, "", "duplicate section (first at line " +
-                                                   std::to_string(index_.section_line[section]) + ")");
+                return fail(line, section, "",
+                            "duplicate section (first at line " +
+                                std::to_string(index_.section_line[section]) + ")");
             if (!devices_.empty() && ((*devices_.begin() < 0) != (nid.device < 0)))
-                return fail(line, section, "", "mixes the one-device form ([device], [port0]) with the "
-                                               "several-device form ([device0], [device0.port0])");
+                return fail(line, section, "",
+                            "mixes the one-device form ([device], [port0]) with the "
+                            "several-device form ([device0], [device0.port0])");
             devices_.insert(nid.device);
             index_.section_line[section] = line;
             index_.sections.push_back(section);
@@ -340,36 +362,45 @@ bool Loader::scan(const std::string& text) {
         }
         const std::size_t eq = s.find('=');
         if (eq == std::string_view::npos)
-            return fail(line, have_section ? section : "", "", "garbage: " + quote(raw) + " (expected key = value)");
+            return fail(line, have_section ? section : "", "",
+                        "garbage: " + quote(raw) + " (expected key = value)");
         const std::string_view key = trim(s.substr(0, eq));
         const std::string_view value = trim(s.substr(eq + 1));
-        if (key.empty()) return fail(line, have_section ? section : "", "", "missing key before '=' in " + quote(raw));
+        if (key.empty())
+            return fail(line, have_section ? section : "", "",
+                        "missing key before '=' in " + quote(raw));
         for (const char c : key)
             if (is_space(c) || c == '[' || c == ']')
-                return fail(line, have_section ? section : "", "", "garbage: " + quote(raw) + " (bad key)");
+                return fail(line, have_section ? section : "", "",
+                            "garbage: " + quote(raw) + " (bad key)");
         const std::string k(key);
         if (key.size() > kMaxKeyBytes)
-            return fail(line, section, "", "key " + quote(key) + " longer than " + std::to_string(kMaxKeyBytes));
-        if (!have_section) return fail(line, "", k, "key outside any section (missing [section] line above it)");
+            return fail(line, section, "",
+                        "key " + quote(key) + " longer than " + std::to_string(kMaxKeyBytes));
+        if (!have_section)
+            return fail(line, "", k, "key outside any section (missing [section] line above it)");
         if (value.empty()) return fail(line, section, k, "empty value");
         if (value.size() > kMaxValueBytes)
-            return fail(line, section, k, "value longer than " + std::to_string(kMaxValueBytes) + " bytes");
+            return fail(line, section, k,
+                        "value longer than " + std::to_string(kMaxValueBytes) + " bytes");
         if (!check_key(line, section, id, key)) return false;
         if (const auto it = index_.key_line.find({section, k}); it != index_.key_line.end())
-            return fail(line, section, k, "duplicate key (first at line " + std::to_string(it->second) + ")");
+            return fail(line, section, k,
+                        "duplicate key (first at line " + std::to_string(it->second) + ")");
         index_.key_line[{section, k}] = line;
     }
     return true;
 }
 
-bool Loader::get_uint(rte_cfgfile* cfg, const std::string& section, const char* key, std::uint64_t lo,
-                      std::uint64_t hi, std::uint64_t* v, bool* present) {
+bool Loader::get_uint(rte_cfgfile* cfg, const std::string& section, const char* key,
+                      std::uint64_t lo, std::uint64_t hi, std::uint64_t* v, bool* present) {
     const char* s = get(cfg, section, key);
     *present = s != nullptr;
     if (!s) return true;
     if (!parse_uint(s, lo, hi, v))
         return fail(line_of(section, key), section, key,
-                    quote(s) + " is not a number in " + std::to_string(lo) + ".." + std::to_string(hi));
+                    quote(s) + " is not a number in " + std::to_string(lo) + ".." +
+                        std::to_string(hi));
     return true;
 }
 
@@ -390,50 +421,64 @@ bool Loader::build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d
     if (nv.size() > 63 || !std::all_of(nv.begin(), nv.end(), [](char c) {
             return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
         }))
-        return fail(line_of(dsec, "name"), dsec, "name", quote(nv) + " is not 1..63 of [A-Za-z0-9_.-]");
+        return fail(line_of(dsec, "name"), dsec, "name",
+                    quote(nv) + " is not 1..63 of [A-Za-z0-9_.-]");
     d->name = name;
     if (const char* eal = get(cfg, dsec, "eal")) {
         if (!first)
-            return fail(line_of(dsec, "eal"), dsec, "eal",
-                        "only the first device of a file sets EAL arguments (one process, one EAL)");
+            return fail(
+                line_of(dsec, "eal"), dsec, "eal",
+                "only the first device of a file sets EAL arguments (one process, one EAL)");
         std::istringstream in(eal);
-        for (std::string a; in >> a;) d->eal.push_back(a);
+        for (std::string a; in >> a;)
+            d->eal.push_back(a);
     }
     if (const char* clk = get(cfg, dsec, "clock")) {
         const std::string_view c(clk);
-        if (c == "tsc") d->clock = ClockKind::tsc;
-        else if (c == "virtual") d->clock = ClockKind::virtual_clock;
-        else return fail(line_of(dsec, "clock"), dsec, "clock", quote(c) + " is not tsc or virtual");
+        if (c == "tsc")
+            d->clock = ClockKind::tsc;
+        else if (c == "virtual")
+            d->clock = ClockKind::virtual_clock;
+        else
+            return fail(line_of(dsec, "clock"), dsec, "clock", quote(c) + " is not tsc or virtual");
     }
     // [portN]
     unsigned nports = 0;
     for (unsigned p = 0; p < kMaxConfigPorts; ++p)
         if (index_.section_line.count(prefix + "port" + std::to_string(p))) nports = p + 1;
-    if (nports == 0) return fail(line_of(dsec), dsec, "", "no ports: add a [" + prefix + "port0] section");
+    if (nports == 0)
+        return fail(line_of(dsec), dsec, "", "no ports: add a [" + prefix + "port0] section");
     for (unsigned p = 0; p < nports; ++p) {
         const std::string psec = prefix + "port" + std::to_string(p);
         if (!index_.section_line.count(psec)) {
             const std::string next = prefix + "port" + std::to_string(p + 1);
-            return fail(line_of(next), next, "", "missing section [" + psec + "]: ports are numbered from 0 without gaps");
+            return fail(line_of(next), next, "",
+                        "missing section [" + psec + "]: ports are numbered from 0 without gaps");
         }
         PortConfig pc;
         for (const char* req : {"devargs", "mac", "ip"})
             if (!get(cfg, psec, req))
-                return fail(line_of(psec), psec, "", "missing required key \"" + std::string(req) + "\"");
+                return fail(line_of(psec), psec, "",
+                            "missing required key \"" + std::string(req) + "\"");
         const std::string_view da(get(cfg, psec, "devargs"));
         if (std::any_of(da.begin(), da.end(), [](char c) { return is_space(c); }))
-            return fail(line_of(psec, "devargs"), psec, "devargs", quote(da) + " contains whitespace");
+            return fail(line_of(psec, "devargs"), psec, "devargs",
+                        quote(da) + " contains whitespace");
         pc.devargs = std::string(da);
         const char* mac = get(cfg, psec, "mac");
-        if (!parse_mac(mac, &pc.mac)) return fail(line_of(psec, "mac"), psec, "mac", quote(mac) + " is not a MAC address");
+        if (!parse_mac(mac, &pc.mac))
+            return fail(line_of(psec, "mac"), psec, "mac", quote(mac) + " is not a MAC address");
         if (pc.mac[0] & 1u)
-            return fail(line_of(psec, "mac"), psec, "mac", quote(mac) + " is a multicast address, not a port's");
+            return fail(line_of(psec, "mac"), psec, "mac",
+                        quote(mac) + " is a multicast address, not a port's");
         if (pc.mac == wire::MacAddr{})
             return fail(line_of(psec, "mac"), psec, "mac", quote(mac) + " is the zero address");
         const char* ip = get(cfg, psec, "ip");
         if (!parse_ip_prefix(ip, &pc.ip, &pc.prefix_len))
-            return fail(line_of(psec, "ip"), psec, "ip",
-                        quote(ip) + " is not an IPv4 or IPv6 address with /prefix (e.g. 10.0.0.1/24, fd00::1/64)");
+            return fail(
+                line_of(psec, "ip"), psec, "ip",
+                quote(ip) +
+                    " is not an IPv4 or IPv6 address with /prefix (e.g. 10.0.0.1/24, fd00::1/64)");
         std::uint64_t v = 0;
         bool present = false;
         if (!get_uint(cfg, psec, "mtu", 576, 9600, &v, &present)) return false;
@@ -448,7 +493,8 @@ bool Loader::build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d
         if (const char* pm = get(cfg, qsec, "path_mtu")) {
             const std::string_view s(pm);
             if (s != "256" && s != "512" && s != "1024" && s != "2048" && s != "4096")
-                return fail(line_of(qsec, "path_mtu"), qsec, "path_mtu", quote(s) + " is not 256, 512, 1024, 2048 or 4096");
+                return fail(line_of(qsec, "path_mtu"), qsec, "path_mtu",
+                            quote(s) + " is not 256, 512, 1024, 2048 or 4096");
             (void)parse_uint(s, 256, 4096, &v);
             d->qp.path_mtu = static_cast<std::uint32_t>(v);
         }
@@ -470,13 +516,15 @@ bool Loader::build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d
     // path_mtu must fit every port.
     for (unsigned p = 0; p < d->ports.size(); ++p) {
         const PortConfig& pc = d->ports[p];
-        const std::uint32_t need = d->qp.path_mtu + (pc.ip.ipv4 ? kRoceOverheadV4 : kRoceOverheadV6);
+        const std::uint32_t need =
+            d->qp.path_mtu + (pc.ip.ipv4 ? kRoceOverheadV4 : kRoceOverheadV6);
         if (pc.mtu < need) {
             const std::string psec = prefix + "port" + std::to_string(p);
             const int ln = line_of(psec, "mtu") ? line_of(psec, "mtu") : line_of(psec);
-            return fail(ln, psec, "mtu", std::to_string(pc.mtu) + " is too small for path_mtu " +
-                                             std::to_string(d->qp.path_mtu) + " (needs >= " + std::to_string(need) +
-                                             " with RoCEv2 headers)");
+            return fail(ln, psec, "mtu",
+                        std::to_string(pc.mtu) + " is too small for path_mtu " +
+                            std::to_string(d->qp.path_mtu) + " (needs >= " + std::to_string(need) +
+                            " with RoCEv2 headers)");
         }
     }
     // [neighbors]
@@ -490,9 +538,11 @@ bool Loader::build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d
                 const rte_cfgfile_entry& e = entries[static_cast<std::size_t>(i)];
                 Neighbor nb;
                 if (!parse_ip(e.name, &nb.ip))
-                    return fail(line_of(nsec, e.name), nsec, e.name, quote(e.name) + " is not an IP address");
+                    return fail(line_of(nsec, e.name), nsec, e.name,
+                                quote(e.name) + " is not an IP address");
                 if (!parse_mac(e.value, &nb.mac))
-                    return fail(line_of(nsec, e.name), nsec, e.name, quote(e.value) + " is not a MAC address");
+                    return fail(line_of(nsec, e.name), nsec, e.name,
+                                quote(e.value) + " is not a MAC address");
                 d->neighbors.push_back(nb);
             }
         }
@@ -501,7 +551,8 @@ bool Loader::build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d
 }
 
 bool Loader::build(rte_cfgfile* cfg, ConfigFile* out) {
-    if (devices_.empty()) return fail(0, "", "", "missing section [device] (the file has no sections)");
+    if (devices_.empty())
+        return fail(0, "", "", "missing section [device] (the file has no sections)");
     const int max_dev = *devices_.rbegin();
     if (max_dev < 0) {
         DeviceConfig d;
@@ -511,8 +562,9 @@ bool Loader::build(rte_cfgfile* cfg, ConfigFile* out) {
         for (int dev = 0; dev <= max_dev; ++dev) {
             if (!devices_.count(dev)) {
                 const std::string next = "device" + std::to_string(dev + 1);
-                return fail(line_of(next), next, "", "missing section [device" + std::to_string(dev) +
-                                                         "]: devices are numbered from 0 without gaps");
+                return fail(line_of(next), next, "",
+                            "missing section [device" + std::to_string(dev) +
+                                "]: devices are numbered from 0 without gaps");
             }
             DeviceConfig d;
             if (!build_device(cfg, dev, dev == 0, &d)) return false;
@@ -527,8 +579,9 @@ bool Loader::build(rte_cfgfile* cfg, ConfigFile* out) {
         for (std::size_t j = 0; j < i; ++j)
             if (out->devices[j].name == d.name) {
                 const std::string dsec = "device" + std::to_string(i);
-                return fail(line_of(dsec, "name"), dsec, "name", quote(d.name) + " is already the name of [device" +
-                                                                     std::to_string(j) + "]");
+                return fail(line_of(dsec, "name"), dsec, "name",
+                            quote(d.name) + " is already the name of [device" + std::to_string(j) +
+                                "]");
             }
         for (std::size_t p = 0; p < d.ports.size(); ++p) {
             const std::string psec = prefix + "port" + std::to_string(p);
@@ -564,8 +617,8 @@ std::optional<ConfigFile> Loader::run(std::string* err) {
     // The text is well formed: let rte_cfgfile read it.
     rte_cfgfile_parameters params{};
     params.comment_character = kComment;
-    std::unique_ptr<rte_cfgfile, int (*)(rte_cfgfile*)> cfg(rte_cfgfile_load_with_params(path_.c_str(), 0, &params),
-                                                             rte_cfgfile_close);
+    std::unique_ptr<rte_cfgfile, int (*)(rte_cfgfile*)> cfg(
+        rte_cfgfile_load_with_params(path_.c_str(), 0, &params), rte_cfgfile_close);
     if (!cfg) {
         *err = path_ + ": rte_cfgfile_load failed (file changed while reading?)";
         return std::nullopt;
@@ -590,7 +643,8 @@ std::optional<DeviceConfig> load_device_config(const std::string& path, std::str
     auto f = load_config(path, err);
     if (!f) return std::nullopt;
     if (f->devices.size() != 1) {
-        if (err) *err = path + ": holds " + std::to_string(f->devices.size()) + " devices, expected one";
+        if (err)
+            *err = path + ": holds " + std::to_string(f->devices.size()) + " devices, expected one";
         return std::nullopt;
     }
     return std::move(f->devices[0]);

@@ -9,26 +9,28 @@
  *    meaning droce does not want). Lines are at most 320 bytes, keys 63, values 255, files 1 MiB.
  *  - One device per file: [device], [port0]..[port3], optional [qp] and [neighbors].
  *    Several devices in one file (one process, e.g. two devices joined by an in-process ring pair):
- *    [device0], [device0.port0].., [device0.qp], [device0.neighbors], [device1], [device1.port0] ...
- *    The two forms do not mix. Devices are numbered 0..3 and ports 0..3 without gaps.
+ *    [device0], [device0.port0].., [device0.qp], [device0.neighbors], [device1], [device1.port0]
+ * ... The two forms do not mix. Devices are numbered 0..3 and ports 0..3 without gaps.
  *  - [device]  name (required: 1..63 of [A-Za-z0-9_.-]), eal (EAL arguments, one string split on
- *    whitespace; only the first device of a file may set it: one process, one EAL), clock (tsc | virtual,
- *    default tsc).
+ *    whitespace; only the first device of a file may set it: one process, one EAL), clock (tsc |
+ * virtual, default tsc).
  *  - [portN]   devargs (required: PMD devargs, no whitespace), mac (required: xx:xx:xx:xx:xx:xx,
  *    unicast, not zero), ip (required: IPv4 or IPv6 address with /prefix), mtu (IP MTU in bytes,
  *    576..9600, default 1500).
- *  - [qp]      defaults for new QPs: path_mtu (256|512|1024|2048|4096, default 1024; must fit every port's
- *    mtu with RoCE headers), timeout (0..31, default 14), retry_cnt (0..7, default 7), rnr_retry (0..7,
- *    default 7 = infinite), min_rnr_timer (0..31, default 12), max_rd_atomic (0..16, default 1).
+ *  - [qp]      defaults for new QPs: path_mtu (256|512|1024|2048|4096, default 1024; must fit every
+ * port's mtu with RoCE headers), timeout (0..31, default 14), retry_cnt (0..7, default 7),
+ * rnr_retry (0..7, default 7 = infinite), min_rnr_timer (0..31, default 12), max_rd_atomic (0..16,
+ * default 1).
  *  - [neighbors] static overrides of neighbour resolution: `ip = mac`, one per line.
  *
  * Errors name the file, the line and the key: `config/x.ini:7: [port0] mac: "02:00:zz" is not a MAC
  * address`. Unknown sections and keys, duplicates, missing required keys and sections are refused.
- * Parsing never crashes on hostile input: the text is checked line by line before rte_cfgfile sees it.
+ * Parsing never crashes on hostile input: the text is checked line by line before rte_cfgfile sees
+ * it.
  *
  * Thread rules: the functions are re-entrant (no global state) and control path; they allocate.
- * They do not need the DPDK EAL (rte_cfgfile works before rte_eal_init, so a config can carry the EAL
- * arguments).
+ * They do not need the DPDK EAL (rte_cfgfile works before rte_eal_init, so a config can carry the
+ * EAL arguments).
  */
 #pragma once
 
@@ -53,19 +55,19 @@ struct IpAddr {
 };
 
 struct PortConfig {
-    std::string devargs;      ///< PMD devargs, handed to droce::dpdk::probe_port()
+    std::string devargs; ///< PMD devargs, handed to droce::dpdk::probe_port()
     wire::MacAddr mac{};
-    IpAddr ip;                ///< the port's address = its GID
+    IpAddr ip;                   ///< the port's address = its GID
     std::uint8_t prefix_len = 0; ///< 0..32 (IPv4) or 0..128 (IPv6)
-    std::uint32_t mtu = 1500; ///< IP MTU in bytes
+    std::uint32_t mtu = 1500;    ///< IP MTU in bytes
 };
 
 /** Defaults for new QPs (ibv_modify_qp attribute names and units). */
 struct QpDefaults {
-    std::uint32_t path_mtu = 1024;  ///< bytes
-    std::uint8_t timeout = 14;      ///< local ACK timeout 4.096 us × 2^timeout; 0 = none
+    std::uint32_t path_mtu = 1024; ///< bytes
+    std::uint8_t timeout = 14;     ///< local ACK timeout 4.096 us × 2^timeout; 0 = none
     std::uint8_t retry_cnt = 7;
-    std::uint8_t rnr_retry = 7;     ///< 7 = retry forever
+    std::uint8_t rnr_retry = 7;      ///< 7 = retry forever
     std::uint8_t min_rnr_timer = 12; ///< IBTA table 45 code (12 = 0.64 ms)
     std::uint8_t max_rd_atomic = 1;
 };
@@ -101,7 +103,8 @@ struct ConfigFile {
 [[nodiscard]] std::optional<ConfigFile> load_config(const std::string& path, std::string* err);
 
 /** load_config() for a file that must hold exactly one device. */
-[[nodiscard]] std::optional<DeviceConfig> load_device_config(const std::string& path, std::string* err);
+[[nodiscard]] std::optional<DeviceConfig> load_device_config(const std::string& path,
+                                                             std::string* err);
 
 // ---- value parsers (used by the loader; also for command lines) ----
 /** "02:00:00:00:00:01" (hex digits, either case, exactly 6 pairs). */
@@ -109,9 +112,11 @@ struct ConfigFile {
 /** An IPv4 dotted quad or an IPv6 address (inet_pton rules), no prefix. */
 [[nodiscard]] bool parse_ip(std::string_view s, IpAddr* out) noexcept;
 /** An address with a mandatory /prefix. */
-[[nodiscard]] bool parse_ip_prefix(std::string_view s, IpAddr* out, std::uint8_t* prefix_len) noexcept;
+[[nodiscard]] bool parse_ip_prefix(std::string_view s, IpAddr* out,
+                                   std::uint8_t* prefix_len) noexcept;
 /** Decimal digits only, value in lo..hi. */
-[[nodiscard]] bool parse_uint(std::string_view s, std::uint64_t lo, std::uint64_t hi, std::uint64_t* out) noexcept;
+[[nodiscard]] bool parse_uint(std::string_view s, std::uint64_t lo, std::uint64_t hi,
+                              std::uint64_t* out) noexcept;
 [[nodiscard]] std::string to_string(const wire::MacAddr& mac);
 [[nodiscard]] std::string to_string(const IpAddr& ip);
 

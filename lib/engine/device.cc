@@ -18,12 +18,13 @@ namespace droce {
 using namespace rc; // the engine runs the RC transport: Qp, WrOpcode, QpState ...
 
 Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
-    : name_(std::move(name)), clock_(&clock), ports_(std::move(ports)), tx_(ports_.size()), tx_cache_(ports_.size()),
-      mrs_(rc::kMaxMr), neigh_(clock, 256), qps_(rc::kMaxQp) {
+    : name_(std::move(name)), clock_(&clock), ports_(std::move(ports)), tx_(ports_.size()),
+      tx_cache_(ports_.size()), mrs_(rc::kMaxMr), neigh_(clock, 256), qps_(rc::kMaxQp) {
     live_qps_.reserve(rc::kMaxQp); // create_qp inserts without allocating
     active_.reserve(rc::kMaxQp);   // activate() appends without allocating
     active_flag_.assign(rc::kMaxQp, 0);
-    for (const PortSpec& ps : ports_) port_mtu_.push_back(ps.mtu);
+    for (const PortSpec& ps : ports_)
+        port_mtu_.push_back(ps.mtu);
     for (const PortSpec& ps : ports_) {
         NeighPortAddrs addrs;
         addrs.mac = ps.mac;
@@ -50,7 +51,8 @@ Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
     registry_.add("device", kCounterNames, counters_.cells());
     registry_.add("device/parse", wire::kRejectReasonNames, parse_counters_.cells());
     for (unsigned p = 0; p < responders_.size(); ++p)
-        registry_.add("port" + std::to_string(p + 1) + "/neigh", kNeighCounterNames, responders_[p].counters().cells());
+        registry_.add("port" + std::to_string(p + 1) + "/neigh", kNeighCounterNames,
+                      responders_[p].counters().cells());
 }
 
 Device::~Device() {
@@ -58,16 +60,17 @@ Device::~Device() {
     for (unsigned p = 0; p < ports_.size(); ++p) {
         if (tx_[p].count) ports_[p].driver->free_bulk(tx_[p].pending.data(), tx_[p].count);
         tx_[p].count = 0;
-        if (tx_cache_[p].count) ports_[p].driver->free_bulk(tx_cache_[p].bufs.data(), tx_cache_[p].count);
+        if (tx_cache_[p].count)
+            ports_[p].driver->free_bulk(tx_cache_[p].bufs.data(), tx_cache_[p].count);
         tx_cache_[p].count = 0;
     }
     while (loopback_.size() > 0) {
         PktBuf* buf = loopback_.bufs[loopback_.head++ % LoopbackQueue::kDepth];
         ports_[buf->port].driver->free_bulk(&buf, 1);
     }
-    // TxRefs that segments still point at (a driver or a peer holds payload sent by reference): give
-    // the ports a moment to release them; what stays out is left allocated rather than freed under
-    // a release callback that may still run (as EthPort leaves a pool with mbufs out).
+    // TxRefs that segments still point at (a driver or a peer holds payload sent by reference):
+    // give the ports a moment to release them; what stays out is left allocated rather than freed
+    // under a release callback that may still run (as EthPort leaves a pool with mbufs out).
     for (auto& q : qps_)
         if (q && q->tx_refs) retired_tx_refs_.push_back({std::move(q->tx_refs), q->sq.capacity()});
     const auto all_released = [this] {
@@ -82,7 +85,8 @@ Device::~Device() {
         usleep(1000);
     }
     if (!all_released())
-        for (auto& r : retired_tx_refs_) (void)r.refs.release(); // leaked on purpose, see above
+        for (auto& r : retired_tx_refs_)
+            (void)r.refs.release(); // leaked on purpose, see above
 }
 
 // ---------------------------------------------------------------- control path
@@ -111,7 +115,8 @@ int Device::dealloc_pd(mem::Pd* pd) noexcept {
     return 0;
 }
 
-mem::Mr* Device::reg_mr(mem::Pd* pd, void* addr, std::uint64_t length, std::uint32_t access, int* err) noexcept {
+mem::Mr* Device::reg_mr(mem::Pd* pd, void* addr, std::uint64_t length, std::uint32_t access,
+                        int* err) noexcept {
     ControlSection section(*this);
     // A PD of another device (or a freed one) is EINVAL, as a foreign handle is for ibv_reg_mr.
     if (pd && std::none_of(pds_.begin(), pds_.end(), [&](auto& p) { return p.get() == pd; })) {
@@ -155,17 +160,17 @@ int Device::destroy_cq(rc::Cq* cq) noexcept {
     return 0;
 }
 
-rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const rc::QpCap& cap, bool sq_sig_all,
-                          int* err, const rc::TransportOps& transport) noexcept {
+rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const rc::QpCap& cap,
+                          bool sq_sig_all, int* err, const rc::TransportOps& transport) noexcept {
     ControlSection section(*this);
     if (!pd || !send_cq || !recv_cq || cap.max_send_wr == 0 || cap.max_send_wr > rc::kMaxQpWr ||
-        cap.max_recv_wr > rc::kMaxQpWr || cap.max_send_sge > rc::kMaxSge || cap.max_recv_sge > rc::kMaxSge ||
-        cap.max_inline_data > rc::kMaxInlineData) {
+        cap.max_recv_wr > rc::kMaxQpWr || cap.max_send_sge > rc::kMaxSge ||
+        cap.max_recv_sge > rc::kMaxSge || cap.max_inline_data > rc::kMaxInlineData) {
         *err = EINVAL;
         return nullptr;
     }
-    // PD and CQs must be this device's: the engine would otherwise complete into another device's CQ
-    // and check keys against a PD this device's MRs can never match.
+    // PD and CQs must be this device's: the engine would otherwise complete into another device's
+    // CQ and check keys against a PD this device's MRs can never match.
     const auto mine = [](const auto& v, const void* obj) {
         return std::any_of(v.begin(), v.end(), [&](auto& o) { return o.get() == obj; });
     };
@@ -203,9 +208,10 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
     rc::Qp* raw = qp.get();
     *slot = std::move(qp);
     // QPN order; never reallocates (capacity kMaxQp reserved in the constructor).
-    live_qps_.insert(std::lower_bound(live_qps_.begin(), live_qps_.end(), raw,
-                                      [](const rc::Qp* a, const rc::Qp* b) { return a->qpn < b->qpn; }),
-                     raw);
+    live_qps_.insert(
+        std::lower_bound(live_qps_.begin(), live_qps_.end(), raw,
+                         [](const rc::Qp* a, const rc::Qp* b) { return a->qpn < b->qpn; }),
+        raw);
     char scope[16];
     std::snprintf(scope, sizeof scope, "qp/0x%06x", raw->qpn);
     registry_.add(scope, kCounterNames, raw->counters.cells());
@@ -274,13 +280,16 @@ void Device::set_path(rc::Qp& qp) noexcept {
     p.ttl = av.hop_limit ? av.hop_limit : 64;
     p.flow_label = av.flow_label;
     p.udp_sport = wire::rdma_udp_sport(av.flow_label, qp.qpn, qp.attr.dest_qp_num);
-    if (p.ipv6 && p.flow_label == 0) p.flow_label = wire::flow_label_from_qpns(qp.qpn, qp.attr.dest_qp_num);
+    if (p.ipv6 && p.flow_label == 0)
+        p.flow_label = wire::flow_label_from_qpns(qp.qpn, qp.attr.dest_qp_num);
 }
 
 int Device::modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) noexcept {
     ControlSection section(*this);
-    // Found by address before *qp is read: a destroyed or foreign QP is EINVAL (control path, O(kMaxQp)).
-    if (!qp || std::none_of(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; })) return EINVAL;
+    // Found by address before *qp is read: a destroyed or foreign QP is EINVAL (control path,
+    // O(kMaxQp)).
+    if (!qp || std::none_of(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; }))
+        return EINVAL;
     const int err = qp->transport->modify(qp, attr, mask, port_mtu_, ctx_);
     if (err != 0) return err;
     if (mask & (rc::kQpAv | rc::kQpDestQpn | rc::kQpPort)) set_path(*qp);
@@ -333,7 +342,8 @@ CounterSnapshot Device::total_counters() const noexcept {
     CounterSnapshot sum = counters_.snapshot();
     for (const rc::Qp* qp : live_qps_) {
         const CounterSnapshot q = qp->counters.snapshot();
-        for (std::size_t i = 0; i < kNumCounters; ++i) sum.v[i] += q.v[i];
+        for (std::size_t i = 0; i < kNumCounters; ++i)
+            sum.v[i] += q.v[i];
     }
     return sum;
 }

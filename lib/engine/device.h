@@ -11,11 +11,11 @@
  *    passes and keeps it there (the quiescence handshake, a few microseconds; only this device's
  *    engine waits, other devices run on). They may allocate. They must not be called from inside
  *    poll() (on_link_change, Cq::notify): that would wait for itself.
- *  - post_send / post_recv are the producer side of a QP's SQ/RQ ring, poll_cq the consumer side of a
- *    CQ ring: one application thread per queue, concurrently with poll() on the engine thread.
- *  - poll() is the engine: one thread (an engine thread, or the application in inline-progress mode).
- *    It allocates nothing, takes no lock and throws nothing.
- * Errors are errno values as libibverbs returns them.
+ *  - post_send / post_recv are the producer side of a QP's SQ/RQ ring, poll_cq the consumer side of
+ * a CQ ring: one application thread per queue, concurrently with poll() on the engine thread.
+ *  - poll() is the engine: one thread (an engine thread, or the application in inline-progress
+ * mode). It allocates nothing, takes no lock and throws nothing. Errors are errno values as
+ * libibverbs returns them.
  */
 #pragma once
 
@@ -32,8 +32,8 @@
 #include "common/counters.h"
 #include "engine/neigh.h"
 #include "engine/timer_heap.h"
-#include "port/port.h"
 #include "mem/mr.h"
+#include "port/port.h"
 #include "rc/qp.h"
 #include "wire/packet.h"
 
@@ -43,8 +43,8 @@ namespace droce {
 struct PortSpec {
     PortDriver* driver = nullptr; ///< not owned; must outlive the device
     wire::MacAddr mac{};
-    wire::Ipv6Addr gid{};         ///< RoCEv2 GID: IPv4-mapped (::ffff:a.b.c.d) or an IPv6 address
-    std::uint32_t mtu = 4096;     ///< largest path MTU in bytes this port allows (256..4096)
+    wire::Ipv6Addr gid{};     ///< RoCEv2 GID: IPv4-mapped (::ffff:a.b.c.d) or an IPv6 address
+    std::uint32_t mtu = 4096; ///< largest path MTU in bytes this port allows (256..4096)
 };
 
 /** The IPv4-mapped GID of a.b.c.d (wire::ipv4_mapped). */
@@ -54,11 +54,12 @@ struct PortSpec {
 }
 
 class Device {
-public:
+  public:
     /**
      * @param name device name as ibv_get_device_name will report it
      * @param clock the device's time source (Clock::tsc() in production, a virtual clock in tests);
-     *        not owned, must outlive the device. Devices and a sim fabric in one test share one clock.
+     *        not owned, must outlive the device. Devices and a sim fabric in one test share one
+     * clock.
      * @param ports 1..4 ports; index i is verbs port i + 1
      */
     Device(std::string name, Clock& clock, std::vector<PortSpec> ports);
@@ -68,9 +69,11 @@ public:
 
     [[nodiscard]] const std::string& name() const noexcept { return name_; }
     [[nodiscard]] Clock& clock() noexcept { return *clock_; }
-    /** Device-level counters: events that belong to no QP (drops before demux, tx buffer shortage). */
+    /** Device-level counters: events that belong to no QP (drops before demux, tx buffer shortage).
+     */
     [[nodiscard]] const Counters& counters() const noexcept { return counters_; }
-    /** Device counters plus the counters of every live QP: what `rdma statistic` shows for a device. */
+    /** Device counters plus the counters of every live QP: what `rdma statistic` shows for a
+     * device. */
     [[nodiscard]] CounterSnapshot total_counters() const noexcept;
     /**
      * Every counter block of the device, by scope: "device", "device/parse" (receive reject
@@ -78,9 +81,13 @@ public:
      * QP (listed by create_qp, unlisted by destroy_qp). Readable from any thread.
      */
     [[nodiscard]] const CounterRegistry& counter_registry() const noexcept { return registry_; }
-    [[nodiscard]] const wire::ParseCounters& rx_parse_counters() const noexcept { return parse_counters_; }
+    [[nodiscard]] const wire::ParseCounters& rx_parse_counters() const noexcept {
+        return parse_counters_;
+    }
     [[nodiscard]] const PortSpec& port(unsigned index0) const noexcept { return ports_[index0]; }
-    [[nodiscard]] unsigned num_ports() const noexcept { return static_cast<unsigned>(ports_.size()); }
+    [[nodiscard]] unsigned num_ports() const noexcept {
+        return static_cast<unsigned>(ports_.size());
+    }
 
     // ---- control path ----
     /** @return a new PD, or nullptr with *err = ENOMEM. */
@@ -91,29 +98,31 @@ public:
      * Registers @p length bytes at @p addr (iova = addr, as ibv_reg_mr).
      * @return the MR, or nullptr with *err = EINVAL (bad PD/flags/range) or ENOMEM (table full).
      */
-    [[nodiscard]] mem::Mr* reg_mr(mem::Pd* pd, void* addr, std::uint64_t length, std::uint32_t access, int* err) noexcept;
+    [[nodiscard]] mem::Mr* reg_mr(mem::Pd* pd, void* addr, std::uint64_t length,
+                                  std::uint32_t access, int* err) noexcept;
     /** @return 0 or EINVAL. Null is a no-op. */
     int dereg_mr(mem::Mr* mr) noexcept;
-    /** @param cqe minimum CQ depth (1..kMaxCqe). @return the CQ, or nullptr with *err = EINVAL / ENOMEM. */
+    /** @param cqe minimum CQ depth (1..kMaxCqe). @return the CQ, or nullptr with *err = EINVAL /
+     * ENOMEM. */
     [[nodiscard]] rc::Cq* create_cq(std::uint32_t cqe, int* err) noexcept;
     /** @return 0, EINVAL, or EBUSY (a QP still uses it). Null is a no-op. */
     int destroy_cq(rc::Cq* cq) noexcept;
     /**
      * Creates a QP in RESET, run by @p transport for its whole life (RC by default).
-     * @return the QP, or nullptr with *err = EINVAL (null PD/CQ, caps above the limits in rc/params.h)
-     *         or ENOMEM (no QPN left).
+     * @return the QP, or nullptr with *err = EINVAL (null PD/CQ, caps above the limits in
+     * rc/params.h) or ENOMEM (no QPN left).
      */
-    [[nodiscard]] rc::Qp* create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const rc::QpCap& cap,
-                                    bool sq_sig_all, int* err,
+    [[nodiscard]] rc::Qp* create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq,
+                                    const rc::QpCap& cap, bool sq_sig_all, int* err,
                                     const rc::TransportOps& transport = rc::kRcTransport) noexcept;
     /** @return 0 or EINVAL. Null is a no-op. */
     int destroy_qp(rc::Qp* qp) noexcept;
     /**
      * ibv_modify_qp for RC: the transition from the current state to attr.qp_state (or the current
-     * state when @p mask lacks kQpState) must be legal, every attribute the transition requires must be
-     * in @p mask and nothing the transition does not allow (IBTA Vol 1 §11.2.4.2, table of
-     * ibv_modify_qp). Values are range checked (path MTU ≤ port MTU, timeout ≤ 31, retry counts ≤ 7,
-     * max_rd_atomic ≤ kMaxRdAtomic, port exists).
+     * state when @p mask lacks kQpState) must be legal, every attribute the transition requires
+     * must be in @p mask and nothing the transition does not allow (IBTA Vol 1 §11.2.4.2, table of
+     * ibv_modify_qp). Values are range checked (path MTU ≤ port MTU, timeout ≤ 31, retry counts ≤
+     * 7, max_rd_atomic ≤ kMaxRdAtomic, port exists).
      * @return 0 or EINVAL; on EINVAL the QP is unchanged.
      */
     int modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) noexcept;
@@ -125,8 +134,8 @@ public:
     /** The neighbour table (ARP / ND), for inspection. */
     [[nodiscard]] const NeighTable& neighbors() const noexcept { return neigh_; }
     /**
-     * Called on the engine thread when a port's link goes down or up (0-based port index). Set it on
-     * the control path before the engine runs; it must not block.
+     * Called on the engine thread when a port's link goes down or up (0-based port index). Set it
+     * on the control path before the engine runs; it must not block.
      */
     std::function<void(unsigned port, bool up)> on_link_change;
 
@@ -134,20 +143,20 @@ public:
     [[nodiscard]] rc::Qp* qp_by_num(std::uint32_t qpn) noexcept;
 
     /**
-     * The quiescence handshake, control side. While a ControlSection of this device lives, its engine
-     * (whichever thread runs poll() and sleep_until_doorbell()) is between passes and starts no new
-     * one, so the control path may change QP, CQ, PD and MR tables and QP state. Constructing it
-     * waits (spin, then yield) for a pass in progress to end: at most one pass, microseconds.
-     * Sections nest (a counter). Any thread except the engine inside poll().
+     * The quiescence handshake, control side. While a ControlSection of this device lives, its
+     * engine (whichever thread runs poll() and sleep_until_doorbell()) is between passes and starts
+     * no new one, so the control path may change QP, CQ, PD and MR tables and QP state.
+     * Constructing it waits (spin, then yield) for a pass in progress to end: at most one pass,
+     * microseconds. Sections nest (a counter). Any thread except the engine inside poll().
      */
     class ControlSection {
-    public:
+      public:
         explicit ControlSection(Device& dev) noexcept : dev_(dev) { dev_.begin_control(); }
         ~ControlSection() { dev_.end_control(); }
         ControlSection(const ControlSection&) = delete;
         ControlSection& operator=(const ControlSection&) = delete;
 
-    private:
+      private:
         Device& dev_;
     };
     /** Starts a control section by hand (ControlSection is the usual way). */
@@ -159,8 +168,9 @@ public:
     /**
      * Posts @p n send WQEs (ibv_post_send). Stops at the first bad one.
      * @param[out] bad index of the first WQE not posted (n when all were posted)
-     * @return 0; EINVAL (QP not in RTS/SQD/ERR... see README, unsupported opcode, num_sge above the QP's
-     *         cap, inline data too long or inline on READ/atomic, unaligned atomic length); ENOMEM (SQ full).
+     * @return 0; EINVAL (QP not in RTS/SQD/ERR... see README, unsupported opcode, num_sge above the
+     * QP's cap, inline data too long or inline on READ/atomic, unaligned atomic length); ENOMEM (SQ
+     * full).
      */
     int post_send(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept;
     /** ibv_post_recv. @return 0, EINVAL (QP in RESET, too many SGEs), ENOMEM (RQ full). */
@@ -184,15 +194,19 @@ public:
     void ring_doorbell() noexcept;
 
     /**
-     * Transmit by reference (zero-copy) on port @p port for payloads of at least @p min_payload bytes
-     * (smaller ones are copied: cheaper). Only where the port's driver can (tx_by_reference());
-     * UINT32_MAX turns it off. Set up at creation to rc::kTxByRefMinPayload; call on the control path.
+     * Transmit by reference (zero-copy) on port @p port for payloads of at least @p min_payload
+     * bytes (smaller ones are copied: cheaper). Only where the port's driver can
+     * (tx_by_reference()); UINT32_MAX turns it off. Set up at creation to rc::kTxByRefMinPayload;
+     * call on the control path.
      */
     void set_tx_by_reference(unsigned port, std::uint32_t min_payload) noexcept;
     /** The smallest payload sent by reference on @p port, or UINT32_MAX when the port copies. */
-    [[nodiscard]] std::uint32_t tx_by_reference_min(unsigned port) const noexcept { return zc_min_payload_[port]; }
+    [[nodiscard]] std::uint32_t tx_by_reference_min(unsigned port) const noexcept {
+        return zc_min_payload_[port];
+    }
 
-    /** Earliest timer deadline (ns) of any QP, or 0. Lets a test with a virtual clock jump ahead. */
+    /** Earliest timer deadline (ns) of any QP, or 0. Lets a test with a virtual clock jump ahead.
+     */
     [[nodiscard]] std::uint64_t next_deadline_ns() const noexcept;
 
     /** Direction of a frame shown to the capture seam. */
@@ -212,14 +226,16 @@ public:
     /** Sets or clears (fn null) the capture seam. Control path. */
     void set_capture(CaptureHook hook) noexcept;
 
-private:
+  private:
     void open_tx_stage() noexcept;
     void build_staged() noexcept;
     bool send_by_reference(unsigned port, const wire::PathHeaders& path,
-                           std::span<const std::span<const std::uint8_t>> payload, const wire::PacketFields& f,
-                           PktBuf* buf, TxRef* ref) noexcept;
-    int post_send_wqes(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept;
-    int post_recv_wqes(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept;
+                           std::span<const std::span<const std::uint8_t>> payload,
+                           const wire::PacketFields& f, PktBuf* buf, TxRef* ref) noexcept;
+    int post_send_wqes(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n,
+                       std::uint32_t* bad) noexcept;
+    int post_recv_wqes(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n,
+                       std::uint32_t* bad) noexcept;
     /** Any thread: rings QP slot @p slot's doorbell bit and wakes a sleeping engine. */
     void notify_engine(std::uint32_t slot) noexcept;
     /** Engine: QPs whose doorbell rang join the active list. @return how many rang. */
@@ -263,7 +279,8 @@ private:
     /** Per-port queue depth: kTxBatch for staged packets, the rest for neighbour frames. */
     static constexpr unsigned kTxQueueDepth = kTxBatch + 16;
 
-    /** Frames built and waiting for the port's tx_burst (a partial burst leaves some for the next). */
+    /** Frames built and waiting for the port's tx_burst (a partial burst leaves some for the next).
+     */
     struct TxQueue {
         std::array<PktBuf*, kTxQueueDepth> pending{};
         std::uint16_t count = 0;
@@ -329,7 +346,8 @@ private:
      * Scheduling (poll.cc). An engine pass runs only the QPs on active_ (slot = qpn - kFirstQpn),
      * so an idle QP costs nothing per pass: a QP joins when its doorbell rings (post_send /
      * post_recv), when a frame for it arrives, when its timer fires or a control call changes it,
-     * and leaves once its transport's has_work() is false. Engine-owned, control path inside a section.
+     * and leaves once its transport's has_work() is false. Engine-owned, control path inside a
+     * section.
      */
     std::vector<std::uint32_t> active_;
     std::vector<std::uint8_t> active_flag_; ///< per slot: on active_
@@ -337,12 +355,14 @@ private:
     static constexpr std::uint32_t kDoorbellWords = rc::kMaxQp / 64;
     /** Doorbell bits, one per QP slot, set by application threads, taken by the engine; the summary
      *  has one bit per word of doorbell_bits_ so an idle pass reads kMaxQp / 4096 words. */
-    std::unique_ptr<std::atomic<std::uint64_t>[]> doorbell_bits_{new std::atomic<std::uint64_t>[kDoorbellWords]{}};
+    std::unique_ptr<std::atomic<std::uint64_t>[]> doorbell_bits_ {
+        new std::atomic<std::uint64_t>[kDoorbellWords] {}
+    };
     std::array<std::atomic<std::uint64_t>, (kDoorbellWords + 63) / 64> doorbell_summary_{};
     bool paths_pending_ = false; ///< a QP waits for neighbour resolution (resolve_paths has work)
     /** True while the engine thread sleeps in sleep_until_doorbell(). Posting threads read it after
-     *  publishing a WQE; the engine sets it before its last look at the rings (seq_cst on both sides,
-     *  so either the engine sees the WQE or the poster sees the flag). */
+     *  publishing a WQE; the engine sets it before its last look at the rings (seq_cst on both
+     * sides, so either the engine sees the WQE or the poster sees the flag). */
     std::atomic<bool> asleep_{false};
     /**
      * The quiescence handshake (Dekker-style, seq_cst on both sides): the engine sets in_pass_ and
@@ -355,8 +375,8 @@ private:
     /** Engine side of the handshake: true = pass may run (call leave_pass() after it). */
     bool enter_pass() noexcept;
     void leave_pass() noexcept;
-    std::atomic<std::uint64_t> passes_{0};           ///< passes completed (engine writes)
-    std::atomic<bool> engine_turned_away_{false};    ///< enter_pass() found a section open
+    std::atomic<std::uint64_t> passes_{0};        ///< passes completed (engine writes)
+    std::atomic<bool> engine_turned_away_{false}; ///< enter_pass() found a section open
     int doorbell_fd_ = -1;
     std::uint32_t next_pd_handle_ = 1;
     std::uint32_t next_cqn_ = 1;

@@ -21,11 +21,12 @@
 namespace droce {
 
 class EngineThread {
-public:
+  public:
     struct Options {
         std::uint32_t spin_polls = 20'000;
         std::uint32_t yield_polls = 20'000;
-        std::uint64_t max_sleep_ns = 100'000; ///< longest nap; bounds the added latency of an rx frame
+        std::uint64_t max_sleep_ns =
+            100'000; ///< longest nap; bounds the added latency of an rx frame
         /**
          * Nice value the thread sets for itself when it starts (-20..19; 0 = leave it). A negative
          * value lets the engine preempt application threads that spin on memory without yielding
@@ -49,9 +50,11 @@ public:
     void stop() noexcept;
     [[nodiscard]] bool running() const noexcept { return thread_.joinable(); }
     /** Idle naps taken so far (for tests and stats). */
-    [[nodiscard]] std::uint64_t naps() const noexcept { return naps_.load(std::memory_order_relaxed); }
+    [[nodiscard]] std::uint64_t naps() const noexcept {
+        return naps_.load(std::memory_order_relaxed);
+    }
 
-private:
+  private:
     void run() noexcept;
 
     Device& dev_;

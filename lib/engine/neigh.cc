@@ -58,7 +58,8 @@ constexpr std::string_view name_in(const std::string_view (&table)[N], std::size
 
 constexpr std::size_t kNsMessageLen = sizeof(Icmpv6Hdr) + sizeof(NdNsBody);
 static_assert(sizeof(NdNsBody) == sizeof(NdNaBody));
-static_assert(kNdFrameLen == sizeof(EthHdr) + sizeof(Ipv6Hdr) + kNsMessageLen + sizeof(NdLinkAddrOpt));
+static_assert(kNdFrameLen ==
+              sizeof(EthHdr) + sizeof(Ipv6Hdr) + kNsMessageLen + sizeof(NdLinkAddrOpt));
 static_assert(kNeighMaxReply >= kArpFrameLen + sizeof(VlanTag));
 
 constexpr bool is_zero_mac(const MacAddr& m) noexcept {
@@ -68,11 +69,16 @@ constexpr bool is_zero_mac(const MacAddr& m) noexcept {
 /** Eviction preference: lower goes first; -1 never. */
 int evict_rank(NeighState s, bool may_evict_live) noexcept {
     switch (s) {
-    case NeighState::failed: return 0;
-    case NeighState::stale: return 1;
-    case NeighState::reachable: return may_evict_live ? 2 : -1;
-    case NeighState::incomplete: return may_evict_live ? 3 : -1;
-    case NeighState::static_: return -1;
+    case NeighState::failed:
+        return 0;
+    case NeighState::stale:
+        return 1;
+    case NeighState::reachable:
+        return may_evict_live ? 2 : -1;
+    case NeighState::incomplete:
+        return may_evict_live ? 3 : -1;
+    case NeighState::static_:
+        return -1;
     }
     return -1;
 }
@@ -81,8 +87,8 @@ int evict_rank(NeighState s, bool may_evict_live) noexcept {
  * Writes the Ethernet header (and 802.1Q tag when @p tci is set) at the start of @p p, which must
  * have room for it. @return the offset of the layer-3 header.
  */
-std::size_t write_l2(std::uint8_t* p, const MacAddr& dst, const MacAddr& src, std::uint16_t ether_type,
-                     const std::optional<std::uint16_t>& tci) noexcept {
+std::size_t write_l2(std::uint8_t* p, const MacAddr& dst, const MacAddr& src,
+                     std::uint16_t ether_type, const std::optional<std::uint16_t>& tci) noexcept {
     auto* eth = reinterpret_cast<EthHdr*>(p);
     eth->dst = dst;
     eth->src = src;
@@ -120,8 +126,8 @@ std::size_t write_arp(std::span<std::uint8_t> out, const std::optional<std::uint
 }
 
 /**
- * Writes a whole NS or NA frame with one link-layer address option carrying @p src_mac, computes the
- * ICMPv6 checksum. @p flags is the NA flag byte (ignored for an NS).
+ * Writes a whole NS or NA frame with one link-layer address option carrying @p src_mac, computes
+ * the ICMPv6 checksum. @p flags is the NA flag byte (ignored for an NS).
  * @return its length, or 0 if @p out is too small.
  */
 std::size_t write_nd(std::span<std::uint8_t> out, const std::optional<std::uint16_t>& tci,
@@ -160,12 +166,14 @@ std::size_t write_nd(std::span<std::uint8_t> out, const std::optional<std::uint1
         na->target = target;
         opt->set(NdOptType::target_link_addr, src_mac);
     }
-    icmp->checksum.set(wire::icmpv6_checksum(src_ip, dst_ip, std::span<const std::uint8_t>(msg, msg_len)));
+    icmp->checksum.set(
+        wire::icmpv6_checksum(src_ip, dst_ip, std::span<const std::uint8_t>(msg, msg_len)));
     return len;
 }
 
 /** The 802.1Q TCI of @p frame if it is tagged (handle_frame() checked the length). */
-std::optional<std::uint16_t> frame_tci(std::span<const std::uint8_t> frame, std::size_t l3) noexcept {
+std::optional<std::uint16_t> frame_tci(std::span<const std::uint8_t> frame,
+                                       std::size_t l3) noexcept {
     if (l3 == sizeof(EthHdr)) return std::nullopt;
     return reinterpret_cast<const VlanTag*>(frame.data() + sizeof(EthHdr))->tci.get();
 }
@@ -179,11 +187,21 @@ std::string_view to_string(NeighState s) noexcept {
     if (s == NeighState::static_) return "static";
     return name_in(kStateNames, static_cast<std::size_t>(s));
 }
-std::string_view describe(NeighState s) noexcept { return name_in(kStateTexts, static_cast<std::size_t>(s)); }
-std::string_view to_string(NeighCounter c) noexcept { return name_in(kNeighCounterNames, static_cast<std::size_t>(c)); }
-std::string_view describe(NeighCounter c) noexcept { return name_in(kCounterTexts, static_cast<std::size_t>(c)); }
-std::string_view to_string(NeighStatus s) noexcept { return name_in(kStatusNames, static_cast<std::size_t>(s)); }
-std::string_view describe(NeighStatus s) noexcept { return name_in(kStatusTexts, static_cast<std::size_t>(s)); }
+std::string_view describe(NeighState s) noexcept {
+    return name_in(kStateTexts, static_cast<std::size_t>(s));
+}
+std::string_view to_string(NeighCounter c) noexcept {
+    return name_in(kNeighCounterNames, static_cast<std::size_t>(c));
+}
+std::string_view describe(NeighCounter c) noexcept {
+    return name_in(kCounterTexts, static_cast<std::size_t>(c));
+}
+std::string_view to_string(NeighStatus s) noexcept {
+    return name_in(kStatusNames, static_cast<std::size_t>(s));
+}
+std::string_view describe(NeighStatus s) noexcept {
+    return name_in(kStatusTexts, static_cast<std::size_t>(s));
+}
 
 std::string_view to_string(NeighResolve r) noexcept {
     switch (r) {
@@ -313,8 +331,8 @@ NeighLookup NeighTable::lookup(const Ipv6Addr& ip) noexcept {
     case NeighState::reachable:
         return {NeighResolve::resolved, e->mac, false};
     case NeighState::stale: {
-        // A STALE entry in use is re-confirmed (RFC 4861 §7.3.3, without the DELAY state: an ACK from
-        // the peer confirms it through confirm() just as well).
+        // A STALE entry in use is re-confirmed (RFC 4861 §7.3.3, without the DELAY state: an ACK
+        // from the peer confirms it through confirm() just as well).
         bool send = false;
         if (e->probes == 0) {
             e->probes = 1;
@@ -363,7 +381,8 @@ NeighLearnResult NeighTable::learn(const Ipv6Addr& ip, const MacAddr& mac, Neigh
     switch (e->state) {
     case NeighState::incomplete:
     case NeighState::failed:
-        // Any answer with a MAC resolves the address (RFC 4861 §7.2.5 INCOMPLETE rules; RFC 826 merge).
+        // Any answer with a MAC resolves the address (RFC 4861 §7.2.5 INCOMPLETE rules; RFC 826
+        // merge).
         e->mac = mac;
         e->has_mac = true;
         set_state(*e, confirmed ? NeighState::reachable : NeighState::stale, now);
@@ -407,7 +426,8 @@ std::size_t NeighTable::due_requests(std::span<Ipv6Addr> out) noexcept {
         Entry& e = entries_[i];
         if (!e.in_use) continue;
         age(e, now);
-        const bool probing = e.state == NeighState::incomplete || (e.state == NeighState::stale && e.probes > 0);
+        const bool probing =
+            e.state == NeighState::incomplete || (e.state == NeighState::stale && e.probes > 0);
         if (probing && probe_due(e, now)) out[n++] = e.ip;
     }
     return n;
@@ -424,7 +444,8 @@ std::optional<NeighEntryInfo> NeighTable::find(const Ipv6Addr& ip) noexcept {
 // NeighPortAddrs
 
 bool NeighPortAddrs::add_ipv6(const Ipv6Addr& a) noexcept {
-    if (n_ipv6 >= kMaxPortIpv6 || wire::is_ipv6_multicast(a) || wire::is_ipv6_unspecified(a)) return false;
+    if (n_ipv6 >= kMaxPortIpv6 || wire::is_ipv6_multicast(a) || wire::is_ipv6_unspecified(a))
+        return false;
     ipv6[n_ipv6++] = a;
     return true;
 }
@@ -449,14 +470,16 @@ void NeighResponder::note_learn(NeighLearnResult r) noexcept {
 
 NeighRx NeighResponder::handle_frame(std::span<const std::uint8_t> frame,
                                      std::span<std::uint8_t> reply_out) noexcept {
-    if (frame.size() < sizeof(EthHdr)) return finish(NeighStatus::malformed, NeighCounter::malformed);
+    if (frame.size() < sizeof(EthHdr))
+        return finish(NeighStatus::malformed, NeighCounter::malformed);
     const auto* eth = reinterpret_cast<const EthHdr*>(frame.data());
     std::uint16_t ether_type = eth->ether_type.get();
     std::size_t l3 = sizeof(EthHdr);
     if (ether_type == wire::kEtherTypeVlan) {
         if (frame.size() < sizeof(EthHdr) + sizeof(VlanTag))
             return finish(NeighStatus::malformed, NeighCounter::malformed);
-        ether_type = reinterpret_cast<const VlanTag*>(frame.data() + sizeof(EthHdr))->ether_type.get();
+        ether_type =
+            reinterpret_cast<const VlanTag*>(frame.data() + sizeof(EthHdr))->ether_type.get();
         l3 += sizeof(VlanTag);
     }
     if (ether_type == wire::kEtherTypeArp) return handle_arp(frame, l3, reply_out);
@@ -467,11 +490,13 @@ NeighRx NeighResponder::handle_frame(std::span<const std::uint8_t> frame,
 NeighRx NeighResponder::handle_arp(std::span<const std::uint8_t> frame, std::size_t l3,
                                    std::span<std::uint8_t> out) noexcept {
     // RFC 826 "Packet Reception", for Ethernet/IPv4 only.
-    if (frame.size() - l3 < sizeof(ArpHdr)) return finish(NeighStatus::malformed, NeighCounter::malformed);
+    if (frame.size() - l3 < sizeof(ArpHdr))
+        return finish(NeighStatus::malformed, NeighCounter::malformed);
     const auto* arp = reinterpret_cast<const ArpHdr*>(frame.data() + l3);
     if (arp->htype.get() != wire::kArpHwEthernet || arp->ptype.get() != wire::kArpProtoIpv4)
         return finish(NeighStatus::ignored_not_for_us, NeighCounter::ignored_not_for_us);
-    if (arp->hlen != 6 || arp->plen != 4) return finish(NeighStatus::malformed, NeighCounter::malformed);
+    if (arp->hlen != 6 || arp->plen != 4)
+        return finish(NeighStatus::malformed, NeighCounter::malformed);
     const ArpOp op = arp->op();
     if (op != ArpOp::request && op != ArpOp::reply)
         return finish(NeighStatus::ignored_not_for_us, NeighCounter::ignored_not_for_us);
@@ -483,7 +508,8 @@ NeighRx NeighResponder::handle_arp(std::span<const std::uint8_t> frame, std::siz
     const Ipv4Addr spa = arp->spa;
     const Ipv4Addr tpa = arp->tpa;
     const bool probe = spa == Ipv4Addr{0, 0, 0, 0}; // RFC 5227 probe: asks, teaches nothing
-    if (addrs_.has_ipv4(spa)) return finish(NeighStatus::address_conflict, NeighCounter::address_conflict);
+    if (addrs_.has_ipv4(spa))
+        return finish(NeighStatus::address_conflict, NeighCounter::address_conflict);
 
     if (addrs_.has_ipv4(tpa)) {
         if (op == ArpOp::reply) {
@@ -492,8 +518,8 @@ NeighRx NeighResponder::handle_arp(std::span<const std::uint8_t> frame, std::siz
         }
         counters_.inc(NeighCounter::arp_request_rx);
         if (!probe) note_learn(table_->learn(ipv4_mapped(spa), arp->sha, NeighLearn::hint));
-        const std::size_t len = write_arp(out, frame_tci(frame, l3), arp->sha, ArpOp::reply, addrs_.mac,
-                                          *addrs_.ipv4, arp->sha, spa);
+        const std::size_t len = write_arp(out, frame_tci(frame, l3), arp->sha, ArpOp::reply,
+                                          addrs_.mac, *addrs_.ipv4, arp->sha, spa);
         if (len == 0) return finish(NeighStatus::reply_no_room, NeighCounter::reply_no_room);
         return finish(NeighStatus::arp_request, NeighCounter::arp_reply_tx, len);
     }
@@ -506,10 +532,12 @@ NeighRx NeighResponder::handle_arp(std::span<const std::uint8_t> frame, std::siz
 
 NeighRx NeighResponder::handle_ipv6(std::span<const std::uint8_t> frame, std::size_t l3,
                                     std::span<std::uint8_t> out) noexcept {
-    if (frame.size() - l3 < sizeof(Ipv6Hdr)) return finish(NeighStatus::malformed, NeighCounter::malformed);
+    if (frame.size() - l3 < sizeof(Ipv6Hdr))
+        return finish(NeighStatus::malformed, NeighCounter::malformed);
     const auto* ip = reinterpret_cast<const Ipv6Hdr*>(frame.data() + l3);
     if (ip->version() != 6) return finish(NeighStatus::malformed, NeighCounter::malformed);
-    if (ip->next_header != wire::kIpProtoIcmpv6) return finish(NeighStatus::not_neigh, NeighCounter::not_neigh);
+    if (ip->next_header != wire::kIpProtoIcmpv6)
+        return finish(NeighStatus::not_neigh, NeighCounter::not_neigh);
     const std::size_t avail = frame.size() - l3 - sizeof(Ipv6Hdr);
     const std::size_t msg_len = ip->payload_length.get();
     // Bytes after msg_len are Ethernet padding; bytes missing before it are a truncation.
@@ -522,14 +550,17 @@ NeighRx NeighResponder::handle_ipv6(std::span<const std::uint8_t> frame, std::si
         return finish(NeighStatus::not_neigh, NeighCounter::not_neigh);
 
     // RFC 4861 §7.1.1 / §7.1.2 validity checks, in one place.
-    if (ip->hop_limit != wire::kNdHopLimit) return finish(NeighStatus::bad_hop_limit, NeighCounter::bad_hop_limit);
-    if (icmp->code != 0 || msg_len < kNsMessageLen) return finish(NeighStatus::malformed, NeighCounter::malformed);
+    if (ip->hop_limit != wire::kNdHopLimit)
+        return finish(NeighStatus::bad_hop_limit, NeighCounter::bad_hop_limit);
+    if (icmp->code != 0 || msg_len < kNsMessageLen)
+        return finish(NeighStatus::malformed, NeighCounter::malformed);
     if (wire::icmpv6_checksum(ip->src, ip->dst, msg) != 0)
         return finish(NeighStatus::bad_checksum, NeighCounter::bad_checksum);
     const Ipv6Addr src = ip->src;
     const Ipv6Addr dst = ip->dst;
     // NS and NA bodies have the target at the same offset.
-    const Ipv6Addr target = reinterpret_cast<const NdNsBody*>(msg.data() + sizeof(Icmpv6Hdr))->target;
+    const Ipv6Addr target =
+        reinterpret_cast<const NdNsBody*>(msg.data() + sizeof(Icmpv6Hdr))->target;
     if (wire::is_ipv6_multicast(target) || wire::is_ipv6_multicast(src))
         return finish(NeighStatus::malformed, NeighCounter::malformed);
 
@@ -538,37 +569,46 @@ NeighRx NeighResponder::handle_ipv6(std::span<const std::uint8_t> frame, std::si
     const NdOptType want = type == Icmpv6Type::neighbor_solicitation ? NdOptType::source_link_addr
                                                                      : NdOptType::target_link_addr;
     for (std::size_t off = kNsMessageLen; off < msg_len;) {
-        if (msg_len - off < sizeof(NdOptHdr)) return finish(NeighStatus::malformed, NeighCounter::malformed);
+        if (msg_len - off < sizeof(NdOptHdr))
+            return finish(NeighStatus::malformed, NeighCounter::malformed);
         const auto* oh = reinterpret_cast<const NdOptHdr*>(msg.data() + off);
         const std::size_t opt_len = std::size_t{oh->length} * wire::kNdOptUnit;
-        if (opt_len == 0 || opt_len > msg_len - off) return finish(NeighStatus::malformed, NeighCounter::malformed);
+        if (opt_len == 0 || opt_len > msg_len - off)
+            return finish(NeighStatus::malformed, NeighCounter::malformed);
         if (oh->type() == want) {
-            if (opt_len != sizeof(NdLinkAddrOpt)) return finish(NeighStatus::malformed, NeighCounter::malformed);
+            if (opt_len != sizeof(NdLinkAddrOpt))
+                return finish(NeighStatus::malformed, NeighCounter::malformed);
             lladdr = reinterpret_cast<const NdLinkAddrOpt*>(msg.data() + off)->addr;
         }
         off += opt_len;
     }
     const auto* eth = reinterpret_cast<const EthHdr*>(frame.data());
-    if (eth->src == addrs_.mac) return finish(NeighStatus::ignored_not_for_us, NeighCounter::ignored_not_for_us);
+    if (eth->src == addrs_.mac)
+        return finish(NeighStatus::ignored_not_for_us, NeighCounter::ignored_not_for_us);
     if (lladdr && (is_group_mac(*lladdr) || is_zero_mac(*lladdr)))
         return finish(NeighStatus::malformed, NeighCounter::malformed);
 
     if (type == Icmpv6Type::neighbor_solicitation) {
         const bool dad = wire::is_ipv6_unspecified(src);
-        // §7.1.1: a DAD probe goes to a solicited-node address and carries no source link-layer option.
+        // §7.1.1: a DAD probe goes to a solicited-node address and carries no source link-layer
+        // option.
         if (dad && (!wire::is_solicited_node_address(dst) || lladdr))
             return finish(NeighStatus::malformed, NeighCounter::malformed);
         if (!addrs_.has_ipv6(target))
             return finish(NeighStatus::ignored_not_for_us, NeighCounter::ignored_not_for_us);
-        if (addrs_.has_ipv6(src)) return finish(NeighStatus::address_conflict, NeighCounter::address_conflict);
+        if (addrs_.has_ipv6(src))
+            return finish(NeighStatus::address_conflict, NeighCounter::address_conflict);
         counters_.inc(NeighCounter::ns_rx);
         if (!dad && lladdr) note_learn(table_->learn(src, *lladdr, NeighLearn::hint));
-        // §7.2.4: solicited NA to the sender (at the MAC it gave, else the frame's source MAC); a DAD
-        // probe is answered unsolicited to all-nodes. Override is set: the address is ours alone.
+        // §7.2.4: solicited NA to the sender (at the MAC it gave, else the frame's source MAC); a
+        // DAD probe is answered unsolicited to all-nodes. Override is set: the address is ours
+        // alone.
         const Ipv6Addr reply_dst = dad ? wire::kIpv6AllNodes : src;
-        const MacAddr reply_mac = dad ? wire::ipv6_multicast_mac(wire::kIpv6AllNodes) : lladdr.value_or(eth->src);
-        const std::size_t len = write_nd(out, frame_tci(frame, l3), reply_mac, addrs_.mac, target, reply_dst,
-                                         Icmpv6Type::neighbor_advertisement, !dad, true, target);
+        const MacAddr reply_mac =
+            dad ? wire::ipv6_multicast_mac(wire::kIpv6AllNodes) : lladdr.value_or(eth->src);
+        const std::size_t len =
+            write_nd(out, frame_tci(frame, l3), reply_mac, addrs_.mac, target, reply_dst,
+                     Icmpv6Type::neighbor_advertisement, !dad, true, target);
         if (len == 0) return finish(NeighStatus::reply_no_room, NeighCounter::reply_no_room);
         return finish(NeighStatus::ns, NeighCounter::na_tx, len);
     }
@@ -596,8 +636,8 @@ std::size_t NeighResponder::build_arp_request(const Ipv4Addr& target, std::span<
                                               const std::optional<MacAddr>& unicast_dst,
                                               std::optional<std::uint16_t> vlan_tci) noexcept {
     if (!addrs_.ipv4) return 0;
-    const std::size_t len = write_arp(out, vlan_tci, unicast_dst.value_or(kBroadcastMac), ArpOp::request,
-                                      addrs_.mac, *addrs_.ipv4, MacAddr{}, target);
+    const std::size_t len = write_arp(out, vlan_tci, unicast_dst.value_or(kBroadcastMac),
+                                      ArpOp::request, addrs_.mac, *addrs_.ipv4, MacAddr{}, target);
     if (len != 0) counters_.inc(NeighCounter::arp_request_tx);
     return len;
 }
@@ -624,7 +664,8 @@ std::size_t NeighResponder::build_ns(const Ipv6Addr& target, std::span<std::uint
 std::size_t NeighResponder::build_request(const Ipv6Addr& ip, std::span<std::uint8_t> out,
                                           const std::optional<MacAddr>& unicast_dst,
                                           std::optional<std::uint16_t> vlan_tci) noexcept {
-    if (is_ipv4_mapped(ip)) return build_arp_request(ipv4_of_mapped(ip), out, unicast_dst, vlan_tci);
+    if (is_ipv4_mapped(ip))
+        return build_arp_request(ipv4_of_mapped(ip), out, unicast_dst, vlan_tci);
     return build_ns(ip, out, unicast_dst, vlan_tci);
 }
 

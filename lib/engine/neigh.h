@@ -55,20 +55,24 @@ using wire::is_ipv4_mapped;
 /** ff:ff:ff:ff:ff:ff. */
 inline constexpr wire::MacAddr kBroadcastMac = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 /** True for group (multicast or broadcast) MACs: the I/G bit, bit 0 of the first byte. */
-[[nodiscard]] constexpr bool is_group_mac(const wire::MacAddr& m) noexcept { return m[0] & 1u; }
+[[nodiscard]] constexpr bool is_group_mac(const wire::MacAddr& m) noexcept {
+    return m[0] & 1u;
+}
 
 // ---------------------------------------------------------------------------------------------
 // NeighTable
 
 /**
- * Timers of the table; the defaults are the RFC 4861 §10 constants (and Linux's neighbour defaults).
- * Knobs, not limits: the config may override them.
+ * Timers of the table; the defaults are the RFC 4861 §10 constants (and Linux's neighbour
+ * defaults). Knobs, not limits: the config may override them.
  */
 struct NeighParams {
-    std::uint64_t retrans_ns = 1'000'000'000;     ///< RETRANS_TIMER: between requests for one address
-    std::uint8_t max_probes = 3;                  ///< MAX_MULTICAST_SOLICIT: requests before giving up
-    std::uint64_t reachable_ns = 30'000'000'000;  ///< REACHABLE_TIME: REACHABLE becomes STALE after this
-    std::uint64_t failed_hold_ns = 20'000'000'000; ///< a FAILED address is not asked for again for this long
+    std::uint64_t retrans_ns = 1'000'000'000; ///< RETRANS_TIMER: between requests for one address
+    std::uint8_t max_probes = 3;              ///< MAX_MULTICAST_SOLICIT: requests before giving up
+    std::uint64_t reachable_ns =
+        30'000'000'000; ///< REACHABLE_TIME: REACHABLE becomes STALE after this
+    std::uint64_t failed_hold_ns =
+        20'000'000'000; ///< a FAILED address is not asked for again for this long
 };
 
 // clang-format off
@@ -122,17 +126,20 @@ struct NeighLookup {
     bool send_request = false;
 };
 
-/** How an address was learned; decides the state and whether an entry may be created (RFC 4861 §7.2.5, RFC 826). */
+/** How an address was learned; decides the state and whether an entry may be created (RFC 4861
+ * §7.2.5, RFC 826). */
 enum class NeighLearn : std::uint8_t {
-    /** An answer to our request (ARP reply to us, solicited NA): REACHABLE; creates the entry if absent. */
+    /** An answer to our request (ARP reply to us, solicited NA): REACHABLE; creates the entry if
+       absent. */
     confirmed,
     /**
      * The peer sent us something carrying its MAC (ARP request for us, gratuitous ARP, NS with a
-     * source link-layer option): creates a STALE entry if absent, turns INCOMPLETE/FAILED into STALE
-     * with the MAC, and replaces a different MAC (then STALE). The same MAC changes nothing.
+     * source link-layer option): creates a STALE entry if absent, turns INCOMPLETE/FAILED into
+     * STALE with the MAC, and replaces a different MAC (then STALE). The same MAC changes nothing.
      */
     hint,
-    /** Unsolicited NA: as hint, but never creates an entry (RFC 4861 §7.2.5: no entry → discard). */
+    /** Unsolicited NA: as hint, but never creates an entry (RFC 4861 §7.2.5: no entry → discard).
+     */
     update_only,
 };
 
@@ -161,26 +168,26 @@ struct NeighEntryInfo {
     wire::Ipv6Addr ip{};
     wire::MacAddr mac{}; ///< meaningless while INCOMPLETE or FAILED without a previous MAC
     NeighState state = NeighState::incomplete;
-    std::uint8_t probes = 0;       ///< requests sent in the current resolution or refresh
-    std::uint64_t updated_ns = 0;  ///< Clock time of the last state change or confirmation
+    std::uint8_t probes = 0;      ///< requests sent in the current resolution or refresh
+    std::uint64_t updated_ns = 0; ///< Clock time of the last state change or confirmation
 };
 
 /**
  * IP → MAC table of one port. Fixed capacity: the storage is allocated by the constructor and never
- * again. When a new entry is needed and the table is full, a learned entry is evicted: FAILED first,
- * then STALE, then (only for lookups and confirmed answers, never for unsolicited hints, so a flood
- * of gratuitous ARPs cannot push out live entries) REACHABLE and INCOMPLETE; within a state the one
- * least recently used. STATIC entries are never evicted.
+ * again. When a new entry is needed and the table is full, a learned entry is evicted: FAILED
+ * first, then STALE, then (only for lookups and confirmed answers, never for unsolicited hints, so
+ * a flood of gratuitous ARPs cannot push out live entries) REACHABLE and INCOMPLETE; within a state
+ * the one least recently used. STATIC entries are never evicted.
  *
  * Time: every method reads clock.now_ns(); states age lazily when an entry is looked at, so there
  * is no background sweep. Thread rules: the engine thread only; not thread safe.
  */
 class NeighTable {
-public:
+  public:
     /**
      * Makes an empty table for up to @p capacity entries (1 .. 65535; 0 is raised to 1).
-     * @p clock is borrowed: it must outlive the table (the engine's clock, or a virtual clock in tests).
-     * Allocates the entry storage once; may throw std::bad_alloc (control path only).
+     * @p clock is borrowed: it must outlive the table (the engine's clock, or a virtual clock in
+     * tests). Allocates the entry storage once; may throw std::bad_alloc (control path only).
      */
     NeighTable(const Clock& clock, std::size_t capacity, const NeighParams& params = {});
 
@@ -191,9 +198,10 @@ public:
     ~NeighTable() = default;
 
     /**
-     * Configures @p ip → @p mac as STATIC (config override). Replaces any learned entry for @p ip, or
-     * updates an existing static one. Nothing learned from the wire replaces it afterwards.
-     * @return false if @p mac is a group MAC, or the table is full of STATIC entries; true otherwise.
+     * Configures @p ip → @p mac as STATIC (config override). Replaces any learned entry for @p ip,
+     * or updates an existing static one. Nothing learned from the wire replaces it afterwards.
+     * @return false if @p mac is a group MAC, or the table is full of STATIC entries; true
+     * otherwise.
      */
     bool add_static(const wire::Ipv6Addr& ip, const wire::MacAddr& mac) noexcept;
     /** IPv4 convenience: add_static(ipv4_mapped(ip), mac). */
@@ -206,16 +214,19 @@ public:
 
     /**
      * Resolves @p ip for a packet about to be sent, and says whether a request must go out now
-     * (NeighLookup::send_request). An unknown address gets an INCOMPLETE entry and its first request.
-     * An INCOMPLETE address is asked again every retrans_ns; after max_probes unanswered requests
-     * (and retrans_ns more) it becomes FAILED for failed_hold_ns, then the next lookup starts over.
-     * A STALE entry is used and refreshed the same way (max_probes requests, then FAILED). Every
-     * request this asks for is counted in NeighEntryInfo::probes; the caller must send it (see
-     * NeighResponder::build_arp_request() / build_ns()) or the schedule is only approximate.
+     * (NeighLookup::send_request). An unknown address gets an INCOMPLETE entry and its first
+     * request. An INCOMPLETE address is asked again every retrans_ns; after max_probes unanswered
+     * requests (and retrans_ns more) it becomes FAILED for failed_hold_ns, then the next lookup
+     * starts over. A STALE entry is used and refreshed the same way (max_probes requests, then
+     * FAILED). Every request this asks for is counted in NeighEntryInfo::probes; the caller must
+     * send it (see NeighResponder::build_arp_request() / build_ns()) or the schedule is only
+     * approximate.
      */
     [[nodiscard]] NeighLookup lookup(const wire::Ipv6Addr& ip) noexcept;
     /** IPv4 convenience: lookup(ipv4_mapped(ip)). */
-    [[nodiscard]] NeighLookup lookup(const wire::Ipv4Addr& ip) noexcept { return lookup(ipv4_mapped(ip)); }
+    [[nodiscard]] NeighLookup lookup(const wire::Ipv4Addr& ip) noexcept {
+        return lookup(ipv4_mapped(ip));
+    }
 
     /**
      * Records what the wire said about @p ip (see NeighLearn). @p override_mac is the NA Override
@@ -234,9 +245,9 @@ public:
 
     /**
      * Timer path: writes to @p out the addresses whose request is due now (INCOMPLETE or refreshing
-     * STALE entries whose retrans_ns has passed), advancing their schedule exactly as lookup() would,
-     * and fails those out of probes. Returns how many were written (≤ out.size()); addresses that
-     * did not fit stay due for the next call.
+     * STALE entries whose retrans_ns has passed), advancing their schedule exactly as lookup()
+     * would, and fails those out of probes. Returns how many were written (≤ out.size()); addresses
+     * that did not fit stay due for the next call.
      */
     std::size_t due_requests(std::span<wire::Ipv6Addr> out) noexcept;
 
@@ -253,23 +264,25 @@ public:
     /** The timers in force (max_probes raised to 1 if it was 0). */
     [[nodiscard]] const NeighParams& params() const noexcept { return params_; }
 
-private:
+  private:
     struct Entry {
         wire::Ipv6Addr ip{};
         wire::MacAddr mac{};
         NeighState state = NeighState::incomplete;
         bool in_use = false;
-        bool has_mac = false;          ///< mac holds a MAC learned before (kept across FAILED)
-        std::uint8_t probes = 0;       ///< requests sent in the current resolution/refresh; 0 = none running
-        std::uint64_t updated_ns = 0;  ///< last state change or confirmation
-        std::uint64_t next_ns = 0;     ///< INCOMPLETE/STALE probing: next request; FAILED: end of hold
-        std::uint64_t used_ns = 0;     ///< last lookup, for eviction
+        bool has_mac = false; ///< mac holds a MAC learned before (kept across FAILED)
+        std::uint8_t probes =
+            0; ///< requests sent in the current resolution/refresh; 0 = none running
+        std::uint64_t updated_ns = 0; ///< last state change or confirmation
+        std::uint64_t next_ns = 0; ///< INCOMPLETE/STALE probing: next request; FAILED: end of hold
+        std::uint64_t used_ns = 0; ///< last lookup, for eviction
     };
 
     Entry* find_entry(const wire::Ipv6Addr& ip) noexcept;
     Entry* alloc_entry(const wire::Ipv6Addr& ip, bool may_evict_live) noexcept;
     void age(Entry& e, std::uint64_t now) noexcept;
-    /** Probing schedule of INCOMPLETE and refreshing STALE entries: true if a request is due now. */
+    /** Probing schedule of INCOMPLETE and refreshing STALE entries: true if a request is due now.
+     */
     bool probe_due(Entry& e, std::uint64_t now) noexcept;
     void set_state(Entry& e, NeighState s, std::uint64_t now) noexcept;
 
@@ -309,7 +322,7 @@ enum class NeighCounter : std::uint8_t {
 #define DROCE_NEIGH_COUNTER_ENUM(name, text) name,
     DROCE_NEIGH_COUNTERS(DROCE_NEIGH_COUNTER_ENUM)
 #undef DROCE_NEIGH_COUNTER_ENUM
-    count_
+        count_
 };
 inline constexpr std::size_t kNumNeighCounters = static_cast<std::size_t>(NeighCounter::count_);
 
@@ -325,7 +338,8 @@ inline constexpr std::string_view kNeighCounterNames[kNumNeighCounters] = {
 #undef DROCE_NEIGH_COUNTER_NAME
 };
 
-/** Counters of one responder. Written by the engine thread; other threads may read a recent value. */
+/** Counters of one responder. Written by the engine thread; other threads may read a recent value.
+ */
 struct NeighCounters : CounterBlock<NeighCounter, kNumNeighCounters> {};
 
 // clang-format off
@@ -372,19 +386,25 @@ struct NeighPortAddrs {
     std::array<wire::Ipv6Addr, kMaxPortIpv6> ipv6{};
     std::size_t n_ipv6 = 0; ///< ipv6[0 .. n_ipv6) are in use
 
-    /** Appends @p a. @return false if kMaxPortIpv6 are already set or @p a is multicast/unspecified. */
+    /** Appends @p a. @return false if kMaxPortIpv6 are already set or @p a is
+     * multicast/unspecified. */
     bool add_ipv6(const wire::Ipv6Addr& a) noexcept;
     [[nodiscard]] bool has_ipv6(const wire::Ipv6Addr& a) const noexcept;
-    [[nodiscard]] bool has_ipv4(const wire::Ipv4Addr& a) const noexcept { return ipv4 && *ipv4 == a; }
+    [[nodiscard]] bool has_ipv4(const wire::Ipv4Addr& a) const noexcept {
+        return ipv4 && *ipv4 == a;
+    }
 };
 
 /** Bytes of an Ethernet frame without FCS below which the sender must pad (IEEE 802.3 minimum). */
 inline constexpr std::size_t kEthMinFrame = 60;
-/** Size of every ARP frame droce builds: 14 + 28, padded with zeros to kEthMinFrame; +4 with a VLAN tag. */
+/** Size of every ARP frame droce builds: 14 + 28, padded with zeros to kEthMinFrame; +4 with a VLAN
+ * tag. */
 inline constexpr std::size_t kArpFrameLen = kEthMinFrame;
-/** Size of every NS/NA droce builds: Ethernet 14 + IPv6 40 + ICMPv6 4 + body 20 + link-layer option 8. */
+/** Size of every NS/NA droce builds: Ethernet 14 + IPv6 40 + ICMPv6 4 + body 20 + link-layer
+ * option 8. */
 inline constexpr std::size_t kNdFrameLen = 86;
-/** Room a reply buffer needs for any reply handle_frame() writes (an NA or ARP reply with a VLAN tag). */
+/** Room a reply buffer needs for any reply handle_frame() writes (an NA or ARP reply with a VLAN
+ * tag). */
 inline constexpr std::size_t kNeighMaxReply = kNdFrameLen + 4;
 
 /**
@@ -393,19 +413,21 @@ inline constexpr std::size_t kNeighMaxReply = kNdFrameLen + 4;
  * Thread rules: the engine thread only. Nothing allocates or throws.
  */
 class NeighResponder {
-public:
+  public:
     /** @p table is borrowed and must outlive the responder; @p addrs is copied. */
-    NeighResponder(NeighTable& table, const NeighPortAddrs& addrs) noexcept : table_(&table), addrs_(addrs) {}
+    NeighResponder(NeighTable& table, const NeighPortAddrs& addrs) noexcept
+        : table_(&table), addrs_(addrs) {}
 
     /**
      * Classifies one received Ethernet frame (optionally 802.1Q-tagged) and acts on it:
      *  - ARP request for our IPv4: learns the sender (hint), writes an ARP reply → arp_request.
      *    An RFC 5227 probe (sender 0.0.0.0) gets its reply but teaches nothing.
      *  - ARP reply to our IPv4: learns the sender (confirmed) → arp_reply.
-     *  - Gratuitous ARP (sender IP == target IP, not ours): learns/updates the sender (hint) → arp_gratuitous.
-     *  - NS for one of our IPv6 addresses (hop limit 255, checksum, code 0, RFC 4861 §7.1.1 checks):
-     *    learns the sender from its source link-layer option (hint), writes a solicited NA with
-     *    Override set and our MAC as target link-layer option, to the sender → ns. A DAD probe
+     *  - Gratuitous ARP (sender IP == target IP, not ours): learns/updates the sender (hint) →
+     * arp_gratuitous.
+     *  - NS for one of our IPv6 addresses (hop limit 255, checksum, code 0, RFC 4861 §7.1.1
+     * checks): learns the sender from its source link-layer option (hint), writes a solicited NA
+     * with Override set and our MAC as target link-layer option, to the sender → ns. A DAD probe
      *    (source ::) is answered to ff02::1, unsolicited (§7.2.4).
      *  - NA (same checks, §7.1.2): learns the target from its target link-layer option, confirmed
      *    if Solicited, else update_only, honouring Override → na.
@@ -419,7 +441,8 @@ public:
      * @return the status (one counter is also incremented per outcome, see NeighCounter) and the
      *         reply length. Never fails otherwise: malformed frames are counted and dropped.
      */
-    NeighRx handle_frame(std::span<const std::uint8_t> frame, std::span<std::uint8_t> reply_out) noexcept;
+    NeighRx handle_frame(std::span<const std::uint8_t> frame,
+                         std::span<std::uint8_t> reply_out) noexcept;
 
     /**
      * Builds an ARP request (RFC 826) for @p target from our IPv4, broadcast, or unicast to
@@ -459,9 +482,11 @@ public:
     /** The borrowed table it learns into. */
     [[nodiscard]] NeighTable& table() noexcept { return *table_; }
 
-private:
-    NeighRx handle_arp(std::span<const std::uint8_t> frame, std::size_t l3, std::span<std::uint8_t> out) noexcept;
-    NeighRx handle_ipv6(std::span<const std::uint8_t> frame, std::size_t l3, std::span<std::uint8_t> out) noexcept;
+  private:
+    NeighRx handle_arp(std::span<const std::uint8_t> frame, std::size_t l3,
+                       std::span<std::uint8_t> out) noexcept;
+    NeighRx handle_ipv6(std::span<const std::uint8_t> frame, std::size_t l3,
+                        std::span<std::uint8_t> out) noexcept;
     NeighRx finish(NeighStatus s, NeighCounter c, std::size_t reply_len = 0) noexcept;
     void note_learn(NeighLearnResult r) noexcept;
 

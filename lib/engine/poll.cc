@@ -39,17 +39,21 @@ void Device::begin_control() noexcept {
     // away gets one pass before the next section starts; bounded, in case no thread polls any more.
     if (engine_turned_away_.load(std::memory_order_relaxed)) {
         const std::uint64_t before = passes_.load(std::memory_order_acquire);
-        for (unsigned spins = 0; spins < 100'000 && passes_.load(std::memory_order_acquire) == before; ++spins)
+        for (unsigned spins = 0;
+             spins < 100'000 && passes_.load(std::memory_order_acquire) == before; ++spins)
             __builtin_ia32_pause();
     }
     control_requests_.fetch_add(1, std::memory_order_seq_cst);
     // The engine may be preempted inside a pass on a host with fewer cores than threads: yield
     // after a short spin rather than hold the core it needs to finish.
     for (unsigned spins = 0; in_pass_.load(std::memory_order_seq_cst); ++spins) {
-        if (spins < 1000) __builtin_ia32_pause();
-        else sched_yield();
+        if (spins < 1000)
+            __builtin_ia32_pause();
+        else
+            sched_yield();
     }
-    // Wake a sleeping engine thread so that it sees new work (a QP in RTS) without waiting for its nap.
+    // Wake a sleeping engine thread so that it sees new work (a QP in RTS) without waiting for its
+    // nap.
     if (asleep_.load(std::memory_order_seq_cst)) ring_doorbell();
 }
 
@@ -69,7 +73,8 @@ std::uint32_t Device::take_doorbells() noexcept {
             words &= words - 1;
             std::uint64_t bits = doorbell_bits_[w].exchange(0, std::memory_order_acquire);
             while (bits) {
-                const std::uint32_t slot = w * 64 + static_cast<std::uint32_t>(__builtin_ctzll(bits));
+                const std::uint32_t slot =
+                    w * 64 + static_cast<std::uint32_t>(__builtin_ctzll(bits));
                 bits &= bits - 1;
                 if (qps_[slot]) activate(slot); // a destroyed QP's late bit finds an empty slot
                 ++rang;
@@ -89,7 +94,8 @@ std::uint32_t Device::poll() noexcept {
         check_links();
         if (paths_pending_) resolve_paths();
     }
-    // 1. Events: frames (they activate the QPs they are for), looped-back frames, doorbells, timers.
+    // 1. Events: frames (they activate the QPs they are for), looped-back frames, doorbells,
+    // timers.
     std::array<PktBuf*, kBurst> bufs{};
     for (unsigned p = 0; p < ports_.size(); ++p) {
         PortDriver* drv = ports_[p].driver;
@@ -125,8 +131,8 @@ std::uint32_t Device::poll() noexcept {
     }
     // PMDs free sent mbufs lazily (memif zero-copy only in its next tx burst). A completion waits
     // for a release: when this pass had nothing else to do, ask the ports (an empty memif burst may
-    // cost an eventfd write, so not while traffic flows: the next real burst frees them anyway), and
-    // count it as work so that the engine keeps polling instead of sleeping on the doorbell.
+    // cost an eventfd write, so not while traffic flows: the next real burst frees them anyway),
+    // and count it as work so that the engine keeps polling instead of sleeping on the doorbell.
     build_staged();
     const bool reclaim = wait_release && work == 0;
     for (unsigned p = 0; p < ports_.size(); ++p) {
@@ -157,7 +163,8 @@ void Device::sleep_until_doorbell(std::uint64_t max_ns) noexcept {
         if (deadline) wait = deadline > now ? std::min(wait, deadline - now) : 0;
         if (wait > 0) {
             pollfd pfd{doorbell_fd_, POLLIN, 0};
-            timespec ts{static_cast<time_t>(wait / 1'000'000'000u), static_cast<long>(wait % 1'000'000'000u)};
+            timespec ts{static_cast<time_t>(wait / 1'000'000'000u),
+                        static_cast<long>(wait % 1'000'000'000u)};
             ppoll(&pfd, 1, &ts, nullptr);
             std::uint64_t drained;
             [[maybe_unused]] ssize_t r = read(doorbell_fd_, &drained, sizeof drained);
@@ -166,6 +173,8 @@ void Device::sleep_until_doorbell(std::uint64_t max_ns) noexcept {
     asleep_.store(false, std::memory_order_seq_cst);
 }
 
-std::uint64_t Device::next_deadline_ns() const noexcept { return timers_.next_deadline_ns(); }
+std::uint64_t Device::next_deadline_ns() const noexcept {
+    return timers_.next_deadline_ns();
+}
 
 } // namespace droce

@@ -16,14 +16,16 @@ namespace droce {
 
 using namespace rc; // the engine runs the RC transport: Qp, WrOpcode, QpState ...
 
-
-int Device::post_send(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept {
+int Device::post_send(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n,
+                      std::uint32_t* bad) noexcept {
     const int err = post_send_wqes(qp, wrs, n, bad);
-    if (*bad > 0) notify_engine(qp->qpn - kFirstQpn); // published WQEs, even when a later one failed
+    if (*bad > 0)
+        notify_engine(qp->qpn - kFirstQpn); // published WQEs, even when a later one failed
     return err;
 }
 
-int Device::post_recv(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept {
+int Device::post_recv(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n,
+                      std::uint32_t* bad) noexcept {
     const int err = post_recv_wqes(qp, wrs, n, bad);
     if (*bad > 0) notify_engine(qp->qpn - kFirstQpn);
     return err;
@@ -32,22 +34,27 @@ int Device::post_recv(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, std::
 void Device::notify_engine(std::uint32_t slot) noexcept {
     // The doorbell of a NIC: "QP slot has new WQEs". An RMW on the leaf word after the WQEs were
     // published; the engine takes the summary, then the leaf, with acquire, so a slot it finds set
-    // shows every WQE published before the bit was set, and a bit set after the engine took its word
-    // stays set for the next pass. Only the poster that turns a leaf word from zero to non-zero sets
-    // the summary bit: while a word is non-zero its summary bit is set or about to be (the engine
-    // clears the summary before the leaf), so later posters need one RMW, not two.
-    const std::uint64_t before = doorbell_bits_[slot / 64].fetch_or(1ull << (slot % 64), std::memory_order_seq_cst);
+    // shows every WQE published before the bit was set, and a bit set after the engine took its
+    // word stays set for the next pass. Only the poster that turns a leaf word from zero to
+    // non-zero sets the summary bit: while a word is non-zero its summary bit is set or about to be
+    // (the engine clears the summary before the leaf), so later posters need one RMW, not two.
+    const std::uint64_t before =
+        doorbell_bits_[slot / 64].fetch_or(1ull << (slot % 64), std::memory_order_seq_cst);
     if (before == 0)
-        doorbell_summary_[slot / 4096].fetch_or(1ull << ((slot / 64) % 64), std::memory_order_seq_cst);
+        doorbell_summary_[slot / 4096].fetch_or(1ull << ((slot / 64) % 64),
+                                                std::memory_order_seq_cst);
     if (asleep_.load(std::memory_order_seq_cst)) ring_doorbell();
 }
 
-int Device::post_send_wqes(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept {
+int Device::post_send_wqes(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n,
+                           std::uint32_t* bad) noexcept {
     *bad = 0;
     // A QP of another device is EINVAL (O(1): the QPN indexes this device's table).
     if (!qp || qp_by_num(qp->qpn) != qp || (n > 0 && !wrs)) return EINVAL;
-    // ibv_post_send before RTS is refused; in ERR the WQEs are accepted and flushed (IBTA §10.7.3.1).
-    if (qp->state != QpState::rts && qp->state != QpState::sqd && qp->state != QpState::err) return EINVAL;
+    // ibv_post_send before RTS is refused; in ERR the WQEs are accepted and flushed (IBTA
+    // §10.7.3.1).
+    if (qp->state != QpState::rts && qp->state != QpState::sqd && qp->state != QpState::err)
+        return EINVAL;
     for (std::uint32_t i = 0; i < n; ++i) {
         const rc::SendWqe& w = wrs[i];
         *bad = i;
@@ -59,8 +66,10 @@ int Device::post_send_wqes(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, 
         case WrOpcode::rdma_write_with_imm:
         case WrOpcode::rdma_read:
         case WrOpcode::atomic_cmp_and_swp:
-        case WrOpcode::atomic_fetch_and_add: break;
-        default: return EINVAL; // LOCAL_INV, BIND_MW: not supported on droce (README)
+        case WrOpcode::atomic_fetch_and_add:
+            break;
+        default:
+            return EINVAL; // LOCAL_INV, BIND_MW: not supported on droce (README)
         }
         const bool is_atomic =
             w.opcode == WrOpcode::atomic_cmp_and_swp || w.opcode == WrOpcode::atomic_fetch_and_add;
@@ -84,7 +93,8 @@ int Device::post_send_wqes(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, 
         slot.compare_add = w.compare_add;
         slot.swap = w.swap;
         if (is_inline) {
-            // The application's copy is already in w.inline_data (native API) and length says how much.
+            // The application's copy is already in w.inline_data (native API) and length says how
+            // much.
             slot.num_sge = 0;
             slot.length = w.length;
             std::memcpy(slot.inline_data, w.inline_data, w.length);
@@ -110,9 +120,11 @@ int Device::post_send_wqes(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, 
     return 0;
 }
 
-int Device::post_recv_wqes(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept {
+int Device::post_recv_wqes(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n,
+                           std::uint32_t* bad) noexcept {
     *bad = 0;
-    if (!qp || qp_by_num(qp->qpn) != qp || (n > 0 && !wrs) || qp->state == QpState::reset) return EINVAL;
+    if (!qp || qp_by_num(qp->qpn) != qp || (n > 0 && !wrs) || qp->state == QpState::reset)
+        return EINVAL;
     for (std::uint32_t i = 0; i < n; ++i) {
         *bad = i;
         const rc::RecvWqe& w = wrs[i];
@@ -136,7 +148,8 @@ int Device::post_recv_wqes(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, 
 std::uint32_t Device::poll_cq(rc::Cq* cq, rc::Cqe* out, std::uint32_t n) noexcept {
     if (!cq || !out) return 0;
     std::uint32_t got = std::min(n, cq->ring.ready());
-    for (std::uint32_t i = 0; i < got; ++i) out[i] = cq->ring.slot(cq->ring.consumer_index() + i);
+    for (std::uint32_t i = 0; i < got; ++i)
+        out[i] = cq->ring.slot(cq->ring.consumer_index() + i);
     cq->ring.release(got);
     return got;
 }

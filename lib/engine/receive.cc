@@ -18,8 +18,11 @@ using rc::QpState;
 
 namespace {
 
-/** 33:33:…, where IPv6 multicast groups map (RFC 2464 §7), ND's solicited-node groups among them. */
-bool is_ipv6_multicast_mac(const wire::MacAddr& m) noexcept { return m[0] == 0x33 && m[1] == 0x33; }
+/** 33:33:…, where IPv6 multicast groups map (RFC 2464 §7), ND's solicited-node groups among them.
+ */
+bool is_ipv6_multicast_mac(const wire::MacAddr& m) noexcept {
+    return m[0] == 0x33 && m[1] == 0x33;
+}
 
 } // namespace
 
@@ -71,8 +74,10 @@ void Device::receive(PktBuf& buf, bool looped) noexcept {
         return;
     }
     if (r != wire::RejectReason::ok) {
-        // Not RoCE at all (ARP, ND, other traffic) is no error for the transport; malformed RoCE is.
-        if (r == wire::RejectReason::bad_icrc) counters_.inc(Counter::rx_dropped_bad_icrc);
+        // Not RoCE at all (ARP, ND, other traffic) is no error for the transport; malformed RoCE
+        // is.
+        if (r == wire::RejectReason::bad_icrc)
+            counters_.inc(Counter::rx_dropped_bad_icrc);
         else if (roce_port)
             counters_.inc(Counter::rx_dropped_malformed);
         else if (buf.port < responders_.size()) {
@@ -107,9 +112,12 @@ void Device::receive(PktBuf& buf, bool looped) noexcept {
         return;
     }
     qp->counters.inc(Counter::rcvd_pkts);
-    if (pkt.info->is(wire::OpFlags::response)) qp->transport->receive_response(*qp, pkt, ctx_);
-    else qp->transport->receive_request(*qp, pkt, ctx_);
-    activate(qp->qpn - rc::kFirstQpn); // an ACK opens the window, a request owes an ACK: run it this pass
+    if (pkt.info->is(wire::OpFlags::response))
+        qp->transport->receive_response(*qp, pkt, ctx_);
+    else
+        qp->transport->receive_request(*qp, pkt, ctx_);
+    activate(qp->qpn -
+             rc::kFirstQpn); // an ACK opens the window, a request owes an ACK: run it this pass
 }
 
 std::uint32_t Device::drain_loopback(std::uint32_t budget) noexcept {

@@ -16,13 +16,15 @@
 namespace droce {
 
 class TimerHeap {
-public:
+  public:
     static constexpr std::uint32_t kNone = UINT32_MAX;
 
-    /** @param slots number of timer owners (QP slots); indices are 0..slots-1. Allocates here only. */
+    /** @param slots number of timer owners (QP slots); indices are 0..slots-1. Allocates here only.
+     */
     explicit TimerHeap(std::uint32_t slots)
         : heap_(new Entry[slots]), pos_(new std::uint32_t[slots]) {
-        for (std::uint32_t i = 0; i < slots; ++i) pos_[i] = kNone;
+        for (std::uint32_t i = 0; i < slots; ++i)
+            pos_[i] = kNone;
     }
 
     /** Arms, moves or (with @p deadline_ns == 0) cancels the timer of @p slot. */
@@ -41,8 +43,10 @@ public:
         }
         const std::uint64_t old = heap_[p].deadline_ns;
         heap_[p].deadline_ns = deadline_ns;
-        if (deadline_ns < old) sift_up(p);
-        else sift_down(p);
+        if (deadline_ns < old)
+            sift_up(p);
+        else
+            sift_down(p);
     }
     /** The deadline armed for @p slot, or 0. */
     [[nodiscard]] std::uint64_t deadline(std::uint32_t slot) const noexcept {
@@ -51,7 +55,9 @@ public:
     [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
     [[nodiscard]] std::uint32_t size() const noexcept { return size_; }
     /** Earliest deadline in ns, or 0 when no timer is armed. */
-    [[nodiscard]] std::uint64_t next_deadline_ns() const noexcept { return size_ ? heap_[0].deadline_ns : 0; }
+    [[nodiscard]] std::uint64_t next_deadline_ns() const noexcept {
+        return size_ ? heap_[0].deadline_ns : 0;
+    }
     /** Removes and returns the slot of the earliest timer if it is due at @p now_ns, else kNone. */
     std::uint32_t pop_due(std::uint64_t now_ns) noexcept {
         if (size_ == 0 || heap_[0].deadline_ns > now_ns) return kNone;
@@ -60,7 +66,7 @@ public:
         return slot;
     }
 
-private:
+  private:
     struct Entry {
         std::uint64_t deadline_ns;
         std::uint32_t slot;
@@ -85,7 +91,8 @@ private:
         for (;;) {
             std::uint32_t child = 2 * at + 1;
             if (child >= size_) break;
-            if (child + 1 < size_ && heap_[child + 1].deadline_ns < heap_[child].deadline_ns) ++child;
+            if (child + 1 < size_ && heap_[child + 1].deadline_ns < heap_[child].deadline_ns)
+                ++child;
             if (heap_[child].deadline_ns >= e.deadline_ns) break;
             place(at, heap_[child]);
             at = child;
@@ -98,8 +105,10 @@ private:
         if (at == last) return;
         const std::uint64_t removed = heap_[at].deadline_ns;
         place(at, heap_[last]);
-        if (heap_[at].deadline_ns < removed) sift_up(at);
-        else sift_down(at);
+        if (heap_[at].deadline_ns < removed)
+            sift_up(at);
+        else
+            sift_down(at);
     }
 
     std::unique_ptr<Entry[]> heap_;

@@ -18,7 +18,6 @@ namespace droce {
 
 using rc::QpState;
 
-
 void Device::open_tx_stage() noexcept {
     // Buffers for the whole pass in one alloc_bulk per port (topped up, not reallocated: what a
     // pass did not use stays reserved for the next one).
@@ -27,8 +26,9 @@ void Device::open_tx_stage() noexcept {
         TxBufCache& c = tx_cache_[p];
         if (c.count < kTxBatch)
             c.count = static_cast<std::uint16_t>(
-                c.count + ports_[p].driver->alloc_bulk(c.bufs.data() + c.count,
-                                                       static_cast<std::uint16_t>(kTxBatch - c.count)));
+                c.count +
+                ports_[p].driver->alloc_bulk(c.bufs.data() + c.count,
+                                             static_cast<std::uint16_t>(kTxBatch - c.count)));
         const std::uint32_t queue_room = tx_[p].count < kTxBatch ? kTxBatch - tx_[p].count : 0;
         room[p] = std::min<std::uint32_t>(c.count, queue_room);
     }
@@ -38,13 +38,16 @@ void Device::open_tx_stage() noexcept {
 void Device::build_staged() noexcept {
     for (const TxPacket& pkt : stage_.packets()) {
         TxBufCache& c = tx_cache_[pkt.port];
-        PktBuf* buf = c.bufs[--c.count]; // reserved by open_tx_stage(): the stage's room ensures one
+        PktBuf* buf =
+            c.bufs[--c.count]; // reserved by open_tx_stage(): the stage's room ensures one
         buf->port = pkt.port;
         buf->ext_len = 0;
-        const bool by_ref = pkt.ref != nullptr && !pkt.loopback &&
-                            send_by_reference(pkt.port, *pkt.path, pkt.payload_spans(), pkt.fields, buf, pkt.ref);
+        const bool by_ref =
+            pkt.ref != nullptr && !pkt.loopback &&
+            send_by_reference(pkt.port, *pkt.path, pkt.payload_spans(), pkt.fields, buf, pkt.ref);
         if (!by_ref) {
-            const std::size_t len = wire::build_frame(*pkt.path, pkt.fields, pkt.payload_spans(), buf->room());
+            const std::size_t len =
+                wire::build_frame(*pkt.path, pkt.fields, pkt.payload_spans(), buf->room());
             if (len == 0) { // larger than the port's buffers: a path MTU the port cannot carry
                 ports_[pkt.port].driver->free_bulk(&buf, 1);
                 counters_.inc(Counter::tx_dropped_too_long);
@@ -71,11 +74,12 @@ void Device::set_capture(CaptureHook hook) noexcept {
 }
 
 bool Device::send_by_reference(unsigned port, const wire::PathHeaders& path,
-                               std::span<const std::span<const std::uint8_t>> payload, const wire::PacketFields& f,
-                               PktBuf* buf, TxRef* ref) noexcept {
+                               std::span<const std::span<const std::uint8_t>> payload,
+                               const wire::PacketFields& f, PktBuf* buf, TxRef* ref) noexcept {
     // zc_min_payload_ was chosen when the device was set up: UINT32_MAX on ports that copy.
     std::size_t len = 0;
-    for (auto s : payload) len += s.size();
+    for (auto s : payload)
+        len += s.size();
     if (len < zc_min_payload_[port]) return false;
     wire::SplitFrame sf;
     if (!wire::build_frame_split(path, f, payload, buf->room(), sf)) return false;

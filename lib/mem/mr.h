@@ -23,7 +23,8 @@
 
 namespace droce::mem {
 
-/** A protection domain. Objects carry a pointer to theirs; an MR is usable only through a QP of the same PD. */
+/** A protection domain. Objects carry a pointer to theirs; an MR is usable only through a QP of the
+ * same PD. */
 struct Pd {
     std::uint32_t handle = 0;
 };
@@ -33,10 +34,10 @@ struct Mr {
     std::uint32_t lkey = 0;
     std::uint32_t rkey = 0;
     const Pd* pd = nullptr;
-    std::uint64_t iova = 0;    ///< first virtual address as the peer and the SGEs name it
-    std::uint64_t length = 0;  ///< bytes
+    std::uint64_t iova = 0;       ///< first virtual address as the peer and the SGEs name it
+    std::uint64_t length = 0;     ///< bytes
     std::uint8_t* host = nullptr; ///< host address of iova
-    std::uint32_t access = 0;  ///< AccessFlags (mem/access.h)
+    std::uint32_t access = 0;     ///< AccessFlags (mem/access.h)
     bool valid = false;
 };
 
@@ -57,7 +58,7 @@ enum class MemCheck : std::uint8_t {
 [[nodiscard]] std::string_view to_string(MemCheck c) noexcept;
 
 class MrTable {
-public:
+  public:
     /**
      * A table of up to @p capacity regions (indexes 1..capacity; key 0 is never valid). Seeds the
      * key byte generator from getrandom(2) (std::random_device where that fails).
@@ -69,14 +70,14 @@ public:
 
     /**
      * Registers @p length bytes at host address @p addr, named @p iova by SGEs and peers.
-     * @param access AccessFlags (mem/access.h). Remote write or remote atomic without local write is EINVAL (IBTA
-     *        C10-18.x, as ibv_reg_mr).
-     * @param[out] err 0, or EINVAL (null pd, null addr with nonzero length, bad flags, iova+length wraps),
-     *        ENOMEM (table full).
+     * @param access AccessFlags (mem/access.h). Remote write or remote atomic without local write
+     * is EINVAL (IBTA C10-18.x, as ibv_reg_mr).
+     * @param[out] err 0, or EINVAL (null pd, null addr with nonzero length, bad flags, iova+length
+     * wraps), ENOMEM (table full).
      * @return the region, or nullptr with *err set.
      */
-    [[nodiscard]] Mr* register_mr(const Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
-                                  std::uint32_t access, int* err) noexcept;
+    [[nodiscard]] Mr* register_mr(const Pd* pd, void* addr, std::uint64_t length,
+                                  std::uint64_t iova, std::uint32_t access, int* err) noexcept;
 
     /**
      * Invalidates @p mr; its keys do not match again, not even after its slot is reused (the next
@@ -88,7 +89,8 @@ public:
     /** The valid MR named by @p key, or nullptr. */
     [[nodiscard]] Mr* find(std::uint32_t key) noexcept;
 
-    /** True when a valid MR belongs to @p pd (ibv_dealloc_pd then fails with EBUSY). Control path: O(capacity). */
+    /** True when a valid MR belongs to @p pd (ibv_dealloc_pd then fails with EBUSY). Control path:
+     * O(capacity). */
     [[nodiscard]] bool uses_pd(const Pd* pd) const noexcept;
 
     /**
@@ -98,10 +100,11 @@ public:
      * @param[out] host on ok, host address of @p va.
      * The caller decides zero-length exemptions (C9-88): a len of 0 is still checked here.
      */
-    [[nodiscard]] MemCheck check(std::uint32_t key, const Pd* pd, std::uint64_t va, std::uint64_t len,
-                                 std::uint32_t access_needed, std::uint8_t** host) noexcept;
+    [[nodiscard]] MemCheck check(std::uint32_t key, const Pd* pd, std::uint64_t va,
+                                 std::uint64_t len, std::uint32_t access_needed,
+                                 std::uint8_t** host) noexcept;
 
-private:
+  private:
     /** The next key byte, different from @p previous (the slot's last one). Control path. */
     [[nodiscard]] std::uint8_t next_key_byte(std::uint8_t previous) noexcept;
 

@@ -11,12 +11,13 @@
  *  - rx_burst(): the caller owns the returned buffers and must give each back with free_bulk().
  * Thread rules: one engine thread calls a port's functions; none of them block, allocate or throw.
  *
- * Transmit by reference (zero-copy): a driver whose tx_by_reference() is true can send a frame whose
- * headers are in a PktBuf and whose payload stays where it is (registered memory), with
- * attach_payload(). Such a frame's payload memory belongs to the driver — and to whatever the driver
- * hands it to (a PMD's tx ring, a net_ring peer, a memif peer) — until each segment referencing it is
- * released; the driver reports every release on the TxRef given with the payload. The engine lets the
- * application reuse that memory (a send CQE) only once the TxRef reads released().
+ * Transmit by reference (zero-copy): a driver whose tx_by_reference() is true can send a frame
+ * whose headers are in a PktBuf and whose payload stays where it is (registered memory), with
+ * attach_payload(). Such a frame's payload memory belongs to the driver — and to whatever the
+ * driver hands it to (a PMD's tx ring, a net_ring peer, a memif peer) — until each segment
+ * referencing it is released; the driver reports every release on the TxRef given with the payload.
+ * The engine lets the application reuse that memory (a send CQE) only once the TxRef reads
+ * released().
  */
 #pragma once
 
@@ -26,14 +27,15 @@
 
 namespace droce {
 
-/** One frame buffer. data[0..len) is the frame from the destination MAC; capacity bytes are usable. */
+/** One frame buffer. data[0..len) is the frame from the destination MAC; capacity bytes are usable.
+ */
 struct PktBuf {
     std::uint8_t* data = nullptr;
     std::uint32_t len = 0;
     std::uint32_t capacity = 0;
-    std::uint8_t port = 0;   ///< 0-based port index the frame arrived on / leaves by
-    bool ecn_ce = false;     ///< set by the sim fabric's marker; real ports read it from the IP header
-    void* driver = nullptr;  ///< the driver's own handle (an rte_mbuf, a sim pool slot)
+    std::uint8_t port = 0; ///< 0-based port index the frame arrived on / leaves by
+    bool ecn_ce = false; ///< set by the sim fabric's marker; real ports read it from the IP header
+    void* driver = nullptr; ///< the driver's own handle (an rte_mbuf, a sim pool slot)
     /** Bytes of the frame in segments after data[0..len) (payload by reference and trailer, see
      *  PortDriver::attach_payload); 0 for a frame that is all in data. Set by the driver. */
     std::uint32_t ext_len = 0;
@@ -48,19 +50,21 @@ struct PktBuf {
  *
  * held counts the payload segments a driver took by reference and has not released. The engine
  * thread adds (in attach_payload, before the frame is transmitted: the tx handoff orders it before
- * any release); whichever thread frees a segment subtracts with release order (a PMD's tx completion,
- * a net_ring peer's engine thread, DPDK's free callback). released() reads it with acquire, so the
- * engine sees every access the driver and its peers made to the memory as done before it completes
- * the WQE. The counter outlives the segments: a QP destroyed with segments still held hands its
- * TxRefs to the device, which keeps them (see Device::~Device).
+ * any release); whichever thread frees a segment subtracts with release order (a PMD's tx
+ * completion, a net_ring peer's engine thread, DPDK's free callback). released() reads it with
+ * acquire, so the engine sees every access the driver and its peers made to the memory as done
+ * before it completes the WQE. The counter outlives the segments: a QP destroyed with segments
+ * still held hands its TxRefs to the device, which keeps them (see Device::~Device).
  */
 struct TxRef {
     std::atomic<std::uint32_t> held{0};
-    [[nodiscard]] bool released() const noexcept { return held.load(std::memory_order_acquire) == 0; }
+    [[nodiscard]] bool released() const noexcept {
+        return held.load(std::memory_order_acquire) == 0;
+    }
 };
 
 class PortDriver {
-public:
+  public:
     virtual ~PortDriver() = default;
     /** Fills @p bufs with up to @p n empty buffers of capacity >= max_frame(); returns how many. */
     virtual std::uint16_t alloc_bulk(PktBuf** bufs, std::uint16_t n) noexcept = 0;
@@ -77,30 +81,32 @@ public:
 
     // ---- transmit by reference (optional; the defaults copy) ----
     /**
-     * True when attach_payload() can work on this port (the PMD sends multi-segment frames). Fixed once
-     * the port is set up: the engine asks once, at device creation, and picks copy or by-reference
-     * transmit per port then (CONVENTIONS rule 4).
+     * True when attach_payload() can work on this port (the PMD sends multi-segment frames). Fixed
+     * once the port is set up: the engine asks once, at device creation, and picks copy or
+     * by-reference transmit per port then (CONVENTIONS rule 4).
      */
     [[nodiscard]] virtual bool tx_by_reference() const noexcept { return false; }
     /**
-     * Makes @p buf (headers in data[0..len), from alloc_bulk) a multi-segment frame: headers, then the
-     * bytes of @p payload by reference (not copied), then @p trailer (pad and ICRC, at most 8 bytes,
-     * copied). For each segment that references @p payload, ref->held is incremented; the driver
-     * decrements it when that segment is released. The payload memory must stay valid and unchanged
-     * until ref->released().
-     * @return true when attached (buf is then transmitted with tx_burst as any other buffer; freeing it
-     *         with free_bulk releases the segments too); false when this frame cannot go by reference
-     *         (no segment buffer free, memory the PMD cannot reach): buf is unchanged, ref untouched,
-     *         and the caller copies instead.
+     * Makes @p buf (headers in data[0..len), from alloc_bulk) a multi-segment frame: headers, then
+     * the bytes of @p payload by reference (not copied), then @p trailer (pad and ICRC, at most 8
+     * bytes, copied). For each segment that references @p payload, ref->held is incremented; the
+     * driver decrements it when that segment is released. The payload memory must stay valid and
+     * unchanged until ref->released().
+     * @return true when attached (buf is then transmitted with tx_burst as any other buffer;
+     * freeing it with free_bulk releases the segments too); false when this frame cannot go by
+     * reference (no segment buffer free, memory the PMD cannot reach): buf is unchanged, ref
+     * untouched, and the caller copies instead.
      */
-    virtual bool attach_payload(PktBuf* /*buf*/, std::span<const std::span<const std::uint8_t>> /*payload*/,
-                                std::span<const std::uint8_t> /*trailer*/, TxRef* /*ref*/) noexcept {
+    virtual bool attach_payload(PktBuf* /*buf*/,
+                                std::span<const std::span<const std::uint8_t>> /*payload*/,
+                                std::span<const std::uint8_t> /*trailer*/,
+                                TxRef* /*ref*/) noexcept {
         return false;
     }
     /**
-     * Asks the driver to release transmitted buffers it still holds (PMDs free sent mbufs lazily, on a
-     * later tx burst). The engine calls it when a completion waits for a release and it has nothing
-     * to transmit. Default: nothing to do.
+     * Asks the driver to release transmitted buffers it still holds (PMDs free sent mbufs lazily,
+     * on a later tx burst). The engine calls it when a completion waits for a release and it has
+     * nothing to transmit. Default: nothing to do.
      */
     virtual void tx_reclaim() noexcept {}
 };

@@ -41,9 +41,9 @@ struct TxPacket {
     wire::PacketFields fields;               ///< BTH and extension header values
     std::array<std::span<const std::uint8_t>, kMaxSpans> payload{};
     std::uint8_t num_spans = 0;
-    std::uint8_t port = 0;       ///< 0-based port of the device the path leaves by
-    bool loopback = false;       ///< to a QP of this same device: the loopback queue, not the port
-    TxRef* ref = nullptr;        ///< non-null: registered payload that may go by reference (see port.h)
+    std::uint8_t port = 0; ///< 0-based port of the device the path leaves by
+    bool loopback = false; ///< to a QP of this same device: the loopback queue, not the port
+    TxRef* ref = nullptr;  ///< non-null: registered payload that may go by reference (see port.h)
     Counters* counters = nullptr; ///< the sending QP's counters (sent_pkts, loopback_pkts at build)
 
     [[nodiscard]] std::span<const std::span<const std::uint8_t>> payload_spans() const noexcept {
@@ -52,7 +52,7 @@ struct TxPacket {
 };
 
 class TxStage {
-public:
+  public:
     static constexpr unsigned kMaxPorts = 4;
     /** Packets per pass an engine's stage holds (all ports and loopback together). */
     static constexpr std::uint32_t kDepth = 512;
@@ -85,13 +85,15 @@ public:
                               const wire::PacketFields& fields,
                               std::span<const std::span<const std::uint8_t>> payload, TxRef* ref,
                               Counters* counters) noexcept {
-        if (count_ == depth_ || port >= kMaxPorts || payload.size() > TxPacket::kMaxSpans) return false;
+        if (count_ == depth_ || port >= kMaxPorts || payload.size() > TxPacket::kMaxSpans)
+            return false;
         if (queue_used_[port] >= buf_room_[port]) return false;
         if (loopback && loop_used_ >= loop_room_) return false;
         TxPacket& p = packets_[count_++];
         p.path = &path;
         p.fields = fields;
-        for (std::size_t i = 0; i < payload.size(); ++i) p.payload[i] = payload[i];
+        for (std::size_t i = 0; i < payload.size(); ++i)
+            p.payload[i] = payload[i];
         p.num_spans = static_cast<std::uint8_t>(payload.size());
         p.port = port;
         p.loopback = loopback;
@@ -103,12 +105,14 @@ public:
     }
 
     /** The packets staged since open(), in the order the transports decided them. */
-    [[nodiscard]] std::span<const TxPacket> packets() const noexcept { return {packets_.get(), count_}; }
+    [[nodiscard]] std::span<const TxPacket> packets() const noexcept {
+        return {packets_.get(), count_};
+    }
     [[nodiscard]] std::uint32_t size() const noexcept { return count_; }
     /** Forgets the staged packets (the owner built them); the rooms stay as they are. */
     void clear() noexcept { count_ = 0; }
 
-private:
+  private:
     std::unique_ptr<TxPacket[]> packets_;
     std::uint32_t depth_;
     std::uint32_t count_ = 0;

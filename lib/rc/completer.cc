@@ -28,7 +28,6 @@
 
 namespace droce::rc {
 
-
 namespace {
 
 using wire::AethKind;
@@ -81,13 +80,14 @@ enum class CompError : std::uint8_t {
 
 /** What an error means: the completion status of the oldest WQE (fail) or a counted drop. */
 struct Decision {
-    bool fail = false;   ///< complete the oldest WQE with @ref status and flush the QP
+    bool fail = false; ///< complete the oldest WQE with @ref status and flush the QP
     WcStatus status = WcStatus::success;
     bool counted = false;
     Counter counter = Counter::sent_pkts;
 };
 
-/** The one place that turns a completer-side error into a status or a drop (CONVENTIONS rule 11). */
+/** The one place that turns a completer-side error into a status or a drop (CONVENTIONS rule 11).
+ */
 constexpr Decision decide(CompError e) noexcept {
     switch (e) {
     case CompError::none:
@@ -99,31 +99,35 @@ constexpr Decision decide(CompError e) noexcept {
         return {true, WcStatus::rem_access_err, true, Counter::req_remote_access_errors};
     case CompError::nak_remote_operational:
         return {true, WcStatus::rem_op_err, true, Counter::req_remote_operational_error};
-    case CompError::nak_invalid_rd_request: // RD only; an RC peer sending it is broken: remote invalid RD request
+    case CompError::nak_invalid_rd_request: // RD only; an RC peer sending it is broken: remote
+                                            // invalid RD request
         return {true, WcStatus::rem_inv_rd_req_err, true, Counter::req_remote_invalid_request};
-    // §9.7.6.1.3 / §9.7.5.1: transport retry counter exhausted (timeouts, sequence and implied NAKs).
+    // §9.7.6.1.3 / §9.7.5.1: transport retry counter exhausted (timeouts, sequence and implied
+    // NAKs).
     case CompError::retry_exceeded:
         return {true, WcStatus::retry_exc_err, true, Counter::retry_exceeded_err};
     // §9.7.5.2.8: RNR retry counter exhausted.
     case CompError::rnr_retry_exceeded:
         return {true, WcStatus::rnr_retry_exc_err, true, Counter::rnr_nak_retry_err};
-    // READ response payload not the length requested (longer, or a short LAST / non-MTU FIRST/MIDDLE).
-    // rxe: the copy into the SGEs fails -> IB_WC_LOC_PROT_ERR; same status here, counted as a length error.
+    // READ response payload not the length requested (longer, or a short LAST / non-MTU
+    // FIRST/MIDDLE). rxe: the copy into the SGEs fails -> IB_WC_LOC_PROT_ERR; same status here,
+    // counted as a length error.
     case CompError::read_length:
         return {true, WcStatus::loc_prot_err, true, Counter::req_local_length_error};
-    // Response data / atomic result cannot be written to the local SGE (lkey, PD, bounds, local write).
+    // Response data / atomic result cannot be written to the local SGE (lkey, PD, bounds, local
+    // write).
     case CompError::local_protection:
         return {true, WcStatus::loc_prot_err, true, Counter::local_protection_err};
     // §9.7.5.1: an acknowledgement for a PSN never sent is invalid: silently dropped.
     case CompError::unsent_psn:
     case CompError::unexpected_response:
         return {false, WcStatus::success, true, Counter::completer_retry_err};
-    // Table 46 reserved NAK codes: the responder failed in a way this requester cannot name; as rxe,
-    // a remote operational error (fatal).
+    // Table 46 reserved NAK codes: the responder failed in a way this requester cannot name; as
+    // rxe, a remote operational error (fatal).
     case CompError::reserved_nak_code:
         return {true, WcStatus::rem_op_err, true, Counter::req_remote_operational_error};
-    // Table 45 reserved AETH type (010), or a NAK / RNR syndrome on a response that must carry an ACK:
-    // not a valid acknowledgement, silently dropped (§9.7.5.1), counted.
+    // Table 45 reserved AETH type (010), or a NAK / RNR syndrome on a response that must carry an
+    // ACK: not a valid acknowledgement, silently dropped (§9.7.5.1), counted.
     case CompError::reserved_syndrome:
         return {false, WcStatus::success, true, Counter::completer_retry_err};
     }
@@ -131,16 +135,21 @@ constexpr Decision decide(CompError e) noexcept {
 }
 
 /** Counts a per-QP event on the QP only (TransportCtx::dev_counters is for events of no QP). */
-void count(Qp& qp, TransportCtx& /*ctx*/, Counter c) noexcept { qp.counters.inc(c); }
+void count(Qp& qp, TransportCtx& /*ctx*/, Counter c) noexcept {
+    qp.counters.inc(c);
+}
 
-bool is_read(const SendWqe& w) noexcept { return w.opcode == WrOpcode::rdma_read; }
+bool is_read(const SendWqe& w) noexcept {
+    return w.opcode == WrOpcode::rdma_read;
+}
 bool is_atomic(const SendWqe& w) noexcept {
     return w.opcode == WrOpcode::atomic_cmp_and_swp || w.opcode == WrOpcode::atomic_fetch_and_add;
 }
 
 /** One past the highest PSN ever sent. */
 Psn high_psn(const Qp& qp) noexcept {
-    return qp.req.retransmitting && qp.req.resend_until > qp.req.next_psn ? qp.req.resend_until : qp.req.next_psn;
+    return qp.req.retransmitting && qp.req.resend_until > qp.req.next_psn ? qp.req.resend_until
+                                                                          : qp.req.next_psn;
 }
 
 /** First response PSN of READ / atomic @p w not yet received. */
@@ -149,8 +158,8 @@ Psn expected_response(const Qp& qp, const SendWqe& w) noexcept {
 }
 
 /**
- * The oldest WQE, or nullptr when there is none whose request went out in the current pass (a READ or
- * atomic rewound by go-back-N and not yet re-sent ignores responses to its earlier request).
+ * The oldest WQE, or nullptr when there is none whose request went out in the current pass (a READ
+ * or atomic rewound by go-back-N and not yet re-sent ignores responses to its earlier request).
  */
 SendWqe* oldest(Qp& qp) noexcept {
     const std::uint32_t idx = clamp_first_unacked_wqe(qp);
@@ -209,9 +218,9 @@ enum class AckOutcome : std::uint8_t { ok, implied_nak, qp_error };
 
 /**
  * Acknowledges every PSN <= @p p: completes, in order, the WQEs that end at or before @p p.
- * Stops at a READ / atomic whose responses are not all in: if @p p reaches its first missing response
- * PSN, that is an implied NAK (@p retry_psn = that PSN). A WQE that failed locally completes with its
- * status when it becomes the oldest, and the QP goes to ERR.
+ * Stops at a READ / atomic whose responses are not all in: if @p p reaches its first missing
+ * response PSN, that is an implied NAK (@p retry_psn = that PSN). A WQE that failed locally
+ * completes with its status when it becomes the oldest, and the QP goes to ERR.
  */
 AckOutcome ack_through(Qp& qp, TransportCtx& ctx, Psn p, Psn& retry_psn) noexcept {
     for (std::uint32_t idx = clamp_first_unacked_wqe(qp); idx != qp.sq.producer_index();
@@ -253,8 +262,8 @@ bool find_wqe(Qp& qp, Psn p, std::uint32_t& idx) noexcept {
         const SendWqe& w = qp.sq.slot(i);
         return w.state != WqeState::posted && w.npkts != 0 && p >= w.first_psn && p <= w.last_psn;
     };
-    // The per-PSN ring knows every request PSN in flight; PSNs inside a READ's response range fall back
-    // to the scan.
+    // The per-PSN ring knows every request PSN in flight; PSNs inside a READ's response range fall
+    // back to the scan.
     const PsnSendState& e = qp.req.psn_ring[p.value() & kPsnRingMask];
     if (e.valid && e.psn == p && e.wqe_index - lo < hi - lo && holds(e.wqe_index)) {
         idx = e.wqe_index;
@@ -271,8 +280,8 @@ bool find_wqe(Qp& qp, Psn p, std::uint32_t& idx) noexcept {
 
 /**
  * Go-back-N (IBTA §9.7.5.1): resend everything from PSN @p p. The WQE holding @p p restarts at byte
- * (p - first_psn) * MTU (a READ asks again only for the rest, from va + offset, with PSN p); every later
- * WQE already started is sent again from its beginning, with the same PSNs.
+ * (p - first_psn) * MTU (a READ asks again only for the rest, from va + offset, with PSN p); every
+ * later WQE already started is sent again from its beginning, with the same PSNs.
  */
 void go_back_n(Qp& qp, Psn p) noexcept {
     RequesterState& req = qp.req;
@@ -291,7 +300,8 @@ void go_back_n(Qp& qp, Psn p) noexcept {
         w.state = WqeState::sending;
     }
     SendWqe& w = qp.sq.slot(idx);
-    const std::uint64_t off = is_atomic(w) ? 0 : static_cast<std::uint64_t>(p.distance_from(w.first_psn)) * qp.mtu;
+    const std::uint64_t off =
+        is_atomic(w) ? 0 : static_cast<std::uint64_t>(p.distance_from(w.first_psn)) * qp.mtu;
     w.sent_bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(off, w.length));
     if (is_read(w)) w.recv_bytes = w.sent_bytes;
     w.state = WqeState::sending;
@@ -311,9 +321,11 @@ bool scatter(Qp& qp, TransportCtx& ctx, const SendWqe& w, std::uint32_t off,
             continue;
         }
         const std::uint32_t in_sge = off - pos;
-        const std::uint32_t take = std::min<std::uint32_t>(static_cast<std::uint32_t>(data.size()), s.length - in_sge);
+        const std::uint32_t take =
+            std::min<std::uint32_t>(static_cast<std::uint32_t>(data.size()), s.length - in_sge);
         std::uint8_t* host = nullptr;
-        if (ctx.mrs->check(s.lkey, qp.pd, s.addr + in_sge, take, kAccessLocalWrite, &host) != mem::MemCheck::ok)
+        if (ctx.mrs->check(s.lkey, qp.pd, s.addr + in_sge, take, kAccessLocalWrite, &host) !=
+            mem::MemCheck::ok)
             return false;
         std::memcpy(host, data.data(), take);
         data = data.subspan(take);
@@ -338,9 +350,12 @@ struct Rx {
 CompState implicit_ack(Qp& qp, TransportCtx& ctx, Rx& rx, CompState next) noexcept {
     if (!(rx.psn > qp.comp.oldest_unacked)) return next;
     switch (ack_through(qp, ctx, rx.psn - 1, rx.retry_psn)) {
-    case AckOutcome::ok: return next;
-    case AckOutcome::implied_nak: return CompState::retry;
-    case AckOutcome::qp_error: return CompState::done;
+    case AckOutcome::ok:
+        return next;
+    case AckOutcome::implied_nak:
+        return CompState::retry;
+    case AckOutcome::qp_error:
+        return CompState::done;
     }
     return next;
 }
@@ -352,8 +367,11 @@ CompState do_check_psn(Qp& qp, Rx& rx) noexcept {
     case Opcode::RC_RDMA_READ_RESPONSE_FIRST:
     case Opcode::RC_RDMA_READ_RESPONSE_MIDDLE:
     case Opcode::RC_RDMA_READ_RESPONSE_LAST:
-    case Opcode::RC_RDMA_READ_RESPONSE_ONLY: break;
-    default: rx.err = CompError::unexpected_response; return CompState::drop;
+    case Opcode::RC_RDMA_READ_RESPONSE_ONLY:
+        break;
+    default:
+        rx.err = CompError::unexpected_response;
+        return CompState::drop;
     }
     if (rx.psn >= high_psn(qp)) { // never sent
         rx.err = CompError::unsent_psn;
@@ -367,28 +385,39 @@ CompState do_check_ack(Rx& rx) noexcept {
     switch (rx.op) {
     case Opcode::RC_ACKNOWLEDGE:
         switch (rx.kind) {
-        case AethKind::ack: return CompState::ack;
-        case AethKind::rnr_nak: return CompState::rnr;
+        case AethKind::ack:
+            return CompState::ack;
+        case AethKind::rnr_nak:
+            return CompState::rnr;
         case AethKind::nak:
             switch (static_cast<NakCode>(rx.aeth_value)) {
-            case NakCode::psn_sequence_error: return CompState::nak_seq;
-            case NakCode::invalid_request: rx.err = CompError::nak_invalid_request; return CompState::remote_error;
-            case NakCode::remote_access_error: rx.err = CompError::nak_remote_access; return CompState::remote_error;
+            case NakCode::psn_sequence_error:
+                return CompState::nak_seq;
+            case NakCode::invalid_request:
+                rx.err = CompError::nak_invalid_request;
+                return CompState::remote_error;
+            case NakCode::remote_access_error:
+                rx.err = CompError::nak_remote_access;
+                return CompState::remote_error;
             case NakCode::remote_operational_error:
                 rx.err = CompError::nak_remote_operational;
                 return CompState::remote_error;
-            case NakCode::invalid_rd_request: rx.err = CompError::nak_invalid_rd_request; return CompState::remote_error;
+            case NakCode::invalid_rd_request:
+                rx.err = CompError::nak_invalid_rd_request;
+                return CompState::remote_error;
             }
             rx.err = CompError::reserved_nak_code;
             return CompState::remote_error;
-        case AethKind::reserved: break;
+        case AethKind::reserved:
+            break;
         }
         rx.err = CompError::reserved_syndrome;
         return CompState::drop;
     case Opcode::RC_ATOMIC_ACKNOWLEDGE:
         if (rx.kind != AethKind::ack) break;
         return CompState::atomic;
-    case Opcode::RC_RDMA_READ_RESPONSE_MIDDLE: return CompState::read; // no AETH
+    case Opcode::RC_RDMA_READ_RESPONSE_MIDDLE:
+        return CompState::read; // no AETH
     default:
         if (rx.kind != AethKind::ack) break;
         return CompState::read;
@@ -399,9 +428,12 @@ CompState do_check_ack(Rx& rx) noexcept {
 
 CompState do_ack(Qp& qp, TransportCtx& ctx, Rx& rx) noexcept {
     switch (ack_through(qp, ctx, rx.psn, rx.retry_psn)) {
-    case AckOutcome::ok: break;
-    case AckOutcome::implied_nak: return CompState::retry;
-    case AckOutcome::qp_error: return CompState::done;
+    case AckOutcome::ok:
+        break;
+    case AckOutcome::implied_nak:
+        return CompState::retry;
+    case AckOutcome::qp_error:
+        return CompState::done;
     }
     return CompState::done;
 }
@@ -421,8 +453,9 @@ CompState do_rnr(Qp& qp, TransportCtx& ctx, Rx& rx) noexcept {
         return CompState::error;
     }
     if (qp.attr.rnr_retry != 7) --qp.req.rnr_retry_left; // 7 = retry forever (IBTA §9.7.5.2.8)
-    // Wait at least the timer the responder asked for; the ACK timer must not fire meanwhile (rxe once
-    // retried on the ACK timeout before the RNR timer): it is stopped and restarts with the resend.
+    // Wait at least the timer the responder asked for; the ACK timer must not fire meanwhile (rxe
+    // once retried on the ACK timeout before the RNR timer): it is stopped and restarts with the
+    // resend.
     qp.req.rnr_deadline_ns = ctx.clock->now_ns() + rnr_timer_ns(rx.aeth_value);
     qp.req.ack_deadline_ns = 0;
     go_back_n(qp, rx.psn);
@@ -442,7 +475,8 @@ CompState do_retry(Qp& qp, Rx& rx) noexcept {
         rx.err = CompError::retry_exceeded;
         return CompState::error;
     }
-    --qp.req.retry_left; // retry_cnt 7 is seven retries, not infinite (IBTA §9.7.6.1.3; rxe differs)
+    --qp.req
+          .retry_left; // retry_cnt 7 is seven retries, not infinite (IBTA §9.7.6.1.3; rxe differs)
     qp.comp.retry_started = true;
     go_back_n(qp, rx.retry_psn);
     return CompState::done;
@@ -459,7 +493,7 @@ CompState do_read(Qp& qp, TransportCtx& ctx, Rx& rx) noexcept {
     }
     const Psn e = expected_response(qp, *w);
     if (rx.psn < e) return CompState::done; // a duplicate of a response already placed
-    if (rx.psn > e) { // responses skipped: implied NAK, ask again from e
+    if (rx.psn > e) {                       // responses skipped: implied NAK, ask again from e
         // Counted once per gap, like the go-back-N it starts; later responses of the same gap are
         // the tail of the lost burst, not new losses.
         if (!qp.comp.retry_started) count(qp, ctx, Counter::implied_nak_seq_err);
@@ -468,9 +502,10 @@ CompState do_read(Qp& qp, TransportCtx& ctx, Rx& rx) noexcept {
     }
     const auto len = static_cast<std::uint32_t>(rx.pkt.payload.size());
     const std::uint32_t rem = w->length - w->recv_bytes;
-    const bool last = rx.op == Opcode::RC_RDMA_READ_RESPONSE_LAST || rx.op == Opcode::RC_RDMA_READ_RESPONSE_ONLY;
-    // FIRST / MIDDLE carry exactly one MTU and leave data to come; LAST / ONLY carry the rest, at most
-    // one MTU (§9.7.5.1). Anything else is more (or less) data than the READ asked for.
+    const bool last =
+        rx.op == Opcode::RC_RDMA_READ_RESPONSE_LAST || rx.op == Opcode::RC_RDMA_READ_RESPONSE_ONLY;
+    // FIRST / MIDDLE carry exactly one MTU and leave data to come; LAST / ONLY carry the rest, at
+    // most one MTU (§9.7.5.1). Anything else is more (or less) data than the READ asked for.
     if (len > rem || (last ? len != rem : (len != qp.mtu || len == rem))) {
         rx.err = CompError::read_length;
         return CompState::error;
@@ -496,8 +531,8 @@ CompState do_atomic(Qp& qp, TransportCtx& ctx, Rx& rx) noexcept {
     const std::uint64_t orig = rx.pkt.atomic_ack_eth->orig_rem_data.get();
     const Sge& sge = w->sg_list[0];
     std::uint8_t* host = nullptr;
-    if (w->num_sge != 1 ||
-        ctx.mrs->check(sge.lkey, qp.pd, sge.addr, 8, kAccessLocalWrite, &host) != mem::MemCheck::ok) {
+    if (w->num_sge != 1 || ctx.mrs->check(sge.lkey, qp.pd, sge.addr, 8, kAccessLocalWrite, &host) !=
+                               mem::MemCheck::ok) {
         rx.err = CompError::local_protection;
         return CompState::error;
     }
@@ -528,7 +563,8 @@ CompState do_error(Qp& qp, TransportCtx& ctx, Rx& rx) noexcept {
 
 void completer_receive(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) noexcept {
     if (!pkt.bth) return;
-    if (qp.state != QpState::rts && qp.state != QpState::sqd) return; // RESET/INIT/RTR/ERR: nothing to complete
+    if (qp.state != QpState::rts && qp.state != QpState::sqd)
+        return; // RESET/INIT/RTR/ERR: nothing to complete
     Rx rx{pkt, pkt.bth->psn(), pkt.bth->opcode(), AethKind::ack, 0, CompError::none, Psn()};
     if (pkt.aeth) {
         rx.kind = pkt.aeth->kind();
@@ -540,19 +576,42 @@ void completer_receive(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) 
     CompState s = CompState::check_psn;
     while (s != CompState::done) {
         switch (s) {
-        case CompState::check_psn: s = do_check_psn(qp, rx); break;
-        case CompState::check_ack: s = do_check_ack(rx); break;
-        case CompState::ack: s = do_ack(qp, ctx, rx); break;
-        case CompState::read: s = do_read(qp, ctx, rx); break;
-        case CompState::atomic: s = do_atomic(qp, ctx, rx); break;
-        case CompState::nak_seq: s = do_nak_seq(qp, ctx, rx); break;
-        case CompState::rnr: s = do_rnr(qp, ctx, rx); break;
-        case CompState::remote_error: s = do_remote_error(qp, ctx, rx); break;
-        case CompState::retry: s = do_retry(qp, rx); break;
-        case CompState::complete: s = do_complete(qp, ctx); break;
+        case CompState::check_psn:
+            s = do_check_psn(qp, rx);
+            break;
+        case CompState::check_ack:
+            s = do_check_ack(rx);
+            break;
+        case CompState::ack:
+            s = do_ack(qp, ctx, rx);
+            break;
+        case CompState::read:
+            s = do_read(qp, ctx, rx);
+            break;
+        case CompState::atomic:
+            s = do_atomic(qp, ctx, rx);
+            break;
+        case CompState::nak_seq:
+            s = do_nak_seq(qp, ctx, rx);
+            break;
+        case CompState::rnr:
+            s = do_rnr(qp, ctx, rx);
+            break;
+        case CompState::remote_error:
+            s = do_remote_error(qp, ctx, rx);
+            break;
+        case CompState::retry:
+            s = do_retry(qp, rx);
+            break;
+        case CompState::complete:
+            s = do_complete(qp, ctx);
+            break;
         case CompState::error:
-        case CompState::drop: s = do_error(qp, ctx, rx); break;
-        case CompState::done: break;
+        case CompState::drop:
+            s = do_error(qp, ctx, rx);
+            break;
+        case CompState::done:
+            break;
         }
     }
 }

@@ -2,8 +2,8 @@
 /**
  * @file
  * RC QP modify rules: which state transitions are legal, which attributes each requires and allows,
- * the range of every value, and what a transition does to the transport state (IBTA Vol 1 §11.2.4.2,
- * §10.3.1 QP state diagram; ibv_modify_qp(3); Linux ib_modify_qp_is_ok()).
+ * the range of every value, and what a transition does to the transport state (IBTA Vol 1
+ * §11.2.4.2, §10.3.1 QP state diagram; ibv_modify_qp(3); Linux ib_modify_qp_is_ok()).
  */
 #include <cerrno>
 
@@ -20,41 +20,48 @@ struct TransitionRule {
 };
 
 /**
- * Required and optional attributes of each RC state transition, as ibv_modify_qp(3) and the kernel's
- * ib_modify_qp_is_ok() define them (IBTA Vol 1 §11.2.4.2 / table 91 "QP state transition").
+ * Required and optional attributes of each RC state transition, as ibv_modify_qp(3) and the
+ * kernel's ib_modify_qp_is_ok() define them (IBTA Vol 1 §11.2.4.2 / table 91 "QP state
+ * transition").
  */
 TransitionRule rc_transition(QpState from, QpState to) noexcept {
     constexpr std::uint32_t kAlways = kQpState | kQpCurState;
     if (to == QpState::reset || to == QpState::err) return {true, kQpState, kQpCurState};
     switch (from) {
     case QpState::reset:
-        if (to == QpState::init) return {true, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags, 0};
+        if (to == QpState::init)
+            return {true, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags, 0};
         break;
     case QpState::init:
-        if (to == QpState::init) return {true, 0, kAlways | kQpPkeyIndex | kQpPort | kQpAccessFlags};
+        if (to == QpState::init)
+            return {true, 0, kAlways | kQpPkeyIndex | kQpPort | kQpAccessFlags};
         if (to == QpState::rtr)
             return {true,
-                    kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer,
+                    kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic |
+                        kQpMinRnrTimer,
                     kQpCurState | kQpAltPath | kQpAccessFlags | kQpPkeyIndex};
         break;
     case QpState::rtr:
         if (to == QpState::rts)
-            return {true, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic,
+            return {true,
+                    kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic,
                     kQpCurState | kQpAltPath | kQpAccessFlags | kQpMinRnrTimer | kQpPathMigState};
         break;
     case QpState::rts:
         if (to == QpState::rts)
-            return {true, 0, kAlways | kQpAccessFlags | kQpAltPath | kQpPathMigState | kQpMinRnrTimer};
+            return {true, 0,
+                    kAlways | kQpAccessFlags | kQpAltPath | kQpPathMigState | kQpMinRnrTimer};
         if (to == QpState::sqd) return {true, kQpState, kQpCurState | kQpEnSqdAsyncNotify};
         break;
     case QpState::sqd:
         if (to == QpState::rts)
-            return {true, kQpState, kQpCurState | kQpAccessFlags | kQpAltPath | kQpPathMigState | kQpMinRnrTimer};
+            return {true, kQpState,
+                    kQpCurState | kQpAccessFlags | kQpAltPath | kQpPathMigState | kQpMinRnrTimer};
         if (to == QpState::sqd)
             return {true, 0,
-                    kAlways | kQpAv | kQpPathMtu | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic |
-                        kQpMaxDestRdAtomic | kQpAccessFlags | kQpMinRnrTimer | kQpPkeyIndex | kQpPort |
-                        kQpAltPath | kQpPathMigState};
+                    kAlways | kQpAv | kQpPathMtu | kQpTimeout | kQpRetryCnt | kQpRnrRetry |
+                        kQpMaxQpRdAtomic | kQpMaxDestRdAtomic | kQpAccessFlags | kQpMinRnrTimer |
+                        kQpPkeyIndex | kQpPort | kQpAltPath | kQpPathMigState};
         break;
     case QpState::sqe:
         if (to == QpState::rts) return {true, kQpState, kQpCurState | kQpAccessFlags};
@@ -77,8 +84,8 @@ void qp_reset(Qp& qp) noexcept {
     qp.attr.qp_state = QpState::reset;
 }
 
-int qp_modify(Qp* qp, const QpAttr& attr, std::uint32_t mask, std::span<const std::uint32_t> port_mtu,
-              TransportCtx& ctx) noexcept {
+int qp_modify(Qp* qp, const QpAttr& attr, std::uint32_t mask,
+              std::span<const std::uint32_t> port_mtu, TransportCtx& ctx) noexcept {
     const QpState cur = qp->state;
     if ((mask & kQpCurState) && attr.cur_qp_state != cur) return EINVAL;
     const QpState next = (mask & kQpState) ? attr.qp_state : cur;
@@ -91,9 +98,8 @@ int qp_modify(Qp* qp, const QpAttr& attr, std::uint32_t mask, std::span<const st
     // Range checks before anything changes.
     if ((mask & kQpPort) && (attr.port_num < 1 || attr.port_num > port_mtu.size())) return EINVAL;
     const unsigned port_num = (mask & kQpPort) ? attr.port_num : qp->attr.port_num;
-    if ((mask & kQpPathMtu) &&
-        (attr.path_mtu < Mtu::mtu256 || attr.path_mtu > Mtu::mtu4096 ||
-         mtu_bytes(attr.path_mtu) > port_mtu[port_num - 1u]))
+    if ((mask & kQpPathMtu) && (attr.path_mtu < Mtu::mtu256 || attr.path_mtu > Mtu::mtu4096 ||
+                                mtu_bytes(attr.path_mtu) > port_mtu[port_num - 1u]))
         return EINVAL;
     if ((mask & kQpTimeout) && attr.timeout > 31) return EINVAL;
     if ((mask & kQpRetryCnt) && attr.retry_cnt > 7) return EINVAL;
@@ -103,11 +109,13 @@ int qp_modify(Qp* qp, const QpAttr& attr, std::uint32_t mask, std::span<const st
     if ((mask & kQpMaxDestRdAtomic) && attr.max_dest_rd_atomic > kMaxRdAtomic) return EINVAL;
     if ((mask & kQpDestQpn) && attr.dest_qp_num > 0xffffff) return EINVAL;
     if ((mask & kQpAccessFlags) &&
-        (attr.qp_access_flags & ~(kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic |
-                                  kAccessMwBind | kAccessRelaxedOrdering)))
+        (attr.qp_access_flags & ~(kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead |
+                                  kAccessRemoteAtomic | kAccessMwBind | kAccessRelaxedOrdering)))
         return EINVAL;
-    if ((mask & kQpPkeyIndex) && attr.pkey_index != 0) return EINVAL; // one P_Key: 0xFFFF at index 0
-    if ((mask & kQpAv) && (attr.ah_attr.port_num != 0 && attr.ah_attr.port_num > port_mtu.size())) return EINVAL;
+    if ((mask & kQpPkeyIndex) && attr.pkey_index != 0)
+        return EINVAL; // one P_Key: 0xFFFF at index 0
+    if ((mask & kQpAv) && (attr.ah_attr.port_num != 0 && attr.ah_attr.port_num > port_mtu.size()))
+        return EINVAL;
 
     QpAttr& a = qp->attr;
     if (mask & kQpAccessFlags) a.qp_access_flags = attr.qp_access_flags;

@@ -10,18 +10,24 @@
 
 namespace droce::rc {
 
-inline constexpr std::uint32_t kMaxSge = 16;             ///< SGEs per send or receive WQE
-inline constexpr std::uint32_t kMaxInlineData = 256;     ///< bytes of inline data per send WQE
-inline constexpr std::uint32_t kMaxQpWr = 4096;          ///< WQEs per SQ or RQ (power of two)
-inline constexpr std::uint32_t kMaxCqe = 65536;          ///< CQEs per CQ
-inline constexpr std::uint32_t kMaxQp = 16384;           ///< QPs per device (a multiple of 4096: doorbell summary words)
-inline constexpr std::uint32_t kFirstQpn = 0x11;         ///< first QPN handed out (QP0/QP1 are special; rxe also starts at 17)
-inline constexpr std::uint32_t kMaxMr = 4096;            ///< memory regions per device
-inline constexpr std::uint32_t kMaxRdAtomic = 16;        ///< max_rd_atomic / max_dest_rd_atomic ceiling
-inline constexpr std::uint64_t kMaxMsgSize = 1ull << 31; ///< bytes per message (IBTA: RETH DMA length is 31 bits usable)
-inline constexpr std::uint32_t kMaxPktPerAck = 64;       ///< AckReq at least every N packets (rxe RXE_MAX_PKT_PER_ACK)
-inline constexpr std::uint32_t kMaxPaths = 16;           ///< paths per QP (RC uses 1; multipath one per entropy value)
-inline constexpr std::uint32_t kPsnWindow = 1024;        ///< unacknowledged packets a requester keeps in flight
+inline constexpr std::uint32_t kMaxSge = 16;         ///< SGEs per send or receive WQE
+inline constexpr std::uint32_t kMaxInlineData = 256; ///< bytes of inline data per send WQE
+inline constexpr std::uint32_t kMaxQpWr = 4096;      ///< WQEs per SQ or RQ (power of two)
+inline constexpr std::uint32_t kMaxCqe = 65536;      ///< CQEs per CQ
+inline constexpr std::uint32_t kMaxQp =
+    16384; ///< QPs per device (a multiple of 4096: doorbell summary words)
+inline constexpr std::uint32_t kFirstQpn =
+    0x11; ///< first QPN handed out (QP0/QP1 are special; rxe also starts at 17)
+inline constexpr std::uint32_t kMaxMr = 4096;     ///< memory regions per device
+inline constexpr std::uint32_t kMaxRdAtomic = 16; ///< max_rd_atomic / max_dest_rd_atomic ceiling
+inline constexpr std::uint64_t kMaxMsgSize =
+    1ull << 31; ///< bytes per message (IBTA: RETH DMA length is 31 bits usable)
+inline constexpr std::uint32_t kMaxPktPerAck =
+    64; ///< AckReq at least every N packets (rxe RXE_MAX_PKT_PER_ACK)
+inline constexpr std::uint32_t kMaxPaths =
+    16; ///< paths per QP (RC uses 1; multipath one per entropy value)
+inline constexpr std::uint32_t kPsnWindow =
+    1024; ///< unacknowledged packets a requester keeps in flight
 inline constexpr std::uint32_t kAckTimeoutMinNs = 4096;
 /**
  * Smallest payload a packet sends by reference (zero-copy) where the port can; smaller payloads are
@@ -30,11 +36,14 @@ inline constexpr std::uint32_t kAckTimeoutMinNs = 4096;
  * packet; at 1 KiB that was 33 % fewer messages per second than copying, at 4 KiB a tie (within
  * noise), at 64 B a tie. So only full 4 KiB payloads go by reference by default.
  */
-inline constexpr std::uint32_t kTxByRefMinPayload = 4096;  ///< local ACK timeout unit: 4.096 us × 2^timeout (IBTA §9.7.6.1.3)
+inline constexpr std::uint32_t kTxByRefMinPayload =
+    4096; ///< local ACK timeout unit: 4.096 us × 2^timeout (IBTA §9.7.6.1.3)
 
 /** Path MTU codes as ibv_mtu numbers them (1 = 256 B .. 5 = 4096 B). */
 enum class Mtu : std::uint8_t { mtu256 = 1, mtu512 = 2, mtu1024 = 3, mtu2048 = 4, mtu4096 = 5 };
-[[nodiscard]] constexpr std::uint32_t mtu_bytes(Mtu m) noexcept { return 128u << static_cast<unsigned>(m); }
+[[nodiscard]] constexpr std::uint32_t mtu_bytes(Mtu m) noexcept {
+    return 128u << static_cast<unsigned>(m);
+}
 /**
  * The Mtu code of a path MTU of @p bytes, the inverse of mtu_bytes(): 256, 512, 1024 and 2048 map
  * to their codes; any other value, 4096 included, gives mtu4096.

@@ -10,9 +10,9 @@ bool cq_push(Cq& cq, const Cqe& cqe, bool solicited) noexcept {
     }
     cq.ring.producer_slot() = cqe;
     cq.ring.publish();
-    // Relaxed first look: an unarmed CQ (the common case) costs one load. The exchange is acq_rel so
-    // that an application that re-arms and then polls (the ibv_req_notify_cq / ibv_poll_cq idiom)
-    // either sees this CQE or gets the event.
+    // Relaxed first look: an unarmed CQ (the common case) costs one load. The exchange is acq_rel
+    // so that an application that re-arms and then polls (the ibv_req_notify_cq / ibv_poll_cq
+    // idiom) either sees this CQE or gets the event.
     const std::uint8_t arm = cq.armed.load(std::memory_order_relaxed);
     if (arm != Cq::kDisarmed && cq.notify != nullptr &&
         (arm == Cq::kArmNext || solicited || cqe.status != WcStatus::success) &&
@@ -24,15 +24,22 @@ bool cq_push(Cq& cq, const Cqe& cqe, bool solicited) noexcept {
 WcOpcode wc_opcode_of(WrOpcode op) noexcept {
     switch (op) {
     case WrOpcode::rdma_write:
-    case WrOpcode::rdma_write_with_imm: return WcOpcode::rdma_write;
-    case WrOpcode::rdma_read: return WcOpcode::rdma_read;
-    case WrOpcode::atomic_cmp_and_swp: return WcOpcode::comp_swap;
-    case WrOpcode::atomic_fetch_and_add: return WcOpcode::fetch_add;
-    case WrOpcode::local_inv: return WcOpcode::local_inv;
-    case WrOpcode::bind_mw: return WcOpcode::bind_mw;
+    case WrOpcode::rdma_write_with_imm:
+        return WcOpcode::rdma_write;
+    case WrOpcode::rdma_read:
+        return WcOpcode::rdma_read;
+    case WrOpcode::atomic_cmp_and_swp:
+        return WcOpcode::comp_swap;
+    case WrOpcode::atomic_fetch_and_add:
+        return WcOpcode::fetch_add;
+    case WrOpcode::local_inv:
+        return WcOpcode::local_inv;
+    case WrOpcode::bind_mw:
+        return WcOpcode::bind_mw;
     case WrOpcode::send:
     case WrOpcode::send_with_imm:
-    case WrOpcode::send_with_inv: break;
+    case WrOpcode::send_with_inv:
+        break;
     }
     return WcOpcode::send;
 }
@@ -65,7 +72,8 @@ void qp_enter_error(Qp& qp, TransportCtx& /*ctx*/) noexcept {
         if (w.state == WqeState::acked) {
             if (qp.sq_sig_all || (w.send_flags & kSendSignaled))
                 push_send_cqe(qp, w, WcStatus::success,
-                              w.opcode == WrOpcode::atomic_cmp_and_swp || w.opcode == WrOpcode::atomic_fetch_and_add
+                              w.opcode == WrOpcode::atomic_cmp_and_swp ||
+                                      w.opcode == WrOpcode::atomic_fetch_and_add
                                   ? 8u
                                   : w.length);
         } else if (w.state == WqeState::error_due) {
@@ -102,7 +110,8 @@ std::uint32_t qp_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget, bool* wait
     }
     if (qp.state == QpState::reset || qp.state == QpState::init) return 0;
     // Acknowledged WQEs whose payload a driver held: complete them once released.
-    if (qp.sq.consumer_index() != qp.comp.first_unacked_wqe && completer_reap(qp)) *wait_release = true;
+    if (qp.sq.consumer_index() != qp.comp.first_unacked_wqe && completer_reap(qp))
+        *wait_release = true;
     responder_run(qp, ctx, budget);
     return requester_run(qp, ctx, budget);
 }
@@ -115,7 +124,8 @@ bool qp_has_work(const Qp& qp) noexcept {
     // WQEs not yet (completely) sent, or go-back-N in progress (the requester rewound next_wqe);
     // acknowledged WQEs whose payload a driver still holds. WQEs sent and waiting for their ACK
     // need no pass: the ACK (a frame) or the ACK timer brings the QP back.
-    return qp.sq.producer_index() != qp.req.next_wqe || qp.sq.consumer_index() != qp.comp.first_unacked_wqe;
+    return qp.sq.producer_index() != qp.req.next_wqe ||
+           qp.sq.consumer_index() != qp.comp.first_unacked_wqe;
 }
 
 const TransportOps kRcTransport = {

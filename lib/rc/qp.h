@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * The RC queue pair and completion queue as the engine holds them, and the transport's entry points.
+ * The RC queue pair and completion queue as the engine holds them, and the transport's entry
+ * points.
  *
- * Roles follow Linux rxe (CONVENTIONS.md rule 2): requester.cc turns send WQEs into request packets;
- * completer.cc turns ACKs, NAKs and responses into completions and drives retransmission and the
- * ACK/RNR timers; responder.cc checks and executes incoming requests and answers them.
+ * Roles follow Linux rxe (CONVENTIONS.md rule 2): requester.cc turns send WQEs into request
+ * packets; completer.cc turns ACKs, NAKs and responses into completions and drives retransmission
+ * and the ACK/RNR timers; responder.cc checks and executes incoming requests and answers them.
  *
  * Thread rules: every function here runs on the engine thread (or on the application thread in
  * inline-progress mode, never both at once). None allocates, locks or throws.
@@ -19,12 +20,12 @@
 #include <span>
 #include <string_view>
 
-#include "common/spsc_ring.h"
 #include "common/clock.h"
 #include "common/counters.h"
+#include "common/spsc_ring.h"
+#include "mem/mr.h"
 #include "port/port.h"
 #include "port/tx_stage.h"
-#include "mem/mr.h"
 #include "rc/types.h"
 #include "wire/packet.h"
 
@@ -42,7 +43,8 @@ struct Cq {
      *  solicited or error CQE (IBTA Vol 1 §11.4.2.2 Request Completion Notification). One shot: the
      *  engine disarms the CQ when it raises the event. */
     enum Arm : std::uint8_t { kDisarmed = 0, kArmNext = 1, kArmSolicited = 2 };
-    /** Written by the application thread (ibv_req_notify_cq), exchanged to kDisarmed by the engine. */
+    /** Written by the application thread (ibv_req_notify_cq), exchanged to kDisarmed by the engine.
+     */
     std::atomic<std::uint8_t> armed{kDisarmed};
     /** Called on the engine thread when an armed CQ gets a CQE that matches the arming; it must not
      *  block, allocate or throw (the verbs layer writes one event into the completion channel's
@@ -102,26 +104,28 @@ struct TransportCtx {
  * records only its request PSN (its response PSNs are derived from the WQE).
  */
 struct PsnSendState {
-    Psn psn;                    ///< PSN this entry describes
+    Psn psn;                     ///< PSN this entry describes
     std::uint32_t wqe_index = 0; ///< free-running SQ index of the WQE
-    std::uint32_t offset = 0;   ///< byte offset of the packet in its message
-    std::uint8_t path = 0;      ///< path the packet left on (RC: always 0)
+    std::uint32_t offset = 0;    ///< byte offset of the packet in its message
+    std::uint8_t path = 0;       ///< path the packet left on (RC: always 0)
     bool valid = false;
 };
 
 /** Requester-side state (rxe: qp->req). */
 struct RequesterState {
-    std::uint32_t next_wqe = 0;     ///< free-running SQ index of the WQE being (or next to be) sent
-    Psn next_psn;                   ///< PSN of the next packet to send
-    std::uint32_t noack_pkts = 0;   ///< packets since the last AckReq
-    std::uint32_t rd_atomic_inflight = 0; ///< READ/atomic requests awaiting a response (≤ max_rd_atomic)
-    std::uint64_t ack_deadline_ns = 0;    ///< local ACK timer deadline; 0 = not armed
-    std::uint64_t rnr_deadline_ns = 0;    ///< RNR wait deadline; 0 = not waiting
-    std::uint8_t retry_left = 7;          ///< retry_cnt budget left for the current PSN
-    std::uint8_t rnr_retry_left = 7;      ///< rnr_retry budget left (7 = infinite)
-    bool retransmitting = false;          ///< go-back-N in progress: PSNs below resend_until were sent before
-    Psn resend_until;                     ///< one past the highest PSN ever sent, while retransmitting
-    PsnSendState psn_ring[kPsnWindow];    ///< per-PSN send state of the in-flight window
+    std::uint32_t next_wqe = 0;   ///< free-running SQ index of the WQE being (or next to be) sent
+    Psn next_psn;                 ///< PSN of the next packet to send
+    std::uint32_t noack_pkts = 0; ///< packets since the last AckReq
+    std::uint32_t rd_atomic_inflight =
+        0; ///< READ/atomic requests awaiting a response (≤ max_rd_atomic)
+    std::uint64_t ack_deadline_ns = 0; ///< local ACK timer deadline; 0 = not armed
+    std::uint64_t rnr_deadline_ns = 0; ///< RNR wait deadline; 0 = not waiting
+    std::uint8_t retry_left = 7;       ///< retry_cnt budget left for the current PSN
+    std::uint8_t rnr_retry_left = 7;   ///< rnr_retry budget left (7 = infinite)
+    bool retransmitting =
+        false;        ///< go-back-N in progress: PSNs below resend_until were sent before
+    Psn resend_until; ///< one past the highest PSN ever sent, while retransmitting
+    PsnSendState psn_ring[kPsnWindow]; ///< per-PSN send state of the in-flight window
 };
 
 /** Completer-side state (rxe: qp->comp). */
@@ -133,7 +137,8 @@ struct CompleterState {
      * calls. */
     std::uint32_t first_unacked_wqe = 0;
     std::uint32_t last_msn = 0;
-    bool retry_started = false; ///< a NAK/implied NAK already caused go-back-N; until progress, later ones are ignored
+    bool retry_started = false; ///< a NAK/implied NAK already caused go-back-N; until progress,
+                                ///< later ones are ignored
 };
 
 /** One responder resource: a READ or atomic kept for replay of a duplicate (rxe: resp_res). */
@@ -152,31 +157,32 @@ struct ResponderResource {
 /** Responder-side state (rxe: qp->resp). */
 struct ResponderState {
     Psn expected_psn;
-    std::uint32_t msn = 0;          ///< messages completed (24 bits on the wire)
-    bool sent_psn_nak = false;      ///< a PSN-sequence NAK went out; stay silent until in order
+    std::uint32_t msn = 0;     ///< messages completed (24 bits on the wire)
+    bool sent_psn_nak = false; ///< a PSN-sequence NAK went out; stay silent until in order
     wire::Opcode last_opcode = wire::Opcode::RC_SEND_ONLY; ///< for the opcode sequence check
-    bool in_send = false;           ///< between SEND FIRST and LAST
-    bool in_write = false;          ///< between RDMA WRITE FIRST and LAST
+    bool in_send = false;                                  ///< between SEND FIRST and LAST
+    bool in_write = false;                                 ///< between RDMA WRITE FIRST and LAST
     // current message
-    bool have_recv_wqe = false;     ///< a receive WQE is taken for the current SEND
-    std::uint32_t recv_offset = 0;  ///< bytes placed into the current receive WQE
-    std::uint64_t write_va = 0;     ///< next VA of the current RDMA WRITE
+    bool have_recv_wqe = false;    ///< a receive WQE is taken for the current SEND
+    std::uint32_t recv_offset = 0; ///< bytes placed into the current receive WQE
+    std::uint64_t write_va = 0;    ///< next VA of the current RDMA WRITE
     std::uint32_t write_rkey = 0;
     std::uint32_t write_remaining = 0; ///< bytes of the RETH DMA length not yet received
-    std::uint32_t write_length = 0;    ///< RETH DMA length of the current RDMA WRITE (byte_len of WRITE with immediate)
+    std::uint32_t write_length =
+        0; ///< RETH DMA length of the current RDMA WRITE (byte_len of WRITE with immediate)
     ResponderResource resources[kMaxRdAtomic];
-    std::uint32_t next_resource = 0;   ///< ring index of the next resource to overwrite
+    std::uint32_t next_resource = 0; ///< ring index of the next resource to overwrite
     // READ responses in progress (a long READ is sent in pieces as the tx path allows)
     bool read_active = false;
-    ResponderResource read;            ///< the READ being answered
+    ResponderResource read; ///< the READ being answered
     Psn read_next_psn;
     std::uint32_t read_offset = 0;
     // Deferred ACK (TransportCtx::defer_acks): the newest ACK owed, sent by responder_flush_ack()
     // at the end of the engine's rx phase or before any other response of this QP, so one ACK
     // covers a whole received burst (ACKs are cumulative, IBTA 9.7.5.1.2).
     bool ack_pending = false;
-    Psn ack_psn;                  ///< PSN the pending ACK acknowledges
-    std::uint32_t ack_msn = 0;    ///< MSN at the time it was owed
+    Psn ack_psn;               ///< PSN the pending ACK acknowledges
+    std::uint32_t ack_msn = 0; ///< MSN at the time it was owed
 };
 
 /** One path of a QP: the headers below its BTH and the 0-based device port it leaves by. */
@@ -205,8 +211,10 @@ struct TransportOps {
      * Sets *@p wait_release when an acknowledged WQE waits for a driver to release its payload.
      * @return units of work done (0 = nothing moved)
      */
-    std::uint32_t (*run)(Qp& qp, TransportCtx& ctx, std::uint32_t budget, bool* wait_release) noexcept;
-    /** True while the QP has work for the next pass without a new event (frame, doorbell, timer). */
+    std::uint32_t (*run)(Qp& qp, TransportCtx& ctx, std::uint32_t budget,
+                         bool* wait_release) noexcept;
+    /** True while the QP has work for the next pass without a new event (frame, doorbell, timer).
+     */
     bool (*has_work)(const Qp& qp) noexcept;
     /** A request packet for the QP (the responder's). */
     void (*receive_request)(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) noexcept;
@@ -217,8 +225,8 @@ struct TransportOps {
     /** The QP's next deadline in ns (clock of TransportCtx), or 0 for none. */
     std::uint64_t (*next_deadline)(const Qp& qp) noexcept;
     /** ibv_modify_qp rules of this transport (see qp_modify). @return 0 or EINVAL. */
-    int (*modify)(Qp* qp, const QpAttr& attr, std::uint32_t mask, std::span<const std::uint32_t> port_mtu,
-                  TransportCtx& ctx) noexcept;
+    int (*modify)(Qp* qp, const QpAttr& attr, std::uint32_t mask,
+                  std::span<const std::uint32_t> port_mtu, TransportCtx& ctx) noexcept;
 };
 
 /** The RC transport (IBTA Vol 1 ch. 9): requester.cc, responder.cc, completer.cc, modify.cc. */
@@ -236,9 +244,9 @@ struct Qp {
     Cq* send_cq = nullptr;
     Cq* recv_cq = nullptr;
     bool sq_sig_all = false;
-    SpscRing<SendWqe> sq;  ///< app → engine; consumer index = oldest WQE not yet completed
-    SpscRing<RecvWqe> rq;  ///< app → engine
-    std::uint32_t mtu = 1024;           ///< path MTU in bytes (from attr.path_mtu)
+    SpscRing<SendWqe> sq;     ///< app → engine; consumer index = oldest WQE not yet completed
+    SpscRing<RecvWqe> rq;     ///< app → engine
+    std::uint32_t mtu = 1024; ///< path MTU in bytes (from attr.path_mtu)
     /** The paths the QP's packets may take: headers and the port each leaves by. RC has one
      *  (paths[0], num_paths 1); the multipath transport holds one per entropy value. Written by the
      *  control path (Device::set_path), read by the transport. */
@@ -252,7 +260,8 @@ struct Qp {
     /** The peer's GID is one of this device's own ports: frames go through the device's loopback
      *  queue, never to a port (a NIC's internal loopback; pyverbs tests connect QPs this way). */
     bool loopback_peer = false;
-    /** False while the peer's MAC is being resolved (ARP / ND); nothing is transmitted until then. */
+    /** False while the peer's MAC is being resolved (ARP / ND); nothing is transmitted until then.
+     */
     bool path_resolved = true;
     /**
      * Release tracking of payload sent by reference: one TxRef per SQ slot (slot index & mask),
@@ -283,7 +292,8 @@ struct Qp {
 std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noexcept;
 
 // ---- completer.cc ----
-/** Handles an ACKNOWLEDGE, ATOMIC ACKNOWLEDGE or READ RESPONSE for @p qp (IBTA §9.7.5.1, rxe_comp.c). */
+/** Handles an ACKNOWLEDGE, ATOMIC ACKNOWLEDGE or READ RESPONSE for @p qp (IBTA §9.7.5.1,
+ * rxe_comp.c). */
 void completer_receive(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) noexcept;
 /** Fires the local ACK timer and the RNR timer of @p qp when their deadlines have passed. */
 void completer_timers(Qp& qp, TransportCtx& ctx) noexcept;
@@ -295,8 +305,8 @@ void completer_timers(Qp& qp, TransportCtx& ctx) noexcept;
  */
 [[nodiscard]] std::uint32_t clamp_first_unacked_wqe(Qp& qp) noexcept;
 /**
- * Completes, in SQ order, acknowledged WQEs whose payload is released (CQE if signaled, slot back to
- * the application). The engine calls it every pass; the completer after each acknowledgement.
+ * Completes, in SQ order, acknowledged WQEs whose payload is released (CQE if signaled, slot back
+ * to the application). The engine calls it every pass; the completer after each acknowledgement.
  * @return true when an acknowledged WQE still waits for a release (the caller may ask the ports to
  *         reclaim transmitted buffers, PortDriver::tx_reclaim()).
  */
@@ -320,16 +330,17 @@ void responder_flush_ack(Qp& qp, TransportCtx& ctx) noexcept;
  * ibv_modify_qp for RC: the transition from the current state to attr.qp_state (or the current
  * state when @p mask lacks kQpState) must be legal, every attribute the transition requires must be
  * in @p mask and nothing the transition does not allow (IBTA Vol 1 §11.2.4.2, table of
- * ibv_modify_qp). Values are range checked (path MTU ≤ the port's MTU, timeout ≤ 31, retry counts ≤ 7,
- * max_rd_atomic ≤ kMaxRdAtomic, port exists). RESET reinitialises the transport state (qp_reset);
- * ERR flushes (qp_enter_error). The caller rebuilds the QP's path headers when the AV, the
- * destination QPN or the port changed (they need the port's addresses).
+ * ibv_modify_qp). Values are range checked (path MTU ≤ the port's MTU, timeout ≤ 31, retry counts ≤
+ * 7, max_rd_atomic ≤ kMaxRdAtomic, port exists). RESET reinitialises the transport state
+ * (qp_reset); ERR flushes (qp_enter_error). The caller rebuilds the QP's path headers when the AV,
+ * the destination QPN or the port changed (they need the port's addresses).
  * @param port_mtu largest path MTU in bytes of each port (index = verbs port - 1)
  * @return 0 or EINVAL; on EINVAL the QP is unchanged. Control path (the engine is quiescent).
  */
-int qp_modify(Qp* qp, const QpAttr& attr, std::uint32_t mask, std::span<const std::uint32_t> port_mtu,
-              TransportCtx& ctx) noexcept;
-/** Back to RESET: empty rings at the QP's capabilities, fresh requester/completer/responder state. */
+int qp_modify(Qp* qp, const QpAttr& attr, std::uint32_t mask,
+              std::span<const std::uint32_t> port_mtu, TransportCtx& ctx) noexcept;
+/** Back to RESET: empty rings at the QP's capabilities, fresh requester/completer/responder state.
+ */
 void qp_reset(Qp& qp) noexcept;
 
 // ---- qp.cc ----

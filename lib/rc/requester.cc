@@ -6,17 +6,18 @@
  *
  * A WQE is picked up at qp.req.next_wqe. On its first packet it is checked (opcode, lengths, lkeys)
  * and given its PSN range: SEND / WRITE take one PSN per MTU-sized packet (a zero-length message is
- * one ONLY packet); a READ REQUEST takes as many PSNs as response packets it asks for; an atomic one.
- * Each packet then passes, in order: the PSN window (kPsnWindow), the pacer, the path selector and the
- * tx hook. When the tx hook refuses, nothing changes, so the same packet is built again next time.
+ * one ONLY packet); a READ REQUEST takes as many PSNs as response packets it asks for; an atomic
+ * one. Each packet then passes, in order: the PSN window (kPsnWindow), the pacer, the path selector
+ * and the tx hook. When the tx hook refuses, nothing changes, so the same packet is built again
+ * next time.
  *
  * Go-back-N (done by the completer) rewinds next_wqe / next_psn and the WQE's sent_bytes; this file
  * then simply sends again from there, with the same PSNs and the same segmentation.
  *
- * WQE states: posted (no PSN yet) -> sending (PSNs given, packets going out) -> sent (all packets out
- * at least once; a rewind puts it back to sending). A WQE that fails a local check becomes done with
- * its error status; it completes when it is the oldest WQE (here, or in the completer after the WQEs
- * before it were acknowledged).
+ * WQE states: posted (no PSN yet) -> sending (PSNs given, packets going out) -> sent (all packets
+ * out at least once; a rewind puts it back to sending). A WQE that fails a local check becomes done
+ * with its error status; it completes when it is the oldest WQE (here, or in the completer after
+ * the WQEs before it were acknowledged).
  *
  * Datapath: no allocation, exception or lock.
  */
@@ -28,7 +29,6 @@
 
 namespace droce::rc {
 
-
 namespace {
 
 using wire::Opcode;
@@ -38,25 +38,34 @@ constexpr std::uint32_t kPsnRingMask = kPsnWindow - 1;
 static_assert((kPsnWindow & kPsnRingMask) == 0, "kPsnWindow must be a power of two");
 
 /** Counts a per-QP event on the QP only (TransportCtx::dev_counters is for events of no QP). */
-void count(Qp& qp, TransportCtx& /*ctx*/, Counter c) noexcept { qp.counters.inc(c); }
+void count(Qp& qp, TransportCtx& /*ctx*/, Counter c) noexcept {
+    qp.counters.inc(c);
+}
 
 /**
  * The path a packet of @p qp with PSN @p psn leaves on. RC has one path (qp.paths[0]); MRC will
  * spray here. The index is recorded per PSN so that a retransmission can pick another one.
  */
-std::uint8_t select_path(const Qp& /*qp*/, Psn /*psn*/) noexcept { return 0; }
+std::uint8_t select_path(const Qp& /*qp*/, Psn /*psn*/) noexcept {
+    return 0;
+}
 
-bool is_read(const SendWqe& w) noexcept { return w.opcode == WrOpcode::rdma_read; }
+bool is_read(const SendWqe& w) noexcept {
+    return w.opcode == WrOpcode::rdma_read;
+}
 bool is_atomic(const SendWqe& w) noexcept {
     return w.opcode == WrOpcode::atomic_cmp_and_swp || w.opcode == WrOpcode::atomic_fetch_and_add;
 }
 bool is_send(const SendWqe& w) noexcept {
-    return w.opcode == WrOpcode::send || w.opcode == WrOpcode::send_with_imm || w.opcode == WrOpcode::send_with_inv;
+    return w.opcode == WrOpcode::send || w.opcode == WrOpcode::send_with_imm ||
+           w.opcode == WrOpcode::send_with_inv;
 }
 
-/** Packets (and PSNs) of a SEND/WRITE of @p len bytes, or response packets of a READ of @p len bytes. */
+/** Packets (and PSNs) of a SEND/WRITE of @p len bytes, or response packets of a READ of @p len
+ * bytes. */
 std::uint32_t packets_of(std::uint32_t len, std::uint32_t mtu) noexcept {
-    return len == 0 ? 1u : static_cast<std::uint32_t>((static_cast<std::uint64_t>(len) + mtu - 1) / mtu);
+    return len == 0 ? 1u
+                    : static_cast<std::uint32_t>((static_cast<std::uint64_t>(len) + mtu - 1) / mtu);
 }
 
 /**
@@ -73,25 +82,27 @@ WcStatus check_wqe(Qp& qp, TransportCtx& ctx, const SendWqe& w) noexcept {
     case WrOpcode::rdma_write_with_imm:
         break;
     case WrOpcode::rdma_read:
-        // The response data is written into the local SGEs: they need local write (IBTA ch. 10, memory access rights).
-        // rxe finds out only when the first response arrives; checking before the request leaves
-        // avoids a remote READ whose data could never be placed.
+        // The response data is written into the local SGEs: they need local write (IBTA ch. 10,
+        // memory access rights). rxe finds out only when the first response arrives; checking
+        // before the request leaves avoids a remote READ whose data could never be placed.
         access = kAccessLocalWrite;
         break;
     case WrOpcode::atomic_cmp_and_swp:
     case WrOpcode::atomic_fetch_and_add:
-        // IBTA ch. 9 atomics: the target must be 8-byte aligned, the result is one 8-byte local buffer.
-        // rxe refuses such a WR in post_send (EINVAL); a WQE that reaches the engine anyway is an
-        // invalid work request: Local QP Operation Error, as mlx5 reports a malformed WQE.
+        // IBTA ch. 9 atomics: the target must be 8-byte aligned, the result is one 8-byte local
+        // buffer. rxe refuses such a WR in post_send (EINVAL); a WQE that reaches the engine anyway
+        // is an invalid work request: Local QP Operation Error, as mlx5 reports a malformed WQE.
         if (w.remote_addr & 7u) return WcStatus::loc_qp_op_err;
-        if (w.num_sge != 1 || w.sg_list[0].length != 8 || (w.send_flags & kSendInline)) return WcStatus::loc_len_err;
+        if (w.num_sge != 1 || w.sg_list[0].length != 8 || (w.send_flags & kSendInline))
+            return WcStatus::loc_len_err;
         access = kAccessLocalWrite;
         break;
     case WrOpcode::local_inv:
     case WrOpcode::bind_mw:
         return WcStatus::loc_qp_op_err; // not a wire operation; this engine does not execute them
     }
-    if (w.length > kMaxMsgSize) return WcStatus::loc_len_err; // longer than max_msg_sz: Local Length Error
+    if (w.length > kMaxMsgSize)
+        return WcStatus::loc_len_err; // longer than max_msg_sz: Local Length Error
     if (w.send_flags & kSendInline) {
         if (is_read(w) || is_atomic(w)) return WcStatus::loc_qp_op_err;
         if (w.length > kMaxInlineData) return WcStatus::loc_len_err;
@@ -133,7 +144,8 @@ int gather(Qp& qp, TransportCtx& ctx, SendWqe& w, std::uint32_t off, std::uint32
         const std::uint32_t in_sge = off - pos;
         const std::uint32_t take = std::min(len, s.length - in_sge);
         std::uint8_t* host = nullptr;
-        if (ctx.mrs->check(s.lkey, qp.pd, s.addr + in_sge, take, 0, &host) != mem::MemCheck::ok) return -1;
+        if (ctx.mrs->check(s.lkey, qp.pd, s.addr + in_sge, take, 0, &host) != mem::MemCheck::ok)
+            return -1;
         out[static_cast<std::size_t>(n++)] = std::span<const std::uint8_t>(host, take);
         off += take;
         len -= take;
@@ -144,8 +156,8 @@ int gather(Qp& qp, TransportCtx& ctx, SendWqe& w, std::uint32_t off, std::uint32
 
 /**
  * @p w failed a local check. It completes with @p status once it is the oldest WQE: now if nothing
- * before it is outstanding, else in the completer after the earlier WQEs (completions stay in order).
- * The QP then goes to ERR (IBTA §10.7.3.1: error completions are always generated).
+ * before it is outstanding, else in the completer after the earlier WQEs (completions stay in
+ * order). The QP then goes to ERR (IBTA §10.7.3.1: error completions are always generated).
  */
 void fail_local(Qp& qp, TransportCtx& ctx, SendWqe& w, WcStatus status) noexcept {
     if (status == WcStatus::loc_prot_err) count(qp, ctx, Counter::local_protection_err);
@@ -163,24 +175,27 @@ Opcode send_write_opcode(const SendWqe& w, bool first, bool last) noexcept {
     const bool only = first && last;
     switch (w.opcode) {
     case WrOpcode::send:
-        return only ? Opcode::RC_SEND_ONLY : first ? Opcode::RC_SEND_FIRST : last ? Opcode::RC_SEND_LAST : Opcode::RC_SEND_MIDDLE;
+        return only    ? Opcode::RC_SEND_ONLY
+               : first ? Opcode::RC_SEND_FIRST
+               : last  ? Opcode::RC_SEND_LAST
+                       : Opcode::RC_SEND_MIDDLE;
     case WrOpcode::send_with_imm:
-        return only ? Opcode::RC_SEND_ONLY_WITH_IMMEDIATE
+        return only    ? Opcode::RC_SEND_ONLY_WITH_IMMEDIATE
                : first ? Opcode::RC_SEND_FIRST
                : last  ? Opcode::RC_SEND_LAST_WITH_IMMEDIATE
                        : Opcode::RC_SEND_MIDDLE;
     case WrOpcode::send_with_inv:
-        return only ? Opcode::RC_SEND_ONLY_WITH_INVALIDATE
+        return only    ? Opcode::RC_SEND_ONLY_WITH_INVALIDATE
                : first ? Opcode::RC_SEND_FIRST
                : last  ? Opcode::RC_SEND_LAST_WITH_INVALIDATE
                        : Opcode::RC_SEND_MIDDLE;
     case WrOpcode::rdma_write_with_imm:
-        return only ? Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE
+        return only    ? Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE
                : first ? Opcode::RC_RDMA_WRITE_FIRST
                : last  ? Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE
                        : Opcode::RC_RDMA_WRITE_MIDDLE;
     default:
-        return only ? Opcode::RC_RDMA_WRITE_ONLY
+        return only    ? Opcode::RC_RDMA_WRITE_ONLY
                : first ? Opcode::RC_RDMA_WRITE_FIRST
                : last  ? Opcode::RC_RDMA_WRITE_LAST
                        : Opcode::RC_RDMA_WRITE_MIDDLE;
@@ -209,13 +224,19 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
         if (w.state == WqeState::local_error) break;
 
         if (w.state == WqeState::posted) {
-            // A new message. SQD: finish the current message, start no new one (IBTA ch. 10, SQD state).
+            // A new message. SQD: finish the current message, start no new one (IBTA ch. 10, SQD
+            // state).
             if (qp.state == QpState::sqd) break;
             const bool rd_atomic = is_read(w) || is_atomic(w);
-            // Fence: wait until every earlier READ / atomic has completed (IBTA ch. 10, fence indicator).
+            // Fence: wait until every earlier READ / atomic has completed (IBTA ch. 10, fence
+            // indicator).
             if ((w.send_flags & kSendFence) && req.rd_atomic_inflight > 0) break;
-            if (rd_atomic && req.rd_atomic_inflight >= std::max<std::uint32_t>(1, qp.attr.max_rd_atomic)) break;
-            if (req.next_psn.distance_from(qp.comp.oldest_unacked) >= static_cast<std::int32_t>(kPsnWindow)) break;
+            if (rd_atomic &&
+                req.rd_atomic_inflight >= std::max<std::uint32_t>(1, qp.attr.max_rd_atomic))
+                break;
+            if (req.next_psn.distance_from(qp.comp.oldest_unacked) >=
+                static_cast<std::int32_t>(kPsnWindow))
+                break;
             const WcStatus st = check_wqe(qp, ctx, w);
             if (st != WcStatus::success) {
                 w.npkts = 0;
@@ -233,7 +254,9 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
         }
 
         // ---- one packet ----
-        if (req.next_psn.distance_from(qp.comp.oldest_unacked) >= static_cast<std::int32_t>(kPsnWindow)) break;
+        if (req.next_psn.distance_from(qp.comp.oldest_unacked) >=
+            static_cast<std::int32_t>(kPsnWindow))
+            break;
         if (qp.pacer.next_send_ns != 0 && now < qp.pacer.next_send_ns) break;
 
         PacketFields f{};
@@ -253,7 +276,8 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
             f.dma_len = rem;
             npsn = packets_of(rem, mtu);
         } else if (is_atomic(w)) {
-            f.opcode = w.opcode == WrOpcode::atomic_cmp_and_swp ? Opcode::RC_COMPARE_SWAP : Opcode::RC_FETCH_ADD;
+            f.opcode = w.opcode == WrOpcode::atomic_cmp_and_swp ? Opcode::RC_COMPARE_SWAP
+                                                                : Opcode::RC_FETCH_ADD;
             f.va = w.remote_addr;
             f.rkey = w.rkey;
             f.swap_add = w.opcode == WrOpcode::atomic_cmp_and_swp ? w.swap : w.compare_add;
@@ -271,7 +295,8 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
             if (last) {
                 f.imm = w.imm_data;
                 f.inv_rkey = w.invalidate_rkey;
-                // SE only on the last packet of a SEND or an RDMA WRITE with immediate (IBTA §9.2.3).
+                // SE only on the last packet of a SEND or an RDMA WRITE with immediate (IBTA
+                // §9.2.3).
                 f.solicited = (w.send_flags & kSendSolicited) &&
                               (is_send(w) || w.opcode == WrOpcode::rdma_write_with_imm);
             }
@@ -288,17 +313,19 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
         const std::uint8_t path = select_path(qp, f.psn);
         // Registered memory may go by reference (the WQE then waits for its release); inline data
         // lives in the SQ slot and is always copied.
-        TxRef* ref = nspans > 0 && !(w.send_flags & kSendInline) ? qp.tx_ref(req.next_wqe) : nullptr;
+        TxRef* ref =
+            nspans > 0 && !(w.send_flags & kSendInline) ? qp.tx_ref(req.next_wqe) : nullptr;
         if (!qp.path_resolved) { // the peer's MAC is being resolved (ARP / ND): nothing leaves yet
             count(qp, ctx, Counter::tx_wait_neigh);
             break;
         }
         const Path& route = qp.paths[path];
         if (!ctx.tx->append(route.hdr, route.port, qp.loopback_peer, f,
-                            std::span<const std::span<const std::uint8_t>>(spans.data(),
-                                                                           static_cast<std::size_t>(nspans)),
+                            std::span<const std::span<const std::uint8_t>>(
+                                spans.data(), static_cast<std::size_t>(nspans)),
                             ref, &qp.counters)) {
-            count(qp, ctx, Counter::tx_no_buffer); // state untouched: the same packet goes next time
+            count(qp, ctx,
+                  Counter::tx_no_buffer); // state untouched: the same packet goes next time
             break;
         }
 

@@ -12,7 +12,8 @@
  *                             → read_reply → done
  *                             → atomic_reply → done
  *   check_psn → duplicate → done          (PSN behind the expected PSN)
- *   any check → error → done              (NAK / RNR NAK / completion / QP to ERR, decided in decide())
+ *   any check → error → done              (NAK / RNR NAK / completion / QP to ERR, decided in
+ * decide())
  *
  * Every error is decided in one switch, decide(), with its IBTA responder error class
  * (§9.9.3: A remote operational, B PSN sequence / RNR, C invalid request / remote access / length,
@@ -20,8 +21,8 @@
  * completes the receive WQE it holds with the error status and moves the QP to ERR.
  *
  * Memory: every byte moved goes through MrTable::check with the exact address and length of that
- * move (rkey + remote access for the peer's target, lkey + local write for receive SGEs). Zero-length
- * READ and WRITE skip the rkey check (C9-88). Nothing here allocates, throws or locks.
+ * move (rkey + remote access for the peer's target, lkey + local write for receive SGEs).
+ * Zero-length READ and WRITE skip the rkey check (C9-88). Nothing here allocates, throws or locks.
  */
 #include <algorithm>
 #include <atomic>
@@ -104,14 +105,15 @@ enum class RespError : std::uint8_t {
 
 /** What the responder does about an error. */
 struct ErrorAction {
-    bool send = false;           ///< transmit an ACKNOWLEDGE carrying @c syndrome
+    bool send = false; ///< transmit an ACKNOWLEDGE carrying @c syndrome
     std::uint8_t syndrome = 0;
-    bool at_expected_psn = false; ///< the NAK carries the expected PSN (sequence error), else the offending PSN
+    bool at_expected_psn =
+        false; ///< the NAK carries the expected PSN (sequence error), else the offending PSN
     Counter counter = Counter::count_; ///< count_ = none
     Counter counter2 = Counter::count_;
-    bool complete_wqe = false;   ///< complete the held receive WQE with @c status
+    bool complete_wqe = false; ///< complete the held receive WQE with @c status
     WcStatus status = WcStatus::success;
-    bool fatal = false;          ///< move the QP to ERR
+    bool fatal = false; ///< move the QP to ERR
 };
 
 constexpr std::uint8_t nak(NakCode c) noexcept {
@@ -125,18 +127,19 @@ constexpr std::uint8_t nak(NakCode c) noexcept {
 ErrorAction decide(RespError e, const Qp& qp) noexcept {
     ErrorAction a;
     switch (e) {
-    case RespError::none: break;
+    case RespError::none:
+        break;
     case RespError::psn_ahead:
-        // Class B (§9.7.5.2, §9.9.3): one NAK PSN sequence error carrying the expected PSN; the QP stays
-        // up and later out-of-order packets are dropped until the expected PSN arrives.
+        // Class B (§9.7.5.2, §9.9.3): one NAK PSN sequence error carrying the expected PSN; the QP
+        // stays up and later out-of-order packets are dropped until the expected PSN arrives.
         a.send = true;
         a.syndrome = nak(NakCode::psn_sequence_error);
         a.at_expected_psn = true;
         a.counter = Counter::seq_naks_sent;
         break;
     case RespError::rnr:
-        // Class B (§9.7.5.2, §9.9.3): no receive WQE: RNR NAK with the QP's minimum RNR timer, PSN of the
-        // request; the expected PSN does not move, the requester retries the same packet.
+        // Class B (§9.7.5.2, §9.9.3): no receive WQE: RNR NAK with the QP's minimum RNR timer, PSN
+        // of the request; the expected PSN does not move, the requester retries the same packet.
         a.send = true;
         a.syndrome = wire::make_syndrome(AethKind::rnr_nak, qp.attr.min_rnr_timer);
         a.counter = Counter::rnr_naks_sent;
@@ -190,9 +193,11 @@ ErrorAction decide(RespError e, const Qp& qp) noexcept {
     return a;
 }
 
-// ------------------------------------------------------------------------------------------ helpers
+// ------------------------------------------------------------------------------------------
+// helpers
 
-/** States in which the responder accepts requests (IBTA ch. 10.3 QP states: RTR and later, until ERR). */
+/** States in which the responder accepts requests (IBTA ch. 10.3 QP states: RTR and later, until
+ * ERR). */
 constexpr bool accepts_requests(QpState s) noexcept {
     return s == QpState::rtr || s == QpState::rts || s == QpState::sqd || s == QpState::sqe;
 }
@@ -231,10 +236,11 @@ bool transmit(Qp& qp, TransportCtx& ctx, const wire::PacketFields& f,
     const std::span<const std::uint8_t> parts[1] = {data};
     // Responses go back on the QP's first path; they are copied (no WQE waits for their release).
     const Path& route = qp.paths[0];
-    const bool ok = ctx.tx != nullptr &&
-                    ctx.tx->append(route.hdr, route.port, qp.loopback_peer, f,
-                                   std::span<const std::span<const std::uint8_t>>(parts, data.empty() ? 0 : 1),
-                                   nullptr, &qp.counters);
+    const bool ok =
+        ctx.tx != nullptr &&
+        ctx.tx->append(route.hdr, route.port, qp.loopback_peer, f,
+                       std::span<const std::span<const std::uint8_t>>(parts, data.empty() ? 0 : 1),
+                       nullptr, &qp.counters);
     if (!ok) qp.counters.inc(Counter::tx_no_buffer);
     return ok;
 }
@@ -267,7 +273,8 @@ void ack_or_defer(Qp& qp, TransportCtx& ctx, Psn psn) noexcept {
     qp.resp.ack_msn = qp.resp.msn;
 }
 
-void send_atomic_ack(Qp& qp, TransportCtx& ctx, Psn psn, std::uint32_t msn, std::uint64_t orig) noexcept {
+void send_atomic_ack(Qp& qp, TransportCtx& ctx, Psn psn, std::uint32_t msn,
+                     std::uint64_t orig) noexcept {
     wire::PacketFields f = response_fields(qp, Opcode::RC_ATOMIC_ACKNOWLEDGE, psn);
     f.syndrome = kAckSyndrome;
     f.msn = msn;
@@ -275,7 +282,9 @@ void send_atomic_ack(Qp& qp, TransportCtx& ctx, Psn psn, std::uint32_t msn, std:
     (void)transmit(qp, ctx, f); // lost: the requester times out and the duplicate replays it
 }
 
-constexpr std::uint32_t next_msn(std::uint32_t msn) noexcept { return (msn + 1) & 0xffffffu; }
+constexpr std::uint32_t next_msn(std::uint32_t msn) noexcept {
+    return (msn + 1) & 0xffffffu;
+}
 
 /** Response packets a READ of @p len bytes takes: one per PMTU, and one for a zero-length READ. */
 constexpr std::uint32_t read_packets(std::uint32_t len, std::uint32_t mtu) noexcept {
@@ -287,7 +296,8 @@ std::uint32_t resource_capacity(const Qp& qp) noexcept {
     return std::min<std::uint32_t>(qp.attr.max_dest_rd_atomic, kMaxRdAtomic);
 }
 
-/** Stores @p res in the ring, overwriting the oldest entry (the requester's max_rd_atomic bounds use). */
+/** Stores @p res in the ring, overwriting the oldest entry (the requester's max_rd_atomic bounds
+ * use). */
 void record_resource(Qp& qp, const ResponderResource& res) noexcept {
     const std::uint32_t cap = resource_capacity(qp);
     const std::uint32_t i = qp.resp.next_resource % cap;
@@ -310,19 +320,22 @@ const ResponderResource* find_resource(const Qp& qp, Psn psn, bool atomic) noexc
 std::uint64_t recv_capacity(const RecvWqe& w) noexcept {
     std::uint64_t n = 0;
     const std::uint32_t k = std::min(w.num_sge, kMaxSge);
-    for (std::uint32_t i = 0; i < k; ++i) n += w.sg_list[i].length;
+    for (std::uint32_t i = 0; i < k; ++i)
+        n += w.sg_list[i].length;
     return n;
 }
 
 /**
  * Executes an 8-byte atomic on @p host (native byte order, as verbs defines the target) and returns
- * the value found there. Lock free on an aligned host address; the VA was checked 8-byte aligned, the
- * host address of an MR registered with an iova of another alignment falls back to a plain access
- * (only the engine thread executes atomics, so it is still exactly once).
+ * the value found there. Lock free on an aligned host address; the VA was checked 8-byte aligned,
+ * the host address of an MR registered with an iova of another alignment falls back to a plain
+ * access (only the engine thread executes atomics, so it is still exactly once).
  */
 std::uint64_t execute_atomic(std::uint8_t* host, bool compare_swap, std::uint64_t swap_add,
                              std::uint64_t compare) noexcept {
-    if (reinterpret_cast<std::uintptr_t>(host) % std::atomic_ref<std::uint64_t>::required_alignment == 0) {
+    if (reinterpret_cast<std::uintptr_t>(host) %
+            std::atomic_ref<std::uint64_t>::required_alignment ==
+        0) {
         std::atomic_ref<std::uint64_t> target(*reinterpret_cast<std::uint64_t*>(host));
         if (!compare_swap) return target.fetch_add(swap_add, std::memory_order_seq_cst);
         std::uint64_t seen = compare;
@@ -351,9 +364,12 @@ std::uint32_t read_send(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noexcep
         const std::uint32_t off = r.read_offset;
         const std::uint32_t n = std::min(qp.mtu, total - off);
         Opcode op = Opcode::RC_RDMA_READ_RESPONSE_MIDDLE;
-        if (total <= qp.mtu) op = Opcode::RC_RDMA_READ_RESPONSE_ONLY;
-        else if (off == 0) op = Opcode::RC_RDMA_READ_RESPONSE_FIRST;
-        else if (off + n == total) op = Opcode::RC_RDMA_READ_RESPONSE_LAST;
+        if (total <= qp.mtu)
+            op = Opcode::RC_RDMA_READ_RESPONSE_ONLY;
+        else if (off == 0)
+            op = Opcode::RC_RDMA_READ_RESPONSE_FIRST;
+        else if (off + n == total)
+            op = Opcode::RC_RDMA_READ_RESPONSE_LAST;
 
         std::span<const std::uint8_t> data;
         if (n != 0) {
@@ -388,7 +404,8 @@ void start_read(Qp& qp, TransportCtx& ctx, const ResponderResource& res) noexcep
     (void)read_send(qp, ctx, ~0u);
 }
 
-/** Completes the receive WQE the responder holds and releases its slot. @return false on CQ overrun. */
+/** Completes the receive WQE the responder holds and releases its slot. @return false on CQ
+ * overrun. */
 bool complete_recv(Qp& qp, const Cqe& proto, bool solicited = false) noexcept {
     const RecvWqe& w = qp.rq.slot(qp.rq.consumer_index());
     Cqe c = proto;
@@ -405,8 +422,8 @@ bool complete_recv(Qp& qp, const Cqe& proto, bool solicited = false) noexcept {
 void handle_error(Qp& qp, TransportCtx& ctx, RespError e, Psn offending_psn) noexcept {
     const ErrorAction a = decide(e, qp);
     if (a.send) {
-        wire::PacketFields f =
-            response_fields(qp, Opcode::RC_ACKNOWLEDGE, a.at_expected_psn ? qp.resp.expected_psn : offending_psn);
+        wire::PacketFields f = response_fields(
+            qp, Opcode::RC_ACKNOWLEDGE, a.at_expected_psn ? qp.resp.expected_psn : offending_psn);
         f.syndrome = a.syndrome;
         f.msn = qp.resp.msn;
         const bool sent = transmit(qp, ctx, f);
@@ -465,7 +482,8 @@ RespState fail(Rx& rx, RespError e) noexcept {
 
 RespState on_check_qp_state(Rx& rx) noexcept {
     Qp& qp = rx.qp;
-    // Only RC requests reach the responder of an RC QP; anything else is a header error (silent drop).
+    // Only RC requests reach the responder of an RC QP; anything else is a header error (silent
+    // drop).
     if (!rx.is(OpFlags::request) || wire::transport_of(rx.op) != wire::Transport::rc) {
         count(qp, rx.ctx, Counter::rx_dropped_malformed);
         return RespState::done;
@@ -483,7 +501,8 @@ RespState on_check_qp_state(Rx& rx) noexcept {
             qp.counters.inc(Counter::tx_no_buffer);
             return RespState::done;
         }
-        if (!accepts_requests(qp.state)) return RespState::done; // the READ failed and took the QP down
+        if (!accepts_requests(qp.state))
+            return RespState::done; // the READ failed and took the QP down
     }
     return RespState::check_psn;
 }
@@ -507,18 +526,24 @@ RespState on_check_psn(Rx& rx) noexcept {
 RespState on_check_op_seq(Rx& rx) noexcept {
     const ResponderState& r = rx.qp.resp;
     bool ok;
-    if (r.in_send) ok = rx.is(OpFlags::send) && !rx.first();
-    else if (r.in_write) ok = rx.is(OpFlags::write) && !rx.first();
-    else ok = rx.first(); // FIRST or ONLY (READ and atomics are ONLY)
+    if (r.in_send)
+        ok = rx.is(OpFlags::send) && !rx.first();
+    else if (r.in_write)
+        ok = rx.is(OpFlags::write) && !rx.first();
+    else
+        ok = rx.first(); // FIRST or ONLY (READ and atomics are ONLY)
     return ok ? RespState::check_op_valid : fail(rx, RespError::opcode_sequence);
 }
 
 RespState on_check_op_valid(Rx& rx) noexcept {
     const std::uint32_t qp_access = rx.qp.attr.qp_access_flags;
     std::uint32_t need = 0;
-    if (rx.is(OpFlags::write)) need = kAccessRemoteWrite;
-    else if (rx.is(OpFlags::read)) need = kAccessRemoteRead;
-    else if (rx.is(OpFlags::atomic)) need = kAccessRemoteAtomic;
+    if (rx.is(OpFlags::write))
+        need = kAccessRemoteWrite;
+    else if (rx.is(OpFlags::read))
+        need = kAccessRemoteRead;
+    else if (rx.is(OpFlags::atomic))
+        need = kAccessRemoteAtomic;
     // rxe answers a QP without the flag with Invalid Request; droce, like ConnectX, with Remote
     // Access Error (the QP's access enables are part of the remote access check, §9.7.4).
     if ((qp_access & need) != need) return fail(rx, RespError::remote_access);
@@ -544,16 +569,22 @@ RespState on_check_length(Rx& rx) noexcept {
     if (rx.is(OpFlags::payload)) {
         // FIRST and MIDDLE carry exactly one PMTU, LAST 1..PMTU, ONLY 0..PMTU.
         bool ok;
-        if (rx.first() && rx.last()) ok = rx.paylen <= mtu;
-        else if (rx.first() || rx.middle()) ok = rx.paylen == mtu;
-        else ok = rx.paylen >= 1 && rx.paylen <= mtu;
+        if (rx.first() && rx.last())
+            ok = rx.paylen <= mtu;
+        else if (rx.first() || rx.middle())
+            ok = rx.paylen == mtu;
+        else
+            ok = rx.paylen >= 1 && rx.paylen <= mtu;
         if (!ok) return fail(rx, RespError::bad_length);
     }
-    if (rx.pkt.reth != nullptr && rx.pkt.reth->dma_len.get() > kMaxMsgSize) return fail(rx, RespError::bad_length);
+    if (rx.pkt.reth != nullptr && rx.pkt.reth->dma_len.get() > kMaxMsgSize)
+        return fail(rx, RespError::bad_length);
     if (rx.is(OpFlags::write)) {
         // Never more than the RETH DMA length; exactly that much by the LAST packet.
-        const std::uint32_t remaining = rx.first() ? rx.pkt.reth->dma_len.get() : rx.qp.resp.write_remaining;
-        if (rx.paylen > remaining || (rx.last() && rx.paylen != remaining)) return fail(rx, RespError::bad_length);
+        const std::uint32_t remaining =
+            rx.first() ? rx.pkt.reth->dma_len.get() : rx.qp.resp.write_remaining;
+        if (rx.paylen > remaining || (rx.last() && rx.paylen != remaining))
+            return fail(rx, RespError::bad_length);
     }
     if (rx.is(OpFlags::atomic) && (rx.pkt.atomic_eth->va.get() & 7u) != 0)
         return fail(rx, RespError::misaligned_atomic);
@@ -568,9 +599,10 @@ RespState on_check_rkey(Rx& rx) noexcept {
             const wire::Reth& reth = *rx.pkt.reth;
             const std::uint32_t len = reth.dma_len.get();
             if (len == 0) return RespState::execute; // C9-88: no rkey check for a zero-length WRITE
-            // The whole DMA range is checked at the first packet; its host address is this packet's.
-            if (mrs == nullptr || mrs->check(reth.rkey.get(), qp.pd, reth.va.get(), len, kAccessRemoteWrite,
-                                             &rx.host) != mem::MemCheck::ok)
+            // The whole DMA range is checked at the first packet; its host address is this
+            // packet's.
+            if (mrs == nullptr || mrs->check(reth.rkey.get(), qp.pd, reth.va.get(), len,
+                                             kAccessRemoteWrite, &rx.host) != mem::MemCheck::ok)
                 return fail(rx, RespError::remote_access);
         } else if (rx.paylen != 0) {
             // Later packets: exactly this packet's bytes (the MR may have changed since FIRST).
@@ -583,8 +615,9 @@ RespState on_check_rkey(Rx& rx) noexcept {
     if (rx.is(OpFlags::read)) {
         const wire::Reth& reth = *rx.pkt.reth;
         const std::uint32_t len = reth.dma_len.get();
-        if (len != 0 && (mrs == nullptr || mrs->check(reth.rkey.get(), qp.pd, reth.va.get(), len,
-                                                       kAccessRemoteRead, nullptr) != mem::MemCheck::ok))
+        if (len != 0 &&
+            (mrs == nullptr || mrs->check(reth.rkey.get(), qp.pd, reth.va.get(), len,
+                                          kAccessRemoteRead, nullptr) != mem::MemCheck::ok))
             return fail(rx, RespError::remote_access);
         return RespState::read_reply;
     }
@@ -603,7 +636,8 @@ RespError place_send(Rx& rx) noexcept {
     Qp& qp = rx.qp;
     ResponderState& r = qp.resp;
     const RecvWqe& w = qp.rq.slot(qp.rq.consumer_index());
-    if (static_cast<std::uint64_t>(r.recv_offset) + rx.paylen > recv_capacity(w)) return RespError::local_length;
+    if (static_cast<std::uint64_t>(r.recv_offset) + rx.paylen > recv_capacity(w))
+        return RespError::local_length;
     std::uint64_t skip = r.recv_offset; // bytes of earlier packets, filled SGE by SGE
     std::uint32_t done = 0;
     const std::uint32_t k = std::min(w.num_sge, kMaxSge);
@@ -613,10 +647,12 @@ RespError place_send(Rx& rx) noexcept {
             skip -= s.length;
             continue;
         }
-        const std::uint32_t n = std::min(static_cast<std::uint32_t>(s.length - skip), rx.paylen - done);
+        const std::uint32_t n =
+            std::min(static_cast<std::uint32_t>(s.length - skip), rx.paylen - done);
         std::uint8_t* host = nullptr;
         if (rx.ctx.mrs == nullptr ||
-            rx.ctx.mrs->check(s.lkey, qp.pd, s.addr + skip, n, kAccessLocalWrite, &host) != mem::MemCheck::ok)
+            rx.ctx.mrs->check(s.lkey, qp.pd, s.addr + skip, n, kAccessLocalWrite, &host) !=
+                mem::MemCheck::ok)
             return RespError::local_protection;
         std::memcpy(host, rx.pkt.payload.data() + done, n);
         done += n;
@@ -653,7 +689,8 @@ RespState on_complete(Rx& rx) noexcept {
     Qp& qp = rx.qp;
     ResponderState& r = qp.resp;
     r.msn = next_msn(r.msn);
-    if (!rx.is(OpFlags::completes)) return RespState::acknowledge; // plain WRITE: no receive completion
+    if (!rx.is(OpFlags::completes))
+        return RespState::acknowledge; // plain WRITE: no receive completion
     Cqe c{};
     c.status = WcStatus::success;
     if (rx.is(OpFlags::send)) {
@@ -669,7 +706,8 @@ RespState on_complete(Rx& rx) noexcept {
     }
     if (rx.pkt.ieth != nullptr) {
         // SEND with invalidate: the rkey is reported in the completion. Invalidating the MR itself
-        // (IBTA ch. 10.6 memory invalidation) is left out for now: MrTable has no invalidate operation yet.
+        // (IBTA ch. 10.6 memory invalidation) is left out for now: MrTable has no invalidate
+        // operation yet.
         c.imm_data = rx.pkt.ieth->rkey.get();
         c.wc_flags |= kWcWithInv;
     }
@@ -715,8 +753,8 @@ RespState on_atomic_reply(Rx& rx) noexcept {
     Qp& qp = rx.qp;
     ResponderState& r = qp.resp;
     const wire::AtomicEth& a = *rx.pkt.atomic_eth;
-    const std::uint64_t orig =
-        execute_atomic(rx.host, rx.op == Opcode::RC_COMPARE_SWAP, a.swap_add.get(), a.compare.get());
+    const std::uint64_t orig = execute_atomic(rx.host, rx.op == Opcode::RC_COMPARE_SWAP,
+                                              a.swap_add.get(), a.compare.get());
     ResponderResource res;
     res.valid = true;
     res.is_atomic = true;
@@ -746,7 +784,8 @@ RespState on_duplicate(Rx& rx) noexcept {
     if (rx.is(OpFlags::atomic)) {
         // A duplicate atomic is answered from the saved result, never executed again.
         const ResponderResource* res = find_resource(qp, rx.psn, true);
-        if (res == nullptr || res->first_psn != rx.psn) return RespState::done; // class D: silent drop
+        if (res == nullptr || res->first_psn != rx.psn)
+            return RespState::done; // class D: silent drop
         send_atomic_ack(qp, rx.ctx, rx.psn, res->msn, res->atomic_orig);
         return RespState::done;
     }
@@ -779,21 +818,36 @@ RespState on_error(Rx& rx) noexcept {
 
 RespState step(RespState s, Rx& rx) noexcept {
     switch (s) {
-    case RespState::check_qp_state: return on_check_qp_state(rx);
-    case RespState::check_psn: return on_check_psn(rx);
-    case RespState::check_op_seq: return on_check_op_seq(rx);
-    case RespState::check_op_valid: return on_check_op_valid(rx);
-    case RespState::check_resource: return on_check_resource(rx);
-    case RespState::check_length: return on_check_length(rx);
-    case RespState::check_rkey: return on_check_rkey(rx);
-    case RespState::execute: return on_execute(rx);
-    case RespState::complete: return on_complete(rx);
-    case RespState::acknowledge: return on_acknowledge(rx);
-    case RespState::read_reply: return on_read_reply(rx);
-    case RespState::atomic_reply: return on_atomic_reply(rx);
-    case RespState::duplicate: return on_duplicate(rx);
-    case RespState::error: return on_error(rx);
-    case RespState::done: break;
+    case RespState::check_qp_state:
+        return on_check_qp_state(rx);
+    case RespState::check_psn:
+        return on_check_psn(rx);
+    case RespState::check_op_seq:
+        return on_check_op_seq(rx);
+    case RespState::check_op_valid:
+        return on_check_op_valid(rx);
+    case RespState::check_resource:
+        return on_check_resource(rx);
+    case RespState::check_length:
+        return on_check_length(rx);
+    case RespState::check_rkey:
+        return on_check_rkey(rx);
+    case RespState::execute:
+        return on_execute(rx);
+    case RespState::complete:
+        return on_complete(rx);
+    case RespState::acknowledge:
+        return on_acknowledge(rx);
+    case RespState::read_reply:
+        return on_read_reply(rx);
+    case RespState::atomic_reply:
+        return on_atomic_reply(rx);
+    case RespState::duplicate:
+        return on_duplicate(rx);
+    case RespState::error:
+        return on_error(rx);
+    case RespState::done:
+        break;
     }
     return RespState::done;
 }
@@ -812,7 +866,8 @@ void responder_receive(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) 
           nullptr,
           RespError::none};
     RespState s = RespState::check_qp_state;
-    while (s != RespState::done) s = step(s, rx);
+    while (s != RespState::done)
+        s = step(s, rx);
 }
 
 void responder_flush_ack(Qp& qp, TransportCtx& ctx) noexcept {

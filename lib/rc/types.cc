@@ -3,7 +3,9 @@
 
 namespace droce::rc {
 
-#define DROCE_CASE(name, value) case value: return #name;
+#define DROCE_CASE(name, value)                                                                    \
+    case value:                                                                                    \
+        return #name;
 std::string_view to_string(WrOpcode v) noexcept {
     switch (static_cast<unsigned>(v)) { DROCE_WR_OPCODES(DROCE_CASE) }
     return "unknown";

@@ -61,20 +61,21 @@ enum SendFlags : std::uint32_t {
 // Access flags (kAccessLocalWrite ...) are memory's: mem/access.h; the transport uses them as
 // rc::kAccess* through this alias.
 using mem::AccessFlags;
-using mem::kAccessLocalWrite;
-using mem::kAccessRemoteWrite;
-using mem::kAccessRemoteRead;
-using mem::kAccessRemoteAtomic;
-using mem::kAccessMwBind;
-using mem::kAccessZeroBased;
-using mem::kAccessOnDemand;
 using mem::kAccessHugetlb;
+using mem::kAccessLocalWrite;
+using mem::kAccessMwBind;
+using mem::kAccessOnDemand;
 using mem::kAccessRelaxedOrdering;
+using mem::kAccessRemoteAtomic;
+using mem::kAccessRemoteRead;
+using mem::kAccessRemoteWrite;
+using mem::kAccessZeroBased;
 
 /** wc_flags (ibv_wc_flags values). */
 enum WcFlags : std::uint32_t { kWcGrh = 1u << 0, kWcWithImm = 1u << 1, kWcWithInv = 1u << 3 };
 
-/** One scatter/gather element: @p length bytes at virtual address @p addr of the MR named by @p lkey. */
+/** One scatter/gather element: @p length bytes at virtual address @p addr of the MR named by @p
+ * lkey. */
 struct Sge {
     std::uint64_t addr = 0;
     std::uint32_t length = 0;
@@ -100,32 +101,33 @@ enum class WqeState : std::uint8_t {
 /**
  * A send work request as posted, plus the requester's and completer's private state.
  * Ownership: written by the application thread until published on the SQ ring; from then on owned
- * by the engine until the completer releases the slot. Inline data is copied in at post time, so the
- * application's buffer is free as soon as post returns.
+ * by the engine until the completer releases the slot. Inline data is copied in at post time, so
+ * the application's buffer is free as soon as post returns.
  */
 struct SendWqe {
     // ---- as posted (ibv_send_wr) ----
     std::uint64_t wr_id = 0;
     WrOpcode opcode = WrOpcode::send;
-    std::uint32_t send_flags = 0;   ///< SendFlags
-    std::uint32_t imm_data = 0;     ///< host order value of the ImmDt (verbs: __be32, converted by the verbs layer)
+    std::uint32_t send_flags = 0; ///< SendFlags
+    std::uint32_t imm_data =
+        0; ///< host order value of the ImmDt (verbs: __be32, converted by the verbs layer)
     std::uint32_t invalidate_rkey = 0;
-    std::uint64_t remote_addr = 0;  ///< RDMA / atomic target VA
+    std::uint64_t remote_addr = 0; ///< RDMA / atomic target VA
     std::uint32_t rkey = 0;
-    std::uint64_t compare_add = 0;  ///< atomic compare (CAS) or addend (FETCH_ADD)
-    std::uint64_t swap = 0;         ///< atomic swap value (CAS)
+    std::uint64_t compare_add = 0; ///< atomic compare (CAS) or addend (FETCH_ADD)
+    std::uint64_t swap = 0;        ///< atomic swap value (CAS)
     std::uint32_t num_sge = 0;
     Sge sg_list[kMaxSge];
-    std::uint32_t length = 0;       ///< total bytes of the message (sum of SGE lengths, or inline length)
+    std::uint32_t length = 0; ///< total bytes of the message (sum of SGE lengths, or inline length)
     std::uint8_t inline_data[kMaxInlineData];
 
     // ---- engine-private ----
     WqeState state = WqeState::posted;
-    Psn first_psn;                 ///< PSN of the first packet of this message
-    Psn last_psn;                  ///< PSN of the last packet (READ: last expected response PSN)
-    std::uint32_t npkts = 0;       ///< packets of this message (READ: response packets expected)
-    std::uint32_t sent_bytes = 0;  ///< requester: bytes sent so far (resumes segmentation)
-    std::uint32_t recv_bytes = 0;  ///< completer, READ: bytes of response data placed so far
+    Psn first_psn;                ///< PSN of the first packet of this message
+    Psn last_psn;                 ///< PSN of the last packet (READ: last expected response PSN)
+    std::uint32_t npkts = 0;      ///< packets of this message (READ: response packets expected)
+    std::uint32_t sent_bytes = 0; ///< requester: bytes sent so far (resumes segmentation)
+    std::uint32_t recv_bytes = 0; ///< completer, READ: bytes of response data placed so far
     std::uint64_t atomic_result = 0;
     WcStatus status = WcStatus::success; ///< set by the completer when the WQE fails
 };
@@ -148,7 +150,8 @@ struct Cqe {
     WcOpcode opcode = WcOpcode::send;
     std::uint32_t vendor_err = 0;
     std::uint32_t byte_len = 0;
-    std::uint32_t imm_data = 0;   ///< host order; valid when wc_flags has kWcWithImm (or the invalidated rkey with kWcWithInv)
+    std::uint32_t imm_data = 0; ///< host order; valid when wc_flags has kWcWithImm (or the
+                                ///< invalidated rkey with kWcWithInv)
     std::uint32_t qp_num = 0;
     std::uint32_t src_qp = 0;
     std::uint32_t wc_flags = 0;
@@ -185,10 +188,10 @@ enum QpAttrMask : std::uint32_t {
 
 /** Where the peer is: the address vector of ibv_ah_attr reduced to what RoCEv2 needs. */
 struct AddressVector {
-    wire::Ipv6Addr dgid{};   ///< peer GID: IPv4-mapped (::ffff:a.b.c.d) or IPv6
-    wire::MacAddr dmac{};    ///< peer MAC (resolved by ARP/ND in the engine, or given)
+    wire::Ipv6Addr dgid{}; ///< peer GID: IPv4-mapped (::ffff:a.b.c.d) or IPv6
+    wire::MacAddr dmac{};  ///< peer MAC (resolved by ARP/ND in the engine, or given)
     std::uint8_t sgid_index = 0;
-    std::uint8_t port_num = 1;    ///< 1-based port (plane)
+    std::uint8_t port_num = 1; ///< 1-based port (plane)
     std::uint8_t traffic_class = 0;
     std::uint8_t hop_limit = 64;
     std::uint32_t flow_label = 0;

@@ -138,8 +138,10 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
         // can; "off" copies everything. For benchmarks comparing both in one run (bench/e2e/run).
         if (const char* zc = std::getenv("DROCE_TX_BYREF_MIN"); zc && *zc) {
             const bool off = std::strcmp(zc, "off") == 0;
-            const auto min = off ? UINT32_MAX : static_cast<std::uint32_t>(std::strtoul(zc, nullptr, 10));
-            for (unsigned p = 0; p < specs.size(); ++p) slot.dev->set_tx_by_reference(p, min);
+            const auto min =
+                off ? UINT32_MAX : static_cast<std::uint32_t>(std::strtoul(zc, nullptr, 10));
+            for (unsigned p = 0; p < specs.size(); ++p)
+                slot.dev->set_tx_by_reference(p, min);
         }
         for (const Neighbor& n : dc.neighbors) {
             if (!slot.dev->add_static_neighbor(n.ip.addr, n.mac)) {

@@ -29,8 +29,8 @@
 #include <thread>
 #include <vector>
 
-#include "config/config.h"
 #include "common/clock.h"
+#include "config/config.h"
 #include "engine/device.h"
 #include "engine/engine_thread.h"
 

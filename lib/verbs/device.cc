@@ -92,11 +92,13 @@ ControlGuard::ControlGuard(Device* dev) : lock_(provider().mu) {
         for (unsigned i = 0; i < p.runtime->num_devices(); ++i)
             quiesced_.push_back(&p.runtime->device(i));
     }
-    for (Device* d : quiesced_) d->begin_control();
+    for (Device* d : quiesced_)
+        d->begin_control();
 }
 
 ControlGuard::~ControlGuard() {
-    for (Device* d : quiesced_) d->end_control();
+    for (Device* d : quiesced_)
+        d->end_control();
 }
 
 void post_async_event(Device* dev, const AsyncRecord& rec) noexcept {

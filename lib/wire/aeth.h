@@ -42,7 +42,9 @@ struct Aeth {
     std::uint8_t syndrome;
     Be24 msn_be; ///< message sequence number (24 bits) of the last completed message
 
-    [[nodiscard]] constexpr AethKind kind() const noexcept { return static_cast<AethKind>(syndrome >> 5); }
+    [[nodiscard]] constexpr AethKind kind() const noexcept {
+        return static_cast<AethKind>(syndrome >> 5);
+    }
     /** Credit count, RNR timer code or NAK code, depending on kind(). */
     [[nodiscard]] constexpr std::uint8_t value() const noexcept { return syndrome & 0x1fu; }
     [[nodiscard]] constexpr std::uint32_t msn() const noexcept { return msn_be.get(); }
@@ -50,7 +52,8 @@ struct Aeth {
 };
 static_assert(sizeof(Aeth) == 4);
 
-/** Short name of a syndrome for traces: "ACK credits=31", "RNR NAK timer=14", "NAK remote_access_error". */
+/** Short name of a syndrome for traces: "ACK credits=31", "RNR NAK timer=14", "NAK
+ * remote_access_error". */
 const char* aeth_kind_name(AethKind kind) noexcept;
 const char* nak_code_name(std::uint8_t code) noexcept;
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * ARP packet for Ethernet and IPv4 (RFC 826), 28 bytes after the Ethernet header (EtherType 0x0806).
+ * ARP packet for Ethernet and IPv4 (RFC 826), 28 bytes after the Ethernet header (EtherType
+ * 0x0806).
  *
  * droce's ports are invisible to the kernel, so the engine answers ARP for its own IPv4 address and
  * asks for its peers' MACs itself (lib/engine/neigh.h). Only the Ethernet/IPv4 form exists here:
@@ -23,7 +24,8 @@ inline constexpr std::uint16_t kArpHwEthernet = 1;
 /** ARP protocol type of IPv4: the IPv4 EtherType (RFC 826 ar$pro). */
 inline constexpr std::uint16_t kArpProtoIpv4 = kEtherTypeIpv4;
 
-/** ARP operation (RFC 826 ar$op). Values other than these two exist (RARP, InARP) but droce ignores them. */
+/** ARP operation (RFC 826 ar$op). Values other than these two exist (RARP, InARP) but droce ignores
+ * them. */
 enum class ArpOp : std::uint16_t {
     request = 1,
     reply = 2,
@@ -32,8 +34,10 @@ enum class ArpOp : std::uint16_t {
 /** Name of @p op ("request", "reply"), or "unknown" for any other value. */
 [[nodiscard]] constexpr std::string_view to_string(ArpOp op) noexcept {
     switch (op) {
-    case ArpOp::request: return "request";
-    case ArpOp::reply: return "reply";
+    case ArpOp::request:
+        return "request";
+    case ArpOp::reply:
+        return "reply";
     }
     return "unknown";
 }
@@ -52,9 +56,11 @@ struct ArpHdr {
 
     [[nodiscard]] constexpr ArpOp op() const noexcept { return static_cast<ArpOp>(oper.get()); }
     constexpr void set_op(ArpOp op) noexcept { oper.set(static_cast<std::uint16_t>(op)); }
-    /** True when the four format fields say Ethernet (6-byte) addresses and IPv4 (4-byte) addresses. */
+    /** True when the four format fields say Ethernet (6-byte) addresses and IPv4 (4-byte)
+     * addresses. */
     [[nodiscard]] constexpr bool is_ethernet_ipv4() const noexcept {
-        return htype.get() == kArpHwEthernet && ptype.get() == kArpProtoIpv4 && hlen == 6 && plen == 4;
+        return htype.get() == kArpHwEthernet && ptype.get() == kArpProtoIpv4 && hlen == 6 &&
+               plen == 4;
     }
     /** Sets htype, ptype, hlen and plen to the Ethernet/IPv4 values. */
     constexpr void set_ethernet_ipv4() noexcept {
@@ -63,7 +69,8 @@ struct ArpHdr {
         hlen = 6;
         plen = 4;
     }
-    /** Gratuitous ARP: the sender announces its own address (sender and target protocol address equal). */
+    /** Gratuitous ARP: the sender announces its own address (sender and target protocol address
+     * equal). */
     [[nodiscard]] constexpr bool is_gratuitous() const noexcept { return spa == tpa; }
 };
 static_assert(sizeof(ArpHdr) == 28);

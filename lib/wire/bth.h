@@ -17,14 +17,17 @@ inline constexpr std::uint16_t kDefaultPkey = 0xffff;
 
 struct Bth {
     std::uint8_t opcode_byte;
-    std::uint8_t flags;   ///< SE (bit 7), MigReq (bit 6), PadCnt (bits 5:4), TVer (bits 3:0)
+    std::uint8_t flags; ///< SE (bit 7), MigReq (bit 6), PadCnt (bits 5:4), TVer (bits 3:0)
     Be16 pkey;
-    std::uint8_t fecn_becn; ///< FECN (bit 7), BECN (bit 6), reserved (5:0); all masked out of the ICRC
+    std::uint8_t
+        fecn_becn; ///< FECN (bit 7), BECN (bit 6), reserved (5:0); all masked out of the ICRC
     Be24 dest_qp_be;
     std::uint8_t ackreq_byte; ///< AckReq (bit 7), reserved (6:0)
     Be24 psn_be;
 
-    [[nodiscard]] constexpr Opcode opcode() const noexcept { return static_cast<Opcode>(opcode_byte); }
+    [[nodiscard]] constexpr Opcode opcode() const noexcept {
+        return static_cast<Opcode>(opcode_byte);
+    }
     constexpr void set_opcode(Opcode op) noexcept { opcode_byte = static_cast<std::uint8_t>(op); }
     [[nodiscard]] constexpr bool se() const noexcept { return flags & 0x80u; }
     [[nodiscard]] constexpr bool mig_req() const noexcept { return flags & 0x40u; }

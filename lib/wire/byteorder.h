@@ -27,7 +27,8 @@ struct BeUint {
 
     [[nodiscard]] constexpr Value get() const noexcept {
         std::uint64_t v = 0;
-        for (std::size_t i = 0; i < N; ++i) v = (v << 8) | bytes[i];
+        for (std::size_t i = 0; i < N; ++i)
+            v = (v << 8) | bytes[i];
         return static_cast<Value>(v);
     }
     constexpr void set(std::uint64_t v) noexcept {

@@ -2,12 +2,12 @@
 /**
  * @file
  * ICMPv6 (RFC 4443) as far as IPv6 Neighbor Discovery (RFC 4861) needs it: the ICMPv6 header and
- * checksum, the Neighbor Solicitation and Advertisement bodies, the source/target link-layer address
- * option, and the solicited-node multicast address with its Ethernet MAC (RFC 4291 §2.7.1,
+ * checksum, the Neighbor Solicitation and Advertisement bodies, the source/target link-layer
+ * address option, and the solicited-node multicast address with its Ethernet MAC (RFC 4291 §2.7.1,
  * RFC 2464 §7).
  *
- * An NS or NA is Ethernet / IPv6 (next header 58, hop limit 255) / Icmpv6Hdr / NdNsBody or NdNaBody /
- * options, each option a multiple of 8 bytes. Everything here is constexpr, allocation-free and
+ * An NS or NA is Ethernet / IPv6 (next header 58, hop limit 255) / Icmpv6Hdr / NdNsBody or NdNaBody
+ * / options, each option a multiple of 8 bytes. Everything here is constexpr, allocation-free and
  * independent of the host's byte order.
  */
 #pragma once
@@ -59,19 +59,22 @@ struct Icmpv6Hdr {
     std::uint8_t code; ///< 0 for NS and NA
     Be16 checksum;     ///< over the pseudo-header and the message; see icmpv6_checksum()
 
-    [[nodiscard]] constexpr Icmpv6Type type() const noexcept { return static_cast<Icmpv6Type>(type_byte); }
+    [[nodiscard]] constexpr Icmpv6Type type() const noexcept {
+        return static_cast<Icmpv6Type>(type_byte);
+    }
     constexpr void set_type(Icmpv6Type t) noexcept { type_byte = static_cast<std::uint8_t>(t); }
 };
 static_assert(sizeof(Icmpv6Hdr) == 4);
 
 /** Neighbor Solicitation body after the ICMPv6 header (RFC 4861 §4.3), 20 bytes; options follow. */
 struct NdNsBody {
-    Be32 reserved; ///< zero on send, ignored on receive
+    Be32 reserved;   ///< zero on send, ignored on receive
     Ipv6Addr target; ///< the address being resolved; never multicast
 };
 static_assert(sizeof(NdNsBody) == 20);
 
-/** Neighbor Advertisement body after the ICMPv6 header (RFC 4861 §4.4), 20 bytes; options follow. */
+/** Neighbor Advertisement body after the ICMPv6 header (RFC 4861 §4.4), 20 bytes; options follow.
+ */
 struct NdNaBody {
     std::uint8_t flags; ///< Router (bit 7), Solicited (bit 6), Override (bit 5), reserved (4:0)
     std::uint8_t reserved[3];
@@ -100,12 +103,15 @@ enum class NdOptType : std::uint8_t {
 /** ND options are multiples of this many bytes; an option's length field counts these units. */
 inline constexpr std::size_t kNdOptUnit = 8;
 
-/** Each ND option starts with type and length (RFC 4861 §4.6); length is in 8-byte units, never 0. */
+/** Each ND option starts with type and length (RFC 4861 §4.6); length is in 8-byte units, never 0.
+ */
 struct NdOptHdr {
     std::uint8_t type_byte;
     std::uint8_t length; ///< option length in units of 8 bytes, header included
 
-    [[nodiscard]] constexpr NdOptType type() const noexcept { return static_cast<NdOptType>(type_byte); }
+    [[nodiscard]] constexpr NdOptType type() const noexcept {
+        return static_cast<NdOptType>(type_byte);
+    }
 };
 static_assert(sizeof(NdOptHdr) == 2);
 
@@ -115,7 +121,9 @@ struct NdLinkAddrOpt {
     std::uint8_t length;    ///< 1 (8 bytes) for Ethernet
     MacAddr addr;
 
-    [[nodiscard]] constexpr NdOptType type() const noexcept { return static_cast<NdOptType>(type_byte); }
+    [[nodiscard]] constexpr NdOptType type() const noexcept {
+        return static_cast<NdOptType>(type_byte);
+    }
     constexpr void set(NdOptType t, const MacAddr& mac) noexcept {
         type_byte = static_cast<std::uint8_t>(t);
         length = 1;
@@ -125,7 +133,9 @@ struct NdLinkAddrOpt {
 static_assert(sizeof(NdLinkAddrOpt) == 8);
 
 /** True when @p a is an IPv6 multicast address (ff00::/8). */
-[[nodiscard]] constexpr bool is_ipv6_multicast(const Ipv6Addr& a) noexcept { return a[0] == 0xff; }
+[[nodiscard]] constexpr bool is_ipv6_multicast(const Ipv6Addr& a) noexcept {
+    return a[0] == 0xff;
+}
 
 /** True when @p a is the unspecified address ::. */
 [[nodiscard]] constexpr bool is_ipv6_unspecified(const Ipv6Addr& a) noexcept {
@@ -151,7 +161,8 @@ inline constexpr Ipv6Addr kIpv6AllNodes = {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0
     return p == a;
 }
 
-/** Ethernet MAC of IPv6 multicast address @p group (RFC 2464 §7): 33:33 and the group's low 32 bits. */
+/** Ethernet MAC of IPv6 multicast address @p group (RFC 2464 §7): 33:33 and the group's low 32
+ * bits. */
 [[nodiscard]] constexpr MacAddr ipv6_multicast_mac(const Ipv6Addr& group) noexcept {
     return {0x33, 0x33, group[12], group[13], group[14], group[15]};
 }
@@ -165,8 +176,9 @@ inline constexpr Ipv6Addr kIpv6AllNodes = {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0
  * the message as received; the result is 0 when the checksum is right. @p message may be any length
  * up to 2^32 - 1 bytes; an odd last byte is padded with zero, as the RFC says.
  */
-[[nodiscard]] constexpr std::uint16_t icmpv6_checksum(const Ipv6Addr& src, const Ipv6Addr& dst,
-                                                      std::span<const std::uint8_t> message) noexcept {
+[[nodiscard]] constexpr std::uint16_t
+icmpv6_checksum(const Ipv6Addr& src, const Ipv6Addr& dst,
+                std::span<const std::uint8_t> message) noexcept {
     std::uint64_t sum = 0;
     for (std::size_t i = 0; i < 16; i += 2) {
         sum += static_cast<std::uint32_t>(src[i] << 8 | src[i + 1]);
@@ -180,7 +192,8 @@ inline constexpr Ipv6Addr kIpv6AllNodes = {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0
     for (; i + 1 < message.size(); i += 2)
         sum += static_cast<std::uint32_t>(message[i] << 8 | message[i + 1]);
     if (i < message.size()) sum += static_cast<std::uint32_t>(message[i] << 8);
-    while (sum >> 16) sum = (sum & 0xffffu) + (sum >> 16);
+    while (sum >> 16)
+        sum = (sum & 0xffffu) + (sum >> 16);
     return static_cast<std::uint16_t>(~sum & 0xffffu);
 }
 

@@ -24,8 +24,9 @@ std::uint32_t crc_continue(std::uint32_t crc, const std::uint8_t* p, std::size_t
 
 /**
  * Packets up to this many bytes from the IP header on (ACKs, small WRITEs and SENDs, READ
- * requests) are copied whole into the masked buffer and take one CRC call instead of two: each ISA-L
- * call has a fixed cost that dominates at these lengths (measured: bench/micro, bench/engine).
+ * requests) are copied whole into the masked buffer and take one CRC call instead of two: each
+ * ISA-L call has a fixed cost that dominates at these lengths (measured: bench/micro,
+ * bench/engine).
  */
 constexpr std::size_t kOneShotMax = 256;
 
@@ -34,7 +35,8 @@ constexpr std::uint32_t crc32_of_ones(std::size_t n) noexcept {
     std::uint32_t c = 0xffffffffu;
     for (std::size_t i = 0; i < n; ++i) {
         c ^= 0xffu;
-        for (int b = 0; b < 8; ++b) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+        for (int b = 0; b < 8; ++b)
+            c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
     }
     return ~c;
 }
@@ -43,7 +45,8 @@ constexpr std::uint32_t crc32_of_ones(std::size_t n) noexcept {
  * so each ICRC starts from it (a compile-time constant: no static initialisation order to mind).
  */
 constexpr std::uint32_t kLrhStandInCrc = crc32_of_ones(8);
-static_assert(crc32_of_ones(1) == 0xff000000u && kLrhStandInCrc == 0x2144df1cu, "zlib.crc32(b'\\xff' * n)");
+static_assert(crc32_of_ones(1) == 0xff000000u && kLrhStandInCrc == 0x2144df1cu,
+              "zlib.crc32(b'\\xff' * n)");
 } // namespace
 
 std::uint32_t icrc_compute(std::span<const std::uint8_t> l3, bool ipv6) noexcept {
@@ -67,14 +70,14 @@ std::uint32_t icrc_compute(std::span<const std::uint8_t> l3, bool ipv6) noexcept
     if (ipv6) {
         masked[0] |= 0x0f; // traffic class (high nibble) — the version nibble stays
         masked[1] = masked[2] = masked[3] = 0xff; // rest of traffic class and the flow label
-        masked[7] = 0xff; // hop limit
+        masked[7] = 0xff;                         // hop limit
     } else {
-        masked[1] = 0xff;                // TOS
-        masked[8] = 0xff;                // TTL
-        masked[10] = masked[11] = 0xff;  // header checksum
+        masked[1] = 0xff;               // TOS
+        masked[8] = 0xff;               // TTL
+        masked[10] = masked[11] = 0xff; // header checksum
     }
-    masked[ip_len + 6] = masked[ip_len + 7] = 0xff;    // UDP checksum
-    masked[ip_len + sizeof(UdpHdr) + 4] = 0xff;        // BTH FECN, BECN, resv6
+    masked[ip_len + 6] = masked[ip_len + 7] = 0xff; // UDP checksum
+    masked[ip_len + sizeof(UdpHdr) + 4] = 0xff;     // BTH FECN, BECN, resv6
 
     if (one_shot) return crc_continue(kLrhStandInCrc, masked, l3.size());
     const std::uint32_t crc = crc_continue(kLrhStandInCrc, masked, prefix);

@@ -24,7 +24,8 @@ namespace droce::wire {
  * Computes the ICRC of one packet.
  *
  * @param l3  the bytes from the first byte of the IP header up to (not including) the ICRC field.
- *            Must hold a whole IP header (IPv4 IHL × 4 bytes, or 40 for IPv6), a UDP header and a BTH.
+ *            Must hold a whole IP header (IPv4 IHL × 4 bytes, or 40 for IPv6), a UDP header and a
+ * BTH.
  * @param ipv6 true if @p l3 starts with an IPv6 header, false for IPv4.
  * @return the ICRC as a host integer; store it with store_icrc(). Returns 0 if @p l3 is too short
  *         to hold the covered headers (callers check lengths first; parse_frame() always does).
@@ -34,15 +35,17 @@ namespace droce::wire {
 
 /**
  * Continues an ICRC over more bytes of the same packet: icrc_compute(a ++ b) ==
- * icrc_continue(icrc_compute(a), b) for any @p a that holds the covered headers. This is how a frame
- * whose payload lives in other buffers (transmit by reference) gets its ICRC without a copy.
+ * icrc_continue(icrc_compute(a), b) for any @p a that holds the covered headers. This is how a
+ * frame whose payload lives in other buffers (transmit by reference) gets its ICRC without a copy.
  * Thread safety: pure function.
  */
-[[nodiscard]] std::uint32_t icrc_continue(std::uint32_t icrc, std::span<const std::uint8_t> more) noexcept;
+[[nodiscard]] std::uint32_t icrc_continue(std::uint32_t icrc,
+                                          std::span<const std::uint8_t> more) noexcept;
 
 /** Writes @p icrc to @p dst (4 bytes) in wire order, least significant byte first. */
 inline void store_icrc(std::uint8_t* dst, std::uint32_t icrc) noexcept {
-    for (int i = 0; i < 4; ++i) dst[i] = static_cast<std::uint8_t>(icrc >> (8 * i));
+    for (int i = 0; i < 4; ++i)
+        dst[i] = static_cast<std::uint8_t>(icrc >> (8 * i));
 }
 /** Reads a wire-order ICRC from @p src (4 bytes). */
 [[nodiscard]] inline std::uint32_t load_icrc(const std::uint8_t* src) noexcept {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/** @file Invalidate Extended Transport Header, IBTA Vol 1 §9.3.7 (4 bytes; SEND with invalidate). */
+/** @file Invalidate Extended Transport Header, IBTA Vol 1 §9.3.7 (4 bytes; SEND with invalidate).
+ */
 #pragma once
 
 #include "byteorder.h"

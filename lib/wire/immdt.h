@@ -7,7 +7,8 @@
 namespace droce::wire {
 
 struct ImmDt {
-    Be32 imm; ///< opaque to the transport; delivered in the responder's CQE (network byte order there too)
+    Be32 imm; ///< opaque to the transport; delivered in the responder's CQE (network byte order
+              ///< there too)
 };
 static_assert(sizeof(ImmDt) == 4);
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/** @file IPv4 header (RFC 791). RoCEv2 frames carry no IPv4 options, but the parser accepts them. */
+/** @file IPv4 header (RFC 791). RoCEv2 frames carry no IPv4 options, but the parser accepts them.
+ */
 #pragma once
 
 #include <array>
@@ -28,7 +29,9 @@ struct Ipv4Hdr {
 
     [[nodiscard]] constexpr unsigned version() const noexcept { return version_ihl >> 4; }
     /** Header length in bytes (IHL × 4). */
-    [[nodiscard]] constexpr unsigned header_length() const noexcept { return (version_ihl & 0xfu) * 4u; }
+    [[nodiscard]] constexpr unsigned header_length() const noexcept {
+        return (version_ihl & 0xfu) * 4u;
+    }
     [[nodiscard]] constexpr unsigned dscp() const noexcept { return tos >> 2; }
     [[nodiscard]] constexpr unsigned ecn() const noexcept { return tos & 3u; }
 };

@@ -30,7 +30,7 @@ using Ipv6Addr = std::array<std::uint8_t, 16>;
 
 /** IPv6 fixed header, 40 bytes. */
 struct Ipv6Hdr {
-    Be32 vtc_flow;      ///< version (4), traffic class (8), flow label (20)
+    Be32 vtc_flow;       ///< version (4), traffic class (8), flow label (20)
     Be16 payload_length; ///< bytes after this header
     std::uint8_t next_header;
     std::uint8_t hop_limit; ///< masked out of the ICRC

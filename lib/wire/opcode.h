@@ -3,12 +3,12 @@
  * @file
  * The BTH opcode table (IBTA Vol 1 §9.2.1, table 39; CNP from Annex A17.9.3).
  *
- * One constexpr table says, for every opcode droce knows, which extension headers follow the BTH (in
- * the IBTA order DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH, then the CNP body), whether
- * it is a request or a response, its place in a message (first / middle / last / only), whether it
- * consumes a receive WQE and whether it makes the responder generate a completion. Header sizes and
- * payload offsets are derived from it. Names are produced from the enumerator by the preprocessor,
- * never typed by hand (CONVENTIONS.md rule 7).
+ * One constexpr table says, for every opcode droce knows, which extension headers follow the BTH
+ * (in the IBTA order DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH, then the CNP body),
+ * whether it is a request or a response, its place in a message (first / middle / last / only),
+ * whether it consumes a receive WQE and whether it makes the responder generate a completion.
+ * Header sizes and payload offsets are derived from it. Names are produced from the enumerator by
+ * the preprocessor, never typed by hand (CONVENTIONS.md rule 7).
  */
 #pragma once
 
@@ -19,7 +19,8 @@
 
 namespace droce::wire {
 
-/** Properties of an opcode, combined as a bit set. A distinct type: it cannot be compared with an Opcode. */
+/** Properties of an opcode, combined as a bit set. A distinct type: it cannot be compared with an
+ * Opcode. */
 enum class OpFlags : std::uint32_t {
     none = 0,
     deth = 1u << 0,
@@ -30,14 +31,14 @@ enum class OpFlags : std::uint32_t {
     immdt = 1u << 5,
     ieth = 1u << 6,
     cnp = 1u << 7,
-    payload = 1u << 8,      ///< may carry payload bytes
-    request = 1u << 9,      ///< sent by a requester
-    response = 1u << 10,    ///< sent by a responder
+    payload = 1u << 8,   ///< may carry payload bytes
+    request = 1u << 9,   ///< sent by a requester
+    response = 1u << 10, ///< sent by a responder
     first = 1u << 11,
     middle = 1u << 12,
     last = 1u << 13,
-    only = first | last, ///< an ONLY packet is both the first and the last of its message
-    recv_wqe = 1u << 14, ///< consumes (or continues to fill) a receive WQE at the responder
+    only = first | last,  ///< an ONLY packet is both the first and the last of its message
+    recv_wqe = 1u << 14,  ///< consumes (or continues to fill) a receive WQE at the responder
     completes = 1u << 15, ///< the responder generates a completion when this packet is placed
     send = 1u << 16,
     write = 1u << 17,
@@ -52,7 +53,9 @@ constexpr OpFlags operator&(OpFlags a, OpFlags b) noexcept {
     return static_cast<OpFlags>(static_cast<std::uint32_t>(a) & static_cast<std::uint32_t>(b));
 }
 /** True when every flag of @p want is set in @p have. */
-constexpr bool has(OpFlags have, OpFlags want) noexcept { return (have & want) == want; }
+constexpr bool has(OpFlags have, OpFlags want) noexcept {
+    return (have & want) == want;
+}
 
 // clang-format off
 /**

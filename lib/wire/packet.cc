@@ -27,13 +27,15 @@ const T* header_at(std::span<const std::uint8_t> f, std::size_t off) noexcept {
 }
 
 std::uint32_t ones_sum(const std::uint8_t* p, std::size_t n, std::uint32_t sum) noexcept {
-    for (std::size_t i = 0; i + 1 < n; i += 2) sum += static_cast<std::uint32_t>(p[i] << 8 | p[i + 1]);
+    for (std::size_t i = 0; i + 1 < n; i += 2)
+        sum += static_cast<std::uint32_t>(p[i] << 8 | p[i + 1]);
     if (n & 1) sum += static_cast<std::uint32_t>(p[n - 1] << 8);
     return sum;
 }
 
 std::uint16_t fold(std::uint32_t sum) noexcept {
-    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
     return static_cast<std::uint16_t>(~sum);
 }
 
@@ -55,10 +57,14 @@ std::uint16_t ipv4_header_checksum(const void* hdr, unsigned len) noexcept {
 
 const char* aeth_kind_name(AethKind kind) noexcept {
     switch (kind) {
-    case AethKind::ack: return "ACK";
-    case AethKind::rnr_nak: return "RNR NAK";
-    case AethKind::nak: return "NAK";
-    case AethKind::reserved: break;
+    case AethKind::ack:
+        return "ACK";
+    case AethKind::rnr_nak:
+        return "RNR NAK";
+    case AethKind::nak:
+        return "NAK";
+    case AethKind::reserved:
+        break;
     }
     return "reserved";
 }
@@ -74,7 +80,8 @@ const char* nak_code_name(std::uint8_t code) noexcept {
     return "reserved";
 }
 
-RejectReason parse_frame(std::span<const std::uint8_t> f, ParsedFrame& out, ParseOptions opts) noexcept {
+RejectReason parse_frame(std::span<const std::uint8_t> f, ParsedFrame& out,
+                         ParseOptions opts) noexcept {
     out = ParsedFrame{};
     out.frame = f;
     std::size_t off = sizeof(EthHdr);
@@ -159,7 +166,8 @@ RejectReason parse_frame(std::span<const std::uint8_t> f, ParsedFrame& out, Pars
 
     if (opts.verify_icrc) {
         out.icrc_checked = true;
-        out.icrc_computed = icrc_compute(f.subspan(out.l3_offset, icrc_off - out.l3_offset), out.ipv6 != nullptr);
+        out.icrc_computed =
+            icrc_compute(f.subspan(out.l3_offset, icrc_off - out.l3_offset), out.ipv6 != nullptr);
         if (out.icrc_computed != out.icrc_wire) return RejectReason::bad_icrc;
     }
     return RejectReason::ok;
@@ -177,7 +185,8 @@ std::size_t frame_length(const PathHeaders& path, Opcode op, std::size_t payload
 
 namespace {
 
-/** Where write_headers() put things, for the payload, pad, ICRC and IPv6 UDP checksum that follow. */
+/** Where write_headers() put things, for the payload, pad, ICRC and IPv6 UDP checksum that follow.
+ */
 struct HeaderLayout {
     std::size_t total = 0;   ///< whole frame, ICRC included
     std::size_t l3_off = 0;  ///< IP header
@@ -192,8 +201,8 @@ struct HeaderLayout {
  * @p p, which must hold @p max bytes. @return false when build_frame() would return 0 (with the
  * headers alone having to fit in @p max).
  */
-bool write_headers(const PathHeaders& path, const PacketFields& pf, std::size_t payload_len, std::uint8_t* p,
-                   std::size_t max, bool whole_frame, HeaderLayout& lay) noexcept {
+bool write_headers(const PathHeaders& path, const PacketFields& pf, std::size_t payload_len,
+                   std::uint8_t* p, std::size_t max, bool whole_frame, HeaderLayout& lay) noexcept {
     const OpcodeInfo& info = opcode_info(pf.opcode);
     if (!info.known) return false;
     if (payload_len != 0 && !info.is(OpFlags::payload)) return false; // parse_frame would reject it
@@ -317,7 +326,8 @@ bool write_headers(const PathHeaders& path, const PacketFields& pf, std::size_t 
 }
 
 /** Adds @p n bytes to a ones-complement sum whose data so far had @p odd length (RFC 1071). */
-std::uint32_t ones_sum_at(const std::uint8_t* p, std::size_t n, std::uint32_t sum, bool& odd) noexcept {
+std::uint32_t ones_sum_at(const std::uint8_t* p, std::size_t n, std::uint32_t sum,
+                          bool& odd) noexcept {
     if (n == 0) return sum;
     if (odd) { // this byte is the low half of the 16-bit word begun before
         sum += p[0];
@@ -326,14 +336,16 @@ std::uint32_t ones_sum_at(const std::uint8_t* p, std::size_t n, std::uint32_t su
     }
     sum = ones_sum(p, n, sum);
     odd = (n & 1) != 0;
-    while (sum >> 24) sum = (sum & 0xffff) + (sum >> 16); // keep room: spans may add up to 64 KiB
+    while (sum >> 24)
+        sum = (sum & 0xffff) + (sum >> 16); // keep room: spans may add up to 64 KiB
     return sum;
 }
 
 void set_udp6_checksum(std::uint8_t* p, const HeaderLayout& lay, std::uint32_t body_sum) noexcept {
     const auto* ip = reinterpret_cast<const Ipv6Hdr*>(p + lay.l3_off);
     std::uint32_t sum = ones_sum(ip->src.data(), 32, body_sum);
-    sum += static_cast<std::uint32_t>(lay.udp_len >> 16) + static_cast<std::uint32_t>(lay.udp_len & 0xffff);
+    sum += static_cast<std::uint32_t>(lay.udp_len >> 16) +
+           static_cast<std::uint32_t>(lay.udp_len & 0xffff);
     sum += kIpProtoUdp;
     const std::uint16_t c = fold(sum);
     reinterpret_cast<UdpHdr*>(p + lay.udp_off)->checksum.set(c == 0 ? 0xffff : c);
@@ -345,7 +357,8 @@ std::size_t build_frame(const PathHeaders& path, const PacketFields& pf,
                         std::span<const std::span<const std::uint8_t>> payload,
                         std::span<std::uint8_t> out) noexcept {
     std::size_t payload_len = 0;
-    for (auto s : payload) payload_len += s.size();
+    for (auto s : payload)
+        payload_len += s.size();
     HeaderLayout lay;
     std::uint8_t* p = out.data();
     if (!write_headers(path, pf, payload_len, p, out.size(), true, lay)) return 0;
@@ -359,7 +372,8 @@ std::size_t build_frame(const PathHeaders& path, const PacketFields& pf,
     std::memset(p + off, 0, pad);
     off += pad;
 
-    store_icrc(p + off, icrc_compute(std::span<const std::uint8_t>(p + l3_off, off - l3_off), path.ipv6));
+    store_icrc(p + off,
+               icrc_compute(std::span<const std::uint8_t>(p + l3_off, off - l3_off), path.ipv6));
     off += kIcrcSize;
 
     if (path.ipv6) {
@@ -370,18 +384,21 @@ std::size_t build_frame(const PathHeaders& path, const PacketFields& pf,
 }
 
 bool build_frame_split(const PathHeaders& path, const PacketFields& pf,
-                       std::span<const std::span<const std::uint8_t>> payload, std::span<std::uint8_t> out,
-                       SplitFrame& sf) noexcept {
+                       std::span<const std::span<const std::uint8_t>> payload,
+                       std::span<std::uint8_t> out, SplitFrame& sf) noexcept {
     std::size_t payload_len = 0;
-    for (auto s : payload) payload_len += s.size();
+    for (auto s : payload)
+        payload_len += s.size();
     HeaderLayout lay;
     std::uint8_t* p = out.data();
     if (!write_headers(path, pf, payload_len, p, out.size(), false, lay)) return false;
     sf.header_len = lay.end;
     sf.payload_len = payload_len;
     // ICRC: the headers, then each span, then the pad, as one CRC continued across the buffers.
-    std::uint32_t crc = icrc_compute(std::span<const std::uint8_t>(p + lay.l3_off, lay.end - lay.l3_off), path.ipv6);
-    for (auto s : payload) crc = icrc_continue(crc, s);
+    std::uint32_t crc = icrc_compute(
+        std::span<const std::uint8_t>(p + lay.l3_off, lay.end - lay.l3_off), path.ipv6);
+    for (auto s : payload)
+        crc = icrc_continue(crc, s);
     sf.trailer = {};
     crc = icrc_continue(crc, std::span<const std::uint8_t>(sf.trailer.data(), lay.pad));
     store_icrc(sf.trailer.data() + lay.pad, crc);
@@ -389,7 +406,8 @@ bool build_frame_split(const PathHeaders& path, const PacketFields& pf,
     if (path.ipv6) {
         bool odd = false;
         std::uint32_t sum = ones_sum_at(p + lay.udp_off, lay.end - lay.udp_off, 0, odd);
-        for (auto s : payload) sum = ones_sum_at(s.data(), s.size(), sum, odd);
+        for (auto s : payload)
+            sum = ones_sum_at(s.data(), s.size(), sum, odd);
         sum = ones_sum_at(sf.trailer.data(), sf.trailer_len, sum, odd);
         set_udp6_checksum(p, lay, sum);
     }

@@ -110,11 +110,11 @@ struct ParsedFrame {
     const CnpBody* cnp = nullptr;
     const OpcodeInfo* info = nullptr;
     std::span<const std::uint8_t> payload; ///< payload bytes, pad excluded
-    std::uint16_t ether_type = 0;  ///< the innermost EtherType (after any 802.1Q tag)
-    std::uint16_t l3_offset = 0;   ///< byte offset of the IP header in the frame
-    std::uint8_t pad = 0;          ///< pad bytes between payload and ICRC (0..3)
-    std::uint32_t icrc_wire = 0;   ///< the ICRC found in the frame
-    std::uint32_t icrc_computed = 0; ///< the ICRC droce computes for it (0 if not verified)
+    std::uint16_t ether_type = 0;          ///< the innermost EtherType (after any 802.1Q tag)
+    std::uint16_t l3_offset = 0;           ///< byte offset of the IP header in the frame
+    std::uint8_t pad = 0;                  ///< pad bytes between payload and ICRC (0..3)
+    std::uint32_t icrc_wire = 0;           ///< the ICRC found in the frame
+    std::uint32_t icrc_computed = 0;       ///< the ICRC droce computes for it (0 if not verified)
     bool icrc_checked = false;
 };
 
@@ -124,8 +124,8 @@ struct ParseOptions {
 
 /**
  * Parses and checks one Ethernet frame.
- * @param frame the whole frame from the destination MAC; bytes past the IP length (Ethernet padding)
- *              are ignored.
+ * @param frame the whole frame from the destination MAC; bytes past the IP length (Ethernet
+ * padding) are ignored.
  * @param[out] out headers found; reset first.
  * @return RejectReason::ok, or the first rule the frame broke.
  * Thread safety: pure; reads only inside @p frame.
@@ -146,9 +146,9 @@ struct PathHeaders {
     bool ipv6 = false;
     Ipv6Addr src_ip{};
     Ipv6Addr dst_ip{};
-    std::uint8_t tos = 0;          ///< IPv4 TOS / IPv6 traffic class: DSCP << 2 | ECN
-    std::uint8_t ttl = 64;         ///< IPv4 TTL / IPv6 hop limit
-    std::uint32_t flow_label = 0;  ///< IPv6 only, 20 bits
+    std::uint8_t tos = 0;         ///< IPv4 TOS / IPv6 traffic class: DSCP << 2 | ECN
+    std::uint8_t ttl = 64;        ///< IPv4 TTL / IPv6 hop limit
+    std::uint32_t flow_label = 0; ///< IPv6 only, 20 bits
     std::uint16_t udp_sport = 0xc000;
 };
 
@@ -190,30 +190,34 @@ struct PacketFields {
 /** Bytes below the BTH for @p path: Ethernet [+ 802.1Q] + IP + UDP. */
 [[nodiscard]] std::size_t path_header_length(const PathHeaders& path) noexcept;
 
-/** Bytes of a whole frame for @p path, opcode @p op and @p payload_len payload bytes (pad and ICRC included). */
-[[nodiscard]] std::size_t frame_length(const PathHeaders& path, Opcode op, std::size_t payload_len) noexcept;
+/** Bytes of a whole frame for @p path, opcode @p op and @p payload_len payload bytes (pad and ICRC
+ * included). */
+[[nodiscard]] std::size_t frame_length(const PathHeaders& path, Opcode op,
+                                       std::size_t payload_len) noexcept;
 
 /**
  * Builds one frame into @p out: headers, the payload gathered from @p payload in order, the pad
  * (BTH PadCnt set to match, pad bytes zero), and the ICRC. The IPv4 header checksum is computed
  * here. The UDP checksum is 0 on IPv4 (A17.3.2 allows it) and computed on IPv6, where RFC 8200
  * forbids a zero checksum.
- * @return bytes written, or 0 when the opcode is unknown, when @p payload is not empty but the opcode
- *         carries no payload, when @p out is too small, or when the frame would exceed 65535 bytes of IP.
- * Thread safety: pure; writes only @p out.
+ * @return bytes written, or 0 when the opcode is unknown, when @p payload is not empty but the
+ * opcode carries no payload, when @p out is too small, or when the frame would exceed 65535 bytes
+ * of IP. Thread safety: pure; writes only @p out.
  */
 [[nodiscard]] std::size_t build_frame(const PathHeaders& path, const PacketFields& fields,
                                       std::span<const std::span<const std::uint8_t>> payload,
                                       std::span<std::uint8_t> out) noexcept;
 
-/** A frame built for transmission by reference: headers in the caller's buffer, payload left where it
- *  is, and the bytes that follow the payload (pad and ICRC) here. */
+/** A frame built for transmission by reference: headers in the caller's buffer, payload left where
+ * it is, and the bytes that follow the payload (pad and ICRC) here. */
 struct SplitFrame {
-    std::size_t header_len = 0;            ///< bytes written to the buffer: Ethernet .. last extension header
-    std::size_t payload_len = 0;           ///< sum of the payload spans
+    std::size_t header_len = 0;  ///< bytes written to the buffer: Ethernet .. last extension header
+    std::size_t payload_len = 0; ///< sum of the payload spans
     std::array<std::uint8_t, 8> trailer{}; ///< pad bytes (zero), then the ICRC
     std::uint8_t trailer_len = 0;          ///< pad + kIcrcSize (4..7)
-    [[nodiscard]] std::span<const std::uint8_t> trailer_bytes() const noexcept { return {trailer.data(), trailer_len}; }
+    [[nodiscard]] std::span<const std::uint8_t> trailer_bytes() const noexcept {
+        return {trailer.data(), trailer_len};
+    }
 };
 
 /**
@@ -232,7 +236,8 @@ struct SplitFrame {
 [[nodiscard]] inline std::size_t build_frame(const PathHeaders& path, const PacketFields& fields,
                                              std::span<const std::uint8_t> payload,
                                              std::span<std::uint8_t> out) noexcept {
-    return build_frame(path, fields, std::span<const std::span<const std::uint8_t>>(&payload, 1), out);
+    return build_frame(path, fields, std::span<const std::span<const std::uint8_t>>(&payload, 1),
+                       out);
 }
 
 } // namespace droce::wire

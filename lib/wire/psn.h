@@ -3,9 +3,9 @@
  * @file
  * Packet Sequence Number: a 24-bit serial number (IBTA Vol 1 §9.7.1).
  *
- * PSNs wrap from 0xFFFFFF to 0. Comparison is serial arithmetic: a is before b when (b - a) mod 2^24
- * lies in (0, 2^23). A Psn is its own type so that it cannot be mixed with a plain integer, an MSN or
- * a QPN by accident (CONVENTIONS.md rule 8).
+ * PSNs wrap from 0xFFFFFF to 0. Comparison is serial arithmetic: a is before b when (b - a) mod
+ * 2^24 lies in (0, 2^23). A Psn is its own type so that it cannot be mixed with a plain integer, an
+ * MSN or a QPN by accident (CONVENTIONS.md rule 8).
  */
 #pragma once
 
@@ -14,7 +14,7 @@
 namespace droce::wire {
 
 class Psn {
-public:
+  public:
     static constexpr std::uint32_t kMask = 0xffffff;
 
     constexpr Psn() noexcept = default;
@@ -41,7 +41,7 @@ public:
     friend constexpr bool operator<=(Psn a, Psn b) noexcept { return a.distance_from(b) <= 0; }
     friend constexpr bool operator>=(Psn a, Psn b) noexcept { return a.distance_from(b) >= 0; }
 
-private:
+  private:
     std::uint32_t value_ = 0;
 };
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/** @file RDMA Extended Transport Header, IBTA Vol 1 §9.3.3 (16 bytes; RDMA WRITE first/only, READ request). */
+/** @file RDMA Extended Transport Header, IBTA Vol 1 §9.3.3 (16 bytes; RDMA WRITE first/only, READ
+ * request). */
 #pragma once
 
 #include "byteorder.h"

@@ -15,7 +15,7 @@ inline constexpr std::uint16_t kRoceV2Port = 4791;
 struct UdpHdr {
     Be16 src_port; ///< carries flow entropy in RoCEv2 (see udp_sport.h)
     Be16 dst_port;
-    Be16 length; ///< bytes, header included
+    Be16 length;   ///< bytes, header included
     Be16 checksum; ///< 0 on IPv4 RoCEv2 (A17.3.2); masked out of the ICRC
 };
 static_assert(sizeof(UdpHdr) == 8);

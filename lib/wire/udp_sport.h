@@ -5,9 +5,9 @@
  *
  * droce follows the rule Linux uses for every RoCE device (rdma_get_udp_sport() in
  * include/rdma/ib_verbs.h): with no flow label given, one is derived from the product of the two
- * QP numbers folded to 20 bits; the port is then 0xC000 | the 14-bit fold of that label. The rule is
- * symmetric, so both ends of a connection pick the same port.
- * Example: lqpn 0x11, rqpn 0x12 → flow label 0x132 → port 0xC132.
+ * QP numbers folded to 20 bits; the port is then 0xC000 | the 14-bit fold of that label. The rule
+ * is symmetric, so both ends of a connection pick the same port. Example: lqpn 0x11, rqpn 0x12 →
+ * flow label 0x132 → port 0xC132.
  */
 #pragma once
 
@@ -16,7 +16,8 @@
 namespace droce::wire {
 
 /** Flow label (20 bits) derived from the local and remote QP numbers (24 bits each). */
-[[nodiscard]] constexpr std::uint32_t flow_label_from_qpns(std::uint32_t lqpn, std::uint32_t rqpn) noexcept {
+[[nodiscard]] constexpr std::uint32_t flow_label_from_qpns(std::uint32_t lqpn,
+                                                           std::uint32_t rqpn) noexcept {
     std::uint64_t v = static_cast<std::uint64_t>(lqpn) * rqpn;
     v ^= v >> 20;
     v ^= v >> 40;

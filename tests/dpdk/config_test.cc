@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * lib/config: the shipped configs parse; each kind of bad line is refused with file:line and the key;
- * random and mutated files never crash the loader. No EAL needed.
+ * lib/config: the shipped configs parse; each kind of bad line is refused with file:line and the
+ * key; random and mutated files never crash the loader. No EAL needed.
  */
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -26,36 +26,35 @@ std::string config_dir() {
 
 /** A scratch file in the test's temporary directory. */
 class TempFile {
-public:
+  public:
     explicit TempFile(const std::string& text) {
         static int n = 0;
         const char* tmp = std::getenv("TMPDIR");
-        path_ = std::string(tmp ? tmp : "/tmp") + "/droce-config-test-" + std::to_string(::getpid()) + "-" +
-                std::to_string(n++) + ".ini";
+        path_ = std::string(tmp ? tmp : "/tmp") + "/droce-config-test-" +
+                std::to_string(::getpid()) + "-" + std::to_string(n++) + ".ini";
         std::ofstream(path_, std::ios::binary) << text;
     }
     ~TempFile() { std::remove(path_.c_str()); }
     const std::string& path() const { return path_; }
 
-private:
+  private:
     std::string path_;
 };
 
-const char* const kGood =
-    "# a good one-device file\n"  // 1
-    "[device]\n"                   // 2
-    "name = d0\n"                  // 3
-    "eal = --no-huge -m 64\n"      // 4
-    "\n"                           // 5
-    "[port0]\n"                    // 6
-    "devargs = net_ring0\n"        // 7
-    "mac = 02:00:00:00:00:01\n"    // 8
-    "ip = 10.0.0.1/24\n"           // 9
-    "mtu = 1500\n"                 // 10
-    "[qp]\n"                       // 11
-    "path_mtu = 1024\n"            // 12
-    "[neighbors]\n"                // 13
-    "10.0.0.2 = 02:00:00:00:00:02\n"; // 14
+const char* const kGood = "# a good one-device file\n"      // 1
+                          "[device]\n"                      // 2
+                          "name = d0\n"                     // 3
+                          "eal = --no-huge -m 64\n"         // 4
+                          "\n"                              // 5
+                          "[port0]\n"                       // 6
+                          "devargs = net_ring0\n"           // 7
+                          "mac = 02:00:00:00:00:01\n"       // 8
+                          "ip = 10.0.0.1/24\n"              // 9
+                          "mtu = 1500\n"                    // 10
+                          "[qp]\n"                          // 11
+                          "path_mtu = 1024\n"               // 12
+                          "[neighbors]\n"                   // 13
+                          "10.0.0.2 = 02:00:00:00:00:02\n"; // 14
 
 /** kGood with line @p line (1-based) replaced by @p text (or inserted before it when @p insert). */
 std::string edit(int line, const std::string& text, bool insert = false) {
@@ -77,9 +76,11 @@ void expect_refused(const std::string& text, int line, const std::vector<std::st
     TempFile f(text);
     std::string err;
     EXPECT_FALSE(load_config(f.path(), &err)) << text;
-    const std::string where = line > 0 ? f.path() + ":" + std::to_string(line) + ":" : f.path() + ":";
+    const std::string where =
+        line > 0 ? f.path() + ":" + std::to_string(line) + ":" : f.path() + ":";
     EXPECT_EQ(err.rfind(where, 0), 0u) << "error does not start with " << where << ": " << err;
-    for (const auto& n : needles) EXPECT_NE(err.find(n), std::string::npos) << "no \"" << n << "\" in: " << err;
+    for (const auto& n : needles)
+        EXPECT_NE(err.find(n), std::string::npos) << "no \"" << n << "\" in: " << err;
 }
 
 TEST(Config, GoodFileParses) {
@@ -109,14 +110,16 @@ TEST(Config, ShippedConfigsParse) {
         std::size_t devices;
         std::size_t ports;
     };
-    for (const Want& w : {Want{"demo.ini", 2, 2}, Want{"memif-server.ini", 1, 1}, Want{"memif-client.ini", 1, 1},
-                          Want{"netns-a.ini", 1, 1}, Want{"netns-b.ini", 1, 1}}) {
+    for (const Want& w :
+         {Want{"demo.ini", 2, 2}, Want{"memif-server.ini", 1, 1}, Want{"memif-client.ini", 1, 1},
+          Want{"netns-a.ini", 1, 1}, Want{"netns-b.ini", 1, 1}}) {
         std::string err;
         auto f = load_config(config_dir() + "/" + w.file, &err);
         ASSERT_TRUE(f) << err;
         ASSERT_EQ(f->devices.size(), w.devices) << w.file;
         EXPECT_FALSE(f->devices[0].eal.empty()) << w.file;
-        for (const auto& d : f->devices) EXPECT_EQ(d.ports.size(), w.ports) << w.file;
+        for (const auto& d : f->devices)
+            EXPECT_EQ(d.ports.size(), w.ports) << w.file;
     }
     std::string err;
     auto demo = load_config(config_dir() + "/demo.ini", &err);
@@ -141,7 +144,8 @@ TEST(Config, ShippedConfigsParse) {
 }
 
 TEST(Config, BadMac) {
-    expect_refused(edit(8, "mac = 02:00:zz"), 8, {"[port0] mac", "\"02:00:zz\" is not a MAC address"});
+    expect_refused(edit(8, "mac = 02:00:zz"), 8,
+                   {"[port0] mac", "\"02:00:zz\" is not a MAC address"});
     expect_refused(edit(8, "mac = 02:00:00:00:00:0g"), 8, {"[port0] mac"});
     expect_refused(edit(8, "mac = 01:00:5e:00:00:01"), 8, {"[port0] mac", "multicast"});
     expect_refused(edit(8, "mac = 00:00:00:00:00:00"), 8, {"[port0] mac", "zero"});
@@ -153,7 +157,8 @@ TEST(Config, BadIp) {
     expect_refused(edit(9, "ip = 10.0.0.1"), 9, {"[port0] ip", "/prefix"});
     expect_refused(edit(9, "ip = 10.0.0.1/33"), 9, {"[port0] ip"});
     expect_refused(edit(9, "ip = fd00::1::2/64"), 9, {"[port0] ip"});
-    expect_refused(edit(14, "10.0.0.x = 02:00:00:00:00:02"), 14, {"[neighbors] 10.0.0.x", "not an IPv4 or IPv6"});
+    expect_refused(edit(14, "10.0.0.x = 02:00:00:00:00:02"), 14,
+                   {"[neighbors] 10.0.0.x", "not an IPv4 or IPv6"});
     TempFile v6(edit(9, "ip = fd00::1/64"));
     std::string err;
     auto d = load_device_config(v6.path(), &err);
@@ -204,7 +209,7 @@ TEST(Config, GarbageLines) {
     expect_refused(edit(5, std::string("x\x01y = 1")), 5, {"control character"});
     expect_refused(edit(5, "key\\ = 1"), 5, {"backslash"});
     expect_refused(edit(5, std::string(400, 'a')), 5, {"longer than"});
-    expect_refused(edit(9, "ip = 10.0.0.1/24", true) , 10, {"[port0] ip", "duplicate key"});
+    expect_refused(edit(9, "ip = 10.0.0.1/24", true), 10, {"[port0] ip", "duplicate key"});
     expect_refused(edit(11, "[port0]"), 11, {"[port0]", "duplicate section"});
     expect_refused(edit(7, "devargs = net_ring0 extra"), 7, {"[port0] devargs", "whitespace"});
 }
@@ -222,10 +227,10 @@ TEST(Config, DeviceKeys) {
 
 TEST(Config, SeveralDevices) {
     const std::string two =
-        "[device0]\nname = a\neal = --no-huge\n"                                        // 1-3
-        "[device0.port0]\ndevargs = x0\nmac = 02:00:00:00:00:01\nip = 10.0.0.1/24\n"   // 4-7
-        "[device1]\nname = b\n"                                                        // 8-9
-        "[device1.port0]\ndevargs = x1\nmac = 02:00:00:00:00:02\nip = 10.0.0.2/24\n";  // 10-13
+        "[device0]\nname = a\neal = --no-huge\n"                                      // 1-3
+        "[device0.port0]\ndevargs = x0\nmac = 02:00:00:00:00:01\nip = 10.0.0.1/24\n"  // 4-7
+        "[device1]\nname = b\n"                                                       // 8-9
+        "[device1.port0]\ndevargs = x1\nmac = 02:00:00:00:00:02\nip = 10.0.0.2/24\n"; // 10-13
     TempFile f(two);
     std::string err;
     auto c = load_config(f.path(), &err);
@@ -248,7 +253,8 @@ TEST(Config, SeveralDevices) {
     expect_refused(two + "[qp]\n", 14, {"mixes"});
     // a gap in device numbers
     bad = two;
-    for (std::size_t p; (p = bad.find("device1")) != std::string::npos;) bad.replace(p, 7, "device2");
+    for (std::size_t p; (p = bad.find("device1")) != std::string::npos;)
+        bad.replace(p, 7, "device2");
     expect_refused(bad, 8, {"missing section [device1]"});
 }
 
@@ -286,7 +292,8 @@ TEST(ConfigProperty, RandomBytesNeverCrash) {
     std::mt19937 rng(20261129);
     for (int iter = 0; iter < 300; ++iter) {
         std::string text(std::uniform_int_distribution<std::size_t>(0, 2000)(rng), '\0');
-        for (auto& c : text) c = static_cast<char>(rng());
+        for (auto& c : text)
+            c = static_cast<char>(rng());
         TempFile f(text);
         std::string err;
         if (!load_config(f.path(), &err)) {
@@ -295,7 +302,8 @@ TEST(ConfigProperty, RandomBytesNeverCrash) {
     }
 }
 
-/** Property: a valid file with random edits (bytes from an INI-ish alphabet, lines cut, duplicated). */
+/** Property: a valid file with random edits (bytes from an INI-ish alphabet, lines cut,
+ * duplicated). */
 TEST(ConfigProperty, MutatedConfigsNeverCrash) {
     std::mt19937 rng(4791);
     std::string base;
@@ -314,10 +322,18 @@ TEST(ConfigProperty, MutatedConfigsNeverCrash) {
         for (int e = 0; e < edits; ++e) {
             const std::size_t pos = std::uniform_int_distribution<std::size_t>(0, text.size())(rng);
             switch (rng() % 4) {
-            case 0: text.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
-            case 1: if (pos < text.size()) text.erase(pos, 1 + rng() % 40); break;
-            case 2: if (pos < text.size()) text[pos] = alphabet[rng() % alphabet.size()]; break;
-            case 3: text.insert(pos, text.substr(pos, rng() % 200)); break;
+            case 0:
+                text.insert(pos, 1, alphabet[rng() % alphabet.size()]);
+                break;
+            case 1:
+                if (pos < text.size()) text.erase(pos, 1 + rng() % 40);
+                break;
+            case 2:
+                if (pos < text.size()) text[pos] = alphabet[rng() % alphabet.size()];
+                break;
+            case 3:
+                text.insert(pos, text.substr(pos, rng() % 200));
+                break;
             }
         }
         TempFile f(text);

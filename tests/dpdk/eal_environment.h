@@ -8,7 +8,8 @@
  * compatible with --in-memory"), and whatever vdevs the test asks for.
  *
  *     ::testing::Environment* const g_env =
- *         ::testing::AddGlobalTestEnvironment(new droce::dpdk::test::EalEnvironment("droce-test", {"--vdev=net_ring0"}));
+ *         ::testing::AddGlobalTestEnvironment(new droce::dpdk::test::EalEnvironment("droce-test",
+ * {"--vdev=net_ring0"}));
  */
 #pragma once
 
@@ -25,13 +26,18 @@
 namespace droce::dpdk::test {
 
 class EalEnvironment : public ::testing::Environment {
-public:
+  public:
     /** @param prefix file prefix stem (the pid is appended) @param extra further EAL arguments */
     explicit EalEnvironment(std::string prefix, std::vector<std::string> extra = {})
         : prefix_(std::move(prefix)), extra_(std::move(extra)) {}
 
     void SetUp() override {
-        std::vector<std::string> args{"--no-huge", "-m", "512", "--no-pci", "--no-telemetry", "--no-shconf",
+        std::vector<std::string> args{"--no-huge",
+                                      "-m",
+                                      "512",
+                                      "--no-pci",
+                                      "--no-telemetry",
+                                      "--no-shconf",
                                       "--file-prefix=" + prefix_ + "-" + std::to_string(::getpid()),
                                       "--log-level=*:warning"};
         args.insert(args.end(), extra_.begin(), extra_.end());
@@ -45,7 +51,7 @@ public:
         if (!runtime_dir_.empty()) ::rmdir(runtime_dir_.c_str());
     }
 
-private:
+  private:
     std::string prefix_;
     std::vector<std::string> extra_;
     std::string runtime_dir_;

@@ -29,18 +29,21 @@
 namespace droce::dpdk {
 namespace {
 
-::testing::Environment* const g_env =
-    ::testing::AddGlobalTestEnvironment(new test::EalEnvironment("droce-test", {"--vdev=net_ring0"}));
+::testing::Environment* const g_env = ::testing::AddGlobalTestEnvironment(
+    new test::EalEnvironment("droce-test", {"--vdev=net_ring0"}));
 
 /** A fresh connected pair of EthPorts for each test. */
 class PairTest : public ::testing::Test {
-protected:
+  protected:
     void make_pair(std::uint32_t mtu, unsigned ring_size = 1024) {
         static unsigned serial = 0;
         name_ = "t" + std::to_string(serial++);
         std::uint16_t pa = 0, pb = 0;
         ASSERT_EQ(create_ring_pair_end(name_, 'a', ring_size, &pa), "");
-        ASSERT_EQ(probe_port("droce_ringpair,name=" + name_ + ",end=b,size=" + std::to_string(ring_size), &pb), "");
+        ASSERT_EQ(
+            probe_port("droce_ringpair,name=" + name_ + ",end=b,size=" + std::to_string(ring_size),
+                       &pb),
+            "");
         EthPortConfig ca;
         ca.port_id = pa;
         ca.port_index = 0;
@@ -107,7 +110,8 @@ TEST(Eal, SecondInitIsRefused) {
 }
 
 TEST(Eal, SplitArgs) {
-    EXPECT_EQ(split_args("  --no-huge\t-m 256\n"), (std::vector<std::string>{"--no-huge", "-m", "256"}));
+    EXPECT_EQ(split_args("  --no-huge\t-m 256\n"),
+              (std::vector<std::string>{"--no-huge", "-m", "256"}));
     EXPECT_TRUE(split_args("   ").empty());
 }
 
@@ -196,7 +200,8 @@ TEST(EthPortCreate, LeavesPromiscuousModeAndReceivesTheConfiguredMacAndMulticast
 TEST_F(PairTest, SmallFramesArriveByteForByte) {
     make_pair(1500);
     std::vector<std::vector<std::uint8_t>> frames;
-    for (std::uint32_t i = 0; i < 8; ++i) frames.push_back(frame(64, i));
+    for (std::uint32_t i = 0; i < 8; ++i)
+        frames.push_back(frame(64, i));
     send_and_check(frames);
 }
 
@@ -204,7 +209,8 @@ TEST_F(PairTest, LargeFramesArriveByteForByte) {
     make_pair(9000);
     EXPECT_EQ(a_->max_frame(), 9014u);
     std::vector<std::vector<std::uint8_t>> frames;
-    for (const std::size_t len : {4096u, 4097u, 4200u, 8192u, 9014u}) frames.push_back(frame(len, static_cast<std::uint32_t>(len)));
+    for (const std::size_t len : {4096u, 4097u, 4200u, 8192u, 9014u})
+        frames.push_back(frame(len, static_cast<std::uint32_t>(len)));
     send_and_check(frames);
 }
 
@@ -212,7 +218,8 @@ TEST_F(PairTest, FullBurstsOf64InOrder) {
     make_pair(4200);
     for (int round = 0; round < 20; ++round) {
         std::vector<std::vector<std::uint8_t>> frames;
-        for (std::uint32_t i = 0; i < 64; ++i) frames.push_back(frame(64 + (i * 61) % 4000, round * 64 + i));
+        for (std::uint32_t i = 0; i < 64; ++i)
+            frames.push_back(frame(64 + (i * 61) % 4000, round * 64 + i));
         send_and_check(frames);
     }
     EXPECT_EQ(a_->counter(PortCounter::tx_packets), 20u * 64u);
@@ -222,7 +229,8 @@ TEST_F(PairTest, FullBurstsOf64InOrder) {
 TEST_F(PairTest, BurstsLongerThan64AreChunked) {
     make_pair(1500);
     std::vector<std::vector<std::uint8_t>> frames;
-    for (std::uint32_t i = 0; i < 200; ++i) frames.push_back(frame(100, i));
+    for (std::uint32_t i = 0; i < 200; ++i)
+        frames.push_back(frame(100, i));
     send_and_check(frames); // tx in one call of 200; rx in calls of 64
 }
 
@@ -258,7 +266,8 @@ TEST_F(PairTest, FullTxRingLeavesTheRestWithTheCaller) {
     std::array<PktBuf*, 64> rx{};
     const std::uint16_t n = b_->rx_burst(rx.data(), 64);
     ASSERT_EQ(n, 63);
-    for (std::uint16_t i = 0; i < n; ++i) EXPECT_EQ(rx[i]->data[0], i);
+    for (std::uint16_t i = 0; i < n; ++i)
+        EXPECT_EQ(rx[i]->data[0], i);
     b_->free_bulk(rx.data(), n);
     EXPECT_EQ(rte_mempool_in_use_count(a_->mempool()), 0u);
 }
@@ -296,9 +305,18 @@ TEST_F(PairTest, EcnCeIsReadFromTheIpHeader) {
         std::memset(b->data, 0, 80);
         b->len = 80;
     }
-    tx[0]->data[12] = 0x08; tx[0]->data[13] = 0x00; tx[0]->data[14] = 0x45; tx[0]->data[15] = 0x03; // IPv4 CE
-    tx[1]->data[12] = 0x08; tx[1]->data[13] = 0x00; tx[1]->data[14] = 0x45; tx[1]->data[15] = 0x02; // IPv4 ECT(0)
-    tx[2]->data[12] = 0x86; tx[2]->data[13] = 0xdd; tx[2]->data[14] = 0x60; tx[2]->data[15] = 0x30; // IPv6 CE
+    tx[0]->data[12] = 0x08;
+    tx[0]->data[13] = 0x00;
+    tx[0]->data[14] = 0x45;
+    tx[0]->data[15] = 0x03; // IPv4 CE
+    tx[1]->data[12] = 0x08;
+    tx[1]->data[13] = 0x00;
+    tx[1]->data[14] = 0x45;
+    tx[1]->data[15] = 0x02; // IPv4 ECT(0)
+    tx[2]->data[12] = 0x86;
+    tx[2]->data[13] = 0xdd;
+    tx[2]->data[14] = 0x60;
+    tx[2]->data[15] = 0x30; // IPv6 CE
     ASSERT_EQ(a_->tx_burst(tx.data(), 3), 3);
     std::array<PktBuf*, 3> rx{};
     ASSERT_EQ(b_->rx_burst(rx.data(), 3), 3);
@@ -330,10 +348,11 @@ TEST_F(PairTest, RxBufferCanBeTransmittedWithAnOffset) {
 
 /** Puts a chained mbuf from a pool without a PktBuf area straight into b's rx ring. */
 class ChainTest : public PairTest {
-protected:
+  protected:
     void SetUp() override {
-        foreign_ = rte_pktmbuf_pool_create(("chain" + std::to_string(::getpid() % 1000) + name_seq()).c_str(), 255, 0, 0,
-                                           RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+        foreign_ = rte_pktmbuf_pool_create(
+            ("chain" + std::to_string(::getpid() % 1000) + name_seq()).c_str(), 255, 0, 0,
+            RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
         ASSERT_NE(foreign_, nullptr);
     }
     void TearDown() override {
@@ -353,9 +372,12 @@ protected:
             rte_mbuf* m = rte_pktmbuf_alloc(foreign_);
             if (!m) return nullptr;
             auto* d = reinterpret_cast<std::uint8_t*>(rte_pktmbuf_append(m, seg_len));
-            for (std::uint16_t i = 0; i < seg_len; ++i) d[i] = static_cast<std::uint8_t>(k++ % 251);
-            if (!head) head = m;
-            else if (rte_pktmbuf_chain(head, m) != 0) return nullptr;
+            for (std::uint16_t i = 0; i < seg_len; ++i)
+                d[i] = static_cast<std::uint8_t>(k++ % 251);
+            if (!head)
+                head = m;
+            else if (rte_pktmbuf_chain(head, m) != 0)
+                return nullptr;
         }
         return head;
     }
@@ -375,7 +397,8 @@ TEST_F(ChainTest, MultiSegmentFrameIsLinearized) {
     PktBuf* b = nullptr;
     ASSERT_EQ(b_->rx_burst(&b, 1), 1);
     ASSERT_EQ(b->len, 3000u);
-    for (std::uint32_t i = 0; i < 3000; ++i) ASSERT_EQ(b->data[i], i % 251) << i;
+    for (std::uint32_t i = 0; i < 3000; ++i)
+        ASSERT_EQ(b->data[i], i % 251) << i;
     EXPECT_EQ(b_->counter(PortCounter::rx_linearized), 1u);
     b_->free_bulk(&b, 1);
     EXPECT_EQ(rte_mempool_in_use_count(foreign_), 0u); // the chain went back to its pool
@@ -436,7 +459,8 @@ TEST(EthPortLifetime, EalVdevCanBeProbedAgainAfterDestruction) {
     }
 }
 
-/** config/demo.ini as the engine would bring it up: its devargs join device0.portN to device1.portN. */
+/** config/demo.ini as the engine would bring it up: its devargs join device0.portN to
+ * device1.portN. */
 TEST(Demo, ShippedDemoConfigJoinsTheTwoDevices) {
     const char* dir = std::getenv("DROCE_CONFIG_DIR");
     std::string err;
@@ -466,7 +490,8 @@ TEST(Demo, ShippedDemoConfigJoinsTheTwoDevices) {
                 ASSERT_EQ(tx.alloc_bulk(&b, 1), 1);
                 std::memcpy(b->data, pcs[1 - from]->mac.data(), 6);
                 std::memcpy(b->data + 6, pcs[from]->mac.data(), 6);
-                for (std::uint32_t k = 12; k < len; ++k) b->data[k] = static_cast<std::uint8_t>(k + from);
+                for (std::uint32_t k = 12; k < len; ++k)
+                    b->data[k] = static_cast<std::uint8_t>(k + from);
                 b->len = len;
                 ASSERT_EQ(tx.tx_burst(&b, 1), 1);
                 PktBuf* r = nullptr;

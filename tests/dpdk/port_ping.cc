@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * Test helper for the two-process system tests (memif, netns/af_packet): brings up port 0 of a droce
- * config exactly as the engine would (config -> eal_init -> probe_port -> EthPort) and either pings
- * (sends numbered frames of EtherType 0x88b5 to the first static neighbour and checks each echo byte
- * for byte) or echoes (swaps the MACs of every 0x88b5 frame and sends it back).
+ * Test helper for the two-process system tests (memif, netns/af_packet): brings up port 0 of a
+ * droce config exactly as the engine would (config -> eal_init -> probe_port -> EthPort) and either
+ * pings (sends numbered frames of EtherType 0x88b5 to the first static neighbour and checks each
+ * echo byte for byte) or echoes (swaps the MACs of every 0x88b5 frame and sends it back).
  *
  *   dpdk-port-ping --config FILE --role ping|echo [--count N] [--size BYTES] [--timeout-ms MS]
- * Exit status: 0 all frames echoed intact (ping) / at least N frames echoed (echo); 1 failure; 2 usage.
+ * Exit status: 0 all frames echoed intact (ping) / at least N frames echoed (echo); 1 failure; 2
+ * usage.
  */
 #include <cstdio>
 #include <cstdlib>
@@ -31,10 +32,13 @@ constexpr std::uint8_t kTypeHi = 0x88, kTypeLo = 0xb5;
 std::uint64_t now_ms() {
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1000u + static_cast<std::uint64_t>(ts.tv_nsec) / 1000000u;
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1000u +
+           static_cast<std::uint64_t>(ts.tv_nsec) / 1000000u;
 }
 
-std::uint8_t pattern(std::uint32_t seq, std::uint32_t i) { return static_cast<std::uint8_t>(seq * 7u + i * 13u); }
+std::uint8_t pattern(std::uint32_t seq, std::uint32_t i) {
+    return static_cast<std::uint8_t>(seq * 7u + i * 13u);
+}
 
 bool send_one(EthPort& port, PktBuf* b, std::uint64_t deadline) {
     while (now_ms() < deadline) {
@@ -44,7 +48,8 @@ bool send_one(EthPort& port, PktBuf* b, std::uint64_t deadline) {
     return false;
 }
 
-int ping(EthPort& port, const droce::wire::MacAddr& dst, unsigned count, unsigned size, unsigned timeout_ms) {
+int ping(EthPort& port, const droce::wire::MacAddr& dst, unsigned count, unsigned size,
+         unsigned timeout_ms) {
     const std::uint64_t deadline = now_ms() + timeout_ms;
     for (unsigned seq = 0; seq < count; ++seq) {
         bool ok = false;
@@ -59,7 +64,8 @@ int ping(EthPort& port, const droce::wire::MacAddr& dst, unsigned count, unsigne
             b->data[12] = kTypeHi;
             b->data[13] = kTypeLo;
             std::memcpy(b->data + 14, &seq, 4);
-            for (unsigned i = 18; i < size; ++i) b->data[i] = pattern(seq, i);
+            for (unsigned i = 18; i < size; ++i)
+                b->data[i] = pattern(seq, i);
             b->len = size;
             if (!send_one(port, b, deadline)) break;
             const std::uint64_t wait_until = now_ms() + 200;
@@ -73,9 +79,11 @@ int ping(EthPort& port, const droce::wire::MacAddr& dst, unsigned count, unsigne
                     std::memcpy(&got, r->data + 14, 4);
                     if (got != seq) continue;
                     bool same = r->len == size && std::memcmp(r->data, port.mac().data(), 6) == 0;
-                    for (unsigned i = 18; same && i < size; ++i) same = r->data[i] == pattern(seq, i);
+                    for (unsigned i = 18; same && i < size; ++i)
+                        same = r->data[i] == pattern(seq, i);
                     if (!same) {
-                        std::fprintf(stderr, "ping: echo of frame %u differs (len %u)\n", seq, r->len);
+                        std::fprintf(stderr, "ping: echo of frame %u differs (len %u)\n", seq,
+                                     r->len);
                         port.free_bulk(rx, n);
                         return 1;
                     }
@@ -134,18 +142,25 @@ int main(int argc, char** argv) {
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i];
         const char* v = argv[i + 1];
-        if (k == "--config") config = v;
-        else if (k == "--role") role = v;
-        else if (k == "--count") count = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
-        else if (k == "--size") size = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
-        else if (k == "--timeout-ms") timeout_ms = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
+        if (k == "--config")
+            config = v;
+        else if (k == "--role")
+            role = v;
+        else if (k == "--count")
+            count = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
+        else if (k == "--size")
+            size = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
+        else if (k == "--timeout-ms")
+            timeout_ms = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
         else {
             std::fprintf(stderr, "unknown option %s\n", k.c_str());
             return 2;
         }
     }
     if (config.empty() || (role != "ping" && role != "echo") || size < 18) {
-        std::fprintf(stderr, "usage: %s --config FILE --role ping|echo [--count N] [--size B>=18] [--timeout-ms MS]\n",
+        std::fprintf(stderr,
+                     "usage: %s --config FILE --role ping|echo [--count N] [--size B>=18] "
+                     "[--timeout-ms MS]\n",
                      argv[0]);
         return 2;
     }
@@ -176,9 +191,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "size %u > max frame %u\n", size, port->max_frame());
         return 2;
     }
-    std::printf("%s: %s port %u (%s) mac %s mtu %u (ethdev %u) lsc %d cksum-offload %d\n", role.c_str(),
-                dev->name.c_str(), ec.port_id, port->driver_name().c_str(), droce::to_string(port->mac()).c_str(),
-                port->mtu(), port->pmd_mtu(), port->lsc_interrupt(), port->ipv4_cksum_offload());
+    std::printf("%s: %s port %u (%s) mac %s mtu %u (ethdev %u) lsc %d cksum-offload %d\n",
+                role.c_str(), dev->name.c_str(), ec.port_id, port->driver_name().c_str(),
+                droce::to_string(port->mac()).c_str(), port->mtu(), port->pmd_mtu(),
+                port->lsc_interrupt(), port->ipv4_cksum_offload());
     const std::uint64_t up_deadline = now_ms() + timeout_ms;
     while (!port->link_up() && now_ms() < up_deadline) {
     }

@@ -42,16 +42,19 @@ namespace {
  * release_all().
  */
 class HoldPort final : public PortDriver {
-public:
+  public:
     explicit HoldPort(EthPort& inner) : inner_(inner) {}
     bool hold = false;
     std::vector<rte_mbuf*> held;
 
     void release_all() {
-        for (rte_mbuf* m : held) rte_pktmbuf_free_seg(m);
+        for (rte_mbuf* m : held)
+            rte_pktmbuf_free_seg(m);
         held.clear();
     }
-    std::uint16_t alloc_bulk(PktBuf** b, std::uint16_t n) noexcept override { return inner_.alloc_bulk(b, n); }
+    std::uint16_t alloc_bulk(PktBuf** b, std::uint16_t n) noexcept override {
+        return inner_.alloc_bulk(b, n);
+    }
     void free_bulk(PktBuf** b, std::uint16_t n) noexcept override { inner_.free_bulk(b, n); }
     std::uint16_t tx_burst(PktBuf** bufs, std::uint16_t n) noexcept override {
         if (hold) {
@@ -66,7 +69,9 @@ public:
         }
         return inner_.tx_burst(bufs, n);
     }
-    std::uint16_t rx_burst(PktBuf** b, std::uint16_t n) noexcept override { return inner_.rx_burst(b, n); }
+    std::uint16_t rx_burst(PktBuf** b, std::uint16_t n) noexcept override {
+        return inner_.rx_burst(b, n);
+    }
     std::uint32_t max_frame() const noexcept override { return inner_.max_frame(); }
     bool link_up() const noexcept override { return inner_.link_up(); }
     bool tx_by_reference() const noexcept override { return inner_.tx_by_reference(); }
@@ -76,14 +81,14 @@ public:
     }
     void tx_reclaim() noexcept override { inner_.tx_reclaim(); }
 
-private:
+  private:
     EthPort& inner_;
 };
 
 constexpr wire::MacAddr kMac[2] = {{0x02, 0, 0, 0, 0x0a, 1}, {0x02, 0, 0, 0, 0x0a, 2}};
 
 class ZeroCopyTest : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         static unsigned serial = 0;
         const std::string name = "zc" + std::to_string(serial++);
@@ -100,21 +105,27 @@ protected:
             ASSERT_TRUE(eth_[i]) << err;
         }
         hold_ = std::make_unique<HoldPort>(*eth_[0]);
-        dev_[0] = std::make_unique<Device>("zc0", clock_, std::vector<PortSpec>{{hold_.get(), kMac[0], gid(0), 4096}});
-        dev_[1] = std::make_unique<Device>("zc1", clock_, std::vector<PortSpec>{{eth_[1].get(), kMac[1], gid(1), 4096}});
+        dev_[0] = std::make_unique<Device>(
+            "zc0", clock_, std::vector<PortSpec>{{hold_.get(), kMac[0], gid(0), 4096}});
+        dev_[1] = std::make_unique<Device>(
+            "zc1", clock_, std::vector<PortSpec>{{eth_[1].get(), kMac[1], gid(1), 4096}});
         for (int i = 0; i < 2; ++i) {
             int e = 0;
             pd_[i] = dev_[i]->alloc_pd(&e);
             cq_[i] = dev_[i]->create_cq(4096, &e);
             rcq_[i] = dev_[i]->create_cq(4096, &e);
-            qp_[i] = dev_[i]->create_qp(pd_[i], cq_[i], rcq_[i], rc::QpCap{256, 256, rc::kMaxSge, rc::kMaxSge, 64}, false, &e);
+            qp_[i] =
+                dev_[i]->create_qp(pd_[i], cq_[i], rcq_[i],
+                                   rc::QpCap{256, 256, rc::kMaxSge, rc::kMaxSge, 64}, false, &e);
             ASSERT_NE(qp_[i], nullptr);
         }
-        for (int i = 0; i < 2; ++i) connect(i);
+        for (int i = 0; i < 2; ++i)
+            connect(i);
     }
     void TearDown() override {
         hold_->release_all();
-        for (auto& d : dev_) d.reset();
+        for (auto& d : dev_)
+            d.reset();
         // The ring peers may still hold the other side's mbufs: drain both before the ports go.
         for (int round = 0; round < 4; ++round)
             for (auto& e : eth_) {
@@ -123,10 +134,13 @@ protected:
                 if (n) e->free_bulk(b, n);
             }
         hold_.reset();
-        for (auto& e : eth_) e.reset();
+        for (auto& e : eth_)
+            e.reset();
     }
 
-    static wire::Ipv6Addr gid(int i) { return gid_from_ipv4(10, 9, 0, static_cast<std::uint8_t>(i + 1)); }
+    static wire::Ipv6Addr gid(int i) {
+        return gid_from_ipv4(10, 9, 0, static_cast<std::uint8_t>(i + 1));
+    }
 
     void connect(int i) {
         const int peer = 1 - i;
@@ -147,8 +161,9 @@ protected:
 
     mem::Mr* reg(int side, std::vector<std::uint8_t>& buf) {
         int e = 0;
-        mem::Mr* mr = dev_[side]->reg_mr(pd_[side], buf.data(), buf.size(),
-                                         rc::kAccessLocalWrite | rc::kAccessRemoteWrite | rc::kAccessRemoteRead, &e);
+        mem::Mr* mr = dev_[side]->reg_mr(
+            pd_[side], buf.data(), buf.size(),
+            rc::kAccessLocalWrite | rc::kAccessRemoteWrite | rc::kAccessRemoteRead, &e);
         EXPECT_NE(mr, nullptr);
         return mr;
     }
@@ -167,8 +182,10 @@ protected:
         rc::Cqe c[32];
         for (int i = 0; i < 2; ++i) {
             std::uint32_t n;
-            while ((n = dev_[i]->poll_cq(cq_[i], c, 32)) > 0) scqe_[i].insert(scqe_[i].end(), c, c + n);
-            while ((n = dev_[i]->poll_cq(rcq_[i], c, 32)) > 0) rcqe_[i].insert(rcqe_[i].end(), c, c + n);
+            while ((n = dev_[i]->poll_cq(cq_[i], c, 32)) > 0)
+                scqe_[i].insert(scqe_[i].end(), c, c + n);
+            while ((n = dev_[i]->poll_cq(rcq_[i], c, 32)) > 0)
+                rcqe_[i].insert(rcqe_[i].end(), c, c + n);
         }
     }
 
@@ -186,7 +203,8 @@ protected:
 std::vector<std::uint8_t> pattern(std::size_t n, std::uint32_t seed) {
     std::vector<std::uint8_t> v(n);
     std::mt19937 rng(seed);
-    for (auto& x : v) x = static_cast<std::uint8_t>(rng());
+    for (auto& x : v)
+        x = static_cast<std::uint8_t>(rng());
     return v;
 }
 
@@ -309,7 +327,8 @@ TEST_F(ZeroCopyTest, CompletionsStayInOrderBehindAHeldWqe) {
     hold_->hold = false;
     write(2, 4096, 4096); // copied? no: by reference, but not held
     ASSERT_TRUE(run_until([&] { return qp_[0]->counters[Counter::acks_rcvd] >= 2; }));
-    for (int i = 0; i < 100; ++i) dev_[0]->poll();
+    for (int i = 0; i < 100; ++i)
+        dev_[0]->poll();
     collect();
     EXPECT_TRUE(scqe_[0].empty()) << "WQE 2 completed before the held WQE 1";
     hold_->release_all();
@@ -342,7 +361,8 @@ TEST_F(ZeroCopyTest, DataVerifiedEndToEnd) {
         std::uint32_t off = 0;
         for (std::uint32_t len : {part, part, last}) {
             if (len == 0) continue;
-            w.sg_list[w.num_sge++] = rc::Sge{reinterpret_cast<std::uintptr_t>(a.data() + off), len, amr->lkey};
+            w.sg_list[w.num_sge++] =
+                rc::Sge{reinterpret_cast<std::uintptr_t>(a.data() + off), len, amr->lkey};
             off += len;
         }
         w.remote_addr = reinterpret_cast<std::uintptr_t>(b.data());
@@ -356,13 +376,15 @@ TEST_F(ZeroCopyTest, DataVerifiedEndToEnd) {
         rc::RecvWqe rw;
         rw.wr_id = 100 + id;
         rw.num_sge = 1;
-        rw.sg_list[0] = rc::Sge{reinterpret_cast<std::uintptr_t>(b.data() + 65536), 65536, bmr->lkey};
+        rw.sg_list[0] =
+            rc::Sge{reinterpret_cast<std::uintptr_t>(b.data() + 65536), 65536, bmr->lkey};
         ASSERT_EQ(dev_[1]->post_recv(qp_[1], &rw, 1, &bad), 0);
         rc::SendWqe s = w;
         s.wr_id = ++id;
         s.opcode = rc::WrOpcode::send;
         ASSERT_EQ(dev_[0]->post_send(qp_[0], &s, 1, &bad), 0);
-        ASSERT_TRUE(run_until([&] { return scqe_[0].size() == id && !rcqe_[1].empty(); })) << "SEND " << size;
+        ASSERT_TRUE(run_until([&] { return scqe_[0].size() == id && !rcqe_[1].empty(); }))
+            << "SEND " << size;
         EXPECT_EQ(rcqe_[1].back().byte_len, size);
         EXPECT_TRUE(std::equal(a.begin(), a.begin() + size, b.begin() + 65536)) << "SEND " << size;
         rcqe_[1].clear();
@@ -379,7 +401,8 @@ TEST_F(ZeroCopyTest, DataVerifiedEndToEnd) {
         ASSERT_TRUE(run_until([&] { return scqe_[0].size() == id; })) << "READ " << size;
         EXPECT_TRUE(std::equal(a.begin(), a.begin() + size, r.begin())) << "READ " << size;
     }
-    for (const rc::Cqe& c : scqe_[0]) EXPECT_EQ(c.status, rc::WcStatus::success) << c.wr_id;
+    for (const rc::Cqe& c : scqe_[0])
+        EXPECT_EQ(c.status, rc::WcStatus::success) << c.wr_id;
     EXPECT_GT(dev_[0]->total_counters()[Counter::tx_zc_pkts], 0u);
     EXPECT_EQ(dev_[0]->total_counters()[Counter::tx_zc_copied], 0u);
     EXPECT_GT(eth_[0]->counter(PortCounter::tx_ext_segments), 0u);

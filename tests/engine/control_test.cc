@@ -2,8 +2,8 @@
 /**
  * @file
  * Control operations while traffic flows: one thread streams RDMA WRITEs on one QP and drives both
- * engines, while another thread creates, modifies (RESET → INIT → RTR → RTS → ERR) and destroys 1,000
- * QPs on the same device. Each control call holds a Device::ControlSection (the quiescence
+ * engines, while another thread creates, modifies (RESET → INIT → RTR → RTS → ERR) and destroys
+ * 1,000 QPs on the same device. Each control call holds a Device::ControlSection (the quiescence
  * handshake), so the stream waits at most for one control call, never for a thread stop and start.
  * The test asserts the stream's worst gap between completions (wall time) and that every WRITE
  * completed successfully with its data in place.
@@ -36,8 +36,8 @@ TEST(ControlSection, QpChurnOnTheStreamingDeviceNeverStallsTheStream) {
     std::thread churner([&] {
         for (int i = 0; i < kChurnQps; ++i) {
             int err = 0;
-            rc::Qp* q = t.dev[0]->create_qp(t.pd[0], t.send_cq[0], t.recv_cq[0], rc::QpCap{64, 64, 1, 1, 0}, false,
-                                            &err);
+            rc::Qp* q = t.dev[0]->create_qp(t.pd[0], t.send_cq[0], t.recv_cq[0],
+                                            rc::QpCap{64, 64, 1, 1, 0}, false, &err);
             if (q == nullptr) {
                 ++churn_errors;
                 continue;
@@ -67,7 +67,8 @@ TEST(ControlSection, QpChurnOnTheStreamingDeviceNeverStallsTheStream) {
     while (!churn_done.load(std::memory_order_acquire) || completed < posted) {
         while (posted - completed < kSlots && !churn_done.load(std::memory_order_relaxed)) {
             const std::size_t slot = posted % kSlots;
-            rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, posted, *src, kMsg, slot * kMsg);
+            rc::SendWqe w =
+                TwoEngines::wqe(rc::WrOpcode::rdma_write, posted, *src, kMsg, slot * kMsg);
             w.remote_addr = dst->addr(slot * kMsg);
             w.rkey = dst->mr->rkey;
             ASSERT_EQ(t.post_send(0, p.qp[0], w), 0);
@@ -78,23 +79,27 @@ TEST(ControlSection, QpChurnOnTheStreamingDeviceNeverStallsTheStream) {
         const std::uint32_t n = t.dev[0]->poll_cq(t.send_cq[0], cqes, 32);
         if (n > 0) {
             const auto now = steady_clock::now();
-            // From the first completion on: the first one also waits for the connection's first RTT.
+            // From the first completion on: the first one also waits for the connection's first
+            // RTT.
             if (completed > 0) worst = std::max(worst, duration_cast<nanoseconds>(now - last));
             last = now;
         }
-        for (std::uint32_t i = 0; i < n; ++i) failed += cqes[i].status != rc::WcStatus::success;
+        for (std::uint32_t i = 0; i < n; ++i)
+            failed += cqes[i].status != rc::WcStatus::success;
         completed += n;
     }
     churner.join();
 
-    std::printf("stream: %llu WRITEs of %zu B while %d QPs were created, modified and destroyed; worst gap "
-                "between completions %.1f us\n",
-                static_cast<unsigned long long>(completed), kMsg, kChurnQps,
-                static_cast<double>(worst.count()) / 1000.0);
+    std::printf(
+        "stream: %llu WRITEs of %zu B while %d QPs were created, modified and destroyed; worst gap "
+        "between completions %.1f us\n",
+        static_cast<unsigned long long>(completed), kMsg, kChurnQps,
+        static_cast<double>(worst.count()) / 1000.0);
     RecordProperty("worst_gap_ns", static_cast<int>(worst.count()));
     EXPECT_EQ(churn_errors.load(), 0);
     EXPECT_EQ(failed, 0u);
-    EXPECT_GT(completed, static_cast<std::uint64_t>(kChurnQps)) << "the stream hardly ran while the QPs churned";
+    EXPECT_GT(completed, static_cast<std::uint64_t>(kChurnQps))
+        << "the stream hardly ran while the QPs churned";
     EXPECT_LT(worst, milliseconds(1)) << "a control call stalled the stream";
     EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), src->bytes.size()), 0);
 }

@@ -3,7 +3,8 @@
  * @file
  * The counter facility: a device lists every counter block in its CounterRegistry (device, parse
  * reasons, each port's neighbour responder, each QP), a QP's block comes and goes with the QP, and
- * each event is counted once — in the QP's block when it belongs to a QP, never also in the device's.
+ * each event is counted once — in the QP's block when it belongs to a QP, never also in the
+ * device's.
  */
 #include <cstdio>
 #include <map>
@@ -60,7 +61,8 @@ TEST(Counters, RegistryListsEveryBlockAndEachEventOnce) {
         EXPECT_EQ(total.v[i], sum) << name;
     }
     // ACKs received by the requester are the responder's ACKs sent: one event each side, once.
-    EXPECT_EQ(reg.value(scope, "acks_rcvd"), t.dev[1]->counter_registry().value(qp_scope(p.qp[1]->qpn), "acks_sent"));
+    EXPECT_EQ(reg.value(scope, "acks_rcvd"),
+              t.dev[1]->counter_registry().value(qp_scope(p.qp[1]->qpn), "acks_sent"));
 
     const std::size_t before = reg.size();
     rc::QpAttr a;

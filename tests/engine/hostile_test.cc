@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-// Hostile input: forged and malformed packets injected straight into a device's receive path, and bad
-// native API calls. The standard: a malformed or hostile packet is dropped and counted, never crashes
-// and never touches memory outside a registered region; a bad verbs call returns an errno.
+// Hostile input: forged and malformed packets injected straight into a device's receive path, and
+// bad native API calls. The standard: a malformed or hostile packet is dropped and counted, never
+// crashes and never touches memory outside a registered region; a bad verbs call returns an errno.
 //
-// The victim is one Device on endpoint 1 of a sim fabric. Its port driver is an InjectPort: rx_burst
-// hands out the frames the test queued (any bytes, any length) before the fabric's. Whatever the victim
-// transmits (ACKs, NAKs, READ responses) reaches endpoint 0, where the test plays the attacker/peer and
-// reads them back with the fabric port's rx_burst. Registered buffers sit between guard regions
-// (canaries) that must stay intact. Built twice: plain (suite engine) and with ASan+UBSan (suite asan).
+// The victim is one Device on endpoint 1 of a sim fabric. Its port driver is an InjectPort:
+// rx_burst hands out the frames the test queued (any bytes, any length) before the fabric's.
+// Whatever the victim transmits (ACKs, NAKs, READ responses) reaches endpoint 0, where the test
+// plays the attacker/peer and reads them back with the fabric port's rx_burst. Registered buffers
+// sit between guard regions (canaries) that must stay intact. Built twice: plain (suite engine) and
+// with ASan+UBSan (suite asan).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -38,7 +39,7 @@ using wire::Psn;
 
 /** A PortDriver around a fabric port whose rx_burst first returns frames the test queued. */
 class InjectPort final : public PortDriver {
-public:
+  public:
     explicit InjectPort(PortDriver& inner) : inner_(inner) {}
 
     /** Queues @p bytes (any length up to the buffer capacity) for the next rx_burst. */
@@ -53,21 +54,26 @@ public:
         queued_.push_back(b);
     }
 
-    std::uint16_t alloc_bulk(PktBuf** bufs, std::uint16_t n) noexcept override { return inner_.alloc_bulk(bufs, n); }
+    std::uint16_t alloc_bulk(PktBuf** bufs, std::uint16_t n) noexcept override {
+        return inner_.alloc_bulk(bufs, n);
+    }
     void free_bulk(PktBuf** bufs, std::uint16_t n) noexcept override { inner_.free_bulk(bufs, n); }
-    std::uint16_t tx_burst(PktBuf** bufs, std::uint16_t n) noexcept override { return inner_.tx_burst(bufs, n); }
+    std::uint16_t tx_burst(PktBuf** bufs, std::uint16_t n) noexcept override {
+        return inner_.tx_burst(bufs, n);
+    }
     std::uint16_t rx_burst(PktBuf** bufs, std::uint16_t n) noexcept override {
         std::uint16_t k = 0;
         while (k < n && !queued_.empty()) {
             bufs[k++] = queued_.front();
             queued_.pop_front();
         }
-        return static_cast<std::uint16_t>(k + inner_.rx_burst(bufs + k, static_cast<std::uint16_t>(n - k)));
+        return static_cast<std::uint16_t>(
+            k + inner_.rx_burst(bufs + k, static_cast<std::uint16_t>(n - k)));
     }
     std::uint32_t max_frame() const noexcept override { return inner_.max_frame(); }
     bool link_up() const noexcept override { return inner_.link_up(); }
 
-private:
+  private:
     PortDriver& inner_;
     std::deque<PktBuf*> queued_;
 };
@@ -82,7 +88,9 @@ struct Guarded {
     mem::Mr* mr = nullptr;
     std::size_t size = 0;
     std::uint8_t* data() { return all.data() + kGuard; }
-    [[nodiscard]] std::uint64_t addr(std::size_t off = 0) { return reinterpret_cast<std::uintptr_t>(data()) + off; }
+    [[nodiscard]] std::uint64_t addr(std::size_t off = 0) {
+        return reinterpret_cast<std::uintptr_t>(data()) + off;
+    }
     void snap() { snapshot.assign(data(), data() + size); }
     [[nodiscard]] bool canaries_intact() const {
         for (std::size_t i = 0; i < kGuard; ++i)
@@ -106,8 +114,10 @@ struct Victim {
 
     Victim()
         : fabric(&clock, cfg()), port(fabric.port(1, 0)),
-          dev(std::make_unique<Device>("victim", clock, std::vector<PortSpec>{PortSpec{
-                                                               &port, sim::Fabric::mac(1, 0), gid_from_ipv4(10, 0, 0, 2), 4096}})) {
+          dev(std::make_unique<Device>(
+              "victim", clock,
+              std::vector<PortSpec>{
+                  PortSpec{&port, sim::Fabric::mac(1, 0), gid_from_ipv4(10, 0, 0, 2), 4096}})) {
         int err = 0;
         pd = dev->alloc_pd(&err);
         pd2 = dev->alloc_pd(&err);
@@ -122,15 +132,18 @@ struct Victim {
         drain();
     }
 
-    std::unique_ptr<Guarded> region(std::size_t size, mem::Pd* on_pd = nullptr, std::uint32_t seed = 1) {
+    std::unique_ptr<Guarded> region(std::size_t size, mem::Pd* on_pd = nullptr,
+                                    std::uint32_t seed = 1) {
         auto g = std::make_unique<Guarded>();
         g->size = size;
         g->all.assign(size + 2 * kGuard, kCanary);
         std::mt19937 rng(seed);
-        for (std::size_t i = 0; i < size; ++i) g->data()[i] = static_cast<std::uint8_t>(rng());
+        for (std::size_t i = 0; i < size; ++i)
+            g->data()[i] = static_cast<std::uint8_t>(rng());
         int err = 0;
         g->mr = dev->reg_mr(on_pd ? on_pd : pd, g->data(), size,
-                            rc::kAccessLocalWrite | rc::kAccessRemoteWrite | rc::kAccessRemoteRead | rc::kAccessRemoteAtomic,
+                            rc::kAccessLocalWrite | rc::kAccessRemoteWrite | rc::kAccessRemoteRead |
+                                rc::kAccessRemoteAtomic,
                             &err);
         EXPECT_NE(g->mr, nullptr) << err;
         g->snap();
@@ -140,14 +153,18 @@ struct Victim {
     /** A QP connected to the attacker's address (10.0.0.1, QPN kPeerQpn), in @p to (RESET..RTS). */
     rc::Qp* qp(QpState to = QpState::rts, std::uint32_t rq_psn = 0, std::uint32_t sq_psn = 0) {
         int err = 0;
-        rc::Qp* q = dev->create_qp(pd, cq, cq, rc::QpCap{64, 64, rc::kMaxSge, rc::kMaxSge, 64}, true, &err);
+        rc::Qp* q =
+            dev->create_qp(pd, cq, cq, rc::QpCap{64, 64, rc::kMaxSge, rc::kMaxSge, 64}, true, &err);
         EXPECT_NE(q, nullptr) << err;
         if (!q || to == QpState::reset) return q;
         rc::QpAttr a;
         a.qp_state = QpState::init;
         a.port_num = 1;
-        a.qp_access_flags = rc::kAccessRemoteWrite | rc::kAccessRemoteRead | rc::kAccessRemoteAtomic;
-        EXPECT_EQ(dev->modify_qp(q, a, rc::kQpState | rc::kQpPkeyIndex | rc::kQpPort | rc::kQpAccessFlags), 0);
+        a.qp_access_flags =
+            rc::kAccessRemoteWrite | rc::kAccessRemoteRead | rc::kAccessRemoteAtomic;
+        EXPECT_EQ(dev->modify_qp(
+                      q, a, rc::kQpState | rc::kQpPkeyIndex | rc::kQpPort | rc::kQpAccessFlags),
+                  0);
         if (to == QpState::init) return q;
         a.qp_state = QpState::rtr;
         a.path_mtu = rc::Mtu::mtu1024;
@@ -158,8 +175,9 @@ struct Victim {
         a.ah_attr.dgid = gid_from_ipv4(10, 0, 0, 1);
         a.ah_attr.dmac = sim::Fabric::mac(0, 0);
         a.ah_attr.port_num = 1;
-        EXPECT_EQ(dev->modify_qp(q, a, rc::kQpState | rc::kQpAv | rc::kQpPathMtu | rc::kQpDestQpn | rc::kQpRqPsn |
-                                           rc::kQpMaxDestRdAtomic | rc::kQpMinRnrTimer),
+        EXPECT_EQ(dev->modify_qp(q, a,
+                                 rc::kQpState | rc::kQpAv | rc::kQpPathMtu | rc::kQpDestQpn |
+                                     rc::kQpRqPsn | rc::kQpMaxDestRdAtomic | rc::kQpMinRnrTimer),
                   0);
         if (to == QpState::rtr) return q;
         a.qp_state = QpState::rts;
@@ -168,14 +186,16 @@ struct Victim {
         a.retry_cnt = 7;
         a.rnr_retry = 7;
         a.max_rd_atomic = 16;
-        EXPECT_EQ(dev->modify_qp(q, a, rc::kQpState | rc::kQpSqPsn | rc::kQpTimeout | rc::kQpRetryCnt |
-                                           rc::kQpRnrRetry | rc::kQpMaxQpRdAtomic),
+        EXPECT_EQ(dev->modify_qp(q, a,
+                                 rc::kQpState | rc::kQpSqPsn | rc::kQpTimeout | rc::kQpRetryCnt |
+                                     rc::kQpRnrRetry | rc::kQpMaxQpRdAtomic),
                   0);
         return q;
     }
 
     /** Builds a frame from the attacker (10.0.0.1) to the victim. */
-    std::vector<std::uint8_t> frame(const wire::PacketFields& f, std::span<const std::uint8_t> payload = {}) {
+    std::vector<std::uint8_t> frame(const wire::PacketFields& f,
+                                    std::span<const std::uint8_t> payload = {}) {
         std::vector<std::uint8_t> out(4608);
         const std::size_t n = wire::build_frame(path, f, payload, out);
         EXPECT_NE(n, 0u) << "build_frame " << wire::to_string(f.opcode);
@@ -193,7 +213,8 @@ struct Victim {
         }
         rc::Cqe c[64];
         std::uint32_t n;
-        while ((n = dev->poll_cq(cq, c, 64)) > 0) cqes.insert(cqes.end(), c, c + n);
+        while ((n = dev->poll_cq(cq, c, 64)) > 0)
+            cqes.insert(cqes.end(), c, c + n);
     }
 
     /** Everything the victim sent that reached endpoint 0 since the last drain, parsed. */
@@ -202,7 +223,8 @@ struct Victim {
         PktBuf* bufs[32];
         std::uint16_t n;
         while ((n = fabric.port(0, 0).rx_burst(bufs, 32)) > 0) {
-            for (std::uint16_t i = 0; i < n; ++i) got.emplace_back(bufs[i]->data, bufs[i]->data + bufs[i]->len);
+            for (std::uint16_t i = 0; i < n; ++i)
+                got.emplace_back(bufs[i]->data, bufs[i]->data + bufs[i]->len);
             fabric.port(0, 0).free_bulk(bufs, n);
         }
         return got;
@@ -239,9 +261,12 @@ int ack_syndrome(const std::vector<std::vector<std::uint8_t>>& frames) {
     return syn;
 }
 
-constexpr int nak(NakCode c) { return wire::make_syndrome(AethKind::nak, static_cast<std::uint8_t>(c)); }
+constexpr int nak(NakCode c) {
+    return wire::make_syndrome(AethKind::nak, static_cast<std::uint8_t>(c));
+}
 
-/** Recomputes the ICRC of a (possibly mutated) IPv4 RoCE frame in place, so that it passes that check. */
+/** Recomputes the ICRC of a (possibly mutated) IPv4 RoCE frame in place, so that it passes that
+ * check. */
 void fix_icrc(std::vector<std::uint8_t>& fr) {
     constexpr std::size_t l3 = sizeof(wire::EthHdr);
     if (fr.size() < l3 + 20 + 8 + 12 + 4) return;
@@ -271,7 +296,8 @@ TEST(Hostile, ForgedRkeysAreRemoteAccessNaks) {
     ASSERT_EQ(v.dev->dereg_mr(stale->mr), 0);
     // Re-register the same memory: a new key, the old one must not match.
     int err = 0;
-    mem::Mr* again = v.dev->reg_mr(v.pd, stale->data(), stale->size, rc::kAccessLocalWrite | rc::kAccessRemoteWrite, &err);
+    mem::Mr* again = v.dev->reg_mr(v.pd, stale->data(), stale->size,
+                                   rc::kAccessLocalWrite | rc::kAccessRemoteWrite, &err);
     ASSERT_NE(again, nullptr);
     ASSERT_NE(again->rkey, stale_key);
 
@@ -280,21 +306,25 @@ TEST(Hostile, ForgedRkeysAreRemoteAccessNaks) {
         std::uint32_t rkey;
         std::uint64_t va;
     };
-    std::vector<Case> cases = {{stale_key, stale_addr}, {other->mr->rkey, other->addr()}, {0, buf->addr()}};
-    for (int i = 0; i < 20; ++i) cases.push_back({static_cast<std::uint32_t>(rng()), buf->addr()});
+    std::vector<Case> cases = {
+        {stale_key, stale_addr}, {other->mr->rkey, other->addr()}, {0, buf->addr()}};
+    for (int i = 0; i < 20; ++i)
+        cases.push_back({static_cast<std::uint32_t>(rng()), buf->addr()});
     std::vector<std::uint8_t> payload(64, 0xEE);
     std::uint64_t naks = 0;
     for (const Case& c : cases) {
         if (c.rkey == buf->mr->rkey) continue;
-        for (Opcode op : {Opcode::RC_RDMA_WRITE_ONLY, Opcode::RC_RDMA_READ_REQUEST, Opcode::RC_FETCH_ADD}) {
+        for (Opcode op :
+             {Opcode::RC_RDMA_WRITE_ONLY, Opcode::RC_RDMA_READ_REQUEST, Opcode::RC_FETCH_ADD}) {
             rc::Qp* q = v.qp();
             wire::PacketFields f = req(op, q->qpn, 0);
             f.va = c.va;
             f.rkey = c.rkey;
             f.dma_len = op == Opcode::RC_FETCH_ADD ? 8 : 64;
             f.swap_add = 1;
-            auto fr = v.frame(f, op == Opcode::RC_RDMA_WRITE_ONLY ? std::span<const std::uint8_t>(payload)
-                                                                   : std::span<const std::uint8_t>());
+            auto fr =
+                v.frame(f, op == Opcode::RC_RDMA_WRITE_ONLY ? std::span<const std::uint8_t>(payload)
+                                                            : std::span<const std::uint8_t>());
             auto ans = v.exchange(fr);
             EXPECT_EQ(ack_syndrome(ans), nak(NakCode::remote_access_error))
                 << wire::to_string(op) << " rkey " << std::hex << c.rkey;
@@ -323,24 +353,27 @@ TEST(Hostile, OutOfBoundsVaAndLengthsNeverTouchMemory) {
         std::size_t pay;
     };
     const Case cases[] = {
-        {base + 4096, 1, 1},              // just past the end
-        {base + 4096 - 8, 16, 16},        // straddles the end
-        {base - 1, 4, 4},                 // just before the start
-        {~0ull - 3, 8, 8},                // wraps 2^64
+        {base + 4096, 1, 1},       // just past the end
+        {base + 4096 - 8, 16, 16}, // straddles the end
+        {base - 1, 4, 4},          // just before the start
+        {~0ull - 3, 8, 8},         // wraps 2^64
         {~0ull, 256, 256},
-        {base, 0x80000000u, 256},         // DMA length 2^31
-        {base, 0xFFFFFFFFu, 256},         // DMA length 2^32-1
+        {base, 0x80000000u, 256}, // DMA length 2^31
+        {base, 0xFFFFFFFFu, 256}, // DMA length 2^32-1
         {base + 100, 0xFFFFFFFFu, 0},
-        {base, 16, 256},                  // payload longer than the DMA length
-        {base, 0, 256},                   // payload on a zero-length write
-        {base + 4000, 0x7FFFFFFFu, 96},   // fits the packet but not the MR
+        {base, 16, 256},                // payload longer than the DMA length
+        {base, 0, 256},                 // payload on a zero-length write
+        {base + 4000, 0x7FFFFFFFu, 96}, // fits the packet but not the MR
     };
     // Legal as a READ (16 and 0 bytes inside the MR): a data-carrying case only for writes.
-    const auto legal_read = [&](const Case& c) { return c.va == base && (c.dma_len == 16 || c.dma_len == 0); };
+    const auto legal_read = [&](const Case& c) {
+        return c.va == base && (c.dma_len == 16 || c.dma_len == 0);
+    };
     auto recv = v.region(4096, nullptr, 9);
     for (const Case& c : cases) {
-        for (Opcode op : {Opcode::RC_RDMA_WRITE_ONLY, Opcode::RC_RDMA_WRITE_FIRST, Opcode::RC_RDMA_READ_REQUEST,
-                          Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE}) {
+        for (Opcode op :
+             {Opcode::RC_RDMA_WRITE_ONLY, Opcode::RC_RDMA_WRITE_FIRST, Opcode::RC_RDMA_READ_REQUEST,
+              Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE}) {
             if (op == Opcode::RC_RDMA_READ_REQUEST && legal_read(c)) continue;
             rc::Qp* q = v.qp();
             rc::RecvWqe r; // for WRITE with immediate: without one the answer would be an RNR NAK
@@ -353,11 +386,14 @@ TEST(Hostile, OutOfBoundsVaAndLengthsNeverTouchMemory) {
             f.rkey = buf->mr->rkey;
             f.dma_len = c.dma_len;
             const bool has_payload = op != Opcode::RC_RDMA_READ_REQUEST;
-            auto fr = v.frame(f, has_payload ? std::span(payload.data(), c.pay) : std::span<const std::uint8_t>());
+            auto fr = v.frame(f, has_payload ? std::span(payload.data(), c.pay)
+                                             : std::span<const std::uint8_t>());
             auto ans = v.exchange(fr);
             const int syn = ack_syndrome(ans);
-            EXPECT_TRUE(syn == nak(NakCode::remote_access_error) || syn == nak(NakCode::invalid_request))
-                << wire::to_string(op) << " va " << std::hex << c.va << " len " << c.dma_len << " syn " << syn;
+            EXPECT_TRUE(syn == nak(NakCode::remote_access_error) ||
+                        syn == nak(NakCode::invalid_request))
+                << wire::to_string(op) << " va " << std::hex << c.va << " len " << c.dma_len
+                << " syn " << syn;
             EXPECT_TRUE(buf->canaries_intact());
             EXPECT_TRUE(buf->unchanged()) << wire::to_string(op) << " va " << std::hex << c.va;
             // A READ must not have leaked anything: no READ RESPONSE carrying data was sent.
@@ -407,7 +443,9 @@ TEST(Hostile, AtomicMisalignedAndAtEndOfMr) {
             } else {
                 const int syn = ack_syndrome(ans);
                 if (c.syn == -2) {
-                    EXPECT_TRUE(syn == nak(NakCode::invalid_request) || syn == nak(NakCode::remote_access_error)) << syn;
+                    EXPECT_TRUE(syn == nak(NakCode::invalid_request) ||
+                                syn == nak(NakCode::remote_access_error))
+                        << syn;
                 } else {
                     EXPECT_EQ(syn, c.syn) << wire::to_string(op) << std::hex << " va " << c.va;
                 }
@@ -450,7 +488,8 @@ TEST(Hostile, WriteMorePacketsThanTheDmaLengthSays) {
                     ack_syndrome(ans) == nak(NakCode::remote_access_error))
             << wire::to_string(tail) << " syn " << ack_syndrome(ans);
         EXPECT_TRUE(buf->canaries_intact()) << wire::to_string(tail);
-        for (std::size_t i = 0; i < 4096 - 1100; ++i) ASSERT_EQ(buf->data()[i], buf->snapshot[i]) << i;
+        for (std::size_t i = 0; i < 4096 - 1100; ++i)
+            ASSERT_EQ(buf->data()[i], buf->snapshot[i]) << i;
         EXPECT_EQ(v.dev->destroy_qp(q), 0);
         EXPECT_EQ(v.dev->dereg_mr(buf->mr), 0);
     }
@@ -469,7 +508,8 @@ TEST(Hostile, MultiPacketSendLongerThanTheReceive) {
     std::vector<std::uint8_t> payload(1024, 0xEE);
     std::vector<std::vector<std::uint8_t>> ans;
     std::uint32_t psn = 0;
-    for (Opcode op : {Opcode::RC_SEND_FIRST, Opcode::RC_SEND_MIDDLE, Opcode::RC_SEND_MIDDLE, Opcode::RC_SEND_LAST}) {
+    for (Opcode op : {Opcode::RC_SEND_FIRST, Opcode::RC_SEND_MIDDLE, Opcode::RC_SEND_MIDDLE,
+                      Opcode::RC_SEND_LAST}) {
         auto a = v.exchange(v.frame(req(op, q->qpn, psn++), payload));
         ans.insert(ans.end(), a.begin(), a.end());
     }
@@ -520,7 +560,8 @@ TEST(Hostile, DuplicateReadCannotWidenOrOutliveItsRegion) {
     for (const auto& fr : ans) {
         wire::ParsedFrame pf;
         ASSERT_EQ(wire::parse_frame(fr, pf), wire::RejectReason::ok);
-        EXPECT_NE(pf.bth->opcode(), Opcode::RC_RDMA_READ_RESPONSE_ONLY) << "replayed a READ of a deregistered MR";
+        EXPECT_NE(pf.bth->opcode(), Opcode::RC_RDMA_READ_RESPONSE_ONLY)
+            << "replayed a READ of a deregistered MR";
     }
     EXPECT_TRUE(other->canaries_intact());
 }
@@ -531,8 +572,9 @@ TEST(Hostile, WriteMiddleOrLastWithoutFirstIsInvalidRequest) {
     Victim v;
     auto buf = v.region(4096);
     std::vector<std::uint8_t> payload(1024, 0xEE);
-    for (Opcode op : {Opcode::RC_RDMA_WRITE_MIDDLE, Opcode::RC_RDMA_WRITE_LAST, Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE,
-                      Opcode::RC_SEND_MIDDLE, Opcode::RC_SEND_LAST}) {
+    for (Opcode op : {Opcode::RC_RDMA_WRITE_MIDDLE, Opcode::RC_RDMA_WRITE_LAST,
+                      Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE, Opcode::RC_SEND_MIDDLE,
+                      Opcode::RC_SEND_LAST}) {
         rc::Qp* q = v.qp();
         rc::RecvWqe r;
         r.num_sge = 1;
@@ -540,10 +582,11 @@ TEST(Hostile, WriteMiddleOrLastWithoutFirstIsInvalidRequest) {
         std::uint32_t bad = 0;
         ASSERT_EQ(v.dev->post_recv(q, &r, 1, &bad), 0);
         wire::PacketFields f = req(op, q->qpn, 0);
-        auto ans = v.exchange(v.frame(f, std::span(payload.data(), op == Opcode::RC_RDMA_WRITE_MIDDLE ||
-                                                                           op == Opcode::RC_SEND_MIDDLE
-                                                                       ? 1024
-                                                                       : 100)));
+        auto ans =
+            v.exchange(v.frame(f, std::span(payload.data(), op == Opcode::RC_RDMA_WRITE_MIDDLE ||
+                                                                    op == Opcode::RC_SEND_MIDDLE
+                                                                ? 1024
+                                                                : 100)));
         EXPECT_EQ(ack_syndrome(ans), nak(NakCode::invalid_request)) << wire::to_string(op);
         EXPECT_TRUE(buf->canaries_intact() && buf->unchanged()) << wire::to_string(op);
         EXPECT_EQ(q->counters[Counter::resp_invalid_request], 1u) << wire::to_string(op);
@@ -584,8 +627,8 @@ TEST(Hostile, PsnFarAheadBehindAndWrapping) {
     auto buf = v.region(4096);
     std::vector<std::uint8_t> payload(64, 0xEE);
     for (std::uint32_t start : {0u, 0xFFFFF0u}) {
-        for (std::uint32_t psn : {start + 1, start + 0x7FFFFF, start + 0x800000, start - 1, start - 0x800000,
-                                  start + 0xFFFFFF, 0xFFFFFFu, 0u}) {
+        for (std::uint32_t psn : {start + 1, start + 0x7FFFFF, start + 0x800000, start - 1,
+                                  start - 0x800000, start + 0xFFFFFF, 0xFFFFFFu, 0u}) {
             if ((psn & 0xFFFFFF) == start) continue;
             rc::Qp* q = v.qp(QpState::rts, start);
             wire::PacketFields f = req(Opcode::RC_RDMA_WRITE_ONLY, q->qpn, psn);
@@ -593,9 +636,11 @@ TEST(Hostile, PsnFarAheadBehindAndWrapping) {
             f.rkey = buf->mr->rkey;
             f.dma_len = 64;
             auto ans = v.exchange(v.frame(f, payload));
-            EXPECT_TRUE(buf->canaries_intact() && buf->unchanged()) << std::hex << start << " " << psn;
+            EXPECT_TRUE(buf->canaries_intact() && buf->unchanged())
+                << std::hex << start << " " << psn;
             const int syn = ack_syndrome(ans);
-            // Ahead: one PSN sequence NAK. Behind: a duplicate, re-ACKed or ignored; never executed.
+            // Ahead: one PSN sequence NAK. Behind: a duplicate, re-ACKed or ignored; never
+            // executed.
             const bool is_ack = syn >= 0 && (syn >> 5) == static_cast<int>(AethKind::ack);
             EXPECT_TRUE(syn == -1 || syn == nak(NakCode::psn_sequence_error) || is_ack)
                 << std::hex << start << " " << psn << " syn " << syn;
@@ -620,7 +665,8 @@ TEST(Hostile, WrongQpnStateOrSourceIsDroppedAndCounted) {
     std::vector<std::uint8_t> payload(64, 0xEE);
     const std::uint64_t before = v.dev->total_counters()[Counter::rx_dropped_bad_qp];
     int sent = 0;
-    for (std::uint32_t qpn : {0u, 1u, 0x10u, 0xFFFFFFu, 0x11u + rc::kMaxQp, 0x11u + 500, reset->qpn, init->qpn, err->qpn}) {
+    for (std::uint32_t qpn : {0u, 1u, 0x10u, 0xFFFFFFu, 0x11u + rc::kMaxQp, 0x11u + 500, reset->qpn,
+                              init->qpn, err->qpn}) {
         wire::PacketFields f = req(Opcode::RC_RDMA_WRITE_ONLY, qpn, 0);
         f.va = buf->addr();
         f.rkey = buf->mr->rkey;
@@ -844,9 +890,12 @@ TEST(Hostile, ResponsesForPsnsNeverSent) {
     std::mt19937 rng(5);
     auto responses = [&](std::uint32_t around) {
         for (int i = 0; i < 200; ++i) {
-            const Opcode ops[] = {Opcode::RC_RDMA_READ_RESPONSE_FIRST, Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
-                                  Opcode::RC_RDMA_READ_RESPONSE_LAST, Opcode::RC_RDMA_READ_RESPONSE_ONLY,
-                                  Opcode::RC_ACKNOWLEDGE, Opcode::RC_ATOMIC_ACKNOWLEDGE};
+            const Opcode ops[] = {Opcode::RC_RDMA_READ_RESPONSE_FIRST,
+                                  Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
+                                  Opcode::RC_RDMA_READ_RESPONSE_LAST,
+                                  Opcode::RC_RDMA_READ_RESPONSE_ONLY,
+                                  Opcode::RC_ACKNOWLEDGE,
+                                  Opcode::RC_ATOMIC_ACKNOWLEDGE};
             const Opcode op = ops[rng() % 6];
             wire::PacketFields f = req(op, q->qpn, (around + (rng() % 64) - 32) & 0xFFFFFF);
             if (i % 7 == 0) f.psn = Psn(static_cast<std::uint32_t>(rng()));
@@ -854,14 +903,16 @@ TEST(Hostile, ResponsesForPsnsNeverSent) {
             f.msn = static_cast<std::uint32_t>(rng());
             f.orig_rem_data = rng();
             const bool pay = wire::opcode_info(op).is(wire::OpFlags::payload);
-            v.inject(v.frame(f, pay ? std::span(payload.data(), 1 + rng() % 1024) : std::span<const std::uint8_t>()));
+            v.inject(v.frame(f, pay ? std::span(payload.data(), 1 + rng() % 1024)
+                                    : std::span<const std::uint8_t>()));
         }
         v.run(32);
         v.drain();
     };
     responses(0x100);
     EXPECT_TRUE(buf->canaries_intact() && buf->unchanged());
-    // Now with a READ and an atomic outstanding: responses longer than asked, wrong PSNs, stray atomics.
+    // Now with a READ and an atomic outstanding: responses longer than asked, wrong PSNs, stray
+    // atomics.
     if (q->state == QpState::rts) {
         rc::SendWqe w;
         w.opcode = WrOpcode::rdma_read;
@@ -909,8 +960,9 @@ std::vector<std::vector<std::uint8_t>> seeds(Victim& v, rc::Qp* q, Guarded& buf)
         f.src_qp = 3;
         const bool pay = info.is(wire::OpFlags::payload);
         std::vector<std::uint8_t> out_frame(4608);
-        const std::size_t n = wire::build_frame(v.path, f, pay ? std::span(payload.data(), 128) : std::span<const std::uint8_t>(),
-                                                out_frame);
+        const std::size_t n = wire::build_frame(
+            v.path, f, pay ? std::span(payload.data(), 128) : std::span<const std::uint8_t>(),
+            out_frame);
         if (n == 0) continue;
         out_frame.resize(n);
         out.push_back(std::move(out_frame));
@@ -972,7 +1024,8 @@ TEST(Hostile, EveryOpcodeByteTruncationsAndPadCounts) {
     std::mt19937 rng(1234);
     for (int i = 0; i < 2000; ++i) {
         std::vector<std::uint8_t> fr(rng() % 1600);
-        for (auto& b : fr) b = static_cast<std::uint8_t>(rng());
+        for (auto& b : fr)
+            b = static_cast<std::uint8_t>(rng());
         if (i % 2 == 0 && fr.size() >= 14) {
             // A believable Ethernet + IPv4 + UDP 4791 start so the parser goes deeper.
             fr[12] = 0x08;
@@ -996,7 +1049,8 @@ TEST(Hostile, EveryOpcodeByteTruncationsAndPadCounts) {
     EXPECT_TRUE(recv->canaries_intact() && recv->unchanged());
     const auto& pc = v.dev->rx_parse_counters();
     std::uint64_t rejects = 0;
-    for (std::size_t r = 1; r < wire::kNumRejectReasons; ++r) rejects += pc.snapshot().v[r];
+    for (std::size_t r = 1; r < wire::kNumRejectReasons; ++r)
+        rejects += pc.snapshot().v[r];
     EXPECT_GT(rejects, 1000u);
     EXPECT_GT(v.dev->counters()[Counter::rx_dropped_malformed], 0u);
     EXPECT_GT(v.dev->counters()[Counter::rx_dropped_bad_icrc], 0u);
@@ -1018,7 +1072,8 @@ TEST(Hostile, ThousandsOfOneByteMutations) {
             r.num_sge = 1;
             r.sg_list[0] = rc::Sge{recv->addr(), 4096, recv->mr->lkey};
             std::uint32_t bad = 0;
-            for (int k = 0; k < 8; ++k) (void)v.dev->post_recv(q, &r, 1, &bad);
+            for (int k = 0; k < 8; ++k)
+                (void)v.dev->post_recv(q, &r, 1, &bad);
             base = seeds(v, q, *buf);
         }
         auto fr = base[rng() % base.size()];
@@ -1073,7 +1128,8 @@ TEST(HostileApi, NullAndForeignObjects) {
     EXPECT_EQ(v.dev->reg_mr(v.pd, nullptr, 16, 0, &err), nullptr);
     EXPECT_EQ(v.dev->reg_mr(v.pd, buf->data(), ~0ull, 0, &err), nullptr);
     EXPECT_EQ(v.dev->reg_mr(v.pd, buf->data(), 16, rc::kAccessRemoteWrite, &err), nullptr);
-    EXPECT_EQ(v.dev->reg_mr(v.pd, buf->data(), 16, 0xFFFFFFFFu, &err), nullptr) << "garbage access flags";
+    EXPECT_EQ(v.dev->reg_mr(v.pd, buf->data(), 16, 0xFFFFFFFFu, &err), nullptr)
+        << "garbage access flags";
 
     EXPECT_EQ(v.dev->dealloc_pd(other.pd), EINVAL);
     EXPECT_EQ(v.dev->dereg_mr(obuf->mr), EINVAL);
@@ -1089,14 +1145,16 @@ TEST(HostileApi, NullAndForeignObjects) {
     EXPECT_EQ(v.dev->create_qp(v.pd, nullptr, v.cq, rc::QpCap{}, false, &err), nullptr);
     EXPECT_EQ(v.dev->create_qp(v.pd, v.cq, nullptr, rc::QpCap{}, false, &err), nullptr);
     err = 0;
-    EXPECT_EQ(v.dev->create_qp(other.pd, v.cq, v.cq, rc::QpCap{}, false, &err), nullptr) << "foreign PD";
+    EXPECT_EQ(v.dev->create_qp(other.pd, v.cq, v.cq, rc::QpCap{}, false, &err), nullptr)
+        << "foreign PD";
     EXPECT_EQ(err, EINVAL);
     err = 0;
-    EXPECT_EQ(v.dev->create_qp(v.pd, other.cq, v.cq, rc::QpCap{}, false, &err), nullptr) << "foreign CQ";
+    EXPECT_EQ(v.dev->create_qp(v.pd, other.cq, v.cq, rc::QpCap{}, false, &err), nullptr)
+        << "foreign CQ";
     EXPECT_EQ(err, EINVAL);
     for (rc::QpCap cap : {rc::QpCap{0xFFFFFFFFu, 1, 1, 1, 0}, rc::QpCap{1, 0xFFFFFFFFu, 1, 1, 0},
-                          rc::QpCap{1, 1, rc::kMaxSge + 1, 1, 0}, rc::QpCap{1, 1, 1, 0xFFFFFFFFu, 0},
-                          rc::QpCap{1, 1, 1, 1, 0xFFFFFFFFu}})
+                          rc::QpCap{1, 1, rc::kMaxSge + 1, 1, 0},
+                          rc::QpCap{1, 1, 1, 0xFFFFFFFFu, 0}, rc::QpCap{1, 1, 1, 1, 0xFFFFFFFFu}})
         EXPECT_EQ(v.dev->create_qp(v.pd, v.cq, v.cq, cap, false, &err), nullptr);
     EXPECT_EQ(v.dev->create_cq(0, &err), nullptr);
     EXPECT_EQ(v.dev->create_cq(0xFFFFFFFFu, &err), nullptr);
@@ -1171,7 +1229,8 @@ TEST(HostileApi, ModifyQpGarbage) {
                 a.sq_psn = static_cast<std::uint32_t>(rng());
                 a.qp_access_flags = static_cast<std::uint32_t>(rng());
                 a.ah_attr.flow_label = static_cast<std::uint32_t>(rng());
-                const std::uint32_t mask = (st % 3 == 0) ? static_cast<std::uint32_t>(rng()) : (1u << bit) | rc::kQpState;
+                const std::uint32_t mask =
+                    (st % 3 == 0) ? static_cast<std::uint32_t>(rng()) : (1u << bit) | rc::kQpState;
                 const int rc_ = v.dev->modify_qp(q, a, mask);
                 EXPECT_TRUE(rc_ == 0 || rc_ == EINVAL) << rc_;
                 if (rc_ == 0) {
@@ -1217,7 +1276,8 @@ TEST(HostileApi, BadPosts) {
     {
         rc::SendWqe w = wqe(WrOpcode::rdma_write);
         w.num_sge = 3;
-        for (int i = 0; i < 3; ++i) w.sg_list[i] = rc::Sge{buf->addr(), 0x60000000u, buf->mr->lkey};
+        for (int i = 0; i < 3; ++i)
+            w.sg_list[i] = rc::Sge{buf->addr(), 0x60000000u, buf->mr->lkey};
         EXPECT_NE(v.dev->post_send(q, &w, 1, &bad), 0);
         w.num_sge = 2;
         w.sg_list[0].length = 0xFFFFFFFFu;
@@ -1225,7 +1285,8 @@ TEST(HostileApi, BadPosts) {
         EXPECT_NE(v.dev->post_send(q, &w, 1, &bad), 0);
         rc::RecvWqe r;
         r.num_sge = 3;
-        for (int i = 0; i < 3; ++i) r.sg_list[i] = rc::Sge{buf->addr(), 0x60000000u, buf->mr->lkey};
+        for (int i = 0; i < 3; ++i)
+            r.sg_list[i] = rc::Sge{buf->addr(), 0x60000000u, buf->mr->lkey};
         const int rr = v.dev->post_recv(q, &r, 1, &bad);
         EXPECT_TRUE(rr == 0 || rr == EINVAL);
     }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 // One device, two QPs connected to each other through the device's own GID (what the pyverbs tests
-// do): every operation arrives intact and no frame reaches the port. And completion events: an armed
-// CQ notifies once per arming, for the next CQE, or only for a solicited or error one.
+// do): every operation arrives intact and no frame reaches the port. And completion events: an
+// armed CQ notifies once per arming, for the next CQE, or only for a solicited or error one.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -21,7 +21,8 @@ QpPair connect_loopback(TwoEngines& t, rc::Mtu mtu = rc::Mtu::mtu1024) {
     for (auto& q : p.qp) {
         int err = 0;
         q = t.dev[0]->create_qp(t.pd[0], t.send_cq[0], t.recv_cq[0],
-                                rc::QpCap{256, 256, rc::kMaxSge, rc::kMaxSge, rc::kMaxInlineData}, false, &err);
+                                rc::QpCap{256, 256, rc::kMaxSge, rc::kMaxSge, rc::kMaxInlineData},
+                                false, &err);
         EXPECT_NE(q, nullptr) << "create_qp errno " << err;
     }
     for (int i = 0; i < 2; ++i) {
@@ -52,12 +53,14 @@ TEST_P(Loopback, EveryOpcodeArrivesIntactWithoutTouchingThePort) {
     QpPair p = connect_loopback(t);
     std::uint64_t wr_id = 1;
     const bool atomic = op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add;
-    for (std::size_t size : atomic ? std::vector<std::size_t>{8} : std::vector<std::size_t>{0, 1, 1024, 1025, 70000}) {
+    for (std::size_t size :
+         atomic ? std::vector<std::size_t>{8} : std::vector<std::size_t>{0, 1, 1024, 1025, 70000}) {
         SCOPED_TRACE("size " + std::to_string(size));
         auto a = t.buffer(0, size, static_cast<std::uint32_t>(size + 5));
         auto b = t.buffer(0, size, static_cast<std::uint32_t>(size + 9));
         const std::vector<std::uint8_t> a0 = a->bytes, b0 = b->bytes;
-        const bool consumes = op == WrOpcode::send || op == WrOpcode::send_with_imm || op == WrOpcode::rdma_write_with_imm;
+        const bool consumes = op == WrOpcode::send || op == WrOpcode::send_with_imm ||
+                              op == WrOpcode::rdma_write_with_imm;
         if (consumes) {
             ASSERT_EQ(t.post_recv(0, p.qp[1], *b, wr_id + 500, b->bytes.size()), 0);
         }
@@ -70,7 +73,8 @@ TEST_P(Loopback, EveryOpcodeArrivesIntactWithoutTouchingThePort) {
         ASSERT_EQ(t.post_send(0, p.qp[0], w), 0);
         const std::size_t recv_before = t.recv_cqes[0].size();
         ASSERT_TRUE(t.run_until([&] {
-            return t.send_cqes[0].size() == wr_id && (!consumes || t.recv_cqes[0].size() == recv_before + 1);
+            return t.send_cqes[0].size() == wr_id &&
+                   (!consumes || t.recv_cqes[0].size() == recv_before + 1);
         }));
         EXPECT_EQ(t.send_cqes[0].back().status, WcStatus::success);
         EXPECT_EQ(t.send_cqes[0].back().wr_id, wr_id);
@@ -80,7 +84,8 @@ TEST_P(Loopback, EveryOpcodeArrivesIntactWithoutTouchingThePort) {
         }
         // Buffers of size 0 still hold one byte (never touched): compare the first `size` bytes.
         const auto first = [size](const std::vector<std::uint8_t>& v) {
-            return std::vector<std::uint8_t>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(size));
+            return std::vector<std::uint8_t>(v.begin(),
+                                             v.begin() + static_cast<std::ptrdiff_t>(size));
         };
         if (op == WrOpcode::rdma_read) {
             EXPECT_EQ(first(a->bytes), first(b0)); // pulled b into a
@@ -101,16 +106,20 @@ TEST_P(Loopback, EveryOpcodeArrivesIntactWithoutTouchingThePort) {
         }
         ++wr_id;
     }
-    EXPECT_EQ(t.fabric.port_stats(0, 0)[sim::PortCounter::tx_frames], 0u) << "loopback frames left the device";
+    EXPECT_EQ(t.fabric.port_stats(0, 0)[sim::PortCounter::tx_frames], 0u)
+        << "loopback frames left the device";
     EXPECT_GT(t.dev[0]->total_counters()[Counter::loopback_pkts], 0u);
     EXPECT_EQ(t.dev[0]->total_counters()[Counter::retransmitted_pkts], 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOps, Loopback,
-                         ::testing::Values(WrOpcode::send, WrOpcode::send_with_imm, WrOpcode::rdma_write,
-                                           WrOpcode::rdma_write_with_imm, WrOpcode::rdma_read,
-                                           WrOpcode::atomic_cmp_and_swp, WrOpcode::atomic_fetch_and_add),
-                         [](const auto& param_info) { return std::string(rc::to_string(param_info.param)); });
+                         ::testing::Values(WrOpcode::send, WrOpcode::send_with_imm,
+                                           WrOpcode::rdma_write, WrOpcode::rdma_write_with_imm,
+                                           WrOpcode::rdma_read, WrOpcode::atomic_cmp_and_swp,
+                                           WrOpcode::atomic_fetch_and_add),
+                         [](const auto& param_info) {
+                             return std::string(rc::to_string(param_info.param));
+                         });
 
 TEST(Loopback, AQpConnectedToAnotherDevicesGidStillUsesThePort) {
     TwoEngines t(4);

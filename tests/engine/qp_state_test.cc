@@ -14,9 +14,10 @@ using namespace rc;
 
 /** A port that transmits into the void; enough for control-path tests. */
 class NullPort final : public PortDriver {
-public:
+  public:
     std::uint16_t alloc_bulk(PktBuf** bufs, std::uint16_t n) noexcept override {
-        for (std::uint16_t i = 0; i < n; ++i) bufs[i] = &buf_;
+        for (std::uint16_t i = 0; i < n; ++i)
+            bufs[i] = &buf_;
         return n;
     }
     void free_bulk(PktBuf**, std::uint16_t) noexcept override {}
@@ -29,16 +30,17 @@ public:
     bool link_up() const noexcept override { return true; }
     std::uint64_t sent = 0;
 
-private:
+  private:
     std::vector<std::uint8_t> storage_ = std::vector<std::uint8_t>(4400);
     PktBuf buf_{storage_.data(), 0, 4400, 0, false, nullptr};
 };
 
 class QpStateTest : public ::testing::Test {
-protected:
+  protected:
     Clock clock = Clock::virtual_clock();
     NullPort port;
-    Device dev{"droce0", clock, {PortSpec{&port, {2, 0, 0, 0, 0, 1}, gid_from_ipv4(10, 0, 0, 1), 4096}}};
+    Device dev{
+        "droce0", clock, {PortSpec{&port, {2, 0, 0, 0, 0, 1}, gid_from_ipv4(10, 0, 0, 1), 4096}}};
     mem::Pd* pd = nullptr;
     Cq* cq = nullptr;
     Qp* qp = nullptr;
@@ -117,23 +119,28 @@ TEST_F(QpStateTest, LegalPathResetInitRtrRts) {
 
 TEST_F(QpStateTest, EachMissingRequiredAttributeIsEinval) {
     for (std::uint32_t bit : {kQpPkeyIndex, kQpPort, kQpAccessFlags}) {
-        EXPECT_EQ(dev.modify_qp(qp, init_attr(), kInitMask & ~bit), EINVAL) << "INIT without bit " << bit;
+        EXPECT_EQ(dev.modify_qp(qp, init_attr(), kInitMask & ~bit), EINVAL)
+            << "INIT without bit " << bit;
         EXPECT_EQ(qp->state, QpState::reset);
     }
     ASSERT_EQ(dev.modify_qp(qp, init_attr(), kInitMask), 0);
-    for (std::uint32_t bit : {kQpAv, kQpPathMtu, kQpDestQpn, kQpRqPsn, kQpMaxDestRdAtomic, kQpMinRnrTimer}) {
-        EXPECT_EQ(dev.modify_qp(qp, rtr_attr(), kRtrMask & ~bit), EINVAL) << "RTR without bit " << bit;
+    for (std::uint32_t bit :
+         {kQpAv, kQpPathMtu, kQpDestQpn, kQpRqPsn, kQpMaxDestRdAtomic, kQpMinRnrTimer}) {
+        EXPECT_EQ(dev.modify_qp(qp, rtr_attr(), kRtrMask & ~bit), EINVAL)
+            << "RTR without bit " << bit;
         EXPECT_EQ(qp->state, QpState::init);
     }
     ASSERT_EQ(dev.modify_qp(qp, rtr_attr(), kRtrMask), 0);
     for (std::uint32_t bit : {kQpSqPsn, kQpTimeout, kQpRetryCnt, kQpRnrRetry, kQpMaxQpRdAtomic}) {
-        EXPECT_EQ(dev.modify_qp(qp, rts_attr(), kRtsMask & ~bit), EINVAL) << "RTS without bit " << bit;
+        EXPECT_EQ(dev.modify_qp(qp, rts_attr(), kRtsMask & ~bit), EINVAL)
+            << "RTS without bit " << bit;
         EXPECT_EQ(qp->state, QpState::rtr);
     }
 }
 
 TEST_F(QpStateTest, AttributeNotAllowedInTransitionIsEinval) {
-    // RESET→INIT does not take a path MTU; INIT→RTR does not take an SQ PSN; RTS→RTS no new path MTU.
+    // RESET→INIT does not take a path MTU; INIT→RTR does not take an SQ PSN; RTS→RTS no new path
+    // MTU.
     EXPECT_EQ(dev.modify_qp(qp, init_attr(), kInitMask | kQpPathMtu), EINVAL);
     ASSERT_EQ(dev.modify_qp(qp, init_attr(), kInitMask), 0);
     EXPECT_EQ(dev.modify_qp(qp, rtr_attr(), kRtrMask | kQpSqPsn), EINVAL);
@@ -254,7 +261,8 @@ TEST_F(QpStateTest, PostSendArgumentChecks) {
 TEST_F(QpStateTest, SqFullIsEnomemAndBadIndexReported) {
     to_rts();
     std::vector<SendWqe> wrs(qp->sq.capacity() + 1);
-    for (auto& w : wrs) w.opcode = WrOpcode::send;
+    for (auto& w : wrs)
+        w.opcode = WrOpcode::send;
     std::uint32_t bad = 0;
     EXPECT_EQ(dev.post_send(qp, wrs.data(), static_cast<std::uint32_t>(wrs.size()), &bad), ENOMEM);
     EXPECT_EQ(bad, qp->sq.capacity());
@@ -266,7 +274,8 @@ TEST_F(QpStateTest, CreateQpRejectsCapsAboveLimits) {
     EXPECT_EQ(err, EINVAL);
     EXPECT_EQ(dev.create_qp(pd, cq, cq, QpCap{1, 1, kMaxSge + 1, 1, 0}, false, &err), nullptr);
     EXPECT_EQ(err, EINVAL);
-    EXPECT_EQ(dev.create_qp(pd, cq, cq, QpCap{1, 1, 1, 1, kMaxInlineData + 1}, false, &err), nullptr);
+    EXPECT_EQ(dev.create_qp(pd, cq, cq, QpCap{1, 1, 1, 1, kMaxInlineData + 1}, false, &err),
+              nullptr);
     EXPECT_EQ(err, EINVAL);
     EXPECT_EQ(dev.create_qp(nullptr, cq, cq, QpCap{}, false, &err), nullptr);
     EXPECT_EQ(err, EINVAL);

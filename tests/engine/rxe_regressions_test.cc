@@ -17,8 +17,8 @@ using wire::Opcode;
 TEST(RxeRegression, RnrRetryWaitsTheRnrTimerNotTheAckTimeout) {
     TwoEngines t(11);
     QpOptions o;
-    o.timeout = 1;         // 4.096 us << 1 = 8.192 us
-    o.min_rnr_timer = 14;  // 1.28 ms (IBTA table 45)
+    o.timeout = 1;        // 4.096 us << 1 = 8.192 us
+    o.min_rnr_timer = 14; // 1.28 ms (IBTA table 45)
     QpPair p = t.connect(o);
     std::uint64_t nak_ns = 0;
     std::vector<std::uint64_t> send_times;
@@ -39,16 +39,19 @@ TEST(RxeRegression, RnrRetryWaitsTheRnrTimerNotTheAckTimeout) {
     ASSERT_EQ(t.post_send(0, p.qp[0], TwoEngines::wqe(WrOpcode::send, 1, *src, 64)), 0);
     ASSERT_TRUE(t.run_until([&] { return send_times.size() >= 2; }));
     ASSERT_NE(nak_ns, 0u);
-    EXPECT_GE(send_times[1], nak_ns + 1'280'000) << "retried " << (send_times[1] - nak_ns) << " ns after the RNR NAK";
+    EXPECT_GE(send_times[1], nak_ns + 1'280'000)
+        << "retried " << (send_times[1] - nak_ns) << " ns after the RNR NAK";
     EXPECT_EQ(t.dev[0]->total_counters()[Counter::local_ack_timeout_err], 0u);
     // Once a receive WQE exists the retry lands.
     ASSERT_EQ(t.post_recv(1, p.qp[1], *dst, 7, 64), 0);
-    ASSERT_TRUE(t.run_until([&] { return t.send_cqes[0].size() == 1 && t.recv_cqes[1].size() == 1; }));
+    ASSERT_TRUE(
+        t.run_until([&] { return t.send_cqes[0].size() == 1 && t.recv_cqes[1].size() == 1; }));
     EXPECT_EQ(t.send_cqes[0][0].status, WcStatus::success);
     EXPECT_EQ(0, std::memcmp(dst->bytes.data(), src->bytes.data(), 64));
 }
 
-// 2. RDMA WRITE with a bad rkey: NAK remote access error and REM_ACCESS_ERR at the requester, not a timeout.
+// 2. RDMA WRITE with a bad rkey: NAK remote access error and REM_ACCESS_ERR at the requester, not a
+// timeout.
 TEST(RxeRegression, BadRkeyWriteIsRemAccessErrNotTimeout) {
     TwoEngines t(12);
     QpPair p = t.connect();
@@ -63,7 +66,8 @@ TEST(RxeRegression, BadRkeyWriteIsRemAccessErrNotTimeout) {
     EXPECT_EQ(t.dev[0]->total_counters()[Counter::local_ack_timeout_err], 0u);
     EXPECT_EQ(p.qp[0]->counters[Counter::req_remote_access_errors], 1u);
     EXPECT_EQ(p.qp[0]->state, rc::QpState::err);
-    EXPECT_TRUE(std::all_of(dst->bytes.begin(), dst->bytes.end(), [](std::uint8_t b) { return b == 0; }));
+    EXPECT_TRUE(
+        std::all_of(dst->bytes.begin(), dst->bytes.end(), [](std::uint8_t b) { return b == 0; }));
 }
 
 // 3. FETCH_ADD of 1 on 0 with the first ATOMIC ACKNOWLEDGE dropped: the retried request returns 0
@@ -97,7 +101,8 @@ TEST(RxeRegression, DuplicateFetchAddIsReplayedNotReexecuted) {
     EXPECT_EQ(p.qp[1]->counters[Counter::duplicate_request], 1u);
 }
 
-// 4. Start PSN 0xFFFFFE and a 4-packet WRITE: PSNs FFFFFE, FFFFFF, 000000, 000001 accepted in order.
+// 4. Start PSN 0xFFFFFE and a 4-packet WRITE: PSNs FFFFFE, FFFFFF, 000000, 000001 accepted in
+// order.
 TEST(RxeRegression, PsnWrapsInsideOneMessage) {
     TwoEngines t(14);
     QpOptions o;
@@ -134,7 +139,8 @@ TEST(RxeRegression, PostedInErrFlushesEachWqeOnce) {
     auto src = t.buffer(0, 16, 1);
     for (std::uint64_t id = 1; id <= 3; ++id) {
         rc::SendWqe w = TwoEngines::wqe(WrOpcode::send, id, *src, 16);
-        w.send_flags = id == 2 ? 0u : std::uint32_t{rc::kSendSignaled}; // unsignaled ones are flushed too
+        w.send_flags =
+            id == 2 ? 0u : std::uint32_t{rc::kSendSignaled}; // unsignaled ones are flushed too
         ASSERT_EQ(t.post_send(0, p.qp[0], w), 0);
     }
     t.run_until([] { return false; }, 10'000'000);
@@ -204,7 +210,8 @@ TEST(RxeRegression, CorruptPayloadIsDroppedSilentlyAndRetransmitted) {
     EXPECT_EQ(t.send_cqes[0][0].status, WcStatus::success);
     EXPECT_EQ(0, std::memcmp(dst->bytes.data(), src->bytes.data(), 512));
     EXPECT_EQ(t.dev[1]->counters()[Counter::rx_dropped_bad_icrc], 1u);
-    EXPECT_EQ(responses, 1); // only the ACK of the retransmission: nothing answered the corrupt frame
+    EXPECT_EQ(responses,
+              1); // only the ACK of the retransmission: nothing answered the corrupt frame
     EXPECT_GE(first_response_ns - start, rc::ack_timeout_ns(3));
     EXPECT_EQ(p.qp[0]->counters[Counter::local_ack_timeout_err], 1u);
 }
@@ -213,7 +220,8 @@ TEST(RxeRegression, CorruptPayloadIsDroppedSilentlyAndRetransmitted) {
 TEST(RxeRegression, UdpSourcePortFollowsRdmaGetUdpSport) {
     TwoEngines t(18);
     int err = 0;
-    rc::Qp* spare = t.dev[1]->create_qp(t.pd[1], t.send_cq[1], t.recv_cq[1], rc::QpCap{}, false, &err);
+    rc::Qp* spare =
+        t.dev[1]->create_qp(t.pd[1], t.send_cq[1], t.recv_cq[1], rc::QpCap{}, false, &err);
     ASSERT_NE(spare, nullptr); // takes QPN 0x11 on side 1, so the next is 0x12
     QpPair p = t.connect();
     ASSERT_EQ(p.qp[0]->qpn, 0x11u);
@@ -234,7 +242,8 @@ TEST(RxeRegression, UdpSourcePortFollowsRdmaGetUdpSport) {
     ASSERT_FALSE(sports[0].empty());
     ASSERT_FALSE(sports[1].empty());
     for (int s = 0; s < 2; ++s)
-        for (auto port : sports[s]) EXPECT_EQ(port, 0xC132) << "side " << s;
+        for (auto port : sports[s])
+            EXPECT_EQ(port, 0xC132) << "side " << s;
 }
 
 } // namespace

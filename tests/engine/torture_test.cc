@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-// A random mix of SEND, WRITE, READ and atomics on several QPs in both directions, over a fabric with
-// 1 % loss, 1 % reorder, 0.5 % duplication and 0.1 % corruption. Every byte and every atomic result
-// is verified; every WQE completes exactly once, successfully, in posting order.
-// Bounded here (DROCE_TORTURE_OPS raises the count for a longer run).
+// A random mix of SEND, WRITE, READ and atomics on several QPs in both directions, over a fabric
+// with 1 % loss, 1 % reorder, 0.5 % duplication and 0.1 % corruption. Every byte and every atomic
+// result is verified; every WQE completes exactly once, successfully, in posting order. Bounded
+// here (DROCE_TORTURE_OPS raises the count for a longer run).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -40,7 +40,7 @@ TEST(Torture, RandomMixOverAnImpairedFabricCompletesExactlyOnceInOrder) {
     t.fabric.set_all_links(link);
 
     constexpr int kQpsPerSide = 3;
-    constexpr std::size_t kSlot = 64 * 1024;        // each WQE owns one slot of the buffers
+    constexpr std::size_t kSlot = 64 * 1024; // each WQE owns one slot of the buffers
     const std::uint32_t kOps = ops_per_qp();
     const std::size_t kBufBytes = kSlot * kOps;
     QpOptions o;
@@ -74,7 +74,8 @@ TEST(Torture, RandomMixOverAnImpairedFabricCompletesExactlyOnceInOrder) {
     }
 
     std::map<std::uint32_t, std::size_t> flow_of_qpn[2];
-    for (std::size_t i = 0; i < flows.size(); ++i) flow_of_qpn[flows[i].side][flows[i].qp->qpn] = i;
+    for (std::size_t i = 0; i < flows.size(); ++i)
+        flow_of_qpn[flows[i].side][flows[i].qp->qpn] = i;
 
     for (std::uint32_t n = 0; n < kOps; ++n) {
         for (std::size_t fi = 0; fi < flows.size(); ++fi) {
@@ -89,7 +90,8 @@ TEST(Torture, RandomMixOverAnImpairedFabricCompletesExactlyOnceInOrder) {
             w.wr_id = (static_cast<std::uint64_t>(fi) << 32) | n;
             w.send_flags = rc::kSendSignaled;
             w.num_sge = 1;
-            w.sg_list[0] = rc::Sge{f.local->addr(e.src_off), static_cast<std::uint32_t>(len), f.local->mr->lkey};
+            w.sg_list[0] = rc::Sge{f.local->addr(e.src_off), static_cast<std::uint32_t>(len),
+                                   f.local->mr->lkey};
             w.remote_addr = f.remote->addr(e.dst_off);
             w.rkey = f.remote->mr->rkey;
             switch (kind) {
@@ -97,13 +99,17 @@ TEST(Torture, RandomMixOverAnImpairedFabricCompletesExactlyOnceInOrder) {
                 e.op = WrOpcode::send;
                 ASSERT_EQ(t.post_recv(1 - f.side, f.peer, *f.remote, w.wr_id, kSlot, e.dst_off), 0);
                 break;
-            case 1: e.op = WrOpcode::rdma_write; break;
+            case 1:
+                e.op = WrOpcode::rdma_write;
+                break;
             case 2:
                 e.op = WrOpcode::rdma_write_with_imm;
                 w.imm_data = n;
                 ASSERT_EQ(t.post_recv(1 - f.side, f.peer, *f.remote, w.wr_id, 0), 0);
                 break;
-            case 3: e.op = WrOpcode::rdma_read; break;
+            case 3:
+                e.op = WrOpcode::rdma_read;
+                break;
             default:
                 e.op = WrOpcode::atomic_fetch_and_add;
                 e.len = 8;
@@ -124,7 +130,8 @@ TEST(Torture, RandomMixOverAnImpairedFabricCompletesExactlyOnceInOrder) {
     ASSERT_TRUE(t.run_until([&] { return t.send_cqes[0].size() + t.send_cqes[1].size() >= total; },
                             600'000'000'000ull))
         << "completed " << t.send_cqes[0].size() + t.send_cqes[1].size() << " of " << total;
-    t.run_until([] { return false; }, 50'000'000); // let duplicates drain: nothing more may complete
+    t.run_until([] { return false; },
+                50'000'000); // let duplicates drain: nothing more may complete
     ASSERT_EQ(t.send_cqes[0].size() + t.send_cqes[1].size(), total);
 
     std::vector<std::uint32_t> next(flows.size(), 0);
@@ -136,18 +143,21 @@ TEST(Torture, RandomMixOverAnImpairedFabricCompletesExactlyOnceInOrder) {
             ASSERT_EQ(flows[fi].side, side);
             ASSERT_EQ(n, next[fi]) << "flow " << fi << " completed out of order";
             ++next[fi];
-            ASSERT_EQ(c.status, WcStatus::success) << rc::to_string(c.status) << " flow " << fi << " op " << n;
+            ASSERT_EQ(c.status, WcStatus::success)
+                << rc::to_string(c.status) << " flow " << fi << " op " << n;
             const Flow& f = flows[fi];
             const Expect& e = f.expect[n];
             if (e.op == WrOpcode::rdma_read) {
-                ASSERT_EQ(0, std::memcmp(f.local->bytes.data() + e.src_off, f.remote->bytes.data() + e.dst_off, e.len))
+                ASSERT_EQ(0, std::memcmp(f.local->bytes.data() + e.src_off,
+                                         f.remote->bytes.data() + e.dst_off, e.len))
                     << "READ data, flow " << fi << " op " << n;
             } else if (e.op == WrOpcode::atomic_fetch_and_add) {
                 std::uint64_t got;
                 std::memcpy(&got, f.local->bytes.data() + e.src_off, 8);
                 ASSERT_EQ(got, e.atomic_expected) << "FETCH_ADD result, flow " << fi << " op " << n;
             } else if (e.op != WrOpcode::rdma_write_with_imm || e.len) {
-                ASSERT_EQ(0, std::memcmp(f.local->bytes.data() + e.src_off, f.remote->bytes.data() + e.dst_off, e.len))
+                ASSERT_EQ(0, std::memcmp(f.local->bytes.data() + e.src_off,
+                                         f.remote->bytes.data() + e.dst_off, e.len))
                     << rc::to_string(e.op) << " data, flow " << fi << " op " << n;
             }
         }
@@ -155,29 +165,36 @@ TEST(Torture, RandomMixOverAnImpairedFabricCompletesExactlyOnceInOrder) {
     for (std::size_t fi = 0; fi < flows.size(); ++fi) {
         std::uint64_t v;
         std::memcpy(&v, flows[fi].counter->bytes.data(), 8);
-        EXPECT_EQ(v, flows[fi].counter_value) << "atomics executed more or less than once, flow " << fi;
+        EXPECT_EQ(v, flows[fi].counter_value)
+            << "atomics executed more or less than once, flow " << fi;
     }
     // Receive completions: one per SEND / WRITE_WITH_IMM, in order, exactly once.
     std::size_t expected_recv[2] = {0, 0};
     for (const Flow& f : flows)
         for (const Expect& e : f.expect)
-            if (e.op == WrOpcode::send || e.op == WrOpcode::rdma_write_with_imm) ++expected_recv[1 - f.side];
+            if (e.op == WrOpcode::send || e.op == WrOpcode::rdma_write_with_imm)
+                ++expected_recv[1 - f.side];
     EXPECT_EQ(t.recv_cqes[0].size(), expected_recv[0]);
     EXPECT_EQ(t.recv_cqes[1].size(), expected_recv[1]);
     for (int side = 0; side < 2; ++side)
-        for (const rc::Cqe& c : t.recv_cqes[side]) EXPECT_EQ(c.status, WcStatus::success);
+        for (const rc::Cqe& c : t.recv_cqes[side])
+            EXPECT_EQ(c.status, WcStatus::success);
 
     // The impairments really happened and were repaired.
     const auto& ls = t.fabric.link_stats(0, 1, 0);
     EXPECT_GT(ls[sim::LinkCounter::dropped_loss], 0u);
     EXPECT_GT(ls[sim::LinkCounter::reordered], 0u);
     EXPECT_GT(ls[sim::LinkCounter::duplicated], 0u);
-    EXPECT_GT(t.dev[0]->total_counters()[Counter::retransmitted_pkts] + t.dev[1]->total_counters()[Counter::retransmitted_pkts], 0u);
-    std::printf("torture: %zu WQEs; retransmitted %llu + %llu packets; bad ICRC dropped %llu + %llu\n", total,
-                static_cast<unsigned long long>(t.dev[0]->total_counters()[Counter::retransmitted_pkts]),
-                static_cast<unsigned long long>(t.dev[1]->total_counters()[Counter::retransmitted_pkts]),
-                static_cast<unsigned long long>(t.dev[0]->counters()[Counter::rx_dropped_bad_icrc]),
-                static_cast<unsigned long long>(t.dev[1]->counters()[Counter::rx_dropped_bad_icrc]));
+    EXPECT_GT(t.dev[0]->total_counters()[Counter::retransmitted_pkts] +
+                  t.dev[1]->total_counters()[Counter::retransmitted_pkts],
+              0u);
+    std::printf(
+        "torture: %zu WQEs; retransmitted %llu + %llu packets; bad ICRC dropped %llu + %llu\n",
+        total,
+        static_cast<unsigned long long>(t.dev[0]->total_counters()[Counter::retransmitted_pkts]),
+        static_cast<unsigned long long>(t.dev[1]->total_counters()[Counter::retransmitted_pkts]),
+        static_cast<unsigned long long>(t.dev[0]->counters()[Counter::rx_dropped_bad_icrc]),
+        static_cast<unsigned long long>(t.dev[1]->counters()[Counter::rx_dropped_bad_icrc]));
 }
 
 } // namespace

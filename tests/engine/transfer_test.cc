@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-// Two engines over the sim fabric: every operation at sizes 0, 1, PMTU-1, PMTU, PMTU+1 and 1 MiB, for
-// PMTU 256, 1024 and 4096, data verified byte for byte.
+// Two engines over the sim fabric: every operation at sizes 0, 1, PMTU-1, PMTU, PMTU+1 and 1 MiB,
+// for PMTU 256, 1024 and 4096, data verified byte for byte.
 #include <gtest/gtest.h>
 
 #include "two_engines.h"
@@ -18,7 +18,8 @@ struct Case {
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-    return "mtu" + std::to_string(rc::mtu_bytes(info.param.mtu)) + "_" + std::string(rc::to_string(info.param.op));
+    return "mtu" + std::to_string(rc::mtu_bytes(info.param.mtu)) + "_" +
+           std::string(rc::to_string(info.param.op));
 }
 
 class Transfer : public ::testing::TestWithParam<Case> {};
@@ -32,12 +33,13 @@ TEST_P(Transfer, EverySizeArrivesIntact) {
     QpPair p = t.connect(o);
     const std::size_t kMiB = 1 << 20;
     std::uint64_t wr_id = 1;
-    for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{pmtu - 1}, std::size_t{pmtu},
-                             std::size_t{pmtu + 1}, kMiB}) {
+    for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{pmtu - 1},
+                             std::size_t{pmtu}, std::size_t{pmtu + 1}, kMiB}) {
         SCOPED_TRACE("size " + std::to_string(size));
         auto src = t.buffer(0, size, static_cast<std::uint32_t>(size + 11));
         auto dst = t.buffer(1, size, 0);
-        auto& remote = (op == WrOpcode::rdma_read) ? *src : *dst; // READ pulls from side 1 into side 0
+        auto& remote =
+            (op == WrOpcode::rdma_read) ? *src : *dst; // READ pulls from side 1 into side 0
         std::unique_ptr<Buffer> read_src;
         if (op == WrOpcode::rdma_read) {
             // Side 0 reads side 1's buffer: fill side 1's, zero side 0's.
@@ -63,7 +65,8 @@ TEST_P(Transfer, EverySizeArrivesIntact) {
         const std::size_t recvs_before = t.recv_cqes[1].size();
         ASSERT_EQ(t.post_send(0, p.qp[0], w), 0);
         ASSERT_TRUE(t.run_until([&] {
-            return t.send_cqes[0].size() > sends_before && (!consumes_rwqe || t.recv_cqes[1].size() > recvs_before);
+            return t.send_cqes[0].size() > sends_before &&
+                   (!consumes_rwqe || t.recv_cqes[1].size() > recvs_before);
         }));
         const rc::Cqe& sc = t.send_cqes[0].back();
         EXPECT_EQ(sc.status, WcStatus::success) << rc::to_string(sc.status);
@@ -82,7 +85,8 @@ TEST_P(Transfer, EverySizeArrivesIntact) {
             EXPECT_EQ(rcqe.byte_len, size);
             EXPECT_EQ(rcqe.qp_num, p.qp[1]->qpn);
             EXPECT_EQ(rcqe.opcode, is_send ? WcOpcode::recv : WcOpcode::recv_rdma_with_imm);
-            const bool with_imm = op == WrOpcode::send_with_imm || op == WrOpcode::rdma_write_with_imm;
+            const bool with_imm =
+                op == WrOpcode::send_with_imm || op == WrOpcode::rdma_write_with_imm;
             EXPECT_EQ((rcqe.wc_flags & rc::kWcWithImm) != 0, with_imm);
             if (with_imm) {
                 EXPECT_EQ(rcqe.imm_data, w.imm_data);
@@ -93,17 +97,17 @@ TEST_P(Transfer, EverySizeArrivesIntact) {
     EXPECT_EQ(t.dev[0]->total_counters()[Counter::retransmitted_pkts], 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllOps, Transfer,
-    ::testing::ValuesIn([] {
-        std::vector<Case> v;
-        for (rc::Mtu m : {rc::Mtu::mtu256, rc::Mtu::mtu1024, rc::Mtu::mtu4096})
-            for (WrOpcode op : {WrOpcode::send, WrOpcode::send_with_imm, WrOpcode::rdma_write,
-                                WrOpcode::rdma_write_with_imm, WrOpcode::rdma_read})
-                v.push_back({m, op});
-        return v;
-    }()),
-    case_name);
+INSTANTIATE_TEST_SUITE_P(AllOps, Transfer, ::testing::ValuesIn([] {
+                             std::vector<Case> v;
+                             for (rc::Mtu m : {rc::Mtu::mtu256, rc::Mtu::mtu1024, rc::Mtu::mtu4096})
+                                 for (WrOpcode op :
+                                      {WrOpcode::send, WrOpcode::send_with_imm,
+                                       WrOpcode::rdma_write, WrOpcode::rdma_write_with_imm,
+                                       WrOpcode::rdma_read})
+                                     v.push_back({m, op});
+                             return v;
+                         }()),
+                         case_name);
 
 TEST(TransferAtomics, CompareSwapAndFetchAddReturnOldValues) {
     TwoEngines t(3);
@@ -161,12 +165,15 @@ TEST(TransferSgl, SixteenSgesGatherAndScatter) {
     ASSERT_EQ(t.dev[1]->post_recv(p.qp[1], &r, 1, &bad), 0);
     rc::SendWqe w = TwoEngines::wqe(WrOpcode::send, 1, *src, 0);
     w.num_sge = rc::kMaxSge;
-    for (std::uint32_t i = 0; i < rc::kMaxSge; ++i) w.sg_list[i] = rc::Sge{src->addr(i * 300), 300, src->mr->lkey};
+    for (std::uint32_t i = 0; i < rc::kMaxSge; ++i)
+        w.sg_list[i] = rc::Sge{src->addr(i * 300), 300, src->mr->lkey};
     ASSERT_EQ(t.post_send(0, p.qp[0], w), 0);
-    ASSERT_TRUE(t.run_until([&] { return t.recv_cqes[1].size() == 1 && t.send_cqes[0].size() == 1; }));
+    ASSERT_TRUE(
+        t.run_until([&] { return t.recv_cqes[1].size() == 1 && t.send_cqes[0].size() == 1; }));
     EXPECT_EQ(t.recv_cqes[1][0].byte_len, 16u * 300);
     for (std::uint32_t i = 0; i < rc::kMaxSge; ++i)
-        EXPECT_EQ(0, std::memcmp(dst->bytes.data() + (rc::kMaxSge - 1 - i) * 300, src->bytes.data() + i * 300, 300))
+        EXPECT_EQ(0, std::memcmp(dst->bytes.data() + (rc::kMaxSge - 1 - i) * 300,
+                                 src->bytes.data() + i * 300, 300))
             << "SGE " << i;
 }
 
@@ -180,7 +187,8 @@ TEST(TransferInline, InlineSendNeedsNoMr) {
     w.opcode = WrOpcode::send;
     w.send_flags = rc::kSendSignaled | rc::kSendInline;
     w.length = 100;
-    for (std::uint32_t i = 0; i < 100; ++i) w.inline_data[i] = static_cast<std::uint8_t>(i * 3);
+    for (std::uint32_t i = 0; i < 100; ++i)
+        w.inline_data[i] = static_cast<std::uint8_t>(i * 3);
     ASSERT_EQ(t.post_send(0, p.qp[0], w), 0);
     ASSERT_TRUE(t.run_until([&] { return t.recv_cqes[1].size() == 1; }));
     EXPECT_EQ(t.recv_cqes[1][0].byte_len, 100u);

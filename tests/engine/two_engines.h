@@ -27,29 +27,35 @@ namespace droce::test {
  * Lets a test drop exactly "the first ATOMIC ACKNOWLEDGE" or flip one payload byte.
  */
 class FilterPort final : public PortDriver {
-public:
+  public:
     explicit FilterPort(PortDriver& inner) : inner_(inner) {}
     std::function<bool(PktBuf&)> on_tx;
 
-    std::uint16_t alloc_bulk(PktBuf** bufs, std::uint16_t n) noexcept override { return inner_.alloc_bulk(bufs, n); }
+    std::uint16_t alloc_bulk(PktBuf** bufs, std::uint16_t n) noexcept override {
+        return inner_.alloc_bulk(bufs, n);
+    }
     void free_bulk(PktBuf** bufs, std::uint16_t n) noexcept override { inner_.free_bulk(bufs, n); }
     std::uint16_t tx_burst(PktBuf** bufs, std::uint16_t n) noexcept override {
         if (!on_tx) return inner_.tx_burst(bufs, n);
         std::uint16_t kept = 0;
         for (std::uint16_t i = 0; i < n; ++i) {
-            if (on_tx(*bufs[i])) bufs[kept++] = bufs[i];
-            else inner_.free_bulk(&bufs[i], 1);
+            if (on_tx(*bufs[i]))
+                bufs[kept++] = bufs[i];
+            else
+                inner_.free_bulk(&bufs[i], 1);
         }
         const std::uint16_t sent = inner_.tx_burst(bufs, kept);
         // Frames the fabric refused are freed here: the engine was told all n were taken.
         if (sent < kept) inner_.free_bulk(bufs + sent, static_cast<std::uint16_t>(kept - sent));
         return n;
     }
-    std::uint16_t rx_burst(PktBuf** bufs, std::uint16_t n) noexcept override { return inner_.rx_burst(bufs, n); }
+    std::uint16_t rx_burst(PktBuf** bufs, std::uint16_t n) noexcept override {
+        return inner_.rx_burst(bufs, n);
+    }
     std::uint32_t max_frame() const noexcept override { return inner_.max_frame(); }
     bool link_up() const noexcept override { return inner_.link_up(); }
 
-private:
+  private:
     PortDriver& inner_;
 };
 
@@ -75,19 +81,19 @@ struct Buffer {
 
 struct QpOptions {
     rc::Mtu mtu = rc::Mtu::mtu1024;
-    std::uint8_t timeout = 10;       ///< 4.096 us << 10 ≈ 4.2 ms
+    std::uint8_t timeout = 10; ///< 4.096 us << 10 ≈ 4.2 ms
     std::uint8_t retry_cnt = 7;
     std::uint8_t rnr_retry = 7;
-    std::uint8_t min_rnr_timer = 1;  ///< 0.01 ms
+    std::uint8_t min_rnr_timer = 1; ///< 0.01 ms
     std::uint8_t max_rd_atomic = 16;
     std::uint32_t sq_depth = 1024;
     std::uint32_t rq_depth = 1024;
-    std::uint32_t psn[2] = {0, 0};   ///< initial SQ PSN of each side (the peer's RQ PSN)
-    bool resolve_mac = false;        ///< leave the AV's MAC empty so the engine resolves it with ARP
+    std::uint32_t psn[2] = {0, 0}; ///< initial SQ PSN of each side (the peer's RQ PSN)
+    bool resolve_mac = false;      ///< leave the AV's MAC empty so the engine resolves it with ARP
 };
 
 class TwoEngines {
-public:
+  public:
     static sim::FabricConfig fabric_config(std::uint64_t seed) {
         sim::FabricConfig c;
         c.seed = seed;
@@ -132,9 +138,10 @@ public:
         QpPair p;
         for (int i = 0; i < 2; ++i) {
             int err = 0;
-            p.qp[i] = dev[i]->create_qp(pd[i], send_cq[i], recv_cq[i],
-                                        rc::QpCap{o.sq_depth, o.rq_depth, rc::kMaxSge, rc::kMaxSge, rc::kMaxInlineData},
-                                        false, &err);
+            p.qp[i] = dev[i]->create_qp(
+                pd[i], send_cq[i], recv_cq[i],
+                rc::QpCap{o.sq_depth, o.rq_depth, rc::kMaxSge, rc::kMaxSge, rc::kMaxInlineData},
+                false, &err);
             EXPECT_NE(p.qp[i], nullptr) << "create_qp errno " << err;
         }
         for (int i = 0; i < 2; ++i) {
@@ -162,16 +169,18 @@ public:
         return p;
     }
 
-    /** A buffer of @p size bytes on device @p side, filled with a pattern from @p seed, registered with all access. */
+    /** A buffer of @p size bytes on device @p side, filled with a pattern from @p seed, registered
+     * with all access. */
     std::unique_ptr<Buffer> buffer(int side, std::size_t size, std::uint32_t seed = 0) {
         auto b = std::make_unique<Buffer>();
         b->bytes.resize(size ? size : 1);
         std::mt19937 rng(seed);
-        for (auto& x : b->bytes) x = static_cast<std::uint8_t>(seed ? rng() : 0);
+        for (auto& x : b->bytes)
+            x = static_cast<std::uint8_t>(seed ? rng() : 0);
         int err = 0;
         b->mr = dev[side]->reg_mr(pd[side], b->bytes.data(), b->bytes.size(),
-                                  rc::kAccessLocalWrite | rc::kAccessRemoteWrite | rc::kAccessRemoteRead |
-                                      rc::kAccessRemoteAtomic,
+                                  rc::kAccessLocalWrite | rc::kAccessRemoteWrite |
+                                      rc::kAccessRemoteRead | rc::kAccessRemoteAtomic,
                                   &err);
         EXPECT_NE(b->mr, nullptr) << "reg_mr errno " << err;
         return b;
@@ -190,10 +199,13 @@ public:
             if (done()) return true;
             if (work == 0) {
                 std::uint64_t next = 0;
-                for (std::uint64_t d : {dev[0]->next_deadline_ns(), dev[1]->next_deadline_ns(), fabric.next_event_ns()})
+                for (std::uint64_t d : {dev[0]->next_deadline_ns(), dev[1]->next_deadline_ns(),
+                                        fabric.next_event_ns()})
                     if (d && (next == 0 || d < next)) next = d;
-                if (next > clock.now_ns()) clock.set(next);
-                else clock.advance(1000);
+                if (next > clock.now_ns())
+                    clock.set(next);
+                else
+                    clock.advance(1000);
             }
         }
         return false;
@@ -204,8 +216,10 @@ public:
         rc::Cqe c[64];
         for (int i = 0; i < 2; ++i) {
             std::uint32_t n;
-            while ((n = dev[i]->poll_cq(send_cq[i], c, 64)) > 0) send_cqes[i].insert(send_cqes[i].end(), c, c + n);
-            while ((n = dev[i]->poll_cq(recv_cq[i], c, 64)) > 0) recv_cqes[i].insert(recv_cqes[i].end(), c, c + n);
+            while ((n = dev[i]->poll_cq(send_cq[i], c, 64)) > 0)
+                send_cqes[i].insert(send_cqes[i].end(), c, c + n);
+            while ((n = dev[i]->poll_cq(recv_cq[i], c, 64)) > 0)
+                recv_cqes[i].insert(recv_cqes[i].end(), c, c + n);
         }
     }
 
@@ -213,7 +227,8 @@ public:
         std::uint32_t bad = 0;
         return dev[side]->post_send(qp, &w, 1, &bad);
     }
-    int post_recv(int side, rc::Qp* qp, const Buffer& b, std::uint64_t wr_id, std::size_t len, std::size_t off = 0) {
+    int post_recv(int side, rc::Qp* qp, const Buffer& b, std::uint64_t wr_id, std::size_t len,
+                  std::size_t off = 0) {
         rc::RecvWqe r;
         r.wr_id = wr_id;
         r.num_sge = 1;
@@ -222,14 +237,15 @@ public:
         return dev[side]->post_recv(qp, &r, 1, &bad);
     }
 
-    static rc::SendWqe wqe(rc::WrOpcode op, std::uint64_t wr_id, const Buffer& local, std::size_t len,
-                           std::size_t local_off = 0) {
+    static rc::SendWqe wqe(rc::WrOpcode op, std::uint64_t wr_id, const Buffer& local,
+                           std::size_t len, std::size_t local_off = 0) {
         rc::SendWqe w;
         w.wr_id = wr_id;
         w.opcode = op;
         w.send_flags = rc::kSendSignaled;
         w.num_sge = 1;
-        w.sg_list[0] = rc::Sge{local.addr(local_off), static_cast<std::uint32_t>(len), local.mr->lkey};
+        w.sg_list[0] =
+            rc::Sge{local.addr(local_off), static_cast<std::uint32_t>(len), local.mr->lkey};
         return w;
     }
 

@@ -21,22 +21,26 @@ namespace droce::interop {
 
 /** A fresh directory under the test temp dir, removed with the object. */
 class ScratchDir {
-public:
+  public:
     ScratchDir() {
-        std::string tmpl = (std::filesystem::temp_directory_path() / "droce-interop-XXXXXX").string();
+        std::string tmpl =
+            (std::filesystem::temp_directory_path() / "droce-interop-XXXXXX").string();
         if (char* p = mkdtemp(tmpl.data())) path_ = p;
     }
     ~ScratchDir() {
         std::error_code ec;
-        if (!path_.empty() && !std::getenv("DROCE_KEEP_SCRATCH")) std::filesystem::remove_all(path_, ec);
+        if (!path_.empty() && !std::getenv("DROCE_KEEP_SCRATCH"))
+            std::filesystem::remove_all(path_, ec);
     }
     ScratchDir(const ScratchDir&) = delete;
     ScratchDir& operator=(const ScratchDir&) = delete;
 
     [[nodiscard]] bool ok() const { return !path_.empty(); }
-    [[nodiscard]] std::string file(const std::string& name) const { return (path_ / name).string(); }
+    [[nodiscard]] std::string file(const std::string& name) const {
+        return (path_ / name).string();
+    }
 
-private:
+  private:
     std::filesystem::path path_;
 };
 
@@ -52,7 +56,8 @@ inline CommandResult run_command(const std::string& cmd) {
     if (!p) return r;
     char buf[4096];
     std::size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0)
+        r.out.append(buf, n);
     const int st = pclose(p);
     if (st != -1 && WIFEXITED(st)) r.status = WEXITSTATUS(st);
     return r;
@@ -62,8 +67,10 @@ inline CommandResult run_command(const std::string& cmd) {
 inline std::string shell_quote(const std::string& s) {
     std::string q = "'";
     for (char c : s) {
-        if (c == '\'') q += "'\\''";
-        else q += c;
+        if (c == '\'')
+            q += "'\\''";
+        else
+            q += c;
     }
     return q + "'";
 }
@@ -72,14 +79,16 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
     std::vector<std::string> v;
     std::string cur;
     std::istringstream in(s);
-    while (std::getline(in, cur, sep)) v.push_back(cur);
+    while (std::getline(in, cur, sep))
+        v.push_back(cur);
     if (!s.empty() && s.back() == sep) v.emplace_back();
     return v;
 }
 
 inline std::vector<std::string> lines(const std::string& s) {
     std::vector<std::string> v = split(s, '\n');
-    while (!v.empty() && v.back().empty()) v.pop_back();
+    while (!v.empty() && v.back().empty())
+        v.pop_back();
     return v;
 }
 

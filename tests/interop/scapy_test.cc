@@ -16,8 +16,8 @@
 namespace droce::interop {
 namespace {
 
-using wire::OpFlags;
 using wire::Opcode;
+using wire::OpFlags;
 using wire::test::Bytes;
 
 constexpr const char* kPython = "/usr/bin/python3"; // Debian's, which sees python3-scapy
@@ -28,18 +28,21 @@ std::string script() {
 }
 
 class Scapy : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
-        ASSERT_FALSE(script().empty()) << "DROCE_SCAPY_SCRIPT is not set (tests/interop/meson.build sets it)";
+        ASSERT_FALSE(script().empty())
+            << "DROCE_SCAPY_SCRIPT is not set (tests/interop/meson.build sets it)";
         const CommandResult r =
             run_command(std::string(kPython) + " -c 'import scapy.contrib.roce' >/dev/null 2>&1");
-        if (r.status != 0) GTEST_SKIP() << kPython << " cannot import scapy.contrib.roce (python3-scapy missing)";
+        if (r.status != 0)
+            GTEST_SKIP() << kPython << " cannot import scapy.contrib.roce (python3-scapy missing)";
         ASSERT_TRUE(dir_.ok());
     }
 
     CommandResult run_script(const char* mode, const std::string& pcap) {
-        const std::string cmd = std::string(kPython) + " " + shell_quote(script()) + " " + mode + " " + shell_quote(pcap) +
-                                " 2>" + shell_quote(dir_.file("scapy.err"));
+        const std::string cmd = std::string(kPython) + " " + shell_quote(script()) + " " + mode +
+                                " " + shell_quote(pcap) + " 2>" +
+                                shell_quote(dir_.file("scapy.err"));
         return run_command(cmd);
     }
 
@@ -48,8 +51,9 @@ protected:
 
 /** The ICRC as its four wire bytes in hex, least significant byte first (A17.3.3). */
 std::string wire_hex(std::uint32_t icrc) {
-    const std::uint8_t b[4] = {static_cast<std::uint8_t>(icrc), static_cast<std::uint8_t>(icrc >> 8),
-                               static_cast<std::uint8_t>(icrc >> 16), static_cast<std::uint8_t>(icrc >> 24)};
+    const std::uint8_t b[4] = {
+        static_cast<std::uint8_t>(icrc), static_cast<std::uint8_t>(icrc >> 8),
+        static_cast<std::uint8_t>(icrc >> 16), static_cast<std::uint8_t>(icrc >> 24)};
     return hex_bytes(b, 4);
 }
 
@@ -70,14 +74,17 @@ TEST_F(Scapy, ComputesTheSameIcrcAsDroceForEveryOpcodeAndSize) {
                 wire::PathHeaders path = wire::test::make_path(false, vlan);
                 path.tos = static_cast<std::uint8_t>(i); // the masked fields vary too
                 path.ttl = static_cast<std::uint8_t>(1 + i);
-                Bytes f = wire::test::build(path, wire::test::make_fields(op, (i & 1) != 0, i),
-                                            wire::test::make_payload(len, static_cast<std::uint8_t>(i)));
+                Bytes f =
+                    wire::test::build(path, wire::test::make_fields(op, (i & 1) != 0, i),
+                                      wire::test::make_payload(len, static_cast<std::uint8_t>(i)));
                 ASSERT_FALSE(f.empty());
                 const std::uint32_t icrc = wire::test::wire_icrc(f);
-                // Every third frame goes out with its ICRC zeroed: scapy must compute it, not echo it.
+                // Every third frame goes out with its ICRC zeroed: scapy must compute it, not echo
+                // it.
                 const bool zeroed = i % 3 == 0;
                 if (zeroed) std::fill(f.end() - 4, f.end(), 0);
-                cases.push_back({std::string(wire::to_string(op)) + (vlan ? " vlan " : " ") + std::to_string(len) + "B",
+                cases.push_back({std::string(wire::to_string(op)) + (vlan ? " vlan " : " ") +
+                                     std::to_string(len) + "B",
                                  icrc, zeroed});
                 frames.push_back(std::move(f));
                 ++i;
@@ -97,7 +104,8 @@ TEST_F(Scapy, ComputesTheSameIcrcAsDroceForEveryOpcodeAndSize) {
         ASSERT_EQ(cols.size(), 4u) << rows[k];
         EXPECT_EQ(cols[0], std::to_string(k));
         EXPECT_EQ(cols[1], wire_hex(cases[k].icrc)) << "scapy's ICRC";
-        EXPECT_EQ(cols[2], cases[k].zeroed ? "00000000" : wire_hex(cases[k].icrc)) << "ICRC scapy read";
+        EXPECT_EQ(cols[2], cases[k].zeroed ? "00000000" : wire_hex(cases[k].icrc))
+            << "ICRC scapy read";
         EXPECT_EQ(cols[3], "1") << "scapy changed bytes other than the ICRC when rebuilding";
     }
     EXPECT_GT(cases.size(), 400u);

@@ -2,8 +2,9 @@
 /**
  * @file
  * Wireshark (Debian's tshark) reads frames built by droce: every opcode, IPv4 and IPv6 over 802.1Q,
- * is decoded with no malformed packet and no expert item, and tshark finds in each header the values
- * droce put there. A control frame that is broken on purpose shows that the checks do see problems.
+ * is decoded with no malformed packet and no expert item, and tshark finds in each header the
+ * values droce put there. A control frame that is broken on purpose shows that the checks do see
+ * problems.
  */
 #include <gtest/gtest.h>
 
@@ -15,8 +16,8 @@
 namespace droce::interop {
 namespace {
 
-using wire::OpFlags;
 using wire::Opcode;
+using wire::OpFlags;
 using wire::test::Bytes;
 
 /** One frame written to the pcap, with what droce put in it. */
@@ -42,7 +43,8 @@ std::vector<Written> frames_of_every_opcode() {
             w.path.udp_sport = static_cast<std::uint16_t>(0xc000 + i);
             w.fields = wire::test::make_fields(op, (i & 1) != 0, i);
             const bool payload = wire::opcode_info(op).is(OpFlags::payload);
-            w.payload = wire::test::make_payload(payload ? kSizes[i % std::size(kSizes)] : 0, static_cast<std::uint8_t>(i));
+            w.payload = wire::test::make_payload(payload ? kSizes[i % std::size(kSizes)] : 0,
+                                                 static_cast<std::uint8_t>(i));
             w.frame = wire::test::build(w.path, w.fields, w.payload);
             w.icrc = wire::test::wire_icrc(w.frame);
             v.push_back(std::move(w));
@@ -58,12 +60,17 @@ struct FieldCheck {
     std::function<std::string(const Written&)> want;
 };
 
-std::string dec(std::uint64_t v) { return std::to_string(v); }
-std::string flag(bool b) { return b ? "1" : "0"; }
+std::string dec(std::uint64_t v) {
+    return std::to_string(v);
+}
+std::string flag(bool b) {
+    return b ? "1" : "0";
+}
 
 const std::vector<FieldCheck>& field_checks() {
     static const std::vector<FieldCheck> checks = {
-        {"infiniband.bth.opcode", [](const Written& w) { return dec(static_cast<unsigned>(w.fields.opcode)); }},
+        {"infiniband.bth.opcode",
+         [](const Written& w) { return dec(static_cast<unsigned>(w.fields.opcode)); }},
         {"infiniband.bth.se", [](const Written& w) { return flag(w.fields.solicited); }},
         {"infiniband.bth.m", [](const Written& w) { return flag(w.fields.mig_req); }},
         {"infiniband.bth.padcnt", [](const Written& w) { return dec(-w.payload.size() & 3u); }},
@@ -81,24 +88,38 @@ const std::vector<FieldCheck>& field_checks() {
          [](const Written& w) {
              return w.has(OpFlags::reth) || w.has(OpFlags::atomic_eth) ? hex(w.fields.rkey, 8) : "";
          }},
-        {"infiniband.reth.dmalen", [](const Written& w) { return w.has(OpFlags::reth) ? dec(w.fields.dma_len) : ""; }},
-        {"infiniband.aeth.syndrome", [](const Written& w) { return w.has(OpFlags::aeth) ? dec(w.fields.syndrome) : ""; }},
-        {"infiniband.aeth.msn", [](const Written& w) { return w.has(OpFlags::aeth) ? dec(w.fields.msn) : ""; }},
+        {"infiniband.reth.dmalen",
+         [](const Written& w) { return w.has(OpFlags::reth) ? dec(w.fields.dma_len) : ""; }},
+        {"infiniband.aeth.syndrome",
+         [](const Written& w) { return w.has(OpFlags::aeth) ? dec(w.fields.syndrome) : ""; }},
+        {"infiniband.aeth.msn",
+         [](const Written& w) { return w.has(OpFlags::aeth) ? dec(w.fields.msn) : ""; }},
         {"infiniband.atomiceth.swapdt",
          [](const Written& w) { return w.has(OpFlags::atomic_eth) ? dec(w.fields.swap_add) : ""; }},
         {"infiniband.atomiceth.cmpdt",
          [](const Written& w) { return w.has(OpFlags::atomic_eth) ? dec(w.fields.compare) : ""; }},
         {"infiniband.atomicacketh.origremdt",
-         [](const Written& w) { return w.has(OpFlags::atomic_ack_eth) ? dec(w.fields.orig_rem_data) : ""; }},
-        {"infiniband.immdt", [](const Written& w) { return w.has(OpFlags::immdt) ? hex(w.fields.imm, 8).substr(2) : ""; }},
-        {"infiniband.ieth", [](const Written& w) { return w.has(OpFlags::ieth) ? hex(w.fields.inv_rkey, 8).substr(2) : ""; }},
-        {"infiniband.deth.q_key", [](const Written& w) { return w.has(OpFlags::deth) ? hex(w.fields.qkey, 16) : ""; }},
-        {"infiniband.deth.srcqp", [](const Written& w) { return w.has(OpFlags::deth) ? hex(w.fields.src_qp, 8) : ""; }},
-        // tshark reads the four ICRC bytes as a big-endian number; droce stores the CRC low byte first.
-        // Wireshark 4.0 calls opcode 0x81 "Unknown" and stops after the BTH of a CNP.
+         [](const Written& w) {
+             return w.has(OpFlags::atomic_ack_eth) ? dec(w.fields.orig_rem_data) : "";
+         }},
+        {"infiniband.immdt",
+         [](const Written& w) {
+             return w.has(OpFlags::immdt) ? hex(w.fields.imm, 8).substr(2) : "";
+         }},
+        {"infiniband.ieth",
+         [](const Written& w) {
+             return w.has(OpFlags::ieth) ? hex(w.fields.inv_rkey, 8).substr(2) : "";
+         }},
+        {"infiniband.deth.q_key",
+         [](const Written& w) { return w.has(OpFlags::deth) ? hex(w.fields.qkey, 16) : ""; }},
+        {"infiniband.deth.srcqp",
+         [](const Written& w) { return w.has(OpFlags::deth) ? hex(w.fields.src_qp, 8) : ""; }},
+        // tshark reads the four ICRC bytes as a big-endian number; droce stores the CRC low byte
+        // first. Wireshark 4.0 calls opcode 0x81 "Unknown" and stops after the BTH of a CNP.
         {"infiniband.invariant.crc",
          [](const Written& w) {
-             return w.fields.opcode == Opcode::CNP ? std::string() : hex(__builtin_bswap32(w.icrc), 8);
+             return w.fields.opcode == Opcode::CNP ? std::string()
+                                                   : hex(__builtin_bswap32(w.icrc), 8);
          }},
         // The payload, followed by the pad bytes (zero), reaches the generic data dissector.
         {"data.data",
@@ -110,10 +131,14 @@ const std::vector<FieldCheck>& field_checks() {
         {"udp.srcport", [](const Written& w) { return dec(w.path.udp_sport); }},
         {"udp.dstport", [](const Written&) { return std::string("4791"); }},
         // With checksum validation on: 1 = good, 3 = not present (zero UDP checksum on IPv4).
-        {"udp.checksum.status", [](const Written& w) { return std::string(w.path.ipv6 ? "1" : "3"); }},
-        {"ip.checksum.status", [](const Written& w) { return std::string(w.path.ipv6 ? "" : "1"); }},
-        {"ipv6.flow", [](const Written& w) { return w.path.ipv6 ? hex(w.path.flow_label, 5) : ""; }},
-        {"vlan.id", [](const Written& w) { return w.path.has_vlan ? dec(w.path.vlan_tci & 0xfff) : ""; }},
+        {"udp.checksum.status",
+         [](const Written& w) { return std::string(w.path.ipv6 ? "1" : "3"); }},
+        {"ip.checksum.status",
+         [](const Written& w) { return std::string(w.path.ipv6 ? "" : "1"); }},
+        {"ipv6.flow",
+         [](const Written& w) { return w.path.ipv6 ? hex(w.path.flow_label, 5) : ""; }},
+        {"vlan.id",
+         [](const Written& w) { return w.path.has_vlan ? dec(w.path.vlan_tci & 0xfff) : ""; }},
         {"_ws.malformed", [](const Written&) { return std::string(); }},
         {"_ws.expert", [](const Written&) { return std::string(); }},
     };
@@ -121,22 +146,25 @@ const std::vector<FieldCheck>& field_checks() {
 }
 
 class Tshark : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
-        if (run_command("tshark --version >/dev/null 2>&1").status != 0) GTEST_SKIP() << "tshark is not installed";
+        if (run_command("tshark --version >/dev/null 2>&1").status != 0)
+            GTEST_SKIP() << "tshark is not installed";
         ASSERT_TRUE(dir_.ok());
         // A private, empty configuration directory: the user's Wireshark preferences do not apply.
         std::filesystem::create_directory(dir_.file("wireshark"));
         tshark_ = "WIRESHARK_CONFIG_DIR=" + shell_quote(dir_.file("wireshark")) + " tshark -n";
-        // A RoCE payload is opaque bytes, but Wireshark guesses at protocols inside it (RPC-over-RDMA,
-        // Mellanox EoIB, SMB Direct ...) and reports droce's test pattern as a malformed packet of
-        // that protocol. Turn off the protocols that guess at InfiniBand payloads, so the checks
-        // judge droce's headers. "ethertype" stays: it also decodes the Ethernet header.
+        // A RoCE payload is opaque bytes, but Wireshark guesses at protocols inside it
+        // (RPC-over-RDMA, Mellanox EoIB, SMB Direct ...) and reports droce's test pattern as a
+        // malformed packet of that protocol. Turn off the protocols that guess at InfiniBand
+        // payloads, so the checks judge droce's headers. "ethertype" stays: it also decodes the
+        // Ethernet header.
         const CommandResult h = run_command("tshark -G heuristic-decodes 2>/dev/null");
         ASSERT_EQ(h.status, 0);
         for (const std::string& row : lines(h.out)) {
             const std::vector<std::string> cols = split(row, '\t');
-            if (cols.size() == 3 && cols[0] == "infiniband.payload" && cols[2] == "T" && cols[1] != "ethertype")
+            if (cols.size() == 3 && cols[0] == "infiniband.payload" && cols[2] == "T" &&
+                cols[1] != "ethertype")
                 tshark_ += " --disable-protocol " + shell_quote(cols[1]);
         }
         ASSERT_NE(tshark_.find("--disable-protocol"), std::string::npos) << h.out;
@@ -151,7 +179,8 @@ protected:
 
     /** tshark's -z expert summary of @p pcap. */
     std::string expert_summary(const std::string& pcap) {
-        CommandResult r = run_command(tshark_ + " -r " + shell_quote(pcap) + " -q -z expert 2>/dev/null");
+        CommandResult r =
+            run_command(tshark_ + " -r " + shell_quote(pcap) + " -q -z expert 2>/dev/null");
         EXPECT_EQ(r.status, 0);
         return r.out;
     }
@@ -178,7 +207,8 @@ TEST_F(Tshark, DecodesEveryOpcodeWithTheValuesDroceWrote) {
     std::string cmd = tshark_ + " -r " + shell_quote(pcap) +
                       " -o ip.check_checksum:TRUE -o udp.check_checksum:TRUE"
                       " -T fields -E separator=/t -E occurrence=f -e frame.number";
-    for (const FieldCheck& c : field_checks()) cmd += std::string(" -e ") + c.field;
+    for (const FieldCheck& c : field_checks())
+        cmd += std::string(" -e ") + c.field;
     cmd += " 2>" + shell_quote(dir_.file("tshark.err"));
     const CommandResult r = run_command(cmd);
     ASSERT_EQ(r.status, 0) << cmd;
@@ -188,8 +218,9 @@ TEST_F(Tshark, DecodesEveryOpcodeWithTheValuesDroceWrote) {
     std::size_t compared = 0;
     for (std::size_t i = 0; i < rows.size(); ++i) {
         const Written& w = written[i];
-        SCOPED_TRACE("frame " + std::to_string(i + 1) + " " + std::string(wire::to_string(w.fields.opcode)) +
-                     (w.path.ipv6 ? " IPv6" : " IPv4") + " payload " + std::to_string(w.payload.size()));
+        SCOPED_TRACE(
+            "frame " + std::to_string(i + 1) + " " + std::string(wire::to_string(w.fields.opcode)) +
+            (w.path.ipv6 ? " IPv6" : " IPv4") + " payload " + std::to_string(w.payload.size()));
         const std::vector<std::string> cols = split(rows[i], '\t');
         ASSERT_EQ(cols.size(), field_checks().size() + 1) << rows[i];
         EXPECT_EQ(cols[0], std::to_string(i + 1));
@@ -211,13 +242,15 @@ TEST_F(Tshark, DecodesEveryOpcodeWithTheValuesDroceWrote) {
 
 TEST_F(Tshark, FindsNoMalformedPacketAndNoExpertItem) {
     std::vector<Bytes> frames;
-    for (const Written& w : frames_of_every_opcode()) frames.push_back(w.frame);
+    for (const Written& w : frames_of_every_opcode())
+        frames.push_back(w.frame);
     const std::string pcap = write(frames, "every-opcode.pcap");
     const std::string summary = expert_summary(pcap);
     EXPECT_FALSE(has_expert_section(summary)) << summary;
 
     // The RoCE dissector, not a fallback, decoded every frame.
-    const CommandResult r = run_command(tshark_ + " -r " + shell_quote(pcap) + " -Y infiniband.bth 2>/dev/null | wc -l");
+    const CommandResult r = run_command(tshark_ + " -r " + shell_quote(pcap) +
+                                        " -Y infiniband.bth 2>/dev/null | wc -l");
     EXPECT_EQ(r.out, std::to_string(frames.size()) + "\n");
 }
 

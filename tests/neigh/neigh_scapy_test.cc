@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * Cross-check with scapy: the ARP request, ARP reply, Neighbor Solicitation (plain and 802.1Q-tagged)
- * and Neighbor Advertisement droce builds are written to a pcap; Debian's scapy (run with
- * /usr/bin/python3, which sees the Debian package) must parse every field back and compute the same
- * ICMPv6 checksums. Skipped when scapy is not installed.
+ * Cross-check with scapy: the ARP request, ARP reply, Neighbor Solicitation (plain and
+ * 802.1Q-tagged) and Neighbor Advertisement droce builds are written to a pcap; Debian's scapy (run
+ * with /usr/bin/python3, which sees the Debian package) must parse every field back and compute the
+ * same ICMPv6 checksums. Skipped when scapy is not installed.
  */
 #include <gtest/gtest.h>
 
@@ -129,7 +129,8 @@ TEST(NeighScapy, ScapyParsesOurFramesAndAgreesOnChecksums) {
     ASSERT_EQ(n, kArpFrameLen);
     frames.emplace_back(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n));
 
-    NeighRx r = resp.handle_frame(arp_frame(1, kPeerMac, kPeerIp4, MacAddr{}, kOurIp4, kBroadcastMac), out);
+    NeighRx r =
+        resp.handle_frame(arp_frame(1, kPeerMac, kPeerIp4, MacAddr{}, kOurIp4, kBroadcastMac), out);
     ASSERT_EQ(r.status, NeighStatus::arp_request);
     frames.emplace_back(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(r.reply_len));
 
@@ -160,7 +161,8 @@ TEST(NeighScapy, ScapyParsesOurFramesAndAgreesOnChecksums) {
     ASSERT_NE(p, nullptr);
     std::string output;
     char buf[512];
-    while (std::fgets(buf, sizeof buf, p)) output += buf;
+    while (std::fgets(buf, sizeof buf, p))
+        output += buf;
     const int status = pclose(p);
     EXPECT_EQ(status, 0) << output;
     std::printf("%s", output.c_str());

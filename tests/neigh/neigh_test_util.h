@@ -32,8 +32,10 @@ inline constexpr Ipv4Addr kPeerIp4 = {10, 0, 0, 2};
 inline constexpr Ipv4Addr kThirdIp4 = {10, 0, 0, 3};
 inline constexpr Ipv6Addr kOurIp6 = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01};
 inline constexpr Ipv6Addr kOurLinkLocal = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01};
-inline constexpr Ipv6Addr kPeerIp6 = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02};
-inline constexpr Ipv6Addr kThirdIp6 = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x03};
+inline constexpr Ipv6Addr kPeerIp6 = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0,
+                                      0,    0,    0,    0,    0, 0, 0, 0x02};
+inline constexpr Ipv6Addr kThirdIp6 = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0,
+                                       0,    0,    0,    0,    0, 0, 0, 0x03};
 
 inline NeighPortAddrs our_addrs() {
     NeighPortAddrs a;
@@ -44,7 +46,9 @@ inline NeighPortAddrs our_addrs() {
     return a;
 }
 
-inline void put(Bytes& b, std::initializer_list<std::uint8_t> v) { b.insert(b.end(), v.begin(), v.end()); }
+inline void put(Bytes& b, std::initializer_list<std::uint8_t> v) {
+    b.insert(b.end(), v.begin(), v.end());
+}
 template <std::size_t N>
 void put(Bytes& b, const std::array<std::uint8_t, N>& v) {
     b.insert(b.end(), v.begin(), v.end());
@@ -67,8 +71,8 @@ inline void put_l2(Bytes& b, const MacAddr& dst, const MacAddr& src, unsigned et
 
 /** An ARP frame, Ethernet/IPv4, padded to 60 bytes (64 with a tag) unless @p pad is false. */
 inline Bytes arp_frame(unsigned op, const MacAddr& sha, const Ipv4Addr& spa, const MacAddr& tha,
-                       const Ipv4Addr& tpa, const MacAddr& eth_dst, std::optional<std::uint16_t> tci = {},
-                       bool pad = true) {
+                       const Ipv4Addr& tpa, const MacAddr& eth_dst,
+                       std::optional<std::uint16_t> tci = {}, bool pad = true) {
     Bytes b;
     put_l2(b, eth_dst, sha, 0x0806, tci);
     put16(b, 1);      // htype Ethernet
@@ -87,7 +91,8 @@ inline Bytes arp_frame(unsigned op, const MacAddr& sha, const Ipv4Addr& spa, con
  * Reference ICMPv6 checksum: pseudo-header (src, dst, 32-bit length, 3 zero bytes, 58) as bytes,
  * then the message; 32-bit words summed in 64 bits, folded at the end.
  */
-inline std::uint16_t ref_icmpv6_checksum(const Ipv6Addr& src, const Ipv6Addr& dst, const Bytes& msg) {
+inline std::uint16_t ref_icmpv6_checksum(const Ipv6Addr& src, const Ipv6Addr& dst,
+                                         const Bytes& msg) {
     Bytes all;
     put(all, src);
     put(all, dst);
@@ -95,12 +100,14 @@ inline std::uint16_t ref_icmpv6_checksum(const Ipv6Addr& src, const Ipv6Addr& ds
     put(all, {static_cast<std::uint8_t>(n >> 24), static_cast<std::uint8_t>(n >> 16),
               static_cast<std::uint8_t>(n >> 8), static_cast<std::uint8_t>(n), 0, 0, 0, 58});
     all.insert(all.end(), msg.begin(), msg.end());
-    while (all.size() % 4) all.push_back(0);
+    while (all.size() % 4)
+        all.push_back(0);
     std::uint64_t sum = 0;
     for (std::size_t i = 0; i < all.size(); i += 4)
         sum += (std::uint32_t{all[i]} << 24) | (std::uint32_t{all[i + 1]} << 16) |
                (std::uint32_t{all[i + 2]} << 8) | all[i + 3];
-    while (sum > 0xffff) sum = (sum >> 16) + (sum & 0xffff);
+    while (sum > 0xffff)
+        sum = (sum >> 16) + (sum & 0xffff);
     return static_cast<std::uint16_t>(~sum);
 }
 
@@ -111,7 +118,8 @@ inline void refresh_nd_checksum(Bytes& f) {
     std::copy(f.begin() + 22, f.begin() + 38, src.begin());
     std::copy(f.begin() + 38, f.begin() + 54, dst.begin());
     f[56] = f[57] = 0;
-    const std::uint16_t c = ref_icmpv6_checksum(src, dst, Bytes(f.begin() + 54, f.begin() + 54 + static_cast<std::ptrdiff_t>(len)));
+    const std::uint16_t c = ref_icmpv6_checksum(
+        src, dst, Bytes(f.begin() + 54, f.begin() + 54 + static_cast<std::ptrdiff_t>(len)));
     f[56] = static_cast<std::uint8_t>(c >> 8);
     f[57] = static_cast<std::uint8_t>(c);
 }
@@ -149,7 +157,8 @@ inline Bytes nd_frame(const NdSpec& s) {
     if (s.opt_type != 0) {
         put(msg, {static_cast<std::uint8_t>(s.opt_type), s.opt_len});
         put(msg, s.opt_mac);
-        for (std::size_t i = 1; i < s.opt_len; ++i) put(msg, {0, 0, 0, 0, 0, 0, 0, 0});
+        for (std::size_t i = 1; i < s.opt_len; ++i)
+            put(msg, {0, 0, 0, 0, 0, 0, 0, 0});
     }
     std::uint16_t c = ref_icmpv6_checksum(s.src, dst, msg);
     if (s.bad_checksum) c ^= 0x0100;
@@ -157,8 +166,8 @@ inline Bytes nd_frame(const NdSpec& s) {
     msg[3] = static_cast<std::uint8_t>(c);
 
     Bytes b;
-    put_l2(b, s.eth_dst.value_or(MacAddr{0x33, 0x33, dst[12], dst[13], dst[14], dst[15]}), s.eth_src,
-           0x86dd, s.tci);
+    put_l2(b, s.eth_dst.value_or(MacAddr{0x33, 0x33, dst[12], dst[13], dst[14], dst[15]}),
+           s.eth_src, 0x86dd, s.tci);
     put(b, {0x60, 0, 0, 0});
     put16(b, static_cast<unsigned>(msg.size()));
     put(b, {58, s.hop_limit});

@@ -17,7 +17,7 @@
 namespace droce::test {
 
 class ProtocolHarness {
-public:
+  public:
     static constexpr std::uint32_t kLocalQpn = 0x11;
     static constexpr std::uint32_t kRemoteQpn = 0x12;
 
@@ -39,7 +39,7 @@ public:
      * transport call as if frames left at once.
      */
     class SentFrames {
-    public:
+      public:
         explicit SentFrames(ProtocolHarness& h) : h_(h) {}
         [[nodiscard]] std::size_t size() const { return drained().size(); }
         [[nodiscard]] bool empty() const { return drained().empty(); }
@@ -50,11 +50,12 @@ public:
             frames_.clear();
         }
 
-    private:
+      private:
         const std::vector<std::vector<std::uint8_t>>& drained() const {
             for (const TxPacket& p : h_.stage.packets()) {
                 std::size_t len = 0;
-                for (auto span : p.payload_spans()) len += span.size();
+                for (auto span : p.payload_spans())
+                    len += span.size();
                 std::vector<std::uint8_t> out(wire::frame_length(*p.path, p.fields.opcode, len));
                 out.resize(wire::build_frame(*p.path, p.fields, p.payload_spans(), out));
                 // As the engine does: every packet built is counted once, on its QP.
@@ -95,7 +96,8 @@ public:
         qp.attr.qp_state = rc::QpState::rts;
         qp.attr.path_mtu = mtu;
         qp.attr.dest_qp_num = kRemoteQpn;
-        qp.attr.qp_access_flags = rc::kAccessRemoteWrite | rc::kAccessRemoteRead | rc::kAccessRemoteAtomic;
+        qp.attr.qp_access_flags =
+            rc::kAccessRemoteWrite | rc::kAccessRemoteRead | rc::kAccessRemoteAtomic;
         qp.attr.max_rd_atomic = 4;
         qp.attr.max_dest_rd_atomic = 4;
         qp.attr.timeout = 14;
@@ -118,12 +120,13 @@ public:
     /** Registers @p buf with @p access; returns the MR (asserting success is the caller's job). */
     mem::Mr* reg(std::vector<std::uint8_t>& buf, std::uint32_t access) {
         int err = 0;
-        return mrs.register_mr(&pd, buf.data(), buf.size(), reinterpret_cast<std::uintptr_t>(buf.data()),
-                               access, &err);
+        return mrs.register_mr(&pd, buf.data(), buf.size(),
+                               reinterpret_cast<std::uintptr_t>(buf.data()), access, &err);
     }
 
     /** A frame from the peer (src/dst swapped) carrying @p f and @p payload. */
-    std::vector<std::uint8_t> peer_frame(wire::PacketFields f, std::span<const std::uint8_t> payload = {}) const {
+    std::vector<std::uint8_t> peer_frame(wire::PacketFields f,
+                                         std::span<const std::uint8_t> payload = {}) const {
         wire::PathHeaders p = qp.paths[0].hdr;
         std::swap(p.src_mac, p.dst_mac);
         std::swap(p.src_ip, p.dst_ip);
@@ -136,14 +139,18 @@ public:
     /** Parses @p frame (must be valid) and hands it to the responder. */
     void to_responder(const std::vector<std::uint8_t>& frame) {
         wire::ParsedFrame pf;
-        if (wire::parse_frame(frame, pf) == wire::RejectReason::ok) rc::responder_receive(qp, pf, ctx);
-        else ++bad_frames;
+        if (wire::parse_frame(frame, pf) == wire::RejectReason::ok)
+            rc::responder_receive(qp, pf, ctx);
+        else
+            ++bad_frames;
     }
     /** Parses @p frame (must be valid) and hands it to the completer. */
     void to_completer(const std::vector<std::uint8_t>& frame) {
         wire::ParsedFrame pf;
-        if (wire::parse_frame(frame, pf) == wire::RejectReason::ok) rc::completer_receive(qp, pf, ctx);
-        else ++bad_frames;
+        if (wire::parse_frame(frame, pf) == wire::RejectReason::ok)
+            rc::completer_receive(qp, pf, ctx);
+        else
+            ++bad_frames;
     }
 
     /** Parsed view of sent frame @p i (valid while `sent` is not modified). */
@@ -168,7 +175,8 @@ public:
         rc::SendWqe& slot = qp.sq.producer_slot();
         slot = w;
         if (slot.length == 0)
-            for (std::uint32_t i = 0; i < slot.num_sge; ++i) slot.length += slot.sg_list[i].length;
+            for (std::uint32_t i = 0; i < slot.num_sge; ++i)
+                slot.length += slot.sg_list[i].length;
         qp.sq.publish();
         return slot;
     }
@@ -176,13 +184,13 @@ public:
         rc::RecvWqe& slot = qp.rq.producer_slot();
         slot = w;
         if (slot.length == 0)
-            for (std::uint32_t i = 0; i < slot.num_sge; ++i) slot.length += slot.sg_list[i].length;
+            for (std::uint32_t i = 0; i < slot.num_sge; ++i)
+                slot.length += slot.sg_list[i].length;
         qp.rq.publish();
     }
 
     int bad_frames = 0;
     mutable wire::RejectReason last_reject = wire::RejectReason::ok;
-
 };
 
 } // namespace droce::test

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * Protocol tests of the RC requester and completer: raw send WQEs go in, the test looks at the request
- * packets that come out, feeds crafted ACKs / NAKs / READ responses / ATOMIC ACKs back, moves the
- * virtual clock and checks completions, retransmissions and counters.
+ * Protocol tests of the RC requester and completer: raw send WQEs go in, the test looks at the
+ * request packets that come out, feeds crafted ACKs / NAKs / READ responses / ATOMIC ACKs back,
+ * moves the virtual clock and checks completions, retransmissions and counters.
  */
 #include <gtest/gtest.h>
 
@@ -29,13 +29,17 @@ constexpr std::uint32_t kRkey = 0xabcd;
 struct Buf {
     std::vector<std::uint8_t> data;
     mem::Mr* mr = nullptr;
-    std::uint64_t addr(std::uint32_t off = 0) const { return reinterpret_cast<std::uintptr_t>(data.data()) + off; }
+    std::uint64_t addr(std::uint32_t off = 0) const {
+        return reinterpret_cast<std::uintptr_t>(data.data()) + off;
+    }
 };
 
-std::unique_ptr<Buf> make_buf(ProtocolHarness& h, std::size_t n, std::uint32_t access, std::uint8_t seed = 1) {
+std::unique_ptr<Buf> make_buf(ProtocolHarness& h, std::size_t n, std::uint32_t access,
+                              std::uint8_t seed = 1) {
     auto b = std::make_unique<Buf>();
     b->data.resize(n ? n : 8);
-    for (std::size_t i = 0; i < b->data.size(); ++i) b->data[i] = static_cast<std::uint8_t>(seed + i * 7);
+    for (std::size_t i = 0; i < b->data.size(); ++i)
+        b->data[i] = static_cast<std::uint8_t>(seed + i * 7);
     b->mr = h.reg(b->data, access);
     EXPECT_NE(b->mr, nullptr);
     return b;
@@ -55,7 +59,8 @@ SendWqe make_wqe(WrOpcode op, std::uint64_t id, const Buf& b, std::uint32_t len,
     return w;
 }
 
-std::vector<std::uint8_t> ack_frame(const ProtocolHarness& h, std::uint32_t psn, AethKind kind = AethKind::ack,
+std::vector<std::uint8_t> ack_frame(const ProtocolHarness& h, std::uint32_t psn,
+                                    AethKind kind = AethKind::ack,
                                     std::uint8_t value = wire::kAethCreditsInvalid) {
     wire::PacketFields f{};
     f.opcode = Opcode::RC_ACKNOWLEDGE;
@@ -76,7 +81,8 @@ std::vector<std::uint8_t> read_resp(const ProtocolHarness& h, Opcode op, std::ui
     f.syndrome = wire::make_syndrome(AethKind::ack, wire::kAethCreditsInvalid);
     return h.peer_frame(f, data);
 }
-std::vector<std::uint8_t> atomic_ack(const ProtocolHarness& h, std::uint32_t psn, std::uint64_t orig) {
+std::vector<std::uint8_t> atomic_ack(const ProtocolHarness& h, std::uint32_t psn,
+                                     std::uint64_t orig) {
     wire::PacketFields f{};
     f.opcode = Opcode::RC_ATOMIC_ACKNOWLEDGE;
     f.dest_qp = ProtocolHarness::kLocalQpn;
@@ -146,9 +152,12 @@ std::vector<Pkt> sent_pkts(const ProtocolHarness& h, std::size_t from = 0) {
     return v;
 }
 
-std::uint32_t run(ProtocolHarness& h, std::uint32_t budget = 100000) { return requester_run(h.qp, h.ctx, budget); }
+std::uint32_t run(ProtocolHarness& h, std::uint32_t budget = 100000) {
+    return requester_run(h.qp, h.ctx, budget);
+}
 
-/** Moves the clock by @p ns and runs the timers and the requester, as the engine's poll loop would. */
+/** Moves the clock by @p ns and runs the timers and the requester, as the engine's poll loop would.
+ */
 void tick(ProtocolHarness& h, std::uint64_t ns) {
     h.clock.advance(ns);
     completer_timers(h.qp, h.ctx);
@@ -156,7 +165,8 @@ void tick(ProtocolHarness& h, std::uint64_t ns) {
 }
 
 std::vector<std::uint8_t> slice(const Buf& b, std::size_t off, std::size_t n) {
-    return {b.data.begin() + static_cast<std::ptrdiff_t>(off), b.data.begin() + static_cast<std::ptrdiff_t>(off + n)};
+    return {b.data.begin() + static_cast<std::ptrdiff_t>(off),
+            b.data.begin() + static_cast<std::ptrdiff_t>(off + n)};
 }
 
 // ---------------------------------------------------------------- segmentation
@@ -191,7 +201,8 @@ TEST_P(Segmentation, OpcodesPsnsPayloadsRethAckReq) {
         EXPECT_EQ(pk[0].dma_len, len);
         EXPECT_TRUE(pk[0].ack_req);
         EXPECT_TRUE(pk[0].payload.empty());
-        EXPECT_EQ(h.qp.req.next_psn, Psn(100 + npkts)) << "a READ consumes one PSN per response packet";
+        EXPECT_EQ(h.qp.req.next_psn, Psn(100 + npkts))
+            << "a READ consumes one PSN per response packet";
         EXPECT_EQ(h.qp.req.rd_atomic_inflight, 1u);
         return;
     }
@@ -201,7 +212,10 @@ TEST_P(Segmentation, OpcodesPsnsPayloadsRethAckReq) {
         const bool first = i == 0, last = i + 1 == npkts;
         Opcode want;
         if (op == WrOpcode::send)
-            want = first && last ? Opcode::RC_SEND_ONLY : first ? Opcode::RC_SEND_FIRST : last ? Opcode::RC_SEND_LAST : Opcode::RC_SEND_MIDDLE;
+            want = first && last ? Opcode::RC_SEND_ONLY
+                   : first       ? Opcode::RC_SEND_FIRST
+                   : last        ? Opcode::RC_SEND_LAST
+                                 : Opcode::RC_SEND_MIDDLE;
         else
             want = first && last ? Opcode::RC_RDMA_WRITE_ONLY
                    : first       ? Opcode::RC_RDMA_WRITE_FIRST
@@ -229,7 +243,8 @@ TEST_P(Segmentation, OpcodesPsnsPayloadsRethAckReq) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, Segmentation,
-                         ::testing::Combine(::testing::Values(Mtu::mtu256, Mtu::mtu1024, Mtu::mtu4096),
+                         ::testing::Combine(::testing::Values(Mtu::mtu256, Mtu::mtu1024,
+                                                              Mtu::mtu4096),
                                             ::testing::Values(0, 1, 2, 3, 4),
                                             ::testing::Values(WrOpcode::send, WrOpcode::rdma_write,
                                                               WrOpcode::rdma_read)));
@@ -253,7 +268,8 @@ TEST(Requester, InlineImmediateInvalidateSolicited) {
     w.opcode = WrOpcode::send_with_imm;
     w.send_flags = kSendInline | kSendSolicited | kSendSignaled;
     w.length = 200;
-    for (std::uint32_t i = 0; i < 200; ++i) w.inline_data[i] = static_cast<std::uint8_t>(0x40 + i);
+    for (std::uint32_t i = 0; i < 200; ++i)
+        w.inline_data[i] = static_cast<std::uint8_t>(0x40 + i);
     w.imm_data = 0xdeadbeef;
     h.post_send(w);
     auto b = make_buf(h, 300, 0);
@@ -405,7 +421,8 @@ TEST(Requester, BadLkeyAfterOutstandingWqeCompletesInOrder) {
     h.post_send(bad);
     run(h);
     EXPECT_EQ(h.sent.size(), 1u);
-    EXPECT_TRUE(ProtocolHarness::drain(h.send_cq).empty()) << "the error waits for the WQE before it";
+    EXPECT_TRUE(ProtocolHarness::drain(h.send_cq).empty())
+        << "the error waits for the WQE before it";
     h.to_completer(ack_frame(h, 0));
     auto c = ProtocolHarness::drain(h.send_cq);
     ASSERT_EQ(c.size(), 2u);
@@ -526,7 +543,7 @@ TEST(Completer, StaleAckIgnoredUnsentAckDropped) {
     run(h);
     h.to_completer(ack_frame(h, 0));
     EXPECT_EQ(ProtocolHarness::drain(h.send_cq).size(), 1u);
-    h.to_completer(ack_frame(h, 0)); // duplicate
+    h.to_completer(ack_frame(h, 0));        // duplicate
     h.to_completer(ack_frame(h, 0xffffff)); // before anything
     EXPECT_TRUE(ProtocolHarness::drain(h.send_cq).empty());
     EXPECT_EQ(h.qp.counters[Counter::completer_retry_err], 0u);
@@ -542,9 +559,9 @@ TEST(Completer, StaleAckIgnoredUnsentAckDropped) {
 TEST(Completer, NakSequenceErrorGoBackN) {
     ProtocolHarness h(Mtu::mtu256);
     auto b = make_buf(h, 1024, 0);
-    h.post_send(make_wqe(WrOpcode::send, 1, *b, 100));          // PSN 0
-    h.post_send(make_wqe(WrOpcode::rdma_write, 2, *b, 1024));    // PSN 1..4
-    h.post_send(make_wqe(WrOpcode::send, 3, *b, 10));            // PSN 5
+    h.post_send(make_wqe(WrOpcode::send, 1, *b, 100));        // PSN 0
+    h.post_send(make_wqe(WrOpcode::rdma_write, 2, *b, 1024)); // PSN 1..4
+    h.post_send(make_wqe(WrOpcode::send, 3, *b, 10));         // PSN 5
     run(h);
     ASSERT_EQ(h.sent.size(), 6u);
     const std::uint8_t retry_before = h.qp.req.retry_left;
@@ -580,7 +597,9 @@ TEST(Completer, NakSequenceErrorGoBackN) {
 TEST(Completer, NakRemoteAccessErrorFlushesRestOnce) {
     ProtocolHarness h;
     auto b = make_buf(h, 64, 0);
-    for (std::uint64_t i = 1; i <= 4; ++i) h.post_send(make_wqe(WrOpcode::rdma_write, i, *b, 64, i == 3 ? 0u : static_cast<std::uint32_t>(kSendSignaled)));
+    for (std::uint64_t i = 1; i <= 4; ++i)
+        h.post_send(make_wqe(WrOpcode::rdma_write, i, *b, 64,
+                             i == 3 ? 0u : static_cast<std::uint32_t>(kSendSignaled)));
     run(h);
     ASSERT_EQ(h.sent.size(), 4u);
     h.to_completer(nak_frame(h, 1, NakCode::remote_access_error));
@@ -606,9 +625,12 @@ TEST(Completer, NakRemoteAccessErrorFlushesRestOnce) {
 
 TEST(Completer, NakInvalidRequestAndRemoteOpError) {
     for (auto [code, status, counter] :
-         {std::tuple{NakCode::invalid_request, WcStatus::rem_inv_req_err, Counter::req_remote_invalid_request},
-          std::tuple{NakCode::remote_operational_error, WcStatus::rem_op_err, Counter::req_remote_operational_error},
-          std::tuple{static_cast<NakCode>(10), WcStatus::rem_op_err, Counter::req_remote_operational_error}}) {
+         {std::tuple{NakCode::invalid_request, WcStatus::rem_inv_req_err,
+                     Counter::req_remote_invalid_request},
+          std::tuple{NakCode::remote_operational_error, WcStatus::rem_op_err,
+                     Counter::req_remote_operational_error},
+          std::tuple{static_cast<NakCode>(10), WcStatus::rem_op_err,
+                     Counter::req_remote_operational_error}}) {
         ProtocolHarness h;
         auto b = make_buf(h, 64, 0);
         h.post_send(make_wqe(WrOpcode::send, 1, *b, 64));
@@ -685,7 +707,8 @@ TEST(Completer, RnrWaitsTheRnrTimerNotTheAckTimeout) {
     EXPECT_EQ(h.qp.counters[Counter::rnr_naks_rcvd], 1u);
     const std::uint64_t t_nak = h.clock.now_ns();
     EXPECT_EQ(completer_next_deadline(h.qp), t_nak + 1'280'000);
-    while (h.clock.now_ns() + 8'192 < t_nak + 1'280'000) tick(h, 8'192);
+    while (h.clock.now_ns() + 8'192 < t_nak + 1'280'000)
+        tick(h, 8'192);
     EXPECT_EQ(h.sent.size(), 1u) << "no retransmission before the RNR timer";
     EXPECT_EQ(h.qp.counters[Counter::local_ack_timeout_err], 0u);
     h.clock.set(t_nak + 1'280'000 - 1);
@@ -779,7 +802,8 @@ TEST(Completer, RetryCnt7IsSevenRetriesNotInfinite) {
     auto b = make_buf(h, 64, 0);
     h.post_send(make_wqe(WrOpcode::send, 1, *b, 64));
     run(h);
-    for (int i = 0; i < 30 && h.qp.state == QpState::rts; ++i) tick(h, ack_timeout_ns(1));
+    for (int i = 0; i < 30 && h.qp.state == QpState::rts; ++i)
+        tick(h, ack_timeout_ns(1));
     EXPECT_EQ(h.sent.size(), 1u + 7u) << "the first send plus exactly seven retries";
     EXPECT_EQ(h.qp.counters[Counter::retransmitted_pkts], 7u);
     auto c = ProtocolHarness::drain(h.send_cq);
@@ -828,7 +852,8 @@ TEST(Completer, ReadResponsesPlacedAtOffsets) {
     ASSERT_EQ(h.sent.size(), 1u);
     EXPECT_EQ(h.qp.req.next_psn, Psn(3));
     std::vector<std::uint8_t> remote(700);
-    for (std::size_t i = 0; i < remote.size(); ++i) remote[i] = static_cast<std::uint8_t>(i * 13 + 5);
+    for (std::size_t i = 0; i < remote.size(); ++i)
+        remote[i] = static_cast<std::uint8_t>(i * 13 + 5);
     const std::span<const std::uint8_t> r(remote);
     h.to_completer(read_resp(h, Opcode::RC_RDMA_READ_RESPONSE_FIRST, 0, r.subspan(0, 256)));
     h.to_completer(read_resp(h, Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 1, r.subspan(256, 256)));
@@ -852,12 +877,15 @@ TEST(Completer, ReadResponseAheadIsImpliedNakAndReRequestsRemainder) {
     run(h);
     ASSERT_EQ(h.sent.size(), 2u);
     std::vector<std::uint8_t> remote(1000);
-    for (std::size_t i = 0; i < remote.size(); ++i) remote[i] = static_cast<std::uint8_t>(i * 3 + 1);
+    for (std::size_t i = 0; i < remote.size(); ++i)
+        remote[i] = static_cast<std::uint8_t>(i * 3 + 1);
     const std::span<const std::uint8_t> r(remote);
     h.to_completer(read_resp(h, Opcode::RC_RDMA_READ_RESPONSE_FIRST, 0, r.subspan(0, 256)));
-    h.to_completer(read_resp(h, Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 2, r.subspan(512, 256))); // PSN 1 lost
+    h.to_completer(
+        read_resp(h, Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 2, r.subspan(512, 256))); // PSN 1 lost
     EXPECT_EQ(h.qp.counters[Counter::implied_nak_seq_err], 1u);
-    h.to_completer(read_resp(h, Opcode::RC_RDMA_READ_RESPONSE_LAST, 3, r.subspan(768, 232)));   // ignored
+    h.to_completer(
+        read_resp(h, Opcode::RC_RDMA_READ_RESPONSE_LAST, 3, r.subspan(768, 232))); // ignored
     EXPECT_EQ(h.qp.req.retry_left, h.qp.attr.retry_cnt - 1) << "one retry for one gap";
     run(h);
     const auto pk = sent_pkts(h, 2);
@@ -885,9 +913,9 @@ TEST(Completer, ReadResponseAheadIsImpliedNakAndReRequestsRemainder) {
 TEST(Completer, AckPastUnansweredReadIsImpliedNak) {
     ProtocolHarness h(Mtu::mtu256);
     auto b = make_buf(h, 64, kAccessLocalWrite);
-    h.post_send(make_wqe(WrOpcode::send, 1, *b, 10));     // PSN 0
+    h.post_send(make_wqe(WrOpcode::send, 1, *b, 10));      // PSN 0
     h.post_send(make_wqe(WrOpcode::rdma_read, 2, *b, 64)); // PSN 1
-    h.post_send(make_wqe(WrOpcode::send, 3, *b, 10));     // PSN 2
+    h.post_send(make_wqe(WrOpcode::send, 3, *b, 10));      // PSN 2
     run(h);
     h.to_completer(ack_frame(h, 2)); // the READ response was lost
     auto c = ProtocolHarness::drain(h.send_cq);
@@ -904,10 +932,10 @@ TEST(Completer, AckPastUnansweredReadIsImpliedNak) {
 TEST(Completer, ResponsesImplicitlyAcknowledgeEarlierRequests) {
     ProtocolHarness h;
     auto b = make_buf(h, 64, kAccessLocalWrite);
-    h.post_send(make_wqe(WrOpcode::send, 1, *b, 10));                  // PSN 0
-    h.post_send(make_wqe(WrOpcode::rdma_read, 2, *b, 16));             // PSN 1
-    h.post_send(make_wqe(WrOpcode::rdma_write, 3, *b, 10));            // PSN 2
-    h.post_send(make_wqe(WrOpcode::atomic_fetch_and_add, 4, *b, 8));   // PSN 3
+    h.post_send(make_wqe(WrOpcode::send, 1, *b, 10));                // PSN 0
+    h.post_send(make_wqe(WrOpcode::rdma_read, 2, *b, 16));           // PSN 1
+    h.post_send(make_wqe(WrOpcode::rdma_write, 3, *b, 10));          // PSN 2
+    h.post_send(make_wqe(WrOpcode::atomic_fetch_and_add, 4, *b, 8)); // PSN 3
     run(h);
     ASSERT_EQ(h.sent.size(), 4u);
     std::vector<std::uint8_t> d(16, 0x77);
@@ -1000,7 +1028,8 @@ TEST(Requester, MaxRdAtomicHoldsBackNextRead) {
     ProtocolHarness h(Mtu::mtu256);
     h.qp.attr.max_rd_atomic = 2;
     auto b = make_buf(h, 64, kAccessLocalWrite);
-    for (std::uint64_t i = 1; i <= 3; ++i) h.post_send(make_wqe(WrOpcode::rdma_read, i, *b, 16));
+    for (std::uint64_t i = 1; i <= 3; ++i)
+        h.post_send(make_wqe(WrOpcode::rdma_read, i, *b, 16));
     run(h);
     EXPECT_EQ(h.sent.size(), 2u);
     EXPECT_EQ(h.qp.req.rd_atomic_inflight, 2u);

@@ -29,7 +29,8 @@ using droce::wire::PacketFields;
 using droce::wire::Psn;
 namespace rc = droce::rc;
 
-constexpr std::uint8_t kAck = droce::wire::make_syndrome(AethKind::ack, droce::wire::kAethCreditsInvalid);
+constexpr std::uint8_t kAck =
+    droce::wire::make_syndrome(AethKind::ack, droce::wire::kAethCreditsInvalid);
 constexpr std::uint8_t kNakSeq = droce::wire::make_syndrome(AethKind::nak, 0);
 constexpr std::uint8_t kNakInvReq = droce::wire::make_syndrome(AethKind::nak, 1);
 constexpr std::uint8_t kNakRemAccess = droce::wire::make_syndrome(AethKind::nak, 2);
@@ -48,12 +49,13 @@ struct Out {
 
 std::vector<std::uint8_t> pattern(std::size_t n, std::uint8_t seed) {
     std::vector<std::uint8_t> v(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(seed + i * 7 + (i >> 8));
+    for (std::size_t i = 0; i < n; ++i)
+        v[i] = static_cast<std::uint8_t>(seed + i * 7 + (i >> 8));
     return v;
 }
 
 class Peer {
-public:
+  public:
     explicit Peer(rc::Mtu mtu = rc::Mtu::mtu1024) : h(mtu) {}
 
     ProtocolHarness h;
@@ -120,28 +122,32 @@ public:
         h.post_recv(w);
     }
 
-    /** Sends @p data as a multi-packet SEND (or WRITE with @p reth) starting at @p psn; AckReq on the last. */
-    std::uint32_t send_message(std::uint32_t psn, const std::vector<std::uint8_t>& data, bool write = false,
-                               std::uint64_t va = 0, std::uint32_t rkey = 0) {
+    /** Sends @p data as a multi-packet SEND (or WRITE with @p reth) starting at @p psn; AckReq on
+     * the last. */
+    std::uint32_t send_message(std::uint32_t psn, const std::vector<std::uint8_t>& data,
+                               bool write = false, std::uint64_t va = 0, std::uint32_t rkey = 0) {
         const std::uint32_t m = mtu();
         const std::size_t n = data.empty() ? 1 : (data.size() + m - 1) / m;
         for (std::size_t i = 0; i < n; ++i) {
             const bool first = i == 0, last = i + 1 == n;
             Opcode op;
-            if (write) op = first && last ? Opcode::RC_RDMA_WRITE_ONLY
-                            : first       ? Opcode::RC_RDMA_WRITE_FIRST
-                            : last        ? Opcode::RC_RDMA_WRITE_LAST
-                                          : Opcode::RC_RDMA_WRITE_MIDDLE;
-            else op = first && last ? Opcode::RC_SEND_ONLY
-                      : first       ? Opcode::RC_SEND_FIRST
-                      : last        ? Opcode::RC_SEND_LAST
-                                    : Opcode::RC_SEND_MIDDLE;
+            if (write)
+                op = first && last ? Opcode::RC_RDMA_WRITE_ONLY
+                     : first       ? Opcode::RC_RDMA_WRITE_FIRST
+                     : last        ? Opcode::RC_RDMA_WRITE_LAST
+                                   : Opcode::RC_RDMA_WRITE_MIDDLE;
+            else
+                op = first && last ? Opcode::RC_SEND_ONLY
+                     : first       ? Opcode::RC_SEND_FIRST
+                     : last        ? Opcode::RC_SEND_LAST
+                                   : Opcode::RC_SEND_MIDDLE;
             PacketFields f = req(op, psn + static_cast<std::uint32_t>(i), last);
             f.va = va;
             f.rkey = rkey;
             f.dma_len = static_cast<std::uint32_t>(data.size());
             const std::size_t off = i * m;
-            const std::size_t len = std::min<std::size_t>(m, data.size() - std::min(off, data.size()));
+            const std::size_t len =
+                std::min<std::size_t>(m, data.size() - std::min(off, data.size()));
             feed(f, std::span<const std::uint8_t>(data.data() + std::min(off, data.size()), len));
         }
         return static_cast<std::uint32_t>(n);
@@ -149,7 +155,7 @@ public:
 
     std::uint64_t ctr(Counter c) const { return h.qp.counters[c]; }
 
-private:
+  private:
     std::deque<Buf> bufs_;
 };
 
@@ -163,7 +169,8 @@ TEST_P(ResponderMtu, MultiPacketSendScattersIntoSgesAndCompletes) {
     auto data = pattern(3 * m + m / 2, 3);
     auto& rbuf = p.buffer(data.size() + 64, 0);
     // Three SGEs with odd boundaries so that packets straddle them.
-    p.post_recv(rbuf, {m / 2 + 1, 2 * m - 3, static_cast<std::uint32_t>(data.size()) - (m / 2 + 1) - (2 * m - 3) + 64});
+    p.post_recv(rbuf, {m / 2 + 1, 2 * m - 3,
+                       static_cast<std::uint32_t>(data.size()) - (m / 2 + 1) - (2 * m - 3) + 64});
     p.h.qp.resp.expected_psn = Psn(100);
     ASSERT_EQ(p.send_message(100, data), 4u);
 
@@ -226,7 +233,8 @@ TEST_P(ResponderMtu, WriteWithImmediateConsumesRwqeAtLast) {
     l.imm = 0xdeadbeef;
     p.feed(l, std::span(data).subspan(2 * m));
     EXPECT_EQ(tgt.mem, data);
-    EXPECT_EQ(rbuf.mem, std::vector<std::uint8_t>(16, 0xee)) << "WRITE data never lands in the RWQE";
+    EXPECT_EQ(rbuf.mem, std::vector<std::uint8_t>(16, 0xee))
+        << "WRITE data never lands in the RWQE";
     auto cqes = ProtocolHarness::drain(p.h.recv_cq);
     ASSERT_EQ(cqes.size(), 1u);
     EXPECT_EQ(cqes[0].wr_id, 0x99u);
@@ -324,8 +332,11 @@ TEST_P(ResponderMtu, AtomicsExecuteAndReturnOriginalValue) {
     EXPECT_EQ(p.h.qp.resp.expected_psn, Psn(3));
 }
 
-INSTANTIATE_TEST_SUITE_P(Pmtu, ResponderMtu, ::testing::Values(rc::Mtu::mtu256, rc::Mtu::mtu1024, rc::Mtu::mtu4096),
-                         [](const auto& tp) { return "mtu" + std::to_string(rc::mtu_bytes(tp.param)); });
+INSTANTIATE_TEST_SUITE_P(Pmtu, ResponderMtu,
+                         ::testing::Values(rc::Mtu::mtu256, rc::Mtu::mtu1024, rc::Mtu::mtu4096),
+                         [](const auto& tp) {
+                             return "mtu" + std::to_string(rc::mtu_bytes(tp.param));
+                         });
 
 // ------------------------------------------------------------------ ACK coalescing
 
@@ -336,7 +347,9 @@ TEST(Responder, AcksOnlyPacketsWithAckReq) {
     auto& tgt = p.remote(data.size());
     const bool ackreq[] = {false, true, false, false}; // "every N packets" on #1, none on the last
     for (std::uint32_t i = 0; i < 4; ++i) {
-        Opcode op = i == 0 ? Opcode::RC_RDMA_WRITE_FIRST : i == 3 ? Opcode::RC_RDMA_WRITE_LAST : Opcode::RC_RDMA_WRITE_MIDDLE;
+        Opcode op = i == 0   ? Opcode::RC_RDMA_WRITE_FIRST
+                    : i == 3 ? Opcode::RC_RDMA_WRITE_LAST
+                             : Opcode::RC_RDMA_WRITE_MIDDLE;
         PacketFields f = Peer::req(op, i, ackreq[i]);
         f.va = tgt.va();
         f.rkey = tgt.mr->rkey;
@@ -485,7 +498,8 @@ TEST(Responder, DuplicateSendIsAckedNotCompletedTwice) {
     p.feed(Peer::req(Opcode::RC_SEND_ONLY, 5, true), data);
     p.feed(Peer::req(Opcode::RC_SEND_ONLY, 6, false), data);
     ASSERT_EQ(ProtocolHarness::drain(p.h.recv_cq).size(), 2u);
-    // The ACK of PSN 5 was lost; the requester resends 5 (without AckReq to show it does not matter).
+    // The ACK of PSN 5 was lost; the requester resends 5 (without AckReq to show it does not
+    // matter).
     p.feed(Peer::req(Opcode::RC_SEND_ONLY, 5, false), data);
     EXPECT_TRUE(ProtocolHarness::drain(p.h.recv_cq).empty());
     ASSERT_EQ(p.h.sent.size(), 2u);
@@ -520,7 +534,8 @@ TEST(Responder, DuplicateReadReplaysIdenticalResponses) {
     // Responses lost: the whole READ again.
     p.feed(f);
     ASSERT_EQ(p.h.sent.size(), 6u);
-    for (int i = 0; i < 3; ++i) EXPECT_EQ(p.h.sent[3 + i], p.h.sent[i]) << "replayed packet " << i;
+    for (int i = 0; i < 3; ++i)
+        EXPECT_EQ(p.h.sent[3 + i], p.h.sent[i]) << "replayed packet " << i;
     // Only the last response lost: the requester asks again from PSN 32 at offset 512.
     PacketFields tail = f;
     tail.psn = Psn(32);
@@ -651,7 +666,8 @@ TEST(Responder, QpWithoutRemoteWriteNaksRemoteAccess) {
 TEST(Responder, AtomicWithoutRemoteAtomicNaksRemoteAccess) {
     for (bool qp_side : {false, true}) {
         Peer p;
-        auto& tgt = qp_side ? p.remote(16) : p.buffer(16, rc::kAccessRemoteWrite | rc::kAccessRemoteRead);
+        auto& tgt =
+            qp_side ? p.remote(16) : p.buffer(16, rc::kAccessRemoteWrite | rc::kAccessRemoteRead);
         if (qp_side) p.h.qp.attr.qp_access_flags = rc::kAccessRemoteWrite | rc::kAccessRemoteRead;
         PacketFields f = Peer::req(Opcode::RC_FETCH_ADD, 0);
         f.va = tgt.va();
@@ -687,7 +703,9 @@ struct LengthCase {
     bool after_write_first; // sent after a WRITE FIRST of 2 PMTU + 4
 };
 
-void PrintTo(const LengthCase& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const LengthCase& c, std::ostream* os) {
+    *os << c.name;
+}
 
 class ResponderLength : public ::testing::TestWithParam<LengthCase> {};
 
@@ -720,16 +738,17 @@ TEST_P(ResponderLength, NaksInvalidRequest) {
 
 INSTANTIATE_TEST_SUITE_P(
     Lengths, ResponderLength,
-    ::testing::Values(LengthCase{"send_first_short", Opcode::RC_SEND_FIRST, 252, 0, false},
-                      LengthCase{"send_first_long", Opcode::RC_SEND_FIRST, 260, 0, false},
-                      LengthCase{"send_only_over_pmtu", Opcode::RC_SEND_ONLY, 260, 0, false},
-                      LengthCase{"write_only_over_pmtu", Opcode::RC_RDMA_WRITE_ONLY, 260, 260, false},
-                      LengthCase{"write_only_over_dma_len", Opcode::RC_RDMA_WRITE_ONLY, 16, 8, false},
-                      LengthCase{"write_only_under_dma_len", Opcode::RC_RDMA_WRITE_ONLY, 8, 16, false},
-                      LengthCase{"write_middle_short", Opcode::RC_RDMA_WRITE_MIDDLE, 200, 0, true},
-                      LengthCase{"write_last_zero", Opcode::RC_RDMA_WRITE_LAST, 0, 0, true},
-                      LengthCase{"write_last_short_of_dma_len", Opcode::RC_RDMA_WRITE_LAST, 4, 0, true},
-                      LengthCase{"read_dma_len_over_2g", Opcode::RC_RDMA_READ_REQUEST, 0, 0x80000001u, false}),
+    ::testing::Values(
+        LengthCase{"send_first_short", Opcode::RC_SEND_FIRST, 252, 0, false},
+        LengthCase{"send_first_long", Opcode::RC_SEND_FIRST, 260, 0, false},
+        LengthCase{"send_only_over_pmtu", Opcode::RC_SEND_ONLY, 260, 0, false},
+        LengthCase{"write_only_over_pmtu", Opcode::RC_RDMA_WRITE_ONLY, 260, 260, false},
+        LengthCase{"write_only_over_dma_len", Opcode::RC_RDMA_WRITE_ONLY, 16, 8, false},
+        LengthCase{"write_only_under_dma_len", Opcode::RC_RDMA_WRITE_ONLY, 8, 16, false},
+        LengthCase{"write_middle_short", Opcode::RC_RDMA_WRITE_MIDDLE, 200, 0, true},
+        LengthCase{"write_last_zero", Opcode::RC_RDMA_WRITE_LAST, 0, 0, true},
+        LengthCase{"write_last_short_of_dma_len", Opcode::RC_RDMA_WRITE_LAST, 4, 0, true},
+        LengthCase{"read_dma_len_over_2g", Opcode::RC_RDMA_READ_REQUEST, 0, 0x80000001u, false}),
     [](const auto& tp) { return std::string(tp.param.name); });
 
 TEST(Responder, SendLastOfZeroBytesNaksInvalidRequest) {
@@ -764,7 +783,8 @@ TEST(Responder, SendLongerThanRwqeCompletesLocLenErr) {
     EXPECT_EQ(cqes[0].status, rc::WcStatus::loc_len_err);
     EXPECT_EQ(cqes[1].status, rc::WcStatus::wr_flush_err);
     EXPECT_EQ(p.ctr(Counter::resp_local_length_error), 1u);
-    EXPECT_EQ(std::vector<std::uint8_t>(rbuf.mem.begin() + 32, rbuf.mem.end()), std::vector<std::uint8_t>(32, 0xee))
+    EXPECT_EQ(std::vector<std::uint8_t>(rbuf.mem.begin() + 32, rbuf.mem.end()),
+              std::vector<std::uint8_t>(32, 0xee))
         << "nothing written beyond the RWQE";
 }
 
@@ -778,7 +798,11 @@ TEST(Responder, SendIntoSgeWithBadLkeyFailsTheRwqe) {
     p.h.post_recv(w);
     auto d = pattern(8, 1);
     p.feed(Peer::req(Opcode::RC_SEND_ONLY, 0), d);
-    expect_fatal_nak(p, droce::wire::make_syndrome(AethKind::nak, static_cast<std::uint8_t>(NakCode::remote_operational_error)), 0);
+    expect_fatal_nak(
+        p,
+        droce::wire::make_syndrome(AethKind::nak,
+                                   static_cast<std::uint8_t>(NakCode::remote_operational_error)),
+        0);
     auto cqes = ProtocolHarness::drain(p.h.recv_cq);
     ASSERT_EQ(cqes.size(), 1u);
     EXPECT_EQ(cqes[0].status, rc::WcStatus::loc_prot_err);
@@ -793,7 +817,9 @@ struct SeqCase {
     Opcode bad;
 };
 
-void PrintTo(const SeqCase& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const SeqCase& c, std::ostream* os) {
+    *os << c.name;
+}
 
 class ResponderOpSeq : public ::testing::TestWithParam<SeqCase> {};
 
@@ -816,10 +842,9 @@ TEST_P(ResponderOpSeq, NaksInvalidRequest) {
     auto payload_for = [&](Opcode op) -> std::span<const std::uint8_t> {
         const auto& info = droce::wire::opcode_info(op);
         if (!info.is(droce::wire::OpFlags::payload)) return {};
-        return std::span<const std::uint8_t>(full).subspan(0, info.is(droce::wire::OpFlags::first) &&
-                                                                        info.is(droce::wire::OpFlags::last)
-                                                                    ? 8
-                                                                    : 256);
+        return std::span<const std::uint8_t>(full).subspan(
+            0,
+            info.is(droce::wire::OpFlags::first) && info.is(droce::wire::OpFlags::last) ? 8 : 256);
     };
     if (c.before != Opcode::RC_ACKNOWLEDGE) {
         PacketFields f = make(c.before);
@@ -835,18 +860,21 @@ TEST_P(ResponderOpSeq, NaksInvalidRequest) {
 
 INSTANTIATE_TEST_SUITE_P(
     OpSeq, ResponderOpSeq,
-    ::testing::Values(SeqCase{"send_middle_without_first", Opcode::RC_ACKNOWLEDGE, Opcode::RC_SEND_MIDDLE},
-                      SeqCase{"send_last_without_first", Opcode::RC_ACKNOWLEDGE, Opcode::RC_SEND_LAST},
-                      SeqCase{"write_middle_without_first", Opcode::RC_ACKNOWLEDGE, Opcode::RC_RDMA_WRITE_MIDDLE},
-                      SeqCase{"write_last_imm_without_first", Opcode::RC_ACKNOWLEDGE,
-                              Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE},
-                      SeqCase{"send_first_then_write_middle", Opcode::RC_SEND_FIRST, Opcode::RC_RDMA_WRITE_MIDDLE},
-                      SeqCase{"write_first_then_send_last", Opcode::RC_RDMA_WRITE_FIRST, Opcode::RC_SEND_LAST},
-                      SeqCase{"send_first_then_send_only", Opcode::RC_SEND_FIRST, Opcode::RC_SEND_ONLY},
-                      SeqCase{"send_first_then_send_first", Opcode::RC_SEND_FIRST, Opcode::RC_SEND_FIRST},
-                      SeqCase{"write_first_then_write_only", Opcode::RC_RDMA_WRITE_FIRST, Opcode::RC_RDMA_WRITE_ONLY},
-                      SeqCase{"write_first_then_read", Opcode::RC_RDMA_WRITE_FIRST, Opcode::RC_RDMA_READ_REQUEST},
-                      SeqCase{"send_first_then_fetch_add", Opcode::RC_SEND_FIRST, Opcode::RC_FETCH_ADD}),
+    ::testing::Values(
+        SeqCase{"send_middle_without_first", Opcode::RC_ACKNOWLEDGE, Opcode::RC_SEND_MIDDLE},
+        SeqCase{"send_last_without_first", Opcode::RC_ACKNOWLEDGE, Opcode::RC_SEND_LAST},
+        SeqCase{"write_middle_without_first", Opcode::RC_ACKNOWLEDGE, Opcode::RC_RDMA_WRITE_MIDDLE},
+        SeqCase{"write_last_imm_without_first", Opcode::RC_ACKNOWLEDGE,
+                Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE},
+        SeqCase{"send_first_then_write_middle", Opcode::RC_SEND_FIRST,
+                Opcode::RC_RDMA_WRITE_MIDDLE},
+        SeqCase{"write_first_then_send_last", Opcode::RC_RDMA_WRITE_FIRST, Opcode::RC_SEND_LAST},
+        SeqCase{"send_first_then_send_only", Opcode::RC_SEND_FIRST, Opcode::RC_SEND_ONLY},
+        SeqCase{"send_first_then_send_first", Opcode::RC_SEND_FIRST, Opcode::RC_SEND_FIRST},
+        SeqCase{"write_first_then_write_only", Opcode::RC_RDMA_WRITE_FIRST,
+                Opcode::RC_RDMA_WRITE_ONLY},
+        SeqCase{"write_first_then_read", Opcode::RC_RDMA_WRITE_FIRST, Opcode::RC_RDMA_READ_REQUEST},
+        SeqCase{"send_first_then_fetch_add", Opcode::RC_SEND_FIRST, Opcode::RC_FETCH_ADD}),
     [](const auto& tp) { return std::string(tp.param.name); });
 
 // ------------------------------------------------------------------ RNR
@@ -908,7 +936,8 @@ TEST(Responder, WriteWithImmediateWithoutRwqeIsRnrAtLast) {
     EXPECT_EQ(std::vector<std::uint8_t>(tgt.mem.begin(), tgt.mem.begin() + 300), d);
 }
 
-// ------------------------------------------------------------------ zero length, immediate, invalidate
+// ------------------------------------------------------------------ zero length, immediate,
+// invalidate
 
 TEST(Responder, ZeroLengthWriteAndReadNeedNoRkey) {
     Peer p;
@@ -979,7 +1008,8 @@ TEST(Responder, QpNotReadyDropsRequests) {
         EXPECT_EQ(p.h.qp.resp.expected_psn, Psn(0));
     }
     // RTR, RTS, SQD and SQE answer.
-    for (rc::QpState st : {rc::QpState::rtr, rc::QpState::rts, rc::QpState::sqd, rc::QpState::sqe}) {
+    for (rc::QpState st :
+         {rc::QpState::rtr, rc::QpState::rts, rc::QpState::sqd, rc::QpState::sqe}) {
         Peer p;
         p.h.qp.state = st;
         p.h.qp.attr.qp_state = st;

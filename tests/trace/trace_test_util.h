@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/** @file Helpers for the droce-trace tests: reading the real captures (tests/data/captures), building frames. */
+/** @file Helpers for the droce-trace tests: reading the real captures (tests/data/captures),
+ * building frames. */
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,7 +16,8 @@
 
 namespace droce::trace::test {
 
-/** The captures directory (tests/data/captures), from DROCE_CAPTURES_DIR (set by tests/trace/meson.build). */
+/** The captures directory (tests/data/captures), from DROCE_CAPTURES_DIR (set by
+ * tests/trace/meson.build). */
 inline std::string captures_dir() {
     const char* dir = std::getenv("DROCE_CAPTURES_DIR");
     return dir != nullptr ? dir : "";

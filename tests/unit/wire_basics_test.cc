@@ -212,7 +212,16 @@ TEST(Checksum, Ipv4HeaderChecksumOfTheRfc1071Example) {
 // Opcode table against IBTA Vol 1 table 39 (and Annex A17.9.3 for the CNP), typed in here from the
 // specification independently of lib/wire/opcode.h.
 
-enum Ext : unsigned { kDeth = 1, kReth = 2, kAtomicEth = 4, kAeth = 8, kAtomicAckEth = 16, kImmDt = 32, kIeth = 64, kCnp = 128 };
+enum Ext : unsigned {
+    kDeth = 1,
+    kReth = 2,
+    kAtomicEth = 4,
+    kAeth = 8,
+    kAtomicAckEth = 16,
+    kImmDt = 32,
+    kIeth = 64,
+    kCnp = 128
+};
 
 struct Table39Row {
     std::uint8_t code;
@@ -292,11 +301,14 @@ TEST(OpcodeTable, ExtensionHeadersAndLengthsMatchIbtaTable39) {
 
 TEST(OpcodeTable, KnowsExactlyTheOpcodesOfTable39AndNoOther) {
     std::set<unsigned> spec;
-    for (const Table39Row& row : kTable39) spec.insert(row.code);
-    for (unsigned v = 0; v < 256; ++v) EXPECT_EQ(kOpcodeTable[v].known, spec.count(v) == 1) << "opcode 0x" << std::hex << v;
+    for (const Table39Row& row : kTable39)
+        spec.insert(row.code);
+    for (unsigned v = 0; v < 256; ++v)
+        EXPECT_EQ(kOpcodeTable[v].known, spec.count(v) == 1) << "opcode 0x" << std::hex << v;
     ASSERT_EQ(std::size(kAllOpcodes), std::size(kTable39));
     for (std::size_t i = 0; i < std::size(kAllOpcodes); ++i) {
-        EXPECT_EQ(static_cast<unsigned>(kAllOpcodes[i]), kTable39[i].code) << "kAllOpcodes is in numeric order";
+        EXPECT_EQ(static_cast<unsigned>(kAllOpcodes[i]), kTable39[i].code)
+            << "kAllOpcodes is in numeric order";
         EXPECT_EQ(to_string(kAllOpcodes[i]), kTable39[i].name);
     }
     EXPECT_EQ(to_string(static_cast<Opcode>(0x15)), "UNKNOWN");
@@ -319,7 +331,8 @@ TEST(OpcodeTable, TransportComesFromTheTopThreeBits) {
     EXPECT_EQ(transport_of(Opcode::UC_SEND_ONLY), Transport::uc);
     EXPECT_EQ(transport_of(Opcode::UD_SEND_ONLY_WITH_IMMEDIATE), Transport::ud);
     EXPECT_EQ(transport_of(Opcode::CNP), Transport::cnp);
-    for (Opcode op : kAllOpcodes) EXPECT_EQ(opcode_info(op).name.substr(0, 2) == "RC", transport_of(op) == Transport::rc);
+    for (Opcode op : kAllOpcodes)
+        EXPECT_EQ(opcode_info(op).name.substr(0, 2) == "RC", transport_of(op) == Transport::rc);
 }
 
 TEST(OpcodeTable, MessagePositionAndRoleAreConsistent) {
@@ -331,10 +344,12 @@ TEST(OpcodeTable, MessagePositionAndRoleAreConsistent) {
             EXPECT_FALSE(i.is(OpFlags::request) || i.is(OpFlags::response));
             continue;
         }
-        EXPECT_NE(i.is(OpFlags::request), i.is(OpFlags::response)) << "exactly one of request/response";
-        const bool named_only = n.find("ONLY") != std::string::npos || n.find("REQUEST") != std::string::npos ||
-                                n.find("ACKNOWLEDGE") != std::string::npos || n.find("COMPARE_SWAP") != std::string::npos ||
-                                n.find("FETCH_ADD") != std::string::npos;
+        EXPECT_NE(i.is(OpFlags::request), i.is(OpFlags::response))
+            << "exactly one of request/response";
+        const bool named_only =
+            n.find("ONLY") != std::string::npos || n.find("REQUEST") != std::string::npos ||
+            n.find("ACKNOWLEDGE") != std::string::npos ||
+            n.find("COMPARE_SWAP") != std::string::npos || n.find("FETCH_ADD") != std::string::npos;
         EXPECT_EQ(i.is(OpFlags::only), named_only);
         EXPECT_EQ(i.is(OpFlags::middle), n.find("MIDDLE") != std::string::npos);
         if (n.find("FIRST") != std::string::npos) {
@@ -343,7 +358,8 @@ TEST(OpcodeTable, MessagePositionAndRoleAreConsistent) {
         if (n.find("LAST") != std::string::npos) {
             EXPECT_TRUE(i.is(OpFlags::last) && !i.is(OpFlags::first));
         }
-        // Immediate data and SEND always complete at the responder on the last packet; plain WRITE never.
+        // Immediate data and SEND always complete at the responder on the last packet; plain WRITE
+        // never.
         if (i.is(OpFlags::last) && (i.is(OpFlags::immdt) || i.is(OpFlags::send))) {
             EXPECT_TRUE(i.is(OpFlags::completes) && i.is(OpFlags::recv_wqe));
         }
@@ -385,7 +401,8 @@ TEST(UdpSourcePort, IsSymmetricInTheTwoQpns) {
 
 TEST(UdpSourcePort, DifferentQpPairsSpreadOverManyPorts) {
     std::set<std::uint16_t> ports;
-    for (std::uint32_t q = 0x11; q < 0x11 + 1000; ++q) ports.insert(rdma_udp_sport(0, q, 0x12));
+    for (std::uint32_t q = 0x11; q < 0x11 + 1000; ++q)
+        ports.insert(rdma_udp_sport(0, q, 0x12));
     EXPECT_GT(ports.size(), 900u);
 }
 

@@ -25,22 +25,36 @@ struct CaptureExpectation {
 // Counts from the captures README and from tshark; the other frames are ARP (not_ip), RoCE v1
 // (EtherType 0x8915: not_ip), and TCP and ICMPv6 (not_udp).
 const CaptureExpectation kCaptures[] = {
-    {"montybeatnik_rdma-roce-lab_test.pcap", DLT_EN10MB, 16,
+    {"montybeatnik_rdma-roce-lab_test.pcap",
+     DLT_EN10MB,
+     16,
      {{RejectReason::ok, 12}, {RejectReason::not_ip, 4}}},
-    {"montybeatnik_rdma-roce-lab_roce_capture_read-write-ecn.pcap", DLT_EN10MB, 12,
+    {"montybeatnik_rdma-roce-lab_roce_capture_read-write-ecn.pcap",
+     DLT_EN10MB,
+     12,
      {{RejectReason::ok, 12}}},
-    {"oferby_proxy_roce.pcap", DLT_EN10MB, 123,
+    {"oferby_proxy_roce.pcap",
+     DLT_EN10MB,
+     123,
      {{RejectReason::ok, 105}, {RejectReason::not_udp, 14}, {RejectReason::not_ip, 4}}},
-    {"scapy_roce_uts_icrc_vectors.pcap", DLT_EN10MB, 5, {{RejectReason::ok, 3}, {RejectReason::not_ip, 2}}},
+    {"scapy_roce_uts_icrc_vectors.pcap",
+     DLT_EN10MB,
+     5,
+     {{RejectReason::ok, 3}, {RejectReason::not_ip, 2}}},
 };
 
-void PrintTo(const CaptureExpectation& c, std::ostream* os) { *os << c.file; }
+void PrintTo(const CaptureExpectation& c, std::ostream* os) {
+    *os << c.file;
+}
 
-std::string capture_path(const char* file) { return captures_dir() + "/" + file; }
+std::string capture_path(const char* file) {
+    return captures_dir() + "/" + file;
+}
 
 PcapFile load(const char* file) {
     PcapFile pf = read_pcap(capture_path(file));
-    EXPECT_EQ(pf.error, "") << capture_path(file) << " (DROCE_CAPTURES_DIR=" << captures_dir() << ")";
+    EXPECT_EQ(pf.error, "") << capture_path(file) << " (DROCE_CAPTURES_DIR=" << captures_dir()
+                            << ")";
     EXPECT_EQ(pf.truncated, 0u) << file;
     return pf;
 }
@@ -63,12 +77,13 @@ TEST_P(CaptureFile, EveryRoceV2FrameParsesAndItsIcrcVerifies) {
         SCOPED_TRACE("frame " + std::to_string(i + 1));
         // Untagged IPv4 or IPv6 carrying UDP to port 4791, judged from the raw bytes.
         const bool udp_4791 = [&] {
-            if (f.size() < 14 + 40 + 8 || (rd16(f, 12) != 0x0800 && rd16(f, 12) != 0x86dd)) return false;
+            if (f.size() < 14 + 40 + 8 || (rd16(f, 12) != 0x0800 && rd16(f, 12) != 0x86dd))
+                return false;
             const Layout l = layout_of(f);
             return f[l.l3 + (l.ipv6 ? 6 : 9)] == 17 && rd16(f, l.l4 + 2) == 4791;
         }();
-        // A frame is accepted exactly when it is UDP to port 4791, and then its ICRC agrees both with
-        // what droce computes and with the zlib reference.
+        // A frame is accepted exactly when it is UDP to port 4791, and then its ICRC agrees both
+        // with what droce computes and with the zlib reference.
         EXPECT_EQ(r == RejectReason::ok, udp_4791) << to_string(r);
         if (r != RejectReason::ok) continue;
         EXPECT_TRUE(p.icrc_checked);
@@ -94,7 +109,8 @@ TEST(SharedCaptures, ErfFileIsNotEthernetAndYieldsNoRoceV2Frame) {
     PcapFile pf = load("srinivaskoritala_rdma-softroce-demo_infiniband_erf.pcap");
     ASSERT_EQ(pf.linktype, DLT_ERF);
     ASSERT_EQ(pf.frames.size(), 43u);
-    for (const Bytes& f : pf.frames) EXPECT_NE(parse_exact(f), RejectReason::ok);
+    for (const Bytes& f : pf.frames)
+        EXPECT_NE(parse_exact(f), RejectReason::ok);
 }
 
 TEST(SharedCaptures, ScapyVectorsCarryTheKnownIcrcs) {
@@ -128,8 +144,9 @@ TEST(SharedCaptures, RxeReadResponsesAtPathMtu1024) {
     // montybeatnik test.pcap frames 7-10: READ RESPONSE FIRST/MIDDLE/MIDDLE/LAST of a 4096 B READ.
     PcapFile pf = load("montybeatnik_rdma-roce-lab_test.pcap");
     ASSERT_GE(pf.frames.size(), 10u);
-    const Opcode ops[4] = {Opcode::RC_RDMA_READ_RESPONSE_FIRST, Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
-                           Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, Opcode::RC_RDMA_READ_RESPONSE_LAST};
+    const Opcode ops[4] = {
+        Opcode::RC_RDMA_READ_RESPONSE_FIRST, Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
+        Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, Opcode::RC_RDMA_READ_RESPONSE_LAST};
     const Parsed first = parse_copy(pf.frames[6]);
     ASSERT_EQ(first.reason, RejectReason::ok);
     for (int i = 0; i < 4; ++i) {
@@ -146,7 +163,8 @@ TEST(SharedCaptures, RxeReadResponsesAtPathMtu1024) {
 // ---------------------------------------------------------------------------------------------
 // What the ICRC covers.
 
-/** Several accepted frames of different shapes: captured (rxe, hardware, scapy IPv6) and droce-built. */
+/** Several accepted frames of different shapes: captured (rxe, hardware, scapy IPv6) and
+ * droce-built. */
 std::vector<std::pair<std::string, Bytes>> icrc_sample_frames() {
     std::vector<std::pair<std::string, Bytes>> out;
     PcapFile a = read_pcap(capture_path("montybeatnik_rdma-roce-lab_test.pcap"));
@@ -169,13 +187,18 @@ std::vector<std::pair<std::string, Bytes>> icrc_sample_frames() {
         out.emplace_back("scapy UC SEND_ONLY IPv6", c.frames[2]);
     }
     Bytes pl = make_payload(37);
-    out.emplace_back("droce ATOMIC_ACKNOWLEDGE IPv6 VLAN",
-                     build(make_path(true, true), make_fields(Opcode::RC_ATOMIC_ACKNOWLEDGE, true), {}));
-    out.emplace_back("droce COMPARE_SWAP IPv4", build(make_path(false, false), make_fields(Opcode::RC_COMPARE_SWAP, false), {}));
+    out.emplace_back(
+        "droce ATOMIC_ACKNOWLEDGE IPv6 VLAN",
+        build(make_path(true, true), make_fields(Opcode::RC_ATOMIC_ACKNOWLEDGE, true), {}));
+    out.emplace_back(
+        "droce COMPARE_SWAP IPv4",
+        build(make_path(false, false), make_fields(Opcode::RC_COMPARE_SWAP, false), {}));
     out.emplace_back("droce WRITE_ONLY_WITH_IMM IPv6 37B",
-                     build(make_path(true, false), make_fields(Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, true), pl));
+                     build(make_path(true, false),
+                           make_fields(Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, true), pl));
     out.emplace_back("droce SEND_ONLY_WITH_INVALIDATE IPv4 VLAN 37B",
-                     build(make_path(false, true), make_fields(Opcode::RC_SEND_ONLY_WITH_INVALIDATE, false), pl));
+                     build(make_path(false, true),
+                           make_fields(Opcode::RC_SEND_ONLY_WITH_INVALIDATE, false), pl));
     return out;
 }
 
@@ -228,7 +251,8 @@ TEST(IcrcCoverage, ChangingAnyCoveredByteIsRejected) {
         std::size_t icrc_only_bytes = 0;
         for (std::size_t off = l.l3; off < l.l3_end; ++off) {
             const auto mit = masked.find(off);
-            const std::uint8_t covered_bits = mit == masked.end() ? 0xff : static_cast<std::uint8_t>(~mit->second);
+            const std::uint8_t covered_bits =
+                mit == masked.end() ? 0xff : static_cast<std::uint8_t>(~mit->second);
             if (covered_bits == 0) continue;
             const bool strict = only_icrc_can_catch(l, off);
             icrc_only_bytes += strict;
@@ -238,13 +262,16 @@ TEST(IcrcCoverage, ChangingAnyCoveredByteIsRejected) {
                 bad[off] ^= static_cast<std::uint8_t>(flip & covered_bits);
                 const RejectReason r = parse_exact(bad);
                 if (strict) {
-                    ASSERT_EQ(r, RejectReason::bad_icrc) << "offset " << off << " xor 0x" << std::hex << int{flip};
+                    ASSERT_EQ(r, RejectReason::bad_icrc)
+                        << "offset " << off << " xor 0x" << std::hex << int{flip};
                 } else {
-                    ASSERT_NE(r, RejectReason::ok) << "offset " << off << " xor 0x" << std::hex << int{flip};
+                    ASSERT_NE(r, RejectReason::ok)
+                        << "offset " << off << " xor 0x" << std::hex << int{flip};
                 }
             }
         }
-        // Every sample has addresses, a BTH tail and an ICRC: at least 8 + 7 + 4 strictly covered bytes.
+        // Every sample has addresses, a BTH tail and an ICRC: at least 8 + 7 + 4 strictly covered
+        // bytes.
         EXPECT_GE(icrc_only_bytes, 19u);
     }
 }
@@ -271,7 +298,8 @@ TEST(IcrcCoverage, ChangingAMaskedFieldKeepsTheIcrc) {
         }
         // All masked fields at once.
         Bytes all = frame;
-        for (const auto& [off, bits] : masked_bits(l)) all[off] ^= bits;
+        for (const auto& [off, bits] : masked_bits(l))
+            all[off] ^= bits;
         const Parsed p = parse_copy(all);
         ASSERT_EQ(p.reason, RejectReason::ok);
         EXPECT_EQ(p.frame.icrc_computed, icrc);
@@ -281,10 +309,12 @@ TEST(IcrcCoverage, ChangingAMaskedFieldKeepsTheIcrc) {
 
 TEST(IcrcCoverage, MacAddressesAndVlanTagAreOutsideTheIcrc) {
     for (bool vlan : {false, true}) {
-        Bytes f = build(make_path(false, vlan), make_fields(Opcode::RC_SEND_ONLY, true), make_payload(9));
+        Bytes f =
+            build(make_path(false, vlan), make_fields(Opcode::RC_SEND_ONLY, true), make_payload(9));
         const Parsed orig = parse_copy(f);
         ASSERT_EQ(orig.reason, RejectReason::ok);
-        for (std::size_t off = 0; off < 12; ++off) f[off] ^= 0xff;
+        for (std::size_t off = 0; off < 12; ++off)
+            f[off] ^= 0xff;
         if (vlan) f[14] ^= 0xef; // PCP and VID
         const Parsed p = parse_copy(f);
         ASSERT_EQ(p.reason, RejectReason::ok);
@@ -294,7 +324,8 @@ TEST(IcrcCoverage, MacAddressesAndVlanTagAreOutsideTheIcrc) {
 
 TEST(IcrcCoverage, IcrcIsStoredLeastSignificantByteFirst) {
     // A17.3.3 sends the CRC like Ethernet's FCS: the low byte first. A big-endian store would fail.
-    Bytes f = build(make_path(false, false), make_fields(Opcode::RC_SEND_ONLY, false), make_payload(4));
+    Bytes f =
+        build(make_path(false, false), make_fields(Opcode::RC_SEND_ONLY, false), make_payload(4));
     const std::uint32_t c = reference_icrc(f);
     const std::size_t n = f.size();
     EXPECT_EQ(f[n - 4], c & 0xff);
@@ -305,7 +336,8 @@ TEST(IcrcCoverage, IcrcIsStoredLeastSignificantByteFirst) {
 }
 
 TEST(IcrcCoverage, SkippingVerificationAcceptsABadIcrc) {
-    Bytes f = build(make_path(true, false), make_fields(Opcode::RC_SEND_ONLY, false), make_payload(4));
+    Bytes f =
+        build(make_path(true, false), make_fields(Opcode::RC_SEND_ONLY, false), make_payload(4));
     f.back() ^= 1;
     EXPECT_EQ(parse_exact(f), RejectReason::bad_icrc);
     const Parsed p = parse_copy(f, ParseOptions{.verify_icrc = false});

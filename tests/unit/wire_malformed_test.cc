@@ -2,11 +2,11 @@
 /**
  * @file
  * parse_frame() on broken frames: each is rejected, for the reason the fixed receive order
- * (CONVENTIONS.md rule 9) says. Every frame is handed over in a heap block of exactly its size, so the
- * AddressSanitizer build of this file (suite 'asan') catches any read past the end.
+ * (CONVENTIONS.md rule 9) says. Every frame is handed over in a heap block of exactly its size, so
+ * the AddressSanitizer build of this file (suite 'asan') catches any read past the end.
  *
- * Where a test breaks one rule on purpose, it recomputes the ICRC with the reference routine, so that
- * the structural check, not the ICRC, is what rejects the frame.
+ * Where a test breaks one rule on purpose, it recomputes the ICRC with the reference routine, so
+ * that the structural check, not the ICRC, is what rejects the frame.
  */
 #include <gtest/gtest.h>
 
@@ -35,7 +35,8 @@ std::vector<Sample> samples() {
     add("COMPARE_SWAP ipv6", true, false, Opcode::RC_COMPARE_SWAP, 0);
     add("ATOMIC_ACKNOWLEDGE ipv4", false, false, Opcode::RC_ATOMIC_ACKNOWLEDGE, 0);
     add("READ_RESPONSE_ONLY ipv6 3B", true, false, Opcode::RC_RDMA_READ_RESPONSE_ONLY, 3);
-    add("UD_SEND_ONLY_WITH_IMMEDIATE ipv4 vlan 2B", false, true, Opcode::UD_SEND_ONLY_WITH_IMMEDIATE, 2);
+    add("UD_SEND_ONLY_WITH_IMMEDIATE ipv4 vlan 2B", false, true,
+        Opcode::UD_SEND_ONLY_WITH_IMMEDIATE, 2);
     add("CNP ipv4", false, false, Opcode::CNP, 0);
     add("SEND_ONLY_WITH_INVALIDATE ipv6 0B", true, false, Opcode::RC_SEND_ONLY_WITH_INVALIDATE, 0);
     // Bytes after the IP packet (an Ethernet trailer or padding) are not part of it.
@@ -52,17 +53,20 @@ std::vector<Sample> samples() {
     PcapFile hw = read_pcap(dir + "/oferby_proxy_roce.pcap");
     if (hw.frames.size() >= 16) v.push_back({"captured hardware ACK", hw.frames[15]});
     PcapFile scapy = read_pcap(dir + "/scapy_roce_uts_icrc_vectors.pcap");
-    if (scapy.frames.size() >= 3) v.push_back({"captured scapy UC SEND_ONLY IPv6", scapy.frames[2]});
+    if (scapy.frames.size() >= 3)
+        v.push_back({"captured scapy UC SEND_ONLY IPv6", scapy.frames[2]});
     return v;
 }
 
 /** The sample as a whole must parse: otherwise the cases below would prove nothing. */
 class Malformed : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         all_ = samples();
-        ASSERT_EQ(all_.size(), 14u) << "a capture is missing (DROCE_CAPTURES_DIR=" << captures_dir() << ")";
-        for (const Sample& s : all_) ASSERT_EQ(parse_exact(s.frame), RejectReason::ok) << s.name;
+        ASSERT_EQ(all_.size(), 14u)
+            << "a capture is missing (DROCE_CAPTURES_DIR=" << captures_dir() << ")";
+        for (const Sample& s : all_)
+            ASSERT_EQ(parse_exact(s.frame), RejectReason::ok) << s.name;
     }
     std::vector<Sample> all_;
 };
@@ -90,10 +94,14 @@ TEST_F(Malformed, TruncatedAtEveryOffsetIsRejectedForTheRegionCut) {
         const Layout l = layout_of(s.frame);
         for (std::size_t n = 0; n < s.frame.size(); ++n) {
             RejectReason want;
-            if (n < l.l3 + l.ip_hdr) want = RejectReason::too_short;
-            else if (n < l.l3_end) want = RejectReason::bad_ip_length;
-            else want = RejectReason::ok; // only Ethernet padding was cut
-            ASSERT_EQ(parse_exact(std::span(s.frame).first(n)), want) << "cut at " << n << " of " << s.frame.size();
+            if (n < l.l3 + l.ip_hdr)
+                want = RejectReason::too_short;
+            else if (n < l.l3_end)
+                want = RejectReason::bad_ip_length;
+            else
+                want = RejectReason::ok; // only Ethernet padding was cut
+            ASSERT_EQ(parse_exact(std::span(s.frame).first(n)), want)
+                << "cut at " << n << " of " << s.frame.size();
             ++cuts;
         }
     }
@@ -115,14 +123,20 @@ TEST_F(Malformed, TruncatedWithMatchingIpAndUdpLengthsIsRejectedForTheHeaderCut)
             Bytes g(s.frame.begin(), s.frame.begin() + static_cast<std::ptrdiff_t>(end));
             set_l3_length(g, end - l.l3);
             RejectReason want;
-            if (end < l.l4 + 8) want = RejectReason::too_short;            // UDP header
-            else if (end < l.bth + 12 + 4) want = RejectReason::too_short; // BTH and ICRC
-            else if (end < ext_end + 4) want = RejectReason::length_mismatch; // extension headers
+            if (end < l.l4 + 8)
+                want = RejectReason::too_short; // UDP header
+            else if (end < l.bth + 12 + 4)
+                want = RejectReason::too_short; // BTH and ICRC
+            else if (end < ext_end + 4)
+                want = RejectReason::length_mismatch; // extension headers
             else {
                 const std::size_t padded = end - 4 - ext_end;
-                if (!info.is(OpFlags::payload)) want = RejectReason::length_mismatch;
-                else if (pad > padded || padded % 4 != 0) want = RejectReason::pad_mismatch;
-                else want = RejectReason::bad_icrc; // the last four bytes are not the ICRC
+                if (!info.is(OpFlags::payload))
+                    want = RejectReason::length_mismatch;
+                else if (pad > padded || padded % 4 != 0)
+                    want = RejectReason::pad_mismatch;
+                else
+                    want = RejectReason::bad_icrc; // the last four bytes are not the ICRC
             }
             ASSERT_EQ(parse_exact(g), want) << "IP packet cut to " << end - l.l3 << " bytes";
             seen.insert(want);
@@ -160,7 +174,8 @@ TEST_F(Malformed, IpVersionDisagreeingWithEtherTypeIsRejected) {
             Bytes g = s.frame;
             g[l.l3] = static_cast<std::uint8_t>((version << 4) | (g[l.l3] & 0x0f));
             if (!l.ipv6) refresh_icrc(g);
-            EXPECT_EQ(parse_exact(g), RejectReason::bad_ip_version) << s.name << " version " << version;
+            EXPECT_EQ(parse_exact(g), RejectReason::bad_ip_version)
+                << s.name << " version " << version;
         }
     }
 }
@@ -196,7 +211,8 @@ TEST_F(Malformed, Ipv6PayloadLengthPastTheFrameIsBadIpLength) {
         for (std::size_t plen : {room + 1, room + 4, std::size_t{0xffff}}) {
             Bytes g = s.frame;
             wr16(g, l.l3 + 4, plen);
-            EXPECT_EQ(parse_exact(g), RejectReason::bad_ip_length) << s.name << " payload length " << plen;
+            EXPECT_EQ(parse_exact(g), RejectReason::bad_ip_length)
+                << s.name << " payload length " << plen;
         }
     }
 }
@@ -206,8 +222,10 @@ TEST_F(Malformed, IpLengthShorterThanTheUdpLengthIsBadUdpLength) {
     for (const Sample& s : all_) {
         const Layout l = layout_of(s.frame);
         Bytes g = s.frame;
-        if (l.ipv6) wr16(g, l.l3 + 4, l.l3_end - l.l3 - 40 - 4);
-        else wr16(g, l.l3 + 2, l.l3_end - l.l3 - 4);
+        if (l.ipv6)
+            wr16(g, l.l3 + 4, l.l3_end - l.l3 - 40 - 4);
+        else
+            wr16(g, l.l3 + 2, l.l3_end - l.l3 - 4);
         EXPECT_EQ(parse_exact(g), RejectReason::bad_udp_length) << s.name;
     }
 }
@@ -216,17 +234,20 @@ TEST_F(Malformed, Ipv4FragmentsAreRejected) {
     for (const Sample& s : all_) {
         const Layout l = layout_of(s.frame);
         if (l.ipv6) continue;
-        for (std::uint16_t ff : {0x2000, 0x0001, 0x1fff, 0x6000, 0x4001}) { // MF, offsets, DF|MF, DF|offset
+        for (std::uint16_t ff :
+             {0x2000, 0x0001, 0x1fff, 0x6000, 0x4001}) { // MF, offsets, DF|MF, DF|offset
             Bytes g = s.frame;
             wr16(g, l.l3 + 6, ff);
             refresh_icrc(g);
-            EXPECT_EQ(parse_exact(g), RejectReason::ip_fragment) << s.name << " flags/offset " << std::hex << ff;
+            EXPECT_EQ(parse_exact(g), RejectReason::ip_fragment)
+                << s.name << " flags/offset " << std::hex << ff;
         }
         for (std::uint16_t ff : {0x0000, 0x4000}) { // not a fragment, with or without DF
             Bytes g = s.frame;
             wr16(g, l.l3 + 6, ff);
             refresh_icrc(g);
-            EXPECT_EQ(parse_exact(g), RejectReason::ok) << s.name << " flags/offset " << std::hex << ff;
+            EXPECT_EQ(parse_exact(g), RejectReason::ok)
+                << s.name << " flags/offset " << std::hex << ff;
         }
     }
 }
@@ -234,10 +255,12 @@ TEST_F(Malformed, Ipv4FragmentsAreRejected) {
 TEST_F(Malformed, NonUdpProtocolsAreNotUdp) {
     for (const Sample& s : all_) {
         const Layout l = layout_of(s.frame);
-        for (std::uint8_t proto : {6, 1, 58, 0, 136, 255}) { // TCP, ICMP, ICMPv6, hop-by-hop, UDP-Lite
+        for (std::uint8_t proto :
+             {6, 1, 58, 0, 136, 255}) { // TCP, ICMP, ICMPv6, hop-by-hop, UDP-Lite
             Bytes g = s.frame;
             g[l.l3 + (l.ipv6 ? 6 : 9)] = proto;
-            EXPECT_EQ(parse_exact(g), RejectReason::not_udp) << s.name << " protocol " << int{proto};
+            EXPECT_EQ(parse_exact(g), RejectReason::not_udp)
+                << s.name << " protocol " << int{proto};
         }
     }
 }
@@ -257,12 +280,13 @@ TEST_F(Malformed, WrongUdpLengthIsBadUdpLength) {
     for (const Sample& s : all_) {
         const Layout l = layout_of(s.frame);
         const std::size_t udp_len = l.l3_end - l.l4;
-        for (std::size_t v : {udp_len - 1, udp_len + 1, udp_len - 4, udp_len + 4, std::size_t{0}, std::size_t{8},
-                              std::size_t{0xffff}}) {
+        for (std::size_t v : {udp_len - 1, udp_len + 1, udp_len - 4, udp_len + 4, std::size_t{0},
+                              std::size_t{8}, std::size_t{0xffff}}) {
             Bytes g = s.frame;
             wr16(g, l.l4 + 4, v);
             refresh_icrc(g);
-            EXPECT_EQ(parse_exact(g), RejectReason::bad_udp_length) << s.name << " UDP length " << v;
+            EXPECT_EQ(parse_exact(g), RejectReason::bad_udp_length)
+                << s.name << " UDP length " << v;
         }
     }
 }
@@ -285,9 +309,11 @@ TEST_F(Malformed, BthVersionOtherThanZeroIsRejected) {
 TEST_F(Malformed, EveryUnknownOpcodeIsRejected) {
     // Independent of the table: the opcodes of IBTA table 39 that droce implements, and the CNP.
     std::set<unsigned> known;
-    for (unsigned v = 0x00; v <= 0x14; ++v) known.insert(v);
+    for (unsigned v = 0x00; v <= 0x14; ++v)
+        known.insert(v);
     known.insert({0x16, 0x17});
-    for (unsigned v = 0x20; v <= 0x2b; ++v) known.insert(v);
+    for (unsigned v = 0x20; v <= 0x2b; ++v)
+        known.insert(v);
     known.insert({0x64, 0x65, 0x81});
     ASSERT_EQ(known.size(), 38u);
     std::size_t unknown = 0;
@@ -298,7 +324,8 @@ TEST_F(Malformed, EveryUnknownOpcodeIsRejected) {
             Bytes g = s.frame;
             g[l.bth] = static_cast<std::uint8_t>(v);
             refresh_icrc(g);
-            ASSERT_EQ(parse_exact(g), RejectReason::unknown_opcode) << s.name << " opcode 0x" << std::hex << v;
+            ASSERT_EQ(parse_exact(g), RejectReason::unknown_opcode)
+                << s.name << " opcode 0x" << std::hex << v;
             ++unknown;
         }
     }
@@ -307,10 +334,11 @@ TEST_F(Malformed, EveryUnknownOpcodeIsRejected) {
 
 TEST_F(Malformed, PacketTooShortForTheOpcodesExtensionHeadersIsLengthMismatch) {
     // Relabel an ACK (BTH + AETH) as opcodes that need more extension header bytes.
-    const Bytes ack = build(make_path(false, false), make_fields(Opcode::RC_ACKNOWLEDGE, false), {});
-    for (Opcode op : {Opcode::RC_RDMA_WRITE_FIRST, Opcode::RC_RDMA_READ_REQUEST, Opcode::RC_COMPARE_SWAP,
-                      Opcode::RC_ATOMIC_ACKNOWLEDGE, Opcode::UD_SEND_ONLY, Opcode::CNP,
-                      Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE}) {
+    const Bytes ack =
+        build(make_path(false, false), make_fields(Opcode::RC_ACKNOWLEDGE, false), {});
+    for (Opcode op : {Opcode::RC_RDMA_WRITE_FIRST, Opcode::RC_RDMA_READ_REQUEST,
+                      Opcode::RC_COMPARE_SWAP, Opcode::RC_ATOMIC_ACKNOWLEDGE, Opcode::UD_SEND_ONLY,
+                      Opcode::CNP, Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE}) {
         Bytes g = ack;
         g[layout_of(g).bth] = static_cast<std::uint8_t>(op);
         refresh_icrc(g);
@@ -333,8 +361,8 @@ TEST_F(Malformed, PayloadOnAnOpcodeWithoutPayloadIsLengthMismatch) {
 }
 
 TEST_F(Malformed, PadCountLargerThanThePayloadIsPadMismatch) {
-    for (Opcode op : {Opcode::RC_SEND_ONLY, Opcode::RC_RDMA_WRITE_ONLY, Opcode::RC_ACKNOWLEDGE, Opcode::CNP,
-                      Opcode::RC_FETCH_ADD}) {
+    for (Opcode op : {Opcode::RC_SEND_ONLY, Opcode::RC_RDMA_WRITE_ONLY, Opcode::RC_ACKNOWLEDGE,
+                      Opcode::CNP, Opcode::RC_FETCH_ADD}) {
         // No payload at all, pad count 1..3.
         const Bytes f = build(make_path(true, true), make_fields(op, true), {});
         for (unsigned pad = 1; pad <= 3; ++pad) {
@@ -342,14 +370,16 @@ TEST_F(Malformed, PadCountLargerThanThePayloadIsPadMismatch) {
             const Layout l = layout_of(g);
             g[l.bth + 1] = static_cast<std::uint8_t>((g[l.bth + 1] & ~0x30u) | pad << 4);
             refresh_icrc(g);
-            EXPECT_EQ(parse_exact(g), RejectReason::pad_mismatch) << to_string(op) << " pad " << pad;
+            EXPECT_EQ(parse_exact(g), RejectReason::pad_mismatch)
+                << to_string(op) << " pad " << pad;
         }
     }
 }
 
 TEST_F(Malformed, PayloadPlusPadNotAMultipleOfFourIsPadMismatch) {
     for (std::size_t len : {4u, 8u, 100u}) {
-        const Bytes f = build(make_path(false, true), make_fields(Opcode::RC_SEND_MIDDLE, false), make_payload(len));
+        const Bytes f = build(make_path(false, true), make_fields(Opcode::RC_SEND_MIDDLE, false),
+                              make_payload(len));
         for (std::size_t extra : {1u, 2u, 3u, 5u}) {
             EXPECT_EQ(parse_exact(with_inserted_bytes(f, extra)), RejectReason::pad_mismatch)
                 << len << " + " << extra << " bytes";
@@ -379,7 +409,8 @@ TEST_F(Malformed, AnyWrongIcrcIsBadIcrcAndNothingElse) {
 
 TEST_F(Malformed, Ipv4OptionsAreCoveredByTheIcrc) {
     // A valid frame with a 4-byte IPv4 option (IHL 6): accepted; changing the option is caught.
-    const Bytes f = build(make_path(false, false), make_fields(Opcode::RC_SEND_ONLY, true), make_payload(12));
+    const Bytes f =
+        build(make_path(false, false), make_fields(Opcode::RC_SEND_ONLY, true), make_payload(12));
     const Layout l = layout_of(f);
     Bytes g(f.begin(), f.begin() + static_cast<std::ptrdiff_t>(l.l4));
     const std::uint8_t nop_option[4] = {0x01, 0x01, 0x01, 0x00}; // NOP NOP NOP EOL

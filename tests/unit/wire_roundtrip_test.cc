@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * build_frame() then parse_frame() for every opcode droce knows, at several payload sizes, over IPv4
- * and IPv6, with and without an 802.1Q tag: every field comes back, the payload is intact, the pad
- * is right, and the ICRC and the IP/UDP checksums verify with independent routines.
+ * build_frame() then parse_frame() for every opcode droce knows, at several payload sizes, over
+ * IPv4 and IPv6, with and without an 802.1Q tag: every field comes back, the payload is intact, the
+ * pad is right, and the ICRC and the IP/UDP checksums verify with independent routines.
  */
 #include <gtest/gtest.h>
 
@@ -23,13 +23,14 @@ struct RoundTripCase {
 };
 
 void PrintTo(const RoundTripCase& c, std::ostream* os) {
-    *os << to_string(c.opcode) << (c.ipv6 ? " IPv6" : " IPv4") << (c.vlan ? " 802.1Q " : " ") << c.payload_len << " B";
+    *os << to_string(c.opcode) << (c.ipv6 ? " IPv6" : " IPv4") << (c.vlan ? " 802.1Q " : " ")
+        << c.payload_len << " B";
 }
 
 std::string case_name(const ::testing::TestParamInfo<RoundTripCase>& info) {
     const RoundTripCase& c = info.param;
-    return std::string(to_string(c.opcode)) + (c.ipv6 ? "_ipv6" : "_ipv4") + (c.vlan ? "_vlan" : "") + "_" +
-           std::to_string(c.payload_len) + "B";
+    return std::string(to_string(c.opcode)) + (c.ipv6 ? "_ipv6" : "_ipv4") +
+           (c.vlan ? "_vlan" : "") + "_" + std::to_string(c.payload_len) + "B";
 }
 
 std::vector<RoundTripCase> all_cases() {
@@ -52,7 +53,7 @@ TEST(RoundTripCases, CoverEveryOpcodeAndSize) {
 }
 
 class RoundTrip : public ::testing::TestWithParam<RoundTripCase> {
-protected:
+  protected:
     void check(const PacketFields& want) const;
 };
 
@@ -197,39 +198,49 @@ void RoundTrip::check(const PacketFields& want) const {
     if (p.cnp) {
         EXPECT_EQ(pos(p.cnp), ext_off);
         ext_off += 16;
-        for (std::uint8_t b : p.cnp->reserved) EXPECT_EQ(b, 0u);
+        for (std::uint8_t b : p.cnp->reserved)
+            EXPECT_EQ(b, 0u);
     }
     EXPECT_EQ(ext_off, l2 + l3_hdr + 8 + 12 + info.ext_length);
 
     // Payload, pad and ICRC
     ASSERT_EQ(p.payload.size(), c.payload_len);
     EXPECT_EQ(pos(p.payload.data()), ext_off);
-    EXPECT_TRUE(std::equal(p.payload.begin(), p.payload.end(), payload.begin())) << "payload bytes differ";
-    for (std::size_t i = 0; i < pad; ++i) EXPECT_EQ(f[ext_off + c.payload_len + i], 0u) << "pad byte " << i;
+    EXPECT_TRUE(std::equal(p.payload.begin(), p.payload.end(), payload.begin()))
+        << "payload bytes differ";
+    for (std::size_t i = 0; i < pad; ++i)
+        EXPECT_EQ(f[ext_off + c.payload_len + i], 0u) << "pad byte " << i;
     EXPECT_TRUE(p.icrc_checked);
     EXPECT_EQ(p.icrc_wire, p.icrc_computed);
     EXPECT_EQ(p.icrc_wire, reference_icrc(f)) << "droce's ICRC differs from the zlib reference";
 }
 
-TEST_P(RoundTrip, EveryFieldComesBackWithFlagsSet) { check(make_fields(GetParam().opcode, true, 0)); }
+TEST_P(RoundTrip, EveryFieldComesBackWithFlagsSet) {
+    check(make_fields(GetParam().opcode, true, 0));
+}
 
-TEST_P(RoundTrip, EveryFieldComesBackWithFlagsClear) { check(make_fields(GetParam().opcode, false, 0x5a5a5a)); }
+TEST_P(RoundTrip, EveryFieldComesBackWithFlagsClear) {
+    check(make_fields(GetParam().opcode, false, 0x5a5a5a));
+}
 
 INSTANTIATE_TEST_SUITE_P(AllOpcodes, RoundTrip, ::testing::ValuesIn(all_cases()), case_name);
 
 TEST(RoundTripScatter, PayloadGatheredFromSeveralSpansEqualsOneContiguousPayload) {
     const Bytes whole = make_payload(1000, 3);
     const std::span<const std::uint8_t> w(whole);
-    const std::span<const std::uint8_t> parts[] = {w.first(1), w.subspan(1, 0), w.subspan(1, 510), w.subspan(511)};
+    const std::span<const std::uint8_t> parts[] = {w.first(1), w.subspan(1, 0), w.subspan(1, 510),
+                                                   w.subspan(511)};
     const PathHeaders path = make_path(true, true);
     const PacketFields fields = make_fields(Opcode::RC_RDMA_WRITE_FIRST, true);
     Bytes gathered(frame_length(path, fields.opcode, whole.size()));
-    ASSERT_EQ(build_frame(path, fields, std::span<const std::span<const std::uint8_t>>(parts), gathered),
-              gathered.size());
+    ASSERT_EQ(
+        build_frame(path, fields, std::span<const std::span<const std::uint8_t>>(parts), gathered),
+        gathered.size());
     EXPECT_EQ(gathered, build(path, fields, whole));
     const Parsed p = parse_copy(gathered);
     ASSERT_EQ(p.reason, RejectReason::ok);
-    EXPECT_TRUE(std::equal(p.frame.payload.begin(), p.frame.payload.end(), whole.begin(), whole.end()));
+    EXPECT_TRUE(
+        std::equal(p.frame.payload.begin(), p.frame.payload.end(), whole.begin(), whole.end()));
 }
 
 TEST(RoundTripSplit, HeadersSpansAndTrailerJoinToTheFrameBuildFrameMakes) {
@@ -239,7 +250,8 @@ TEST(RoundTripSplit, HeadersSpansAndTrailerJoinToTheFrameBuildFrameMakes) {
         const Bytes whole = make_payload(len, 9);
         const std::span<const std::uint8_t> w(whole);
         const std::size_t a = len / 3, b = len / 2;
-        const std::span<const std::uint8_t> parts[] = {w.first(a), w.subspan(a, b - a), w.subspan(b)};
+        const std::span<const std::uint8_t> parts[] = {w.first(a), w.subspan(a, b - a),
+                                                       w.subspan(b)};
         const auto spans = std::span<const std::span<const std::uint8_t>>(parts);
         for (const bool ipv6 : {false, true}) {
             for (const bool vlan : {false, true}) {
@@ -253,7 +265,8 @@ TEST(RoundTripSplit, HeadersSpansAndTrailerJoinToTheFrameBuildFrameMakes) {
                 joined.insert(joined.end(), whole.begin(), whole.end());
                 const auto t = sf.trailer_bytes();
                 joined.insert(joined.end(), t.begin(), t.end());
-                EXPECT_EQ(joined, build(path, fields, whole)) << "len " << len << " ipv6 " << ipv6 << " vlan " << vlan;
+                EXPECT_EQ(joined, build(path, fields, whole))
+                    << "len " << len << " ipv6 " << ipv6 << " vlan " << vlan;
                 EXPECT_EQ(parse_copy(joined).reason, RejectReason::ok);
             }
         }
@@ -263,8 +276,9 @@ TEST(RoundTripSplit, HeadersSpansAndTrailerJoinToTheFrameBuildFrameMakes) {
     SplitFrame sf;
     const Bytes one = make_payload(1, 1);
     const std::span<const std::uint8_t> one_span(one);
-    EXPECT_FALSE(build_frame_split(make_path(false, false), make_fields(Opcode::RC_ACKNOWLEDGE, true),
-                                   std::span<const std::span<const std::uint8_t>>(&one_span, 1), small, sf));
+    EXPECT_FALSE(
+        build_frame_split(make_path(false, false), make_fields(Opcode::RC_ACKNOWLEDGE, true),
+                          std::span<const std::span<const std::uint8_t>>(&one_span, 1), small, sf));
 }
 
 TEST(RoundTripLimits, BuildRefusesAnOutputBufferOneByteTooSmall) {
@@ -298,7 +312,8 @@ TEST(RoundTripLimits, BuildRefusesAnUnknownOpcode) {
     PacketFields fields = make_fields(Opcode::RC_SEND_ONLY, false);
     fields.opcode = static_cast<Opcode>(0x15);
     Bytes out(256);
-    EXPECT_EQ(build_frame(make_path(false, false), fields, std::span<const std::uint8_t>(), out), 0u);
+    EXPECT_EQ(build_frame(make_path(false, false), fields, std::span<const std::uint8_t>(), out),
+              0u);
 }
 
 TEST(RoundTripLimits, BuildRefusesPayloadOnAnOpcodeWithoutPayload) {
@@ -307,7 +322,8 @@ TEST(RoundTripLimits, BuildRefusesPayloadOnAnOpcodeWithoutPayload) {
     Bytes out(512);
     for (Opcode op : kAllOpcodes) {
         if (opcode_info(op).is(OpFlags::payload)) continue;
-        EXPECT_EQ(build_frame(make_path(false, false), make_fields(op, false), payload, out), 0u) << to_string(op);
+        EXPECT_EQ(build_frame(make_path(false, false), make_fields(op, false), payload, out), 0u)
+            << to_string(op);
     }
 }
 

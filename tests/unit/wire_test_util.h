@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * Helpers shared by the lib/wire tests (unit, asan and interop suites): reading pcap files, building
- * frames with recognisable field values, and independent oracles (an ICRC computed with zlib from the
- * rule in IBTA Annex A17.3.3, RFC 1071 checksums) that do not call the code under test.
+ * Helpers shared by the lib/wire tests (unit, asan and interop suites): reading pcap files,
+ * building frames with recognisable field values, and independent oracles (an ICRC computed with
+ * zlib from the rule in IBTA Annex A17.3.3, RFC 1071 checksums) that do not call the code under
+ * test.
  *
  * Header-only so that the AddressSanitizer build of a test compiles it with the test's own flags.
  */
@@ -27,14 +28,17 @@
 
 namespace droce::wire {
 /** Lets GoogleTest print a RejectReason by name ("bad_icrc") instead of as a byte. */
-inline void PrintTo(RejectReason r, std::ostream* os) { *os << to_string(r); }
+inline void PrintTo(RejectReason r, std::ostream* os) {
+    *os << to_string(r);
+}
 } // namespace droce::wire
 
 namespace droce::wire::test {
 
 using Bytes = std::vector<std::uint8_t>;
 
-/** Directory of the real captures (tests/data/captures): $DROCE_CAPTURES_DIR, set by tests/unit/meson.build. */
+/** Directory of the real captures (tests/data/captures): $DROCE_CAPTURES_DIR, set by
+ * tests/unit/meson.build. */
 inline std::string captures_dir() {
     const char* d = std::getenv("DROCE_CAPTURES_DIR");
     return d ? std::string(d) : std::string();
@@ -92,16 +96,17 @@ inline std::string write_pcap(const std::string& path, const std::vector<Bytes>&
     return {};
 }
 
-/** A copy of @p bytes in a heap block of exactly that size, so AddressSanitizer sees any overread. */
+/** A copy of @p bytes in a heap block of exactly that size, so AddressSanitizer sees any overread.
+ */
 class ExactBuffer {
-public:
+  public:
     explicit ExactBuffer(std::span<const std::uint8_t> bytes)
         : size_(bytes.size()), data_(new std::uint8_t[bytes.size()]) {
         std::copy(bytes.begin(), bytes.end(), data_.get());
     }
     [[nodiscard]] std::span<const std::uint8_t> span() const { return {data_.get(), size_}; }
 
-private:
+  private:
     std::size_t size_;
     std::unique_ptr<std::uint8_t[]> data_;
 };
@@ -147,7 +152,7 @@ inline PathHeaders make_path(bool ipv6, bool vlan) {
         p.src_ip = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 168, 7, 1};
         p.dst_ip = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 168, 7, 2};
     }
-    p.tos = 0x6a;           // DSCP 26, ECT(0)
+    p.tos = 0x6a; // DSCP 26, ECT(0)
     p.ttl = 37;
     p.flow_label = 0xabcde; // IPv6 only
     p.udp_sport = 0xc132;
@@ -187,12 +192,14 @@ inline PacketFields make_fields(Opcode op, bool flags_on, std::uint32_t salt = 0
 /** @p n bytes of a pattern that differs per position and per @p seed (never all zero). */
 inline Bytes make_payload(std::size_t n, std::uint8_t seed = 0) {
     Bytes b(n);
-    for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::uint8_t>(i * 7 + seed + 1 + (i >> 8));
+    for (std::size_t i = 0; i < n; ++i)
+        b[i] = static_cast<std::uint8_t>(i * 7 + seed + 1 + (i >> 8));
     return b;
 }
 
 /** build_frame() into a vector of the size it reports; empty if it refused. */
-inline Bytes build(const PathHeaders& path, const PacketFields& fields, std::span<const std::uint8_t> payload) {
+inline Bytes build(const PathHeaders& path, const PacketFields& fields,
+                   std::span<const std::uint8_t> payload) {
     Bytes out(frame_length(path, fields.opcode, payload.size()) + 64, 0xee);
     std::size_t n = build_frame(path, fields, payload, out);
     out.resize(n);
@@ -203,13 +210,13 @@ inline Bytes build(const PathHeaders& path, const PacketFields& fields, std::spa
 // Frame geometry, computed from the bytes (not from the parser).
 
 struct Layout {
-    std::size_t l3 = 0;   ///< offset of the IP header
+    std::size_t l3 = 0; ///< offset of the IP header
     bool ipv6 = false;
     std::size_t ip_hdr = 0; ///< IP header bytes
-    std::size_t l4 = 0;   ///< offset of the UDP header
-    std::size_t bth = 0;  ///< offset of the BTH
+    std::size_t l4 = 0;     ///< offset of the UDP header
+    std::size_t bth = 0;    ///< offset of the BTH
     std::size_t l3_end = 0; ///< one past the last byte the IP length covers
-    std::size_t icrc = 0; ///< offset of the ICRC
+    std::size_t icrc = 0;   ///< offset of the ICRC
 };
 
 inline std::uint16_t rd16(std::span<const std::uint8_t> f, std::size_t off) {
@@ -243,7 +250,8 @@ inline Layout layout_of(std::span<const std::uint8_t> f) {
     return l;
 }
 
-/** Rewrites the IP and UDP lengths (and the IPv4 header checksum) for an IP packet of @p l3_len bytes. */
+/** Rewrites the IP and UDP lengths (and the IPv4 header checksum) for an IP packet of @p l3_len
+ * bytes. */
 inline void set_l3_length(Bytes& f, std::size_t l3_len) {
     const Layout l = layout_of(f);
     if (l.ipv6) {
@@ -252,8 +260,10 @@ inline void set_l3_length(Bytes& f, std::size_t l3_len) {
         wr16(f, l.l3 + 2, l3_len);
         wr16(f, l.l3 + 10, 0);
         std::uint32_t sum = 0;
-        for (std::size_t i = 0; i < l.ip_hdr; i += 2) sum += rd16(f, l.l3 + i);
-        while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+        for (std::size_t i = 0; i < l.ip_hdr; i += 2)
+            sum += rd16(f, l.l3 + i);
+        while (sum >> 16)
+            sum = (sum & 0xffff) + (sum >> 16);
         wr16(f, l.l3 + 10, ~sum & 0xffff);
     }
     if (l3_len >= l.ip_hdr + 6) wr16(f, l.l4 + 4, l3_len - l.ip_hdr);
@@ -264,12 +274,13 @@ inline void set_l3_length(Bytes& f, std::size_t l3_len) {
 
 /**
  * ICRC of the packet in @p f (laid out by layout_of), by the rule of IBTA Annex A17.3.3 as the
- * captures README states it, computed with zlib: 8 × 0xff, the IP header with its variant fields set
- * to ones, UDP with checksum ones, BTH with byte 4 ones, then the rest up to the ICRC.
+ * captures README states it, computed with zlib: 8 × 0xff, the IP header with its variant fields
+ * set to ones, UDP with checksum ones, BTH with byte 4 ones, then the rest up to the ICRC.
  */
 inline std::uint32_t reference_icrc(std::span<const std::uint8_t> f) {
     const Layout l = layout_of(f);
-    Bytes covered(f.begin() + static_cast<std::ptrdiff_t>(l.l3), f.begin() + static_cast<std::ptrdiff_t>(l.icrc));
+    Bytes covered(f.begin() + static_cast<std::ptrdiff_t>(l.l3),
+                  f.begin() + static_cast<std::ptrdiff_t>(l.icrc));
     if (l.ipv6) {
         covered[0] |= 0x0f;
         covered[1] = covered[2] = covered[3] = 0xff;
@@ -292,21 +303,24 @@ inline std::uint32_t reference_icrc(std::span<const std::uint8_t> f) {
 inline std::uint32_t wire_icrc(std::span<const std::uint8_t> f) {
     const Layout l = layout_of(f);
     return static_cast<std::uint32_t>(f[l.icrc]) | static_cast<std::uint32_t>(f[l.icrc + 1]) << 8 |
-           static_cast<std::uint32_t>(f[l.icrc + 2]) << 16 | static_cast<std::uint32_t>(f[l.icrc + 3]) << 24;
+           static_cast<std::uint32_t>(f[l.icrc + 2]) << 16 |
+           static_cast<std::uint32_t>(f[l.icrc + 3]) << 24;
 }
 
 /** Recomputes and stores the ICRC with the reference routine (for frames mutated on purpose). */
 inline void refresh_icrc(Bytes& f) {
     const Layout l = layout_of(f);
     const std::uint32_t c = reference_icrc(f);
-    for (int i = 0; i < 4; ++i) f[l.icrc + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(c >> (8 * i));
+    for (int i = 0; i < 4; ++i)
+        f[l.icrc + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(c >> (8 * i));
 }
 
 /** RFC 1071 one's complement sum of 16-bit big-endian words (odd tail padded with zero). */
 inline std::uint32_t ones_complement_sum(std::span<const std::uint8_t> b, std::uint32_t sum = 0) {
     for (std::size_t i = 0; i < b.size(); i += 2)
         sum += static_cast<std::uint32_t>(b[i] << 8 | (i + 1 < b.size() ? b[i + 1] : 0));
-    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
     return sum;
 }
 
@@ -316,7 +330,8 @@ inline bool ipv4_checksum_valid(std::span<const std::uint8_t> f, std::size_t l3)
     return ones_complement_sum(f.subspan(l3, ihl)) == 0xffff;
 }
 
-/** True when the UDP checksum of the IPv6 packet at @p l3 verifies (RFC 8200 §8.1 pseudo-header). */
+/** True when the UDP checksum of the IPv6 packet at @p l3 verifies (RFC 8200 §8.1 pseudo-header).
+ */
 inline bool ipv6_udp_checksum_valid(std::span<const std::uint8_t> f, std::size_t l3) {
     const std::size_t udp_len = rd16(f, l3 + 4); // IPv6 payload length: UDP is the only header
     if (rd16(f, l3 + 40 + 6) == 0) return false; // zero is forbidden over IPv6

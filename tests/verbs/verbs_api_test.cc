@@ -70,7 +70,8 @@ TEST_F(Verbs, QueryDeviceAndPort) {
     ibv_device_attr d{};
     ASSERT_EQ(ibv_query_device(a, &d), 0);
     EXPECT_NE(d.vendor_id, 0x02c9u); // not Mellanox
-    EXPECT_EQ(d.max_qp, 16384); // rc::kMaxQp: an idle QP costs no engine time (timer heap, doorbells)
+    EXPECT_EQ(d.max_qp,
+              16384); // rc::kMaxQp: an idle QP costs no engine time (timer heap, doorbells)
     EXPECT_EQ(d.max_sge, 16);
     EXPECT_EQ(d.atomic_cap, IBV_ATOMIC_HCA);
     EXPECT_EQ(d.phys_port_cnt, 2);
