@@ -23,8 +23,16 @@ Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
     live_qps_.reserve(rc::kMaxQp); // create_qp inserts without allocating
     active_.reserve(rc::kMaxQp);   // activate() appends without allocating
     active_flag_.assign(rc::kMaxQp, 0);
-    for (const PortSpec& ps : ports_)
+    for (const PortSpec& ps : ports_) {
         port_mtu_.push_back(ps.mtu);
+        if (wire::is_ipv4_mapped(ps.gid)) {
+            std::uint32_t v4;
+            std::memcpy(&v4, ps.gid.data() + 12, sizeof v4);
+            own_ipv4_.push_back(v4);
+        } else {
+            own_ipv6_.push_back(ps.gid);
+        }
+    }
     for (const PortSpec& ps : ports_) {
         NeighPortAddrs addrs;
         addrs.mac = ps.mac;

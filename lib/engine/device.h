@@ -310,6 +310,10 @@ class Device {
     Clock* clock_;
     std::vector<PortSpec> ports_;
     std::vector<std::uint32_t> port_mtu_; ///< ports_[i].mtu, as the QP modify rules take it
+    /** The ports' GIDs by family, for the receive filter: IPv4 ones as the 4 address bytes in
+     *  memory order (compared with a frame's as one word), the others as IPv6 addresses. */
+    std::vector<std::uint32_t> own_ipv4_;
+    std::vector<wire::Ipv6Addr> own_ipv6_;
     std::vector<TxQueue> tx_;
     std::vector<TxBufCache> tx_cache_;
     TxStage stage_;

@@ -48,14 +48,18 @@ bool Device::dst_mac_accepted(const wire::ParsedFrame& pkt, bool roce, unsigned 
 }
 
 bool Device::dst_ip_is_gid(const wire::ParsedFrame& pkt) const noexcept {
-    for (const PortSpec& own : ports_) {
-        // An IPv4-mapped GID is reached by IPv4 frames only, as droce sends them (set_path): the
-        // mapped form is an API convention (RFC 4291 §2.5.5.2), not an IPv6 destination.
-        if (pkt.ipv4 ? wire::is_ipv4_mapped(own.gid) &&
-                           std::memcmp(pkt.ipv4->dst.data(), own.gid.data() + 12, 4) == 0
-                     : !wire::is_ipv4_mapped(own.gid) && pkt.ipv6->dst == own.gid)
-            return true;
+    // An IPv4-mapped GID is reached by IPv4 frames only, as droce sends them (set_path): the
+    // mapped form is an API convention (RFC 4291 §2.5.5.2), not an IPv6 destination. The
+    // addresses were sorted by family once (own_ipv4_, own_ipv6_): one compare per port here.
+    if (pkt.ipv4) {
+        std::uint32_t dst;
+        std::memcpy(&dst, pkt.ipv4->dst.data(), sizeof dst);
+        for (const std::uint32_t own : own_ipv4_)
+            if (own == dst) return true;
+        return false;
     }
+    for (const wire::Ipv6Addr& own : own_ipv6_)
+        if (pkt.ipv6->dst == own) return true;
     return false;
 }
 

@@ -72,7 +72,7 @@ class ProtocolHarness {
 
     /** Models a full transmit queue: while blocked, the stage has no room and refuses packets. */
     void block_tx(bool blocked) {
-        sent.size(); // what was staged before stays sent
+        (void)sent.size(); // what was staged before stays sent
         tx_blocked_ = blocked;
         reopen_stage();
     }
