@@ -170,33 +170,19 @@ int Device::destroy_cq(rc::Cq* cq) noexcept {
 
 rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const rc::QpCap& cap,
                           bool sq_sig_all, int* err, const rc::TransportOps& transport) noexcept {
-    ControlSection section(*this);
     if (!pd || !send_cq || !recv_cq || cap.max_send_wr == 0 || cap.max_send_wr > rc::kMaxQpWr ||
         cap.max_recv_wr > rc::kMaxQpWr || cap.max_send_sge > rc::kMaxSge ||
         cap.max_recv_sge > rc::kMaxSge || cap.max_inline_data > rc::kMaxInlineData) {
         *err = EINVAL;
         return nullptr;
     }
-    // PD and CQs must be this device's: the engine would otherwise complete into another device's
-    // CQ and check keys against a PD this device's MRs can never match.
-    const auto mine = [](const auto& v, const void* obj) {
-        return std::any_of(v.begin(), v.end(), [&](auto& o) { return o.get() == obj; });
-    };
-    if (!mine(pds_, pd) || !mine(cqs_, send_cq) || !mine(cqs_, recv_cq)) {
-        *err = EINVAL;
-        return nullptr;
-    }
-    auto slot = std::find_if(qps_.begin(), qps_.end(), [](auto& q) { return !q; });
-    if (slot == qps_.end()) {
-        *err = ENOMEM;
-        return nullptr;
-    }
+    // Built before the control section: allocating and zeroing a QP (its PSN ring, its queues)
+    // touches tens of KiB, and the engine should not wait for that.
     auto qp = std::unique_ptr<rc::Qp>(new (std::nothrow) rc::Qp);
     if (!qp) {
         *err = ENOMEM;
         return nullptr;
     }
-    qp->qpn = rc::kFirstQpn + static_cast<std::uint32_t>(slot - qps_.begin());
     qp->transport = &transport;
     qp->pd = pd;
     qp->send_cq = send_cq;
@@ -213,6 +199,23 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
     }
     qp->cap.max_send_wr = qp->sq.capacity();
     qp->cap.max_recv_wr = qp->rq.capacity();
+
+    ControlSection section(*this);
+    // PD and CQs must be this device's: the engine would otherwise complete into another device's
+    // CQ and check keys against a PD this device's MRs can never match.
+    const auto mine = [](const auto& v, const void* obj) {
+        return std::any_of(v.begin(), v.end(), [&](auto& o) { return o.get() == obj; });
+    };
+    if (!mine(pds_, pd) || !mine(cqs_, send_cq) || !mine(cqs_, recv_cq)) {
+        *err = EINVAL;
+        return nullptr;
+    }
+    auto slot = std::find_if(qps_.begin(), qps_.end(), [](auto& q) { return !q; });
+    if (slot == qps_.end()) {
+        *err = ENOMEM;
+        return nullptr;
+    }
+    qp->qpn = rc::kFirstQpn + static_cast<std::uint32_t>(slot - qps_.begin());
     rc::Qp* raw = qp.get();
     *slot = std::move(qp);
     // QPN order; never reallocates (capacity kMaxQp reserved in the constructor).
@@ -228,6 +231,8 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
 }
 
 int Device::destroy_qp(rc::Qp* qp) noexcept {
+    // Freed after the section ends (declared before it): the engine need not wait for the free.
+    std::unique_ptr<rc::Qp> doomed;
     ControlSection section(*this);
     if (!qp) return 0;
     // Found by address, never by reading *qp: a QP destroyed before (or another device's) is EINVAL
@@ -251,7 +256,7 @@ int Device::destroy_qp(rc::Qp* qp) noexcept {
         active_.erase(std::find(active_.begin(), active_.end(), slot));
     }
     registry_.remove(qp->counters.cells().data());
-    it->reset();
+    doomed = std::move(*it);
     return 0;
 }
 
