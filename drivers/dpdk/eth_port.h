@@ -4,7 +4,7 @@
  * droce::dpdk::EthPort — the PortDriver over one DPDK ethdev port (net_ring, net_memif,
  * net_af_packet, net_tap, a real NIC): one rx and one tx queue, one mempool of its own.
  *
- * Buffer ownership (CONVENTIONS.md rule 14):
+ * Buffer ownership:
  *  - mbuf + PktBuf: every mbuf of the port's pool carries a droce::PktBuf in its private area
  *    (rte_mbuf_to_priv), and PktBuf::driver points back at the mbuf. The two are one buffer:
  * whoever owns the PktBuf owns the mbuf. Never free one without the other (free_bulk() frees both).

@@ -4,7 +4,7 @@
  * The one source of time for the transport: nanoseconds from the TSC in production, or a virtual
  * clock that tests advance by hand so that a 1.28 ms RNR timer is tested exactly and instantly.
  *
- * The mode is chosen when the clock is created (CONVENTIONS.md rule 4); now_ns() is one predictable
+ * The mode is chosen when the clock is created; now_ns() is one predictable
  * branch and a rdtsc. Thread rules: now_ns() may be called from any thread; advance() only from the
  * thread that drives the engine in tests.
  */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * droce configuration files: .ini text read with DPDK's rte_cfgfile (CONVENTIONS.md rule 5: runtime
+ * droce configuration files: .ini text read with DPDK's rte_cfgfile (runtime
  * settings live in config/). The format is documented in config/demo.ini and summarised here.
  *
  *  - Comments start with '#' and run to the end of the line. Lines are `[section]`, `key = value`,

@@ -49,7 +49,7 @@ Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
     ctx_.dev_counters = &counters_;
     ctx_.tx = &stage_;
     ctx_.defer_acks = true; // one ACK per QP per rx burst; poll() flushes them (responder_run)
-    // Copy or transmit by reference, per port, decided once here (CONVENTIONS rule 4).
+    // Copy or transmit by reference, per port, decided once here.
     for (unsigned p = 0; p < ports_.size(); ++p) {
         zc_min_payload_.push_back(UINT32_MAX);
         set_tx_by_reference(p, rc::kTxByRefMinPayload);

@@ -293,9 +293,10 @@ class Device {
     };
 
     /**
-     * Frames from a QP to a QP of this same device (Qp::loopback_peer), in emit order. Owned by the
-     * device from emit until poll() has received them and given them back to their port's driver
-     * (free_bulk); the destructor frees what is left. Engine thread only.
+     * Frames from a QP to a QP of this same device (Qp::loopback_peer), in the order they were
+     * built. Owned by the device from build_staged() until poll() has received them and given them
+     * back to their port's driver (free_bulk); the destructor frees what is left. Engine thread
+     * only.
      */
     struct LoopbackQueue {
         static constexpr std::uint32_t kDepth = 256; ///< power of two
@@ -343,7 +344,7 @@ class Device {
      * The live QPs (non-null entries of qps_), in QPN order: what the engine passes walk, so a pass
      * costs per QP that exists, not per kMaxQp slot (a scan of all 1024 slots was ~40 % of an
      * inline-progress memif run). Capacity kMaxQp reserved at construction; changed only by
-     * create_qp / destroy_qp (control path, quiescence rule), read by the engine.
+     * create_qp / destroy_qp (control path, inside a ControlSection), read by the engine.
      */
     std::vector<rc::Qp*> live_qps_;
     /**

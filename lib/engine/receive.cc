@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * The receive path, in the fixed receive order (CONVENTIONS rule 9): frame parse and ICRC
+ * The receive path, in the fixed receive order: frame parse and ICRC
  * (lib/wire), the receive filter (destination MAC, then destination IP), demux by destination QPN,
  * the source check, then the responder (requests) or the completer (ACKs, NAKs, READ and atomic
  * responses). Frames that are not RoCE go to the neighbour responder (ARP, IPv6 ND). Looped-back

@@ -12,8 +12,8 @@
  * after it. lkey == rkey for every MR, as in rxe.
  *
  * Thread rules: register/deregister are control-path calls made while the engine does not run
- * concurrently (quiescence rule of DESIGN.md); check() and find() are datapath calls, lock free and
- * allocation free.
+ * concurrently (the caller holds the device's ControlSection); check() and find() are datapath
+ * calls, lock free and allocation free.
  */
 #pragma once
 

@@ -5,7 +5,7 @@
  * (one plane). drivers/sim implements it in process; drivers/dpdk will implement it over an ethdev,
  * with PktBuf living in the mbuf's private area.
  *
- * Calls are per burst (CONVENTIONS.md rule 13). Ownership (rule 14):
+ * Calls are per burst. Ownership (rule 14):
  *  - alloc_bulk(): the caller owns the returned buffers until it transmits or frees them.
  *  - tx_burst(bufs, n) returning r: the driver owns bufs[0..r), the caller still owns bufs[r..n).
  *  - rx_burst(): the caller owns the returned buffers and must give each back with free_bulk().
@@ -83,7 +83,7 @@ class PortDriver {
     /**
      * True when attach_payload() can work on this port (the PMD sends multi-segment frames). Fixed
      * once the port is set up: the engine asks once, at device creation, and picks copy or
-     * by-reference transmit per port then (CONVENTIONS rule 4).
+     * by-reference transmit per port then.
      */
     [[nodiscard]] virtual bool tx_by_reference() const noexcept { return false; }
     /**

@@ -14,7 +14,7 @@
  * READ / atomic means its responses were lost: an implied NAK (§9.7.5.1), retried from the first
  * response PSN not yet received.
  *
- * completer_receive() runs an explicit state machine (CONVENTIONS rule 10); every completion error
+ * completer_receive() runs an explicit state machine; every completion error
  * and every counted drop is decided in decide() (rule 11).
  *
  * Datapath: no allocation, exception or lock.
@@ -86,7 +86,7 @@ struct Decision {
     Counter counter = Counter::sent_pkts;
 };
 
-/** The one place that turns a completer-side error into a status or a drop (CONVENTIONS rule 11).
+/** The one place that turns a completer-side error into a status or a drop.
  */
 constexpr Decision decide(CompError e) noexcept {
     switch (e) {

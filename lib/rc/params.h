@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * Limits and default knobs of the RC transport, in one place (CONVENTIONS.md rule 5).
+ * Limits and default knobs of the RC transport, in one place.
  * Where a value matches Linux rxe (rxe_param.h) or IBTA, the comment says so.
  */
 #pragma once

@@ -4,7 +4,7 @@
  * The RC queue pair and completion queue as the engine holds them, and the transport's entry
  * points.
  *
- * Roles follow Linux rxe (CONVENTIONS.md rule 2): requester.cc turns send WQEs into request
+ * Roles follow Linux rxe: requester.cc turns send WQEs into request
  * packets; completer.cc turns ACKs, NAKs and responses into completions and drives retransmission
  * and the ACK/RNR timers; responder.cc checks and executes incoming requests and answers them.
  *
@@ -197,8 +197,8 @@ struct Pacer {
 };
 
 /**
- * A QP's transport: what the engine calls for it, chosen once when the QP is created (CONVENTIONS
- * rule 4: one indirect call per QP and event, never a branch on the QP type per packet). RC is
+ * A QP's transport: what the engine calls for it, chosen once when the QP is created (one indirect
+ * call per QP and event, never a branch on the QP type per packet). RC is
  * kRcTransport; the multipath transport brings its own table and leaves RC's requester, responder
  * and completer untouched. Every function runs on the engine thread (modify on the control path
  * inside the device's ControlSection) and none allocates, locks or throws.

@@ -70,7 +70,7 @@ std::uint32_t packets_of(std::uint32_t len, std::uint32_t mtu) noexcept {
 
 /**
  * Local checks of a WQE before its first packet; the one place that decides a requester-side
- * completion error (CONVENTIONS rule 11).
+ * completion error.
  */
 WcStatus check_wqe(Qp& qp, TransportCtx& ctx, const SendWqe& w) noexcept {
     std::uint32_t access = 0;

@@ -4,7 +4,7 @@
  * The RC responder: checks and executes incoming requests and answers them (IBTA Vol 1 §9.7.5.2,
  * §9.7.4; behaviour matched to Linux rxe's drivers/infiniband/sw/rxe/rxe_resp.c in Linux).
  *
- * One request packet runs through an explicit state machine (CONVENTIONS.md rule 10). Each handler
+ * One request packet runs through an explicit state machine. Each handler
  * returns the next state, so the pipeline reads as a list:
  *
  *   check_qp_state → check_psn → check_op_seq → check_op_valid → check_resource → check_length
@@ -121,7 +121,7 @@ constexpr std::uint8_t nak(NakCode c) noexcept {
 }
 
 /**
- * The one place that decides NAK syndrome, completion status and QP fate (CONVENTIONS.md rule 11).
+ * The one place that decides NAK syndrome, completion status and QP fate.
  * Classes are those of IBTA Vol 1 §9.9.3 (responder error behaviour) for an RC QP.
  */
 ErrorAction decide(RespError e, const Qp& qp) noexcept {

@@ -9,7 +9,7 @@
  * with from_ibv(). The context is a verbs_context (ibv_context its last member, as verbs.h's
  * verbs_get_ctx() requires) placed last in VContext.
  *
- * Thread rules (the quiescence rule of lib/engine/device.h, applied by the verbs layer):
+ * Thread rules (Device::ControlSection of lib/engine/device.h, applied by the verbs layer):
  *  - Control verbs (open/close, alloc/dealloc, reg/dereg, create/modify/destroy, query) take the
  *    provider mutex and hold a Device::ControlSection (ControlGuard): the engine of the device the
  *    verb touches finishes its pass and waits, a few microseconds; engine threads keep running and

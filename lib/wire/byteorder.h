@@ -5,7 +5,7 @@
  *
  * Every wire header in droce is a struct of these types, so it has alignment 1, no padding, and
  * the same layout on every host. A field is read and written only through get()/set(), which swap
- * bytes; there are no endian-dependent bitfields anywhere in lib/wire (CONVENTIONS.md rule 6).
+ * bytes; there are no endian-dependent bitfields anywhere in lib/wire.
  */
 #pragma once
 

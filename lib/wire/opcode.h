@@ -8,7 +8,7 @@
  * whether it is a request or a response, its place in a message (first / middle / last / only),
  * whether it consumes a receive WQE and whether it makes the responder generate a completion.
  * Header sizes and payload offsets are derived from it. Names are produced from the enumerator by
- * the preprocessor, never typed by hand (CONVENTIONS.md rule 7).
+ * the preprocessor, never typed by hand.
  */
 #pragma once
 

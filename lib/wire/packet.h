@@ -4,8 +4,8 @@
  * Parsing and building whole RoCEv2 frames: Ethernet [802.1Q] / IPv4 or IPv6 / UDP 4791 / BTH /
  * extension headers / payload / pad / ICRC (IBTA Vol 1 ch. 9, Annex A17).
  *
- * Parsing works on a read-only view and never reads outside it. The checks run in a fixed order
- * (CONVENTIONS.md rule 9): lengths, IP, UDP, BTH version, opcode table, extension and pad lengths,
+ * Parsing works on a read-only view and never reads outside it. The checks run in a fixed order:
+ * lengths, IP, UDP, BTH version, opcode table, extension and pad lengths,
  * ICRC; the first failure is the reject reason. Nothing here allocates, throws or locks.
  */
 #pragma once

@@ -5,7 +5,7 @@
  *
  * PSNs wrap from 0xFFFFFF to 0. Comparison is serial arithmetic: a is before b when (b - a) mod
  * 2^24 lies in (0, 2^23). A Psn is its own type so that it cannot be mixed with a plain integer, an
- * MSN or a QPN by accident (CONVENTIONS.md rule 8).
+ * MSN or a QPN by accident.
  */
 #pragma once
 

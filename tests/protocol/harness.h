@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * Test seam for protocol tests (CONVENTIONS.md rule 22): one RC QP with its rings, an MR table, a
+ * Test seam for protocol tests: one RC QP with its rings, an MR table, a
  * virtual clock, and a transmit hook that records every frame the transport emits. Tests craft
  * packets with wire::build_frame, feed them to the responder or the completer, and assert on what
  * was sent and completed. No NIC, no engine thread, no DPDK.

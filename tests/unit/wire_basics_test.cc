@@ -75,7 +75,7 @@ TEST(Psn, DistanceIsSignedAndLiesInMinus2To23UpTo2To23) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Big-endian storage and header accessors (CONVENTIONS.md rule 6)
+// Big-endian storage and header accessors
 
 TEST(BeUint, StoresMostSignificantByteFirst) {
     Be32 v{};
@@ -407,7 +407,7 @@ TEST(UdpSourcePort, DifferentQpPairsSpreadOverManyPorts) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Reject reasons are printable (CONVENTIONS.md rule 19)
+// Reject reasons are printable
 
 TEST(RejectReasons, EveryReasonHasADistinctNameAndDescription) {
     std::set<std::string_view> names, texts;

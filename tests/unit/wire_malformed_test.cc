@@ -2,7 +2,7 @@
 /**
  * @file
  * parse_frame() on broken frames: each is rejected, for the reason the fixed receive order
- * (CONVENTIONS.md rule 9) says. Every frame is handed over in a heap block of exactly its size, so
+ * says. Every frame is handed over in a heap block of exactly its size, so
  * the AddressSanitizer build of this file (suite 'asan') catches any read past the end.
  *
  * Where a test breaks one rule on purpose, it recomputes the ICRC with the reference routine, so
