@@ -43,7 +43,13 @@ Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
         }
         responders_.emplace_back(neigh_, addrs);
         link_was_up_.push_back(ps.driver ? ps.driver->link_up() : false);
+        admin_up_.push_back(true);
     }
+    ctx_.num_ports = static_cast<std::uint8_t>(ports_.size());
+    ctx_.port_up_mask = 0;
+    for (unsigned p = 0; p < ports_.size(); ++p)
+        if (link_was_up_[p])
+            ctx_.port_up_mask = static_cast<std::uint8_t>(ctx_.port_up_mask | (1u << p));
     ctx_.clock = clock_;
     ctx_.mrs = &mrs_;
     ctx_.dev_counters = &counters_;
@@ -199,6 +205,12 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
     }
     qp->cap.max_send_wr = qp->sq.capacity();
     qp->cap.max_recv_wr = qp->rq.capacity();
+    if (transport.create) {
+        if (const int e = transport.create(*qp); e != 0) {
+            *err = e;
+            return nullptr;
+        }
+    }
 
     ControlSection section(*this);
     // PD and CQs must be this device's: the engine would otherwise complete into another device's
@@ -226,6 +238,9 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
     char scope[16];
     std::snprintf(scope, sizeof scope, "qp/0x%06x", raw->qpn);
     registry_.add(scope, kCounterNames, raw->counters.cells());
+    if (transport.counter_cells)
+        registry_.add(std::string(scope) + "/" + std::string(transport.name),
+                      transport.counter_names, transport.counter_cells(*raw));
     *err = 0;
     return raw;
 }
@@ -256,6 +271,7 @@ int Device::destroy_qp(rc::Qp* qp) noexcept {
         active_.erase(std::find(active_.begin(), active_.end(), slot));
     }
     registry_.remove(qp->counters.cells().data());
+    if (qp->transport->counter_cells) registry_.remove(qp->transport->counter_cells(*qp).data());
     doomed = std::move(*it);
     return 0;
 }
@@ -265,36 +281,77 @@ rc::Qp* Device::qp_by_num(std::uint32_t qpn) noexcept {
     return qps_[qpn - rc::kFirstQpn].get();
 }
 
-void Device::set_path(rc::Qp& qp) noexcept {
-    const PortSpec& port = ports_[qp.attr.port_num - 1u];
+void Device::build_path(rc::Qp& qp, unsigned port_index, unsigned path_index,
+                        const wire::Ipv6Addr& dgid, const wire::MacAddr& dmac) noexcept {
+    const PortSpec& port = ports_[port_index];
     const AddressVector& av = qp.attr.ah_attr;
-    qp.num_paths = 1; // RC: one path, on the QP's port
-    qp.paths[0].port = static_cast<std::uint8_t>(qp.attr.port_num - 1u);
-    wire::PathHeaders& p = qp.paths[0].hdr;
+    qp.paths[path_index].port = static_cast<std::uint8_t>(port_index);
+    wire::PathHeaders& p = qp.paths[path_index].hdr;
     p.src_mac = port.mac;
-    p.dst_mac = av.dmac;
+    p.dst_mac = dmac;
     // An address vector without a MAC (the verbs case: only a GID) is resolved by ARP / ND, unless
     // the GID is one of this device's own: then the QP talks to a QP of this device through the
     // loopback queue, as a NIC loops back traffic between its own functions.
-    qp.path_resolved = av.dmac != wire::MacAddr{};
-    if (!qp.path_resolved) paths_pending_ = true;
-    qp.loopback_peer = false;
+    bool own_gid = false;
     for (const PortSpec& own : ports_) {
-        if (own.gid != av.dgid) continue;
+        if (own.gid != dgid) continue;
         p.dst_mac = own.mac;
-        qp.path_resolved = true;
         qp.loopback_peer = true;
+        own_gid = true;
         break;
     }
-    p.ipv6 = !is_ipv4_mapped(av.dgid);
+    if (!own_gid && dmac == wire::MacAddr{}) {
+        qp.path_resolved = false;
+        paths_pending_ = true;
+    }
+    p.ipv6 = !is_ipv4_mapped(dgid);
     p.src_ip = port.gid;
-    p.dst_ip = av.dgid;
+    p.dst_ip = dgid;
     p.tos = av.traffic_class;
     p.ttl = av.hop_limit ? av.hop_limit : 64;
     p.flow_label = av.flow_label;
     p.udp_sport = wire::rdma_udp_sport(av.flow_label, qp.qpn, qp.attr.dest_qp_num);
     if (p.ipv6 && p.flow_label == 0)
         p.flow_label = wire::flow_label_from_qpns(qp.qpn, qp.attr.dest_qp_num);
+}
+
+void Device::set_path(rc::Qp& qp) noexcept {
+    const AddressVector& av = qp.attr.ah_attr;
+    qp.path_resolved = true;
+    qp.loopback_peer = false;
+    if (!qp.transport->multiplane) {
+        qp.num_paths = 1; // RC: one path, on the QP's port
+        build_path(qp, qp.attr.port_num - 1u, 0, av.dgid, av.dmac);
+    } else {
+        // One path per port (plane), toward the peer's address on that plane when the control
+        // path gave one (set_remote_planes), else toward the AV's GID and MAC.
+        qp.num_paths = static_cast<std::uint8_t>(ports_.size());
+        for (unsigned p = 0; p < ports_.size(); ++p) {
+            const bool own = p < qp.num_remote_planes;
+            build_path(qp, p, p, own ? qp.remote_planes[p].gid : av.dgid,
+                       own ? qp.remote_planes[p].mac : av.dmac);
+        }
+    }
+    if (qp.transport->paths_changed) qp.transport->paths_changed(qp, ctx_);
+}
+
+int Device::set_remote_planes(rc::Qp* qp, std::span<const rc::RemotePlane> planes) noexcept {
+    ControlSection section(*this);
+    if (!qp || std::none_of(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; }))
+        return EINVAL;
+    if (!qp->transport->multiplane || planes.size() > ports_.size()) return EINVAL;
+    std::copy(planes.begin(), planes.end(), qp->remote_planes.begin());
+    qp->num_remote_planes = static_cast<std::uint8_t>(planes.size());
+    if (qp->state != QpState::reset && qp->state != QpState::init) set_path(*qp);
+    activate(qp->qpn - rc::kFirstQpn);
+    return 0;
+}
+
+int Device::set_port_admin(unsigned port, bool up) noexcept {
+    ControlSection section(*this);
+    if (port >= ports_.size()) return EINVAL;
+    admin_up_[port] = up;
+    return 0;
 }
 
 int Device::modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) noexcept {
@@ -324,18 +381,27 @@ void Device::resolve_paths() noexcept {
         if (qp->path_resolved) continue;
         pending = true; // a QP in RESET/INIT keeps it set until it resolves or is destroyed
         if (qp->state == QpState::reset || qp->state == QpState::init) continue;
-        const NeighLookup l = neigh_.lookup(qp->paths[0].hdr.dst_ip);
-        if (l.result == NeighResolve::resolved) {
-            qp->paths[0].hdr.dst_mac = l.mac;
-            qp->attr.ah_attr.dmac = l.mac;
-            qp->path_resolved = true;
-            activate(qp->qpn - rc::kFirstQpn); // WQEs held back by tx_wait_neigh go now
+        bool all = true;
+        for (unsigned i = 0; i < qp->num_paths; ++i) {
+            rc::Path& path = qp->paths[i];
+            if (path.hdr.dst_mac != wire::MacAddr{}) continue;
+            const NeighLookup l = neigh_.lookup(path.hdr.dst_ip);
+            if (l.result == NeighResolve::resolved) {
+                path.hdr.dst_mac = l.mac;
+                if (i == 0) qp->attr.ah_attr.dmac = l.mac;
+            } else {
+                all = false;
+            }
+            if (l.send_request) {
+                std::array<std::uint8_t, kNeighMaxReply> req{};
+                const std::size_t n = responders_[path.port].build_request(path.hdr.dst_ip, req);
+                if (n) queue_raw(path.port, std::span(req.data(), n));
+            }
         }
-        if (l.send_request) {
-            const unsigned port = qp->attr.port_num - 1u;
-            std::array<std::uint8_t, kNeighMaxReply> req{};
-            const std::size_t n = responders_[port].build_request(qp->paths[0].hdr.dst_ip, req);
-            if (n) queue_raw(port, std::span(req.data(), n));
+        if (all) {
+            qp->path_resolved = true;
+            if (qp->transport->paths_changed) qp->transport->paths_changed(*qp, ctx_);
+            activate(qp->qpn - rc::kFirstQpn); // WQEs held back by tx_wait_neigh go now
         }
     }
     paths_pending_ = pending;
@@ -343,10 +409,19 @@ void Device::resolve_paths() noexcept {
 
 void Device::check_links() noexcept {
     for (unsigned p = 0; p < ports_.size(); ++p) {
-        const bool up = ports_[p].driver->link_up();
+        const bool up = admin_up_[p] && ports_[p].driver->link_up();
         if (up == link_was_up_[p]) continue;
         link_was_up_[p] = up;
         counters_.inc(up ? Counter::link_upped : Counter::link_downed);
+        if (up)
+            ctx_.port_up_mask = static_cast<std::uint8_t>(ctx_.port_up_mask | (1u << p));
+        else
+            ctx_.port_up_mask = static_cast<std::uint8_t>(ctx_.port_up_mask & ~(1u << p));
+        for (rc::Qp* qp : live_qps_) {
+            if (!qp->transport->link_change) continue;
+            qp->transport->link_change(*qp, ctx_, p, up);
+            activate(qp->qpn - rc::kFirstQpn);
+        }
         if (on_link_change) on_link_change(p, up);
     }
 }

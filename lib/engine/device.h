@@ -139,6 +139,24 @@ class Device {
      */
     std::function<void(unsigned port, bool up)> on_link_change;
 
+    /**
+     * The peer's address on each plane, for a QP of a multiplane transport (MRC): entry p is the
+     * peer's GID and MAC behind this device's port p (a zero MAC is resolved by ARP / ND). Without
+     * it every plane uses the AV's GID and MAC. Takes effect at once (in RTR / RTS the paths are
+     * rebuilt). @return 0, or EINVAL (not this device's QP, not multiplane, more planes than
+     * ports).
+     */
+    int set_remote_planes(rc::Qp* qp, std::span<const rc::RemotePlane> planes) noexcept;
+    /**
+     * Administrative state of port @p port (0-based): down takes the port out as a pulled cable
+     * would (multiplane QPs move their paths off it, link_downed counts it) while the driver's
+     * link may stay up; up gives it back (OCP MRC: port admin state). Seen by the engine at its
+     * next link check (each pass). @return 0 or EINVAL (no such port).
+     */
+    int set_port_admin(unsigned port, bool up) noexcept;
+    /** True while port @p port is administratively up. */
+    [[nodiscard]] bool port_admin_up(unsigned port) const noexcept { return admin_up_[port]; }
+
     /** The QP named @p qpn, or nullptr. */
     [[nodiscard]] rc::Qp* qp_by_num(std::uint32_t qpn) noexcept;
 
@@ -269,6 +287,8 @@ class Device {
     [[nodiscard]] bool dst_ip_is_gid(const wire::ParsedFrame& pkt) const noexcept;
     void flush_tx(unsigned port) noexcept;
     void set_path(rc::Qp& qp) noexcept;
+    void build_path(rc::Qp& qp, unsigned port_index, unsigned path_index,
+                    const wire::Ipv6Addr& dgid, const wire::MacAddr& dmac) noexcept;
     void resolve_paths() noexcept;
     void check_links() noexcept;
     bool queue_raw(unsigned port, std::span<const std::uint8_t> frame) noexcept;
@@ -328,6 +348,7 @@ class Device {
     NeighTable neigh_;
     std::vector<NeighResponder> responders_; ///< one per port
     std::vector<bool> link_was_up_;
+    std::vector<bool> admin_up_; ///< set_port_admin; read by check_links()
     /** Per port: smallest payload sent by reference; UINT32_MAX = copy (chosen at setup). */
     std::vector<std::uint32_t> zc_min_payload_;
     /** TxRefs of destroyed QPs that segments still pointed at (see destroy_qp, ~Device). */

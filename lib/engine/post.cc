@@ -71,6 +71,10 @@ int Device::post_send_wqes(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n,
         default:
             return EINVAL; // LOCAL_INV, BIND_MW: not supported on droce (README)
         }
+        // A transport that carries only some operations (MRC: RDMA WRITE and WRITE with
+        // immediate) refuses the others as an unsupported verb.
+        if (!(qp->transport->send_opcodes & (1u << static_cast<unsigned>(w.opcode))))
+            return EOPNOTSUPP;
         const bool is_atomic =
             w.opcode == WrOpcode::atomic_cmp_and_swp || w.opcode == WrOpcode::atomic_fetch_and_add;
         const bool is_inline = (w.send_flags & kSendInline) != 0;

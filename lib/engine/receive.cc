@@ -116,6 +116,9 @@ void Device::receive(PktBuf& buf, bool looped) noexcept {
         return;
     }
     qp->counters.inc(Counter::rcvd_pkts);
+    ctx_.rx_port = buf.port;
+    ctx_.rx_ecn_ce = buf.ecn_ce || (pkt.ipv4 ? (pkt.ipv4->tos & 3u) == 3u
+                                             : ((pkt.ipv6->traffic_class() & 3u) == 3u));
     if (pkt.info->is(wire::OpFlags::response))
         qp->transport->receive_response(*qp, pkt, ctx_);
     else

@@ -95,6 +95,13 @@ struct TransportCtx {
      * response packet — one ACK per QP per received burst instead of one per request packet.
      */
     bool defer_acks = false;
+    // ---- set by the engine for each received packet, before receive_request/receive_response
+    std::uint8_t rx_port = 0; ///< 0-based device port (plane) the packet arrived on
+    bool rx_ecn_ce = false;   ///< the packet's IP ECN field is CE (congestion experienced)
+    // ---- the device's ports, for a multiplane transport
+    std::uint8_t num_ports = 1;
+    /** Bit p: port p's link is up and administratively up (Device::set_port_admin). */
+    std::uint8_t port_up_mask = 1;
 };
 
 /**
@@ -191,6 +198,20 @@ struct Path {
     std::uint8_t port = 0;
 };
 
+/**
+ * State a transport keeps beside the Qp (the multipath transport's path set and trackers): made by
+ * TransportOps::create on the control path, owned by the Qp, freed with it.
+ */
+struct TransportState {
+    virtual ~TransportState() = default;
+};
+
+/** The peer's address on one plane (Device::set_remote_planes). */
+struct RemotePlane {
+    wire::Ipv6Addr gid{};
+    wire::MacAddr mac{}; ///< zero: resolved by ARP / ND
+};
+
 /** The per-QP pacer hook: DCQCN will set the rate; RC with no rate limit always allows. */
 struct Pacer {
     std::uint64_t next_send_ns = 0; ///< earliest time the next packet may leave; 0 = no pacing
@@ -227,6 +248,28 @@ struct TransportOps {
     /** ibv_modify_qp rules of this transport (see qp_modify). @return 0 or EINVAL. */
     int (*modify)(Qp* qp, const QpAttr& attr, std::uint32_t mask,
                   std::span<const std::uint32_t> port_mtu, TransportCtx& ctx) noexcept;
+    /** Bit (1 << WrOpcode) for each send operation the transport carries; post_send refuses the
+     *  others with EOPNOTSUPP. */
+    std::uint32_t send_opcodes = ~0u;
+    /** BTH opcodes this transport takes (wire::transport_of); others are dropped before it. */
+    wire::Transport family = wire::Transport::rc;
+    /** True: the QP has one path per device port (Qp::paths[p] leaves by port p, num_paths =
+     *  ports), and the transport spreads packets over them; false: one path, on the AV's port. */
+    bool multiplane = false;
+    /** Optional. Makes the transport's state (Qp::transport_state) when the QP is created, before
+     *  any other call. Control path; may allocate. @return 0 or ENOMEM. */
+    int (*create)(Qp& qp) = nullptr;
+    /** Optional. Qp::paths were rebuilt (modify_qp with an AV, Device::set_remote_planes). Control
+     *  path. */
+    void (*paths_changed)(Qp& qp, TransportCtx& ctx) noexcept = nullptr;
+    /** Optional. Port @p port (0-based) went down or came back (TransportCtx::port_up_mask is
+     *  already updated). Engine thread. */
+    void (*link_change)(Qp& qp, TransportCtx& ctx, unsigned port, bool up) noexcept = nullptr;
+    /** Optional: the transport's own per-QP counters, listed by the device as "qp/<QPN>/<name>"
+     *  beside the QP's Counters. counter_cells must return counter_names.size() cells that live as
+     *  long as the QP. */
+    std::span<const std::string_view> counter_names{};
+    std::span<const std::atomic<std::uint64_t>> (*counter_cells)(const Qp& qp) noexcept = nullptr;
 };
 
 /** The RC transport (IBTA Vol 1 ch. 9): requester.cc, responder.cc, completer.cc, modify.cc. */
@@ -252,6 +295,9 @@ struct Qp {
      *  control path (Device::set_path), read by the transport. */
     std::array<Path, kMaxPaths> paths{};
     std::uint8_t num_paths = 1;
+    /** Multiplane QPs: the peer's address per plane (Device::set_remote_planes); control path. */
+    std::array<RemotePlane, TxStage::kMaxPorts> remote_planes{};
+    std::uint8_t num_remote_planes = 0;
     Pacer pacer;
     Counters counters;
     RequesterState req;
@@ -270,6 +316,8 @@ struct Qp {
      * segments still out. Null (protocol tests): every packet is copied.
      */
     std::unique_ptr<TxRef[]> tx_refs;
+    /** The transport's own state (TransportOps::create), or null. */
+    std::unique_ptr<TransportState> transport_state;
 
     /** The TxRef of the WQE at free-running SQ index @p wqe_index, or nullptr. */
     [[nodiscard]] TxRef* tx_ref(std::uint32_t wqe_index) noexcept {
@@ -283,6 +331,20 @@ struct Qp {
 };
 
 // ---- requester.cc ----
+/**
+ * Local checks of a send WQE before its first packet (opcode, inline and message lengths, every
+ * SGE's lkey, PD, bounds and access): the one place that decides a requester-side completion
+ * error. @return success, loc_len_err, loc_qp_op_err or loc_prot_err (IBTA ch. 10, as rxe).
+ */
+[[nodiscard]] WcStatus check_send_wqe(Qp& qp, TransportCtx& ctx, const SendWqe& w) noexcept;
+/**
+ * Gathers @p len bytes at message offset @p off of @p w into @p out as spans of registered memory
+ * (or of the WQE's inline data). @return spans used, or -1 when an SGE no longer passes its lkey
+ * check (the MR went away).
+ */
+int gather_payload(Qp& qp, TransportCtx& ctx, const SendWqe& w, std::uint32_t off,
+                   std::uint32_t len,
+                   std::array<std::span<const std::uint8_t>, kMaxSge>& out) noexcept;
 /**
  * Sends packets of posted WQEs while the PSN window (kPsnWindow), max_rd_atomic, fences, the pacer
  * and the tx path allow, at most @p budget packets. Arms the local ACK timer when it sends a packet

@@ -69,92 +69,6 @@ std::uint32_t packets_of(std::uint32_t len, std::uint32_t mtu) noexcept {
 }
 
 /**
- * Local checks of a WQE before its first packet; the one place that decides a requester-side
- * completion error.
- */
-WcStatus check_wqe(Qp& qp, TransportCtx& ctx, const SendWqe& w) noexcept {
-    std::uint32_t access = 0;
-    switch (w.opcode) {
-    case WrOpcode::send:
-    case WrOpcode::send_with_imm:
-    case WrOpcode::send_with_inv:
-    case WrOpcode::rdma_write:
-    case WrOpcode::rdma_write_with_imm:
-        break;
-    case WrOpcode::rdma_read:
-        // The response data is written into the local SGEs: they need local write (IBTA ch. 10,
-        // memory access rights). rxe finds out only when the first response arrives; checking
-        // before the request leaves avoids a remote READ whose data could never be placed.
-        access = kAccessLocalWrite;
-        break;
-    case WrOpcode::atomic_cmp_and_swp:
-    case WrOpcode::atomic_fetch_and_add:
-        // IBTA ch. 9 atomics: the target must be 8-byte aligned, the result is one 8-byte local
-        // buffer. rxe refuses such a WR in post_send (EINVAL); a WQE that reaches the engine anyway
-        // is an invalid work request: Local QP Operation Error, as mlx5 reports a malformed WQE.
-        if (w.remote_addr & 7u) return WcStatus::loc_qp_op_err;
-        if (w.num_sge != 1 || w.sg_list[0].length != 8 || (w.send_flags & kSendInline))
-            return WcStatus::loc_len_err;
-        access = kAccessLocalWrite;
-        break;
-    case WrOpcode::local_inv:
-    case WrOpcode::bind_mw:
-        return WcStatus::loc_qp_op_err; // not a wire operation; this engine does not execute them
-    }
-    if (w.length > kMaxMsgSize)
-        return WcStatus::loc_len_err; // longer than max_msg_sz: Local Length Error
-    if (w.send_flags & kSendInline) {
-        if (is_read(w) || is_atomic(w)) return WcStatus::loc_qp_op_err;
-        if (w.length > kMaxInlineData) return WcStatus::loc_len_err;
-        return WcStatus::success;
-    }
-    if (w.num_sge > kMaxSge) return WcStatus::loc_qp_op_err;
-    std::uint64_t total = 0;
-    for (std::uint32_t i = 0; i < w.num_sge; ++i) {
-        const Sge& s = w.sg_list[i];
-        total += s.length;
-        if (s.length == 0) continue; // C9-88: a zero-length buffer is never checked
-        std::uint8_t* host = nullptr;
-        if (ctx.mrs->check(s.lkey, qp.pd, s.addr, s.length, access, &host) != mem::MemCheck::ok)
-            return WcStatus::loc_prot_err; // lkey, PD, bounds or access: Local Protection Error
-    }
-    if (total != w.length || total > kMaxMsgSize) return WcStatus::loc_len_err;
-    return WcStatus::success;
-}
-
-/**
- * Gathers @p len bytes at message offset @p off of @p w into spans @p out.
- * @return number of spans, or -1 when an SGE no longer passes its lkey check.
- */
-int gather(Qp& qp, TransportCtx& ctx, SendWqe& w, std::uint32_t off, std::uint32_t len,
-           std::array<std::span<const std::uint8_t>, kMaxSge>& out) noexcept {
-    if (len == 0) return 0;
-    if (w.send_flags & kSendInline) {
-        out[0] = std::span<const std::uint8_t>(w.inline_data + off, len);
-        return 1;
-    }
-    int n = 0;
-    std::uint32_t pos = 0; // message offset of SGE i
-    for (std::uint32_t i = 0; i < w.num_sge && len > 0; ++i) {
-        const Sge& s = w.sg_list[i];
-        if (off >= pos + s.length) {
-            pos += s.length;
-            continue;
-        }
-        const std::uint32_t in_sge = off - pos;
-        const std::uint32_t take = std::min(len, s.length - in_sge);
-        std::uint8_t* host = nullptr;
-        if (ctx.mrs->check(s.lkey, qp.pd, s.addr + in_sge, take, 0, &host) != mem::MemCheck::ok)
-            return -1;
-        out[static_cast<std::size_t>(n++)] = std::span<const std::uint8_t>(host, take);
-        off += take;
-        len -= take;
-        pos += s.length;
-    }
-    return len == 0 ? n : -1;
-}
-
-/**
  * @p w failed a local check. It completes with @p status once it is the oldest WQE: now if nothing
  * before it is outstanding, else in the completer after the earlier WQEs (completions stay in
  * order). The QP then goes to ERR (IBTA §10.7.3.1: error completions are always generated).
@@ -204,6 +118,85 @@ Opcode send_write_opcode(const SendWqe& w, bool first, bool last) noexcept {
 
 } // namespace
 
+WcStatus check_send_wqe(Qp& qp, TransportCtx& ctx, const SendWqe& w) noexcept {
+    std::uint32_t access = 0;
+    switch (w.opcode) {
+    case WrOpcode::send:
+    case WrOpcode::send_with_imm:
+    case WrOpcode::send_with_inv:
+    case WrOpcode::rdma_write:
+    case WrOpcode::rdma_write_with_imm:
+        break;
+    case WrOpcode::rdma_read:
+        // The response data is written into the local SGEs: they need local write (IBTA ch. 10,
+        // memory access rights). rxe finds out only when the first response arrives; checking
+        // before the request leaves avoids a remote READ whose data could never be placed.
+        access = kAccessLocalWrite;
+        break;
+    case WrOpcode::atomic_cmp_and_swp:
+    case WrOpcode::atomic_fetch_and_add:
+        // IBTA ch. 9 atomics: the target must be 8-byte aligned, the result is one 8-byte local
+        // buffer. rxe refuses such a WR in post_send (EINVAL); a WQE that reaches the engine anyway
+        // is an invalid work request: Local QP Operation Error, as mlx5 reports a malformed WQE.
+        if (w.remote_addr & 7u) return WcStatus::loc_qp_op_err;
+        if (w.num_sge != 1 || w.sg_list[0].length != 8 || (w.send_flags & kSendInline))
+            return WcStatus::loc_len_err;
+        access = kAccessLocalWrite;
+        break;
+    case WrOpcode::local_inv:
+    case WrOpcode::bind_mw:
+        return WcStatus::loc_qp_op_err; // not a wire operation; this engine does not execute them
+    }
+    if (w.length > kMaxMsgSize)
+        return WcStatus::loc_len_err; // longer than max_msg_sz: Local Length Error
+    if (w.send_flags & kSendInline) {
+        if (is_read(w) || is_atomic(w)) return WcStatus::loc_qp_op_err;
+        if (w.length > kMaxInlineData) return WcStatus::loc_len_err;
+        return WcStatus::success;
+    }
+    if (w.num_sge > kMaxSge) return WcStatus::loc_qp_op_err;
+    std::uint64_t total = 0;
+    for (std::uint32_t i = 0; i < w.num_sge; ++i) {
+        const Sge& s = w.sg_list[i];
+        total += s.length;
+        if (s.length == 0) continue; // C9-88: a zero-length buffer is never checked
+        std::uint8_t* host = nullptr;
+        if (ctx.mrs->check(s.lkey, qp.pd, s.addr, s.length, access, &host) != mem::MemCheck::ok)
+            return WcStatus::loc_prot_err; // lkey, PD, bounds or access: Local Protection Error
+    }
+    if (total != w.length || total > kMaxMsgSize) return WcStatus::loc_len_err;
+    return WcStatus::success;
+}
+
+int gather_payload(Qp& qp, TransportCtx& ctx, const SendWqe& w, std::uint32_t off,
+                   std::uint32_t len,
+                   std::array<std::span<const std::uint8_t>, kMaxSge>& out) noexcept {
+    if (len == 0) return 0;
+    if (w.send_flags & kSendInline) {
+        out[0] = std::span<const std::uint8_t>(w.inline_data + off, len);
+        return 1;
+    }
+    int n = 0;
+    std::uint32_t pos = 0; // message offset of SGE i
+    for (std::uint32_t i = 0; i < w.num_sge && len > 0; ++i) {
+        const Sge& s = w.sg_list[i];
+        if (off >= pos + s.length) {
+            pos += s.length;
+            continue;
+        }
+        const std::uint32_t in_sge = off - pos;
+        const std::uint32_t take = std::min(len, s.length - in_sge);
+        std::uint8_t* host = nullptr;
+        if (ctx.mrs->check(s.lkey, qp.pd, s.addr + in_sge, take, 0, &host) != mem::MemCheck::ok)
+            return -1;
+        out[static_cast<std::size_t>(n++)] = std::span<const std::uint8_t>(host, take);
+        off += take;
+        len -= take;
+        pos += s.length;
+    }
+    return len == 0 ? n : -1;
+}
+
 std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noexcept {
     if (qp.state != QpState::rts && qp.state != QpState::sqd) return 0;
     const std::uint64_t now = ctx.clock->now_ns();
@@ -237,7 +230,7 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
             if (req.next_psn.distance_from(qp.comp.oldest_unacked) >=
                 static_cast<std::int32_t>(kPsnWindow))
                 break;
-            const WcStatus st = check_wqe(qp, ctx, w);
+            const WcStatus st = check_send_wqe(qp, ctx, w);
             if (st != WcStatus::success) {
                 w.npkts = 0;
                 fail_local(qp, ctx, w, st);
@@ -300,7 +293,7 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
                 f.solicited = (w.send_flags & kSendSolicited) &&
                               (is_send(w) || w.opcode == WrOpcode::rdma_write_with_imm);
             }
-            nspans = gather(qp, ctx, w, off, payload_len, spans);
+            nspans = gather_payload(qp, ctx, w, off, payload_len, spans);
             if (nspans < 0) { // the MR went away under a message in progress
                 fail_local(qp, ctx, w, WcStatus::loc_prot_err);
                 break;

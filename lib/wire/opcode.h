@@ -44,6 +44,12 @@ enum class OpFlags : std::uint32_t {
     write = 1u << 17,
     read = 1u << 18,
     atomic = 1u << 19,
+    // MRC extension headers (wire/mrc.h), after the RETH / before the ImmDt
+    mdeth = 1u << 20,
+    seth = 1u << 21,
+    neth = 1u << 22,
+    peth = 1u << 23,
+    epeth = 1u << 24,
 };
 
 constexpr OpFlags operator|(OpFlags a, OpFlags b) noexcept {
@@ -60,7 +66,9 @@ constexpr bool has(OpFlags have, OpFlags want) noexcept {
 // clang-format off
 /**
  * X(name, value, flags). The name is the IBTA opcode name with the transport as prefix.
- * RC and UC share the SEND / RDMA WRITE shapes; UC requests are never acknowledged.
+ * RC and UC share the SEND / RDMA WRITE shapes; UC requests are never acknowledged. MRC_* are
+ * droce's MRC opcodes in the manufacturer-specific range (wire/mrc.h explains the format); an MRC
+ * data packet's message place is in its MDETH, not in first/middle/last opcodes.
  */
 #define DROCE_OPCODES(X)                                                                              \
     X(RC_SEND_FIRST,                      0x00, request | payload | first | recv_wqe | send)                         \
@@ -100,7 +108,14 @@ constexpr bool has(OpFlags have, OpFlags want) noexcept {
     X(UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,  0x2b, request | payload | only | reth | immdt | recv_wqe | completes | write) \
     X(UD_SEND_ONLY,                       0x64, request | payload | only | deth | recv_wqe | completes | send)      \
     X(UD_SEND_ONLY_WITH_IMMEDIATE,        0x65, request | payload | only | deth | immdt | recv_wqe | completes | send) \
-    X(CNP,                                0x81, cnp)
+    X(CNP,                                0x81, cnp)                                                                 \
+    X(MRC_WRITE,                          0xc0, request | payload | reth | mdeth | write)                            \
+    X(MRC_WRITE_LAST_WITH_IMMEDIATE,      0xc1, request | payload | reth | mdeth | immdt | write)                    \
+    X(MRC_SACK,                           0xc2, response | only | seth)                                              \
+    X(MRC_NACK,                           0xc3, response | only | neth)                                              \
+    X(MRC_PROBE,                          0xc4, request | only | peth)                                               \
+    X(MRC_PROBE_REPLY,                    0xc5, response | only | peth)                                              \
+    X(MRC_PORT_STATUS,                    0xc6, request | only | epeth)
 // clang-format on
 
 enum class Opcode : std::uint8_t {
@@ -130,6 +145,11 @@ constexpr std::uint8_t ext_length_of(OpFlags f) noexcept {
     if (has(f, OpFlags::immdt)) n += 4;
     if (has(f, OpFlags::ieth)) n += 4;
     if (has(f, OpFlags::cnp)) n += 16;
+    if (has(f, OpFlags::mdeth)) n += 16;
+    if (has(f, OpFlags::seth)) n += 48;
+    if (has(f, OpFlags::neth)) n += 12;
+    if (has(f, OpFlags::peth)) n += 16;
+    if (has(f, OpFlags::epeth)) n += 8;
     return n;
 }
 
@@ -161,8 +181,9 @@ inline constexpr Opcode kAllOpcodes[] = {
     return opcode_info(op).known ? opcode_info(op).name : std::string_view("UNKNOWN");
 }
 
-/** Transport service of an opcode, from its top three bits (IBTA table 38). */
-enum class Transport : std::uint8_t { rc = 0, uc = 1, rd = 2, ud = 3, cnp = 4 };
+/** Transport service of an opcode, from its top three bits (IBTA table 38). mrc: droce's MRC
+ * opcodes, in the first manufacturer-specific range (0xC0..0xDF). */
+enum class Transport : std::uint8_t { rc = 0, uc = 1, rd = 2, ud = 3, cnp = 4, mrc = 6 };
 [[nodiscard]] constexpr Transport transport_of(Opcode op) noexcept {
     return static_cast<Transport>(static_cast<std::uint8_t>(op) >> 5);
 }
@@ -175,6 +196,9 @@ static_assert(opcode_info(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE).ext_length == 0)
 static_assert(opcode_info(Opcode::UD_SEND_ONLY_WITH_IMMEDIATE).ext_length == 12);
 static_assert(opcode_info(Opcode::CNP).ext_length == 16);
 static_assert(!kOpcodeTable[0x15].known);
+static_assert(opcode_info(Opcode::MRC_WRITE_LAST_WITH_IMMEDIATE).ext_length == 36);
+static_assert(opcode_info(Opcode::MRC_SACK).ext_length == 48);
+static_assert(transport_of(Opcode::MRC_PORT_STATUS) == Transport::mrc);
 static_assert(to_string(Opcode::RC_ACKNOWLEDGE) == "RC_ACKNOWLEDGE");
 
 } // namespace droce::wire

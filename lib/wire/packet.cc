@@ -149,6 +149,14 @@ RejectReason parse_frame(std::span<const std::uint8_t> f, ParsedFrame& out,
     };
     take(out.deth, OpFlags::deth);
     take(out.reth, OpFlags::reth);
+    if (info.is(OpFlags::mdeth) || info.is(OpFlags::seth) || info.is(OpFlags::neth) ||
+        info.is(OpFlags::peth) || info.is(OpFlags::epeth)) {
+        // One MRC header per opcode; its length is the table's minus the other headers'.
+        out.mrc_ext = f.data() + off;
+        const std::uint8_t mrc_len =
+            info.ext_length - (info.is(OpFlags::reth) ? 16 : 0) - (info.is(OpFlags::immdt) ? 4 : 0);
+        off += mrc_len;
+    }
     take(out.atomic_eth, OpFlags::atomic_eth);
     take(out.aeth, OpFlags::aeth);
     take(out.atomic_ack_eth, OpFlags::atomic_ack_eth);
@@ -195,6 +203,53 @@ struct HeaderLayout {
     std::size_t end = 0;     ///< one past the last extension header: where the payload starts
     unsigned pad = 0;
 };
+
+/** Writes the SETH / NETH / PETH / EPETH of @p info's opcode from @p c (null: zeroes) at @p out.
+ * @return its length. */
+std::size_t write_mrc_ctl(const OpcodeInfo& info, const MrcCtlFields* c,
+                          std::uint8_t* out) noexcept {
+    static constexpr MrcCtlFields kZero{};
+    if (c == nullptr) c = &kZero;
+    if (info.is(OpFlags::seth)) {
+        auto* h = reinterpret_cast<Seth*>(out);
+        h->version = kMrcVersion;
+        h->flags = c->flags;
+        h->path.set(c->path);
+        h->cum_psn.set(c->cum_psn & Psn::kMask);
+        h->sack_base.set(c->sack_base & Psn::kMask);
+        h->mpr_dest = c->mpr_dest;
+        h->port_mask = c->port_mask;
+        h->reserved.set(0);
+        for (std::size_t i = 0; i < kSackBits / 64; ++i)
+            h->bitmap[i].set(c->bitmap[i]);
+        return sizeof(Seth);
+    }
+    if (info.is(OpFlags::neth)) {
+        auto* h = reinterpret_cast<Neth*>(out);
+        h->version = kMrcVersion;
+        h->reason = c->reason;
+        h->path.set(c->path);
+        h->psn.set(c->nack_psn & Psn::kMask);
+        h->cum_psn.set(c->cum_psn & Psn::kMask);
+        return sizeof(Neth);
+    }
+    if (info.is(OpFlags::peth)) {
+        auto* h = reinterpret_cast<Peth*>(out);
+        h->version = kMrcVersion;
+        h->reserved = 0;
+        h->path.set(c->path);
+        h->seq.set(c->seq);
+        h->timestamp_ns.set(c->timestamp_ns);
+        return sizeof(Peth);
+    }
+    auto* h = reinterpret_cast<Epeth*>(out);
+    h->version = kMrcVersion;
+    h->op = c->op;
+    h->port_mask = c->port_mask;
+    h->reserved = 0;
+    h->seq.set(c->seq);
+    return sizeof(Epeth);
+}
 
 /**
  * Checks and writes Ethernet .. the last extension header for a payload of @p payload_len bytes at
@@ -304,6 +359,19 @@ bool write_headers(const PathHeaders& path, const PacketFields& pf, std::size_t 
         reinterpret_cast<AtomicAckEth*>(p + off)->orig_rem_data.set(pf.orig_rem_data);
         off += sizeof(AtomicAckEth);
     }
+    if (info.is(OpFlags::mdeth)) {
+        auto* h = reinterpret_cast<Mdeth*>(p + off);
+        h->version = kMrcVersion;
+        h->flags = pf.mrc_flags;
+        h->path.set(pf.mrc_path);
+        h->msn.set(pf.mrc_msn);
+        h->msg_offset.set(pf.mrc_msg_offset);
+        h->msg_length.set(pf.mrc_msg_length);
+        off += sizeof(Mdeth);
+    }
+    if (info.is(OpFlags::seth) || info.is(OpFlags::neth) || info.is(OpFlags::peth) ||
+        info.is(OpFlags::epeth))
+        off += write_mrc_ctl(info, pf.mrc_ctl, p + off);
     if (info.is(OpFlags::immdt)) {
         reinterpret_cast<ImmDt*>(p + off)->imm.set(pf.imm);
         off += sizeof(ImmDt);

@@ -29,6 +29,7 @@
 #include "immdt.h"
 #include "ipv4.h"
 #include "ipv6.h"
+#include "mrc.h"
 #include "opcode.h"
 #include "reth.h"
 #include "udp.h"
@@ -108,6 +109,9 @@ struct ParsedFrame {
     const ImmDt* immdt = nullptr;
     const Ieth* ieth = nullptr;
     const CnpBody* cnp = nullptr;
+    /** The MRC extension header (wire/mrc.h), whichever the opcode carries: read it through
+     *  mdeth() / seth() / neth() / peth() / epeth(). */
+    const std::uint8_t* mrc_ext = nullptr;
     const OpcodeInfo* info = nullptr;
     std::span<const std::uint8_t> payload; ///< payload bytes, pad excluded
     std::uint16_t ether_type = 0;          ///< the innermost EtherType (after any 802.1Q tag)
@@ -116,6 +120,19 @@ struct ParsedFrame {
     std::uint32_t icrc_wire = 0;           ///< the ICRC found in the frame
     std::uint32_t icrc_computed = 0;       ///< the ICRC droce computes for it (0 if not verified)
     bool icrc_checked = false;
+
+    /** The MRC header of that kind, or null when the opcode carries none. */
+    [[nodiscard]] const Mdeth* mdeth() const noexcept { return ext_as<Mdeth>(OpFlags::mdeth); }
+    [[nodiscard]] const Seth* seth() const noexcept { return ext_as<Seth>(OpFlags::seth); }
+    [[nodiscard]] const Neth* neth() const noexcept { return ext_as<Neth>(OpFlags::neth); }
+    [[nodiscard]] const Peth* peth() const noexcept { return ext_as<Peth>(OpFlags::peth); }
+    [[nodiscard]] const Epeth* epeth() const noexcept { return ext_as<Epeth>(OpFlags::epeth); }
+
+  private:
+    template <typename T>
+    [[nodiscard]] const T* ext_as(OpFlags f) const noexcept {
+        return mrc_ext && info && info->is(f) ? reinterpret_cast<const T*>(mrc_ext) : nullptr;
+    }
 };
 
 struct ParseOptions {
@@ -185,6 +202,15 @@ struct PacketFields {
     std::uint32_t imm = 0;
     // IETH
     std::uint32_t inv_rkey = 0;
+    // MDETH (wire/mrc.h); its RETH is va / rkey / dma_len above
+    std::uint8_t mrc_flags = 0; ///< MdethFlags
+    std::uint16_t mrc_path = 0;
+    std::uint32_t mrc_msn = 0;
+    std::uint32_t mrc_msg_offset = 0;
+    std::uint32_t mrc_msg_length = 0;
+    /** SETH / NETH / PETH / EPETH values of an MRC control opcode; null writes zeroes. Not copied:
+     *  it must stay valid until the frame is built (the transmit stage: the end of the pass). */
+    const MrcCtlFields* mrc_ctl = nullptr;
 };
 
 /** Bytes below the BTH for @p path: Ethernet [+ 802.1Q] + IP + UDP. */

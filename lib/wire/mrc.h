@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * droce's MRC (Multipath Reliable Connection) wire format, version 1: the extension headers that
+ * follow the BTH of an MRC packet.
+ *
+ * Why these choices:
+ *  - UDP destination port 4791 and an ordinary BTH, so Wireshark decodes the base header of every
+ *    MRC packet and droce's receive filter and steering work unchanged. The opcodes are in the BTH
+ *    range IBTA reserves for manufacturer-specific opcodes (0xC0..0xFF, transport bits 110/111,
+ *    IBTA Vol 1 §9.2.1 table 38): a standard RoCE NIC or Linux rxe drops them as unknown opcodes
+ *    instead of taking them for RC, and a second UDP port would lose Wireshark's BTH decoding.
+ *  - Every data packet carries its placement (a RETH with the VA of its own first byte, the rkey
+ *    and its own payload length) and its place in the message (MDETH), so the responder places
+ *    it on arrival in any order (OCP MRC: "each packet placed immediately regardless of order").
+ *  - A packet whose payload is shorter than its RETH length was trimmed by a switch: the
+ *    responder needs no DSCP convention to recognise it (the sim fabric also sets a DSCP).
+ *  - Each MRC extension header starts with a version byte (kMrcVersion); a receiver drops
+ *    versions it does not know (counted), so the format can change without silent misreads.
+ *
+ * Opcodes and their headers (after the BTH; BTH.PSN is the packet's PSN where it has one):
+ *  - MRC_WRITE (0xC0): RETH, MDETH, payload.
+ *  - MRC_WRITE_LAST_WITH_IMMEDIATE (0xC1): RETH, MDETH, ImmDt, payload: the last packet of an
+ *    RDMA WRITE with immediate.
+ *  - MRC_SACK (0xC2): SETH. Cumulative PSN plus a 256-bit bitmap of PSNs received beyond it.
+ *  - MRC_NACK (0xC3): NETH. One PSN the responder could not accept, with the reason.
+ *  - MRC_PROBE (0xC4) / MRC_PROBE_REPLY (0xC5): PETH. A path probe and its echo.
+ *  - MRC_PORT_STATUS (0xC6): EPETH. The sender's port (plane) status mask (OCP MRC endpoint
+ *    operation PORT_STATUS_UPDATE).
+ * All multi-byte fields are big-endian. Every MRC packet ends with the ICRC as any RoCEv2 packet.
+ */
+#pragma once
+
+#include <cstdint>
+
+#include "byteorder.h"
+
+namespace droce::wire {
+
+/** Version of droce's MRC wire format carried in every MRC extension header. */
+inline constexpr std::uint8_t kMrcVersion = 1;
+/** MPR (maximum PSN range) unit: PSNs per MPR step (OCP MRC mrc_qp_attr.mpr). */
+inline constexpr std::uint32_t kMprUnit = 128;
+/** Bits of the SACK bitmap. */
+inline constexpr std::uint32_t kSackBits = 256;
+
+/** MDETH flags. */
+enum MdethFlags : std::uint8_t {
+    kMdethFirst = 1u << 0,      ///< first packet of its message
+    kMdethLast = 1u << 1,       ///< last packet of its message
+    kMdethRetransmit = 1u << 2, ///< a retransmission (informational: traces, counters)
+};
+
+/** MRC Data Extension Transport Header (16 bytes), after the RETH of MRC_WRITE*. */
+struct Mdeth {
+    std::uint8_t version; ///< kMrcVersion
+    std::uint8_t flags;   ///< MdethFlags
+    Be16 path;            ///< the requester's path (entropy value index) the packet left on
+    Be32 msn;             ///< message sequence number of its message (requester's count, from 0)
+    Be32 msg_offset;      ///< byte offset of the packet's payload in its message
+    Be32 msg_length;      ///< bytes of the whole message (the responder's byte_len)
+};
+static_assert(sizeof(Mdeth) == 16);
+
+/** SETH flags. */
+enum SethFlags : std::uint8_t {
+    kSethEcnEcho = 1u << 0, ///< a packet on SETH.path arrived marked CE since the last SACK
+};
+
+/** SACK Extension Transport Header (48 bytes). */
+struct Seth {
+    std::uint8_t version; ///< kMrcVersion
+    std::uint8_t flags;   ///< SethFlags
+    Be16 path;    ///< the requester path this SACK reports on: the CE-marked one with kSethEcnEcho
+    Be32 cum_psn; ///< low 24 bits: next PSN expected; every PSN before it arrived
+    Be32 sack_base;         ///< low 24 bits: PSN of bitmap bit 0
+    std::uint8_t mpr_dest;  ///< the responder's MPR in kMprUnit PSNs (its tracker window)
+    std::uint8_t port_mask; ///< the responder's ports (planes) that are up: bit i = port i + 1
+    Be16 reserved;
+    Be64 bitmap[kSackBits / 64]; ///< bit i of word i/64 (LSB first) = PSN sack_base + i arrived
+};
+static_assert(sizeof(Seth) == 48);
+
+/** Why a responder refused a packet (NETH.reason). */
+enum class NackReason : std::uint8_t {
+    trimmed = 1,         ///< payload cut by a switch: retransmit now (congestion, not loss)
+    mpr_exceeded = 2,    ///< PSN beyond the responder's MPR window: retransmit later
+    wimm_exceeded = 3,   ///< more WRITE-with-immediate in flight than max_wimm_dest: fatal
+    remote_access = 4,   ///< rkey, bounds or access rights refused: fatal (REM_ACCESS_ERR)
+    invalid_request = 5, ///< malformed request: fatal (REM_INV_REQ_ERR)
+};
+
+/** NACK Extension Transport Header (12 bytes). */
+struct Neth {
+    std::uint8_t version; ///< kMrcVersion
+    std::uint8_t reason;  ///< NackReason
+    Be16 path;            ///< the requester path of the refused packet
+    Be32 psn;             ///< low 24 bits: the refused PSN
+    Be32 cum_psn;         ///< low 24 bits: the responder's cumulative PSN
+};
+static_assert(sizeof(Neth) == 12);
+
+/** Probe Extension Transport Header (16 bytes), MRC_PROBE and MRC_PROBE_REPLY. */
+struct Peth {
+    std::uint8_t version; ///< kMrcVersion
+    std::uint8_t reserved;
+    Be16 path;         ///< the prober's path being tested (echoed)
+    Be32 seq;          ///< the prober's probe number (echoed)
+    Be64 timestamp_ns; ///< the prober's clock when sent (echoed): the reply gives the RTT
+};
+static_assert(sizeof(Peth) == 16);
+
+/** Endpoint operations (EPETH.op), after the OCP MRC controller's endpoint operations. */
+enum class EndpointOp : std::uint8_t {
+    port_status = 1, ///< EPETH.port_mask is the sender's set of ports that are up
+};
+
+/** Endpoint-operation Extension Transport Header (8 bytes), MRC_PORT_STATUS. */
+struct Epeth {
+    std::uint8_t version;   ///< kMrcVersion
+    std::uint8_t op;        ///< EndpointOp
+    std::uint8_t port_mask; ///< bit i = the sender's port i + 1 is up (OCP: 1-based port mask)
+    std::uint8_t reserved;
+    Be32 seq; ///< sender's count of port status messages: a receiver ignores older ones
+};
+static_assert(sizeof(Epeth) == 8);
+
+/**
+ * Values of an MRC control header (SETH, NETH, PETH or EPETH, by opcode) for build_frame, host
+ * order. PacketFields points at one (PacketFields::mrc_ctl); MDETH values are in PacketFields.
+ */
+struct MrcCtlFields {
+    std::uint8_t flags = 0; ///< SethFlags
+    std::uint16_t path = 0;
+    std::uint32_t cum_psn = 0;                 ///< SETH, NETH
+    std::uint32_t sack_base = 0;               ///< SETH
+    std::uint8_t mpr_dest = 0;                 ///< SETH
+    std::uint8_t port_mask = 0;                ///< SETH, EPETH
+    std::uint64_t bitmap[kSackBits / 64] = {}; ///< SETH
+    std::uint8_t reason = 0;                   ///< NETH: NackReason
+    std::uint32_t nack_psn = 0;                ///< NETH
+    std::uint32_t seq = 0;                     ///< PETH, EPETH
+    std::uint64_t timestamp_ns = 0;            ///< PETH
+    std::uint8_t op = 0;                       ///< EPETH: EndpointOp
+};
+
+} // namespace droce::wire
