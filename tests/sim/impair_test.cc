@@ -4,7 +4,7 @@
  * drivers/sim/impair: the impairment stage over a counting in-test port (which checks every
  * buffer's ownership) and over a sim fabric port: loss rate and determinism, the reorder bound with
  * every held frame delivered, duplication, corruption against the ICRC, probabilistic and RED ECN
- * marking, tail drop, link down, backpressure, the receive side, and the spec parser.
+ * marking, tail drop, trimming, link down, backpressure, the receive side, and the spec parser.
  */
 #include <algorithm>
 #include <array>
@@ -635,6 +635,7 @@ TEST_F(ImpairTest, EverythingAtOnceIsDeterministic) {
         c.link.kmin_bytes = 1000;
         c.link.kmax_bytes = 10000;
         c.link.pmax = 0.3;
+        c.link.trim = 0.05;
         c.seed = 1234;
         std::vector<std::vector<std::uint8_t>> out;
         LinkStats stats;
