@@ -127,6 +127,8 @@ struct ImpairConfig {
  *   reorder_frames (0..65535), reorder_ns: reorder bound; delay (or delay_ns): ns;
  *   bw (or bandwidth_gbps): Gb/s >= 0; queue (or queue_bytes): bytes;
  *   red_kmin, red_kmax (bytes), red_pmax (probability): RED; giving any of them enables RED;
+ *   trim (probability), trim_full (0|1|true|false: trim_when_full), trim_keep (bytes 0..65535:
+ *   trim_keep_bytes, rounded and bounded where used), trim_dscp (0..63): packet trimming;
  *   seed; side (tx|rx); up (0|1|true|false); ring (1..65536).
  * Each key may appear once. Keys absent from the spec keep the value @p out already has, so a
  * command-line spec can be layered over one from the config file; start from ImpairConfig{} for
