@@ -14,10 +14,12 @@
  * plane; any other destination is dropped (PortCounter::tx_no_route).
  *
  * Links. Each directed link has a LinkConfig (loss, reorder, duplication, corruption, up/down,
- * bandwidth, propagation delay, a finite egress queue with tail drop, RED/ECN marking) that can be
- * changed at run time, and LinkCounters. A frame crosses its link in this order: down → dropped;
- * loss draw → dropped; queue full → tail-dropped; RED mark (ECT frames only); corruption; timing
- * (queue drain at the link bandwidth, then the propagation delay); reorder draw; duplication draw.
+ * bandwidth, propagation delay, a finite egress queue with tail drop, RED/ECN marking, packet
+ * trimming) that can be changed at run time, and LinkCounters. A frame crosses its link in this
+ * order: down → dropped; loss draw → dropped; trim draw (RoCEv2 frames long enough only); queue
+ * full → tail-dropped (or, with trim_when_full, trimmed and let through); RED mark (ECT frames
+ * only); corruption; timing (queue drain at the link bandwidth, then the propagation delay);
+ * reorder draw; duplication draw.
  *
  * Time. The fabric reads the Clock given at construction (a virtual clock in tests). A frame is
  * receivable by rx_burst() once clock.now_ns() >= its delivery time; with bandwidth 0 and delay 0
@@ -122,6 +124,41 @@ struct LinkConfig {
     std::uint64_t kmin_bytes = 0;
     std::uint64_t kmax_bytes = 0;
     double pmax = 0.0;
+    /**
+     * Packet trimming, as a congested switch of an MRC / UET fabric does it: instead of dropping a
+     * frame it cuts the payload off and forwards the headers, so that the receiver learns at once
+     * which packet was lost. A trimmed frame keeps its Ethernet [802.1Q] / IP / UDP headers and the
+     * first trim_keep_bytes bytes of the UDP payload (the BTH and what follows it), then gets a
+     * freshly computed ICRC; the BTH pad count becomes 0, the IPv4 total length and header
+     * checksum, or the IPv6 payload length, and the UDP length are rewritten, the UDP checksum is 0
+     * on IPv4 and recomputed on IPv6, and the DSCP becomes trim_dscp (the ECN bits are kept). It is
+     * counted in `trimmed` and delivered like any other frame (never counted as dropped).
+     *
+     * Only RoCEv2 frames (IPv4 or IPv6, UDP destination port 4791, with or without an 802.1Q tag)
+     * whose UDP payload minus the 4-byte ICRC is longer than trim_keep_bytes (as rounded below)
+     * are trimmed; any other frame takes the normal path. The result passes wire::parse_frame()
+     * when the kept bytes hold the BTH and all of the opcode's extension headers (the payload is
+     * merely shorter); when trim_keep_bytes cuts into the extension headers, parse_frame() rejects
+     * it as length_mismatch. The ICRC is computed afresh over the trimmed frame, not checked first.
+     *
+     * trim: probability that a frame is trimmed; drawn after the loss draw, before the queue-full
+     * check (which then sees the trimmed length). A frame drawn that cannot be trimmed is not.
+     */
+    double trim = 0.0;
+    /**
+     * True: a frame that would be tail-dropped because the egress queue is full (queue_bytes) is
+     * trimmed instead and bypasses the queue limit (its trimmed length is still added to the
+     * backlog); so does a frame the trim draw trimmed. A frame that cannot be trimmed is
+     * tail-dropped as before, and so is every frame when the link's ring is full.
+     */
+    bool trim_when_full = false;
+    /**
+     * Bytes of the UDP payload, from the BTH on, that a trimmed frame keeps (its ICRC not
+     * included): rounded down to a multiple of 4, at least 12 (the BTH).
+     */
+    std::uint16_t trim_keep_bytes = 64;
+    /** DSCP (0..63; higher bits ignored) of a trimmed frame. */
+    std::uint8_t trim_dscp = 9;
 };
 
 // clang-format off
@@ -136,7 +173,8 @@ struct LinkConfig {
     X(duplicated)         /* extra copies delivered */ \
     X(reordered)          /* frames held back */ \
     X(corrupted)          /* frames with one bit flipped */ \
-    X(ecn_marked)         /* ECT frames marked CE by RED */
+    X(ecn_marked)         /* ECT frames marked CE by RED */ \
+    X(trimmed)            /* frames let on the link trimmed: by the trim draw or when full */
 /** X(name) of the counters of one port. */
 #define DROCE_SIM_PORT_COUNTERS(X) \
     X(tx_frames)      /* frames taken by tx_burst */ \

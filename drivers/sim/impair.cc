@@ -288,6 +288,10 @@ enum class Key : std::uint8_t {
     red_kmin,
     red_kmax,
     red_pmax,
+    trim,
+    trim_full,
+    trim_keep,
+    trim_dscp,
     seed,
     side,
     up,
@@ -319,6 +323,10 @@ constexpr KeyName kKeys[] = {
     {"red_kmin", Key::red_kmin},
     {"red_kmax", Key::red_kmax},
     {"red_pmax", Key::red_pmax},
+    {"trim", Key::trim},
+    {"trim_full", Key::trim_full},
+    {"trim_keep", Key::trim_keep},
+    {"trim_dscp", Key::trim_dscp},
     {"seed", Key::seed},
     {"side", Key::side},
     {"up", Key::up},
@@ -405,7 +413,8 @@ std::string parse_impair_spec(std::string_view spec, ImpairConfig& out) {
         if (k == nullptr)
             return "impair spec: unknown key " + quoted(name) +
                    " (known: loss reorder reorder_frames reorder_ns delay dup corrupt ecn bw "
-                   "queue red red_kmin red_kmax red_pmax seed side up ring)";
+                   "queue red red_kmin red_kmax red_pmax trim trim_full trim_keep trim_dscp seed "
+                   "side up ring)";
         bool& was = seen[static_cast<std::size_t>(k->key)];
         if (was) return "impair spec: key " + quoted(name) + " given twice";
         was = true;
@@ -418,6 +427,7 @@ std::string parse_impair_spec(std::string_view spec, ImpairConfig& out) {
         case Key::dup:
         case Key::corrupt:
         case Key::ecn:
+        case Key::trim:
         case Key::red_pmax: {
             if (!parse_double(v, d) || d < 0.0 || d > 1.0)
                 return bad_value(name, v, "a probability 0..1");
@@ -436,6 +446,9 @@ std::string parse_impair_spec(std::string_view spec, ImpairConfig& out) {
                 break;
             case Key::ecn:
                 c.ecn_mark_probability = d;
+                break;
+            case Key::trim:
+                c.link.trim = d;
                 break;
             default:
                 c.link.pmax = d;
@@ -478,6 +491,18 @@ std::string parse_impair_spec(std::string_view spec, ImpairConfig& out) {
         case Key::red:
             if (!parse_bool(v, red_value)) return bad_value(name, v, "0, 1, true or false");
             red_explicit = true;
+            break;
+        case Key::trim_full:
+            if (!parse_bool(v, c.link.trim_when_full))
+                return bad_value(name, v, "0, 1, true or false");
+            break;
+        case Key::trim_keep:
+            if (!parse_u64(v, 0xffff, u)) return bad_value(name, v, "bytes, 0..65535");
+            c.link.trim_keep_bytes = static_cast<std::uint16_t>(u);
+            break;
+        case Key::trim_dscp:
+            if (!parse_u64(v, 63, u)) return bad_value(name, v, "a DSCP, 0..63");
+            c.link.trim_dscp = static_cast<std::uint8_t>(u);
             break;
         case Key::seed:
             if (!parse_u64(v, std::numeric_limits<std::uint64_t>::max(), u))
@@ -539,6 +564,10 @@ std::string to_spec(const ImpairConfig& c) {
     s += ",red_kmax=" + std::to_string(c.link.kmax_bytes);
     s += ",red_pmax=" + shortest(c.link.pmax);
     s += std::string(",red=") + (c.link.ecn ? "1" : "0");
+    s += ",trim=" + shortest(c.link.trim);
+    s += std::string(",trim_full=") + (c.link.trim_when_full ? "1" : "0");
+    s += ",trim_keep=" + std::to_string(c.link.trim_keep_bytes);
+    s += ",trim_dscp=" + std::to_string(c.link.trim_dscp);
     s += ",seed=" + std::to_string(c.seed);
     s += ",side=" + std::string(to_string(c.side));
     s += std::string(",up=") + (c.link.up ? "1" : "0");

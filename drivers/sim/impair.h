@@ -2,10 +2,10 @@
 /**
  * @file
  * The impairment stage: the sim fabric's link impairments (loss, bounded reorder, duplication,
- * corruption, RED / probabilistic ECN marking on a modelled egress queue, tail drop, delay, link
- * down), the same code as a fabric link's, as a PortDriver that wraps any other PortDriver — a sim
- * port, or a real DPDK EthPort on a host whose kernel has no netem/red/fq_codel. Include as
- * "sim/impair.h".
+ * corruption, RED / probabilistic ECN marking on a modelled egress queue, tail drop, packet
+ * trimming, delay, link down), the same code as a fabric link's, as a PortDriver that wraps any
+ * other PortDriver — a sim port, or a real DPDK EthPort on a host whose kernel has no
+ * netem/red/fq_codel. Include as "sim/impair.h".
  *
  *     droce::dpdk::EthPort eth(...);
  *     droce::sim::ImpairConfig ic;
@@ -21,10 +21,11 @@
  * both directions, stack two stages (an ImpairedPort is a PortDriver).
  *
  * Order of decisions per frame, the same as on a fabric link: link down → dropped; loss draw →
- * dropped; modelled queue full or ring full → tail-dropped; ECN marking (RED on the modelled
- * backlog, then the flat ecn_mark_probability; ECT frames only); corruption; delay (due delay_ns
- * after it entered the stage); reorder draw (held back); duplication draw (a copy follows the
- * original).
+ * dropped; trim draw (RoCEv2 frames long enough only; LinkConfig::trim); modelled queue full →
+ * tail-dropped, or trimmed and let through with trim_when_full; ring full → tail-dropped; ECN
+ * marking (RED on the modelled backlog, then the flat ecn_mark_probability; ECT frames only);
+ * corruption; delay (due delay_ns after it entered the stage); reorder draw (held back);
+ * duplication draw (a copy follows the original).
  *
  * The stage's ring. Every frame that survives goes into a fixed-capacity ring (ring_frames
  * entries, allocated at construction) and leaves it in order, once due, towards the sink — the
@@ -103,8 +104,9 @@ struct ImpairConfig {
      * The impairments, as on a fabric link: up (false also makes link_up() report false, and drops
      * every frame in the ring at the next call), loss, reorder (held in the stage's ring, see the
      * file comment), duplicate, corrupt, delay_ns (frames wait in the ring), the modelled egress
-     * queue (bandwidth_gbps, queue_bytes: not paced, see the file comment) and RED (ecn,
-     * kmin_bytes, kmax_bytes, pmax).
+     * queue (bandwidth_gbps, queue_bytes: not paced, see the file comment), RED (ecn,
+     * kmin_bytes, kmax_bytes, pmax) and trimming (trim, trim_when_full, trim_keep_bytes,
+     * trim_dscp).
      */
     LinkConfig link;
     /** PRNG seed (applied at construction only). */
@@ -125,6 +127,8 @@ struct ImpairConfig {
  *   reorder_frames (0..65535), reorder_ns: reorder bound; delay (or delay_ns): ns;
  *   bw (or bandwidth_gbps): Gb/s >= 0; queue (or queue_bytes): bytes;
  *   red_kmin, red_kmax (bytes), red_pmax (probability): RED; giving any of them enables RED;
+ *   trim (probability), trim_full (0|1|true|false: trim_when_full), trim_keep (bytes 0..65535:
+ *   trim_keep_bytes, rounded and bounded where used), trim_dscp (0..63): packet trimming;
  *   seed; side (tx|rx); up (0|1|true|false); ring (1..65536).
  * Each key may appear once. Keys absent from the spec keep the value @p out already has, so a
  * command-line spec can be layered over one from the config file; start from ImpairConfig{} for

@@ -2,14 +2,18 @@
 /**
  * @file
  * The impairment pipeline of sim/link.h. What it changes in a frame is the IP ECN field (and the
- * IPv4 header checksum with it) and, for corruption, one bit.
+ * IPv4 header checksum with it), for corruption one bit, and, for trimming, the length: the payload
+ * cut off, the lengths, checksums, DSCP and ICRC rewritten.
  */
 #include "sim/link.h"
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 
+#include "wire/bth.h"
 #include "wire/eth.h"
+#include "wire/icrc.h"
 #include "wire/ipv4.h"
 #include "wire/ipv6.h"
 #include "wire/udp.h"
@@ -179,6 +183,88 @@ void corrupt_one_bit(std::mt19937_64& rng, PktBuf& b, const Layout& ly) noexcept
     b.data[off] = static_cast<std::uint8_t>(b.data[off] ^ (1u << bit));
 }
 
+// ---- trimming ----
+
+constexpr std::uint32_t kIcrcBytes = 4;
+constexpr std::uint32_t kBthFlagsByte = 1; // SE, MigReq, PadCnt (bits 5:4), TVer
+constexpr std::uint8_t kBthPadMask = 0x30;
+
+/** LinkConfig::trim_keep_bytes as applied: rounded down to a multiple of 4, at least a BTH. */
+std::uint32_t trim_keep(const LinkConfig& c) noexcept {
+    return std::max<std::uint32_t>(c.trim_keep_bytes & ~3u,
+                                   static_cast<std::uint32_t>(sizeof(wire::Bth)));
+}
+
+/** RFC 1071 ones-complement sum of @p n bytes, big-endian words, added to @p sum (not folded). */
+std::uint32_t ones_sum(const std::uint8_t* p, std::uint32_t n, std::uint32_t sum) noexcept {
+    for (std::uint32_t i = 0; i + 1 < n; i += 2)
+        sum += static_cast<std::uint32_t>(p[i] << 8 | p[i + 1]);
+    if ((n & 1u) != 0) sum += static_cast<std::uint32_t>(p[n - 1] << 8);
+    return sum;
+}
+
+/**
+ * UDP checksum of the IPv6 datagram at @p udp (@p udp_len bytes, checksum field 0) under the
+ * addresses of @p ip, as wire::build_frame computes it: 0 is sent as 0xffff (RFC 8200).
+ */
+std::uint16_t udp6_checksum(const wire::Ipv6Hdr& ip, const std::uint8_t* udp,
+                            std::uint32_t udp_len) noexcept {
+    std::uint32_t sum = ones_sum(ip.src.data(), 32, 0); // src and dst, adjacent
+    sum += (udp_len >> 16) + (udp_len & 0xffffu) + wire::kIpProtoUdp;
+    sum = ones_sum(udp, udp_len, sum);
+    while ((sum >> 16) != 0)
+        sum = (sum & 0xffffu) + (sum >> 16);
+    const auto c = static_cast<std::uint16_t>(~sum);
+    return c == 0 ? 0xffff : c;
+}
+
+/**
+ * Trims @p b as LinkConfig documents it: keeps the headers up to UDP and trim_keep(c) bytes of the
+ * UDP payload, appends a fresh ICRC, rewrites lengths, checksums, pad count and DSCP. False, with
+ * @p b unchanged, when it is not a RoCEv2 frame, its lengths do not hold together or its payload
+ * (ICRC excluded) is no longer than what would be kept.
+ */
+bool trim_frame(PktBuf& b, const Layout& ly, const LinkConfig& c) noexcept {
+    if (!ly.roce) return false;
+    const std::uint32_t l4 = ly.l3 + ly.l3_len;
+    auto* udp = reinterpret_cast<wire::UdpHdr*>(b.data + l4);
+    const std::uint32_t udp_len = udp->length.get();
+    if (udp_len < sizeof(wire::UdpHdr) || l4 + udp_len > b.len) return false;
+    const std::uint32_t keep = trim_keep(c);
+    const std::uint32_t payload = udp_len - static_cast<std::uint32_t>(sizeof(wire::UdpHdr));
+    if (payload < kIcrcBytes || payload - kIcrcBytes <= keep) return false;
+
+    const std::uint32_t bth = l4 + static_cast<std::uint32_t>(sizeof(wire::UdpHdr));
+    const std::uint32_t new_udp_len = static_cast<std::uint32_t>(sizeof(wire::UdpHdr)) + keep +
+                                      kIcrcBytes; // <= payload: fits 16 bits
+    b.data[bth + kBthFlagsByte] =
+        static_cast<std::uint8_t>(b.data[bth + kBthFlagsByte] & ~kBthPadMask);
+    const unsigned dscp = c.trim_dscp & 0x3fu;
+    udp->length.set(static_cast<std::uint16_t>(new_udp_len));
+    udp->checksum.set(0);
+    if (ly.ipv4) {
+        auto* ip = reinterpret_cast<wire::Ipv4Hdr*>(b.data + ly.l3);
+        ip->tos = static_cast<std::uint8_t>(dscp << 2 | ip->ecn());
+        ip->total_length.set(static_cast<std::uint16_t>(ly.l3_len + new_udp_len));
+        ip->checksum.set(0);
+        ip->checksum.set(wire::ipv4_header_checksum(ip, ly.l3_len));
+    } else {
+        auto* ip = reinterpret_cast<wire::Ipv6Hdr*>(b.data + ly.l3);
+        ip->set_vtc_flow(dscp << 2 | (ip->traffic_class() & 3u), ip->flow_label());
+        ip->payload_length.set(static_cast<std::uint16_t>(new_udp_len));
+    }
+    // The ICRC masks the UDP checksum, so it comes first; the IPv6 UDP checksum covers the ICRC.
+    const std::uint32_t icrc_off = bth + keep;
+    wire::store_icrc(b.data + icrc_off,
+                     wire::icrc_compute(
+                         std::span<const std::uint8_t>(b.data + ly.l3, icrc_off - ly.l3), ly.ipv6));
+    if (ly.ipv6)
+        udp->checksum.set(udp6_checksum(*reinterpret_cast<const wire::Ipv6Hdr*>(b.data + ly.l3),
+                                        b.data + l4, new_udp_len));
+    b.len = l4 + new_udp_len;
+    return true;
+}
+
 // ---- egress queue model ----
 
 /**
@@ -229,10 +315,17 @@ void Link::offer(PktBuf* b, std::uint64_t now_ns) noexcept {
     const std::uint64_t now_ps = now_ns > ctx_->t0_ns ? (now_ns - ctx_->t0_ns) * 1000u : 0;
     std::uint64_t& busy_ps = busy_until_ps();
     const std::uint64_t backlog = backlog_bytes(busy_ps, now_ps, c.bandwidth_gbps);
-    if ((c.queue_bytes != 0 && backlog + b->len > c.queue_bytes) || ring.free_slots() == 0)
-        return drop(b, LinkCounter::dropped_queue_full);
-
     const Layout ly = layout_of(*b);
+    // chance() draws nothing for trim 0 (or 1), so the other decisions' draws stay where they were.
+    bool trimmed = chance(rng, c.trim) && trim_frame(*b, ly, c);
+    bool queue_full = c.queue_bytes != 0 && backlog + b->len > c.queue_bytes;
+    if (queue_full && c.trim_when_full) {
+        if (!trimmed) trimmed = trim_frame(*b, ly, c);
+        queue_full = !trimmed; // a trimmed frame bypasses the queue limit
+    }
+    if (queue_full || ring.free_slots() == 0) return drop(b, LinkCounter::dropped_queue_full);
+    if (trimmed) stats.inc(LinkCounter::trimmed);
+
     b->ecn_ce = ecn_of(*b, ly) == static_cast<int>(kEcnCe);
     const bool mark =
         (c.ecn && red_decides_mark(rng, c.kmin_bytes, c.kmax_bytes, c.pmax, backlog)) ||

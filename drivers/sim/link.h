@@ -7,11 +7,11 @@
  * from drivers/sim sources.
  *
  * A Link takes frames with offer(), which applies LinkConfig in the order sim/fabric.h documents
- * (down, loss, queue full, ECN marking, corruption, timing, reorder, duplication) and puts each
- * surviving frame, and its duplicate, into the link's HoldRing with the time it becomes due. The
- * owner takes them out in ring order: the fabric one at a time, merging the links into a port; the
- * stage in batches towards its sink. Dropped frames go back, and duplicates come from, the owner's
- * FramePool.
+ * (down, loss, trim, queue full or trim when full, ECN marking, corruption, timing, reorder,
+ * duplication) and puts each surviving frame, and its duplicate, into the link's HoldRing with the
+ * time it becomes due. The owner takes them out in ring order: the fabric one at a time, merging
+ * the links into a port; the stage in batches towards its sink. Dropped frames go back, and
+ * duplicates come from, the owner's FramePool.
  *
  * Thread rules: not thread safe; the owner's one thread makes every call. Nothing here allocates
  * (the ring storage is the owner's), locks, blocks or throws.

@@ -2,15 +2,18 @@
 /**
  * @file
  * drivers/sim: delivery by MAC, broadcast, loss, reorder bound, duplication, corruption, link
- * down, bandwidth/delay timing on a virtual clock, tail drop, RED/ECN marking, the buffer pool and
- * determinism. Frames are real RoCEv2 frames built with lib/wire, so the ICRC tells whether the
- * fabric changed what it may and nothing else.
+ * down, bandwidth/delay timing on a virtual clock, tail drop, RED/ECN marking, packet trimming,
+ * the buffer pool and determinism. Frames are real RoCEv2 frames built with lib/wire, so the ICRC
+ * tells whether the fabric changed what it may and nothing else.
  */
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
+#include <span>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -18,6 +21,8 @@
 #include "common/clock.h"
 #include "port/port.h"
 #include "sim/fabric.h"
+#include "wire/arp.h"
+#include "wire/icrc.h"
 #include "wire/packet.h"
 
 namespace droce::sim {
@@ -147,6 +152,85 @@ class FabricTest : public ::testing::Test {
     static bool parses_ok(const std::vector<std::uint8_t>& bytes) {
         wire::ParsedFrame pf;
         return wire::parse_frame(bytes, pf) == wire::RejectReason::ok;
+    }
+
+    /**
+     * Builds an RC RDMA WRITE ONLY frame (BTH, RETH, @p payload_len bytes of payload with @p seq in
+     * the first four) from (from, plane) to @p dst_mac, optionally IPv6 and/or 802.1Q tagged.
+     */
+    static PktBuf* make_write(Fabric& f, std::uint32_t from, std::uint32_t plane,
+                              const wire::MacAddr& dst_mac, std::uint32_t seq,
+                              std::size_t payload_len, std::uint8_t tos, bool ipv6,
+                              bool vlan = false) {
+        PktBuf* b = nullptr;
+        if (f.port(from, plane).alloc_bulk(&b, 1) != 1) return nullptr;
+        wire::PathHeaders path;
+        path.src_mac = Fabric::mac(from, plane);
+        path.dst_mac = dst_mac;
+        path.has_vlan = vlan;
+        path.vlan_tci = 0x2005;
+        path.ipv6 = ipv6;
+        path.src_ip[15] = static_cast<std::uint8_t>(from + 1);
+        path.dst_ip[15] = 100;
+        if (!ipv6) {
+            path.src_ip[10] = path.src_ip[11] = 0xff;
+            path.dst_ip[10] = path.dst_ip[11] = 0xff;
+        }
+        path.tos = tos;
+        path.flow_label = 0x12345;
+        wire::PacketFields fields;
+        fields.opcode = wire::Opcode::RC_RDMA_WRITE_ONLY;
+        fields.dest_qp = 0x11;
+        fields.ack_req = true;
+        fields.psn = wire::Psn(seq);
+        fields.va = 0x1122334455667788u;
+        fields.rkey = 0xabcdef01u;
+        fields.dma_len = static_cast<std::uint32_t>(payload_len);
+        std::vector<std::uint8_t> payload(std::max<std::size_t>(payload_len, 4));
+        for (std::size_t i = 0; i < payload.size(); ++i)
+            payload[i] = static_cast<std::uint8_t>(i * 7 + 3);
+        std::memcpy(payload.data(), &seq, sizeof(seq));
+        b->len = static_cast<std::uint32_t>(wire::build_frame(path, fields, payload, b->room()));
+        EXPECT_GT(b->len, 0u);
+        return b;
+    }
+
+    /** An ARP request (42 bytes) from (from, plane) to @p dst_mac. */
+    static PktBuf* make_arp(Fabric& f, std::uint32_t from, std::uint32_t plane,
+                            const wire::MacAddr& dst_mac) {
+        PktBuf* b = nullptr;
+        if (f.port(from, plane).alloc_bulk(&b, 1) != 1) return nullptr;
+        wire::EthHdr eth{};
+        eth.dst = dst_mac;
+        eth.src = Fabric::mac(from, plane);
+        eth.ether_type.set(wire::kEtherTypeArp);
+        wire::ArpHdr arp{};
+        arp.set_ethernet_ipv4();
+        arp.set_op(wire::ArpOp::request);
+        arp.sha = eth.src;
+        arp.spa = {10, 0, 0, static_cast<std::uint8_t>(from + 1)};
+        arp.tpa = {10, 0, 0, 100};
+        std::memcpy(b->data, &eth, sizeof(eth));
+        std::memcpy(b->data + sizeof(eth), &arp, sizeof(arp));
+        b->len = sizeof(eth) + sizeof(arp);
+        return b;
+    }
+
+    /** True if the UDP checksum of IPv6 frame @p pf is present and right (RFC 8200). */
+    static bool udp6_checksum_ok(const wire::ParsedFrame& pf) {
+        std::uint32_t sum = 0;
+        auto add = [&sum](const std::uint8_t* p, std::size_t n) {
+            for (std::size_t i = 0; i + 1 < n; i += 2)
+                sum += static_cast<std::uint32_t>(p[i] << 8 | p[i + 1]);
+            if (n & 1) sum += static_cast<std::uint32_t>(p[n - 1] << 8);
+        };
+        const std::uint32_t len = pf.udp->length.get();
+        add(pf.ipv6->src.data(), 32);
+        sum += len + wire::kIpProtoUdp;
+        add(reinterpret_cast<const std::uint8_t*>(pf.udp), len);
+        while (sum >> 16)
+            sum = (sum & 0xffff) + (sum >> 16);
+        return sum == 0xffff && pf.udp->checksum.get() != 0;
     }
 };
 
@@ -616,6 +700,246 @@ TEST_F(FabricTest, RedMarksOnlyEctFrames) {
         }
     }
     EXPECT_EQ(f.link_stats(0, 1, 0)[LC::ecn_marked], 5u);
+}
+
+TEST_F(FabricTest, TrimCutsARoceFrameToItsHeadersWithAFreshIcrc) {
+    Fabric f(&clock, config());
+    LinkConfig lc;
+    lc.trim = 1.0;
+    f.set_link_config(0, 1, 0, lc);
+    ASSERT_EQ(lc.trim_keep_bytes, 64u);
+    ASSERT_EQ(lc.trim_dscp, 9u);
+    struct Case {
+        bool ipv6;
+        bool vlan;
+        std::size_t payload;
+        std::uint8_t tos;
+    };
+    const Case cases[] = {
+        {false, false, 1000, 5 << 2 | 2}, {true, false, 1000, 5 << 2 | 1}, {false, true, 999, 0x03},
+        {true, true, 1001, 0x00},         {false, false, 1000, 0xff},
+    };
+    for (const Case& k : cases) {
+        SCOPED_TRACE(::testing::Message() << "ipv6 " << k.ipv6 << " vlan " << k.vlan << " payload "
+                                          << k.payload << " tos " << int{k.tos});
+        PktBuf* b = make_write(f, 0, 0, Fabric::mac(1, 0), 77, k.payload, k.tos, k.ipv6, k.vlan);
+        ASSERT_NE(b, nullptr);
+        const std::vector<std::uint8_t> sent(b->data, b->data + b->len);
+        wire::ParsedFrame orig;
+        ASSERT_EQ(wire::parse_frame(sent, orig), wire::RejectReason::ok);
+        if (k.ipv6) {
+            ASSERT_TRUE(udp6_checksum_ok(orig)); // the checker agrees with build_frame
+        }
+        send(f, 0, 0, b);
+        auto got = drain(f, 1, 0);
+        ASSERT_EQ(got.size(), 1u);
+        const std::vector<std::uint8_t>& r = got[0].bytes;
+
+        wire::ParsedFrame pf;
+        ASSERT_EQ(wire::parse_frame(r, pf), wire::RejectReason::ok);
+        EXPECT_TRUE(pf.icrc_checked);
+        EXPECT_EQ(pf.icrc_computed, pf.icrc_wire);
+        const std::size_t l3 = pf.l3_offset;
+        const std::size_t ip_len = k.ipv6 ? sizeof(wire::Ipv6Hdr) : sizeof(wire::Ipv4Hdr);
+        const std::size_t udp_len = sizeof(wire::UdpHdr) + 64 + wire::kIcrcSize;
+        EXPECT_EQ(r.size(), l3 + ip_len + udp_len);
+        EXPECT_EQ(pf.udp->length.get(), udp_len);
+        // Ethernet and 802.1Q tag untouched; BTH and RETH kept (pad count 0), payload cut.
+        EXPECT_TRUE(
+            std::equal(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(l3), sent.begin()));
+        EXPECT_EQ(pf.vlan != nullptr, k.vlan);
+        EXPECT_EQ(pf.bth->opcode(), wire::Opcode::RC_RDMA_WRITE_ONLY);
+        EXPECT_EQ(pf.bth->psn(), orig.bth->psn());
+        EXPECT_EQ(pf.bth->dest_qp(), 0x11u);
+        EXPECT_TRUE(pf.bth->ack_req());
+        EXPECT_EQ(pf.bth->pad_count(), 0u);
+        EXPECT_EQ(orig.bth->pad_count(), (4u - k.payload % 4u) % 4u);
+        ASSERT_NE(pf.reth, nullptr);
+        EXPECT_EQ(std::memcmp(pf.reth, orig.reth, sizeof(wire::Reth)), 0);
+        EXPECT_EQ(pf.reth->dma_len.get(), k.payload);
+        ASSERT_EQ(pf.payload.size(), 64u - 12u - 16u);
+        EXPECT_TRUE(std::equal(pf.payload.begin(), pf.payload.end(), orig.payload.begin()));
+        EXPECT_EQ(got[0].seq, 77u);
+        // DSCP trim_dscp, ECN kept; lengths and checksums rewritten.
+        if (k.ipv6) {
+            EXPECT_EQ(pf.ipv6->traffic_class() >> 2, 9u);
+            EXPECT_EQ(pf.ipv6->traffic_class() & 3u, k.tos & 3u);
+            EXPECT_EQ(pf.ipv6->flow_label(), 0x12345u);
+            EXPECT_EQ(pf.ipv6->payload_length.get(), udp_len);
+            EXPECT_TRUE(udp6_checksum_ok(pf));
+        } else {
+            EXPECT_EQ(pf.ipv4->dscp(), 9u);
+            EXPECT_EQ(pf.ipv4->ecn(), k.tos & 3u);
+            EXPECT_EQ(pf.ipv4->total_length.get(), ip_len + udp_len);
+            EXPECT_EQ(wire::ipv4_header_checksum(pf.ipv4, 20), 0u);
+            EXPECT_EQ(pf.udp->checksum.get(), 0u);
+        }
+        EXPECT_EQ(got[0].ecn_ce, (k.tos & 3u) == 3u);
+    }
+    const LinkStats& s = f.link_stats(0, 1, 0);
+    EXPECT_EQ(s[LC::tx_frames], std::size(cases));
+    EXPECT_EQ(s[LC::trimmed], std::size(cases));
+    EXPECT_EQ(s[LC::delivered], std::size(cases));
+    EXPECT_EQ(s[LC::dropped_loss] + s[LC::dropped_queue_full] + s[LC::dropped_down], 0u);
+    EXPECT_EQ(f.pool_free(), 256u);
+}
+
+TEST_F(FabricTest, TrimKeepBytesIsRoundedDownAndAtLeastTheBth) {
+    Fabric f(&clock, config());
+    LinkConfig lc;
+    lc.trim = 1.0;
+    lc.trim_dscp = 46;
+    auto trim_with = [&](std::uint16_t keep, bool ipv6) {
+        lc.trim_keep_bytes = keep;
+        f.set_link_config(0, 1, 0, lc);
+        send(f, 0, 0, make_write(f, 0, 0, Fabric::mac(1, 0), 5, 1000, 0x02, ipv6));
+        auto got = drain(f, 1, 0);
+        EXPECT_EQ(got.size(), 1u);
+        return got.empty() ? std::vector<std::uint8_t>{} : got[0].bytes;
+    };
+    for (const bool ipv6 : {false, true}) {
+        SCOPED_TRACE(ipv6 ? "ipv6" : "ipv4");
+        const std::size_t udp_off = 14 + (ipv6 ? 40 : 20);
+        wire::ParsedFrame pf;
+        // 70 keeps 68: BTH, RETH and 40 bytes of payload.
+        std::vector<std::uint8_t> r = trim_with(70, ipv6);
+        ASSERT_EQ(wire::parse_frame(r, pf), wire::RejectReason::ok);
+        EXPECT_EQ(pf.payload.size(), 40u);
+        EXPECT_EQ(r.size(), udp_off + 8 + 68 + 4);
+        EXPECT_EQ((ipv6 ? pf.ipv6->traffic_class() : pf.ipv4->tos) >> 2, 46u);
+        // 28: BTH and RETH only, no payload.
+        r = trim_with(28, ipv6);
+        ASSERT_EQ(wire::parse_frame(r, pf), wire::RejectReason::ok);
+        EXPECT_EQ(pf.payload.size(), 0u);
+        // 5 keeps 12, the BTH alone: the RETH is cut, which parse_frame rejects, but the lengths
+        // and the ICRC are right.
+        r = trim_with(5, ipv6);
+        ASSERT_EQ(r.size(), udp_off + 8 + 12 + 4);
+        EXPECT_EQ(wire::parse_frame(r, pf), wire::RejectReason::length_mismatch);
+        EXPECT_EQ(pf.udp->length.get(), 8u + 12u + 4u);
+        EXPECT_EQ(
+            wire::icrc_compute(std::span<const std::uint8_t>(r.data() + 14, r.size() - 18), ipv6),
+            wire::load_icrc(r.data() + r.size() - 4));
+        // 65535 keeps 65532, more than the frame has: not trimmed.
+        PktBuf* b = make_write(f, 0, 0, Fabric::mac(1, 0), 5, 1000, 0x02, ipv6);
+        const std::vector<std::uint8_t> sent(b->data, b->data + b->len);
+        lc.trim_keep_bytes = 65535;
+        f.set_link_config(0, 1, 0, lc);
+        send(f, 0, 0, b);
+        auto got = drain(f, 1, 0);
+        ASSERT_EQ(got.size(), 1u);
+        EXPECT_EQ(got[0].bytes, sent);
+    }
+    EXPECT_EQ(f.link_stats(0, 1, 0)[LC::trimmed], 6u);
+    EXPECT_EQ(f.link_stats(0, 1, 0)[LC::delivered], 8u);
+}
+
+TEST_F(FabricTest, TrimLeavesNonRoceAndShortFramesAlone) {
+    Fabric f(&clock, config());
+    LinkConfig lc;
+    lc.trim = 1.0;
+    f.set_link_config(0, 1, 0, lc);
+    auto through = [&](PktBuf* b) {
+        EXPECT_NE(b, nullptr);
+        std::vector<std::uint8_t> sent(b->data, b->data + b->len);
+        send(f, 0, 0, b);
+        auto got = drain(f, 1, 0);
+        EXPECT_EQ(got.size(), 1u);
+        return std::make_pair(sent, got.empty() ? std::vector<std::uint8_t>{} : got[0].bytes);
+    };
+    // ARP.
+    auto [arp_sent, arp_got] = through(make_arp(f, 0, 0, Fabric::mac(1, 0)));
+    EXPECT_EQ(arp_got, arp_sent);
+    // UDP to another port than 4791.
+    PktBuf* other = make_write(f, 0, 0, Fabric::mac(1, 0), 1, 1000, 0, false);
+    ASSERT_NE(other, nullptr);
+    other->data[14 + 20 + 3] = 0xb8; // destination port 4792
+    auto [udp_sent, udp_got] = through(other);
+    EXPECT_EQ(udp_got, udp_sent);
+    // SEND ONLY: 12 + 52 bytes of UDP payload (ICRC excluded) is not longer than 64; 12 + 56 is.
+    auto [s52, g52] = through(make_frame(f, 0, 0, Fabric::mac(1, 0), 2, 52));
+    EXPECT_EQ(g52, s52);
+    auto [s56, g56] = through(make_frame(f, 0, 0, Fabric::mac(1, 0), 3, 56));
+    EXPECT_EQ(g56.size(), s56.size() - 4);
+    wire::ParsedFrame pf;
+    ASSERT_EQ(wire::parse_frame(g56, pf), wire::RejectReason::ok);
+    EXPECT_EQ(pf.payload.size(), 52u);
+    EXPECT_EQ(f.link_stats(0, 1, 0)[LC::trimmed], 1u);
+    EXPECT_EQ(f.link_stats(0, 1, 0)[LC::delivered], 4u);
+}
+
+TEST_F(FabricTest, TrimWhenFullTrimsInsteadOfTailDropping) {
+    Fabric f(&clock, config());
+    LinkConfig lc;
+    lc.bandwidth_gbps = 10.0; // 1000 bytes = 800 ns
+    lc.queue_bytes = 10'000;
+    lc.trim_when_full = true;
+    f.set_link_config(0, 1, 0, lc);
+    // The burst of QueueTailDrop: the five frames that found the queue full are trimmed instead.
+    for (std::uint32_t i = 0; i < 15; ++i)
+        send(f, 0, 0, make_sized(f, 0, 0, Fabric::mac(1, 0), i, 1000, 0x02));
+    const LinkStats& s = f.link_stats(0, 1, 0);
+    EXPECT_EQ(s[LC::dropped_queue_full], 0u);
+    EXPECT_EQ(s[LC::trimmed], 5u);
+    EXPECT_EQ(f.in_flight(), 15u);
+    // A frame that cannot be trimmed is tail-dropped as before.
+    send(f, 0, 0, make_arp(f, 0, 0, Fabric::mac(1, 0)));
+    EXPECT_EQ(s[LC::dropped_queue_full], 1u);
+    const std::uint64_t t0 = clock.now_ns();
+    auto got = drain_all(f, 1, 0);
+    ASSERT_EQ(got.size(), 15u);
+    const std::size_t trimmed_len = 14 + 20 + 8 + 64 + 4;
+    for (std::uint32_t i = 0; i < 15; ++i) {
+        EXPECT_EQ(got[i].seq, i);
+        wire::ParsedFrame pf;
+        ASSERT_EQ(wire::parse_frame(got[i].bytes, pf), wire::RejectReason::ok) << i;
+        EXPECT_EQ(got[i].bytes.size(), i < 10 ? 1000u : trimmed_len) << i;
+        EXPECT_EQ(pf.ipv4->dscp(), i < 10 ? 0u : 9u);
+        EXPECT_EQ(pf.ipv4->ecn(), 2u);
+    }
+    // The trimmed frames still took their (short) turn on the wire after the full ones.
+    EXPECT_EQ(clock.now_ns() - t0,
+              (10u * 1000u * 8u + 5u * trimmed_len * 8u + 9u) / 10u); // ns at 10 Gb/s, rounded up
+    EXPECT_EQ(s[LC::delivered], 15u);
+    EXPECT_EQ(f.pool_free(), 256u);
+}
+
+TEST_F(FabricTest, TrimDrawIsDeterministicAndZeroOrOneDrawsNothing) {
+    // Per delivered frame: seq × 2 + 1 if it arrived trimmed.
+    auto run = [&](double trim, std::uint64_t seed) {
+        Fabric f(&clock, config(2, 1, seed));
+        LinkConfig lc;
+        lc.loss = 0.1;
+        lc.trim = trim;
+        f.set_link_config(0, 1, 0, lc);
+        std::vector<std::uint32_t> out;
+        for (std::uint32_t i = 0; i < 4000; ++i) {
+            send(f, 0, 0, make_frame(f, 0, 0, Fabric::mac(1, 0), i, 200));
+            if (i % 64 == 63 || i == 3999)
+                for (const Received& r : drain(f, 1, 0))
+                    out.push_back(r.seq * 2 + (r.bytes.size() < 200 ? 1u : 0u));
+        }
+        const LinkStats& s = f.link_stats(0, 1, 0);
+        EXPECT_EQ(s[LC::delivered] + s[LC::dropped_loss], 4000u);
+        std::uint64_t trimmed = 0;
+        for (const std::uint32_t v : out)
+            trimmed += v & 1u;
+        EXPECT_EQ(s[LC::trimmed], trimmed);
+        return out;
+    };
+    const auto none = run(0.0, 42);
+    const auto all = run(1.0, 42);
+    ASSERT_EQ(none.size(), all.size()); // the same frames lost: trim 0 and 1 draw nothing
+    for (std::size_t i = 0; i < none.size(); ++i) {
+        EXPECT_EQ(none[i], all[i] - 1);
+        EXPECT_EQ(all[i] & 1u, 1u);
+    }
+    const auto a = run(0.3, 42);
+    EXPECT_EQ(a, run(0.3, 42));
+    std::size_t trimmed = 0;
+    for (const std::uint32_t v : a)
+        trimmed += v & 1u;
+    EXPECT_NEAR(static_cast<double>(trimmed) / static_cast<double>(a.size()), 0.3, 0.04);
 }
 
 TEST_F(FabricTest, PoolExhaustionReturnsFewerAndRecovers) {

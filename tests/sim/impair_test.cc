@@ -4,7 +4,7 @@
  * drivers/sim/impair: the impairment stage over a counting in-test port (which checks every
  * buffer's ownership) and over a sim fabric port: loss rate and determinism, the reorder bound with
  * every held frame delivered, duplication, corruption against the ICRC, probabilistic and RED ECN
- * marking, tail drop, link down, backpressure, the receive side, and the spec parser.
+ * marking, tail drop, trimming, link down, backpressure, the receive side, and the spec parser.
  */
 #include <algorithm>
 #include <array>
@@ -635,6 +635,7 @@ TEST_F(ImpairTest, EverythingAtOnceIsDeterministic) {
         c.link.kmin_bytes = 1000;
         c.link.kmax_bytes = 10000;
         c.link.pmax = 0.3;
+        c.link.trim = 0.05;
         c.seed = 1234;
         std::vector<std::vector<std::uint8_t>> out;
         LinkStats stats;
@@ -659,6 +660,36 @@ TEST_F(ImpairTest, EverythingAtOnceIsDeterministic) {
             EXPECT_GT(a.second[i], 0u) << to_string(lc);
         }
     }
+}
+
+TEST_F(ImpairTest, TrimCutsThePayloadAsOnAFabricLink) {
+    CountingPort inner;
+    ImpairConfig c;
+    ASSERT_EQ(parse_impair_spec("trim=1,trim_keep=20,trim_dscp=46", c), "");
+    {
+        ImpairedPort st(inner, &clock, c);
+        for (std::uint32_t s = 0; s < 4; ++s) {
+            PktBuf* b = buffer_with(st, roce_frame(s, 0x01, s % 2 == 1, 100 + s));
+            ASSERT_EQ(st.tx_burst(&b, 1), 1);
+        }
+        // A frame whose payload, ICRC excluded, is no longer than what is kept passes unchanged.
+        const std::vector<std::uint8_t> small = roce_frame(9, 0, false, 8);
+        PktBuf* b = buffer_with(st, small);
+        ASSERT_EQ(st.tx_burst(&b, 1), 1);
+        ASSERT_EQ(inner.sent.size(), 5u);
+        for (std::uint32_t s = 0; s < 4; ++s) {
+            wire::ParsedFrame pf;
+            ASSERT_EQ(wire::parse_frame(inner.sent[s], pf), wire::RejectReason::ok) << s;
+            EXPECT_EQ(pf.payload.size(), 20u - 12u);
+            EXPECT_EQ(seq_of(inner.sent[s]), s);
+            const unsigned tclass = s % 2 == 1 ? pf.ipv6->traffic_class() : pf.ipv4->tos;
+            EXPECT_EQ(tclass, 46u << 2 | 0x01u);
+        }
+        EXPECT_EQ(inner.sent[4], small);
+        EXPECT_EQ(st.stats()[LC::trimmed], 4u);
+        EXPECT_EQ(st.stats()[LC::delivered], 5u);
+    }
+    expect_balanced(inner);
 }
 
 TEST_F(ImpairTest, ReceiveSideImpairsWhatTheInnerPortReceives) {
@@ -924,6 +955,17 @@ TEST(ImpairSpec, AcceptsTheDocumentedKeys) {
     EXPECT_EQ(g.link.delay_ns, 1500u);
     EXPECT_EQ(parse_impair_spec("delay_ns=7", g), "");
     EXPECT_EQ(g.link.delay_ns, 7u);
+
+    ImpairConfig t;
+    EXPECT_DOUBLE_EQ(t.link.trim, 0.0);
+    EXPECT_FALSE(t.link.trim_when_full);
+    EXPECT_EQ(t.link.trim_keep_bytes, 64u);
+    EXPECT_EQ(t.link.trim_dscp, 9u);
+    EXPECT_EQ(parse_impair_spec("trim=0.25,trim_full=1,trim_keep=128,trim_dscp=46", t), "");
+    EXPECT_DOUBLE_EQ(t.link.trim, 0.25);
+    EXPECT_TRUE(t.link.trim_when_full);
+    EXPECT_EQ(t.link.trim_keep_bytes, 128u);
+    EXPECT_EQ(t.link.trim_dscp, 46u);
 }
 
 TEST(ImpairSpec, ToSpecRoundTrips) {
@@ -946,6 +988,10 @@ TEST(ImpairSpec, ToSpecRoundTrips) {
     c.side = ImpairSide::rx;
     c.link.up = false;
     c.ring_frames = 65536;
+    c.link.trim = 0.125;
+    c.link.trim_when_full = true;
+    c.link.trim_keep_bytes = 65535;
+    c.link.trim_dscp = 63;
     ImpairConfig d;
     ASSERT_EQ(parse_impair_spec(to_spec(c), d), "");
     EXPECT_EQ(to_spec(d), to_spec(c));
@@ -954,6 +1000,10 @@ TEST(ImpairSpec, ToSpecRoundTrips) {
     EXPECT_EQ(d.seed, c.seed);
     EXPECT_EQ(d.link.reorder_max_ns, c.link.reorder_max_ns);
     EXPECT_EQ(d.link.delay_ns, c.link.delay_ns);
+    EXPECT_EQ(d.link.trim, c.link.trim);
+    EXPECT_EQ(d.link.trim_when_full, c.link.trim_when_full);
+    EXPECT_EQ(d.link.trim_keep_bytes, c.link.trim_keep_bytes);
+    EXPECT_EQ(d.link.trim_dscp, c.link.trim_dscp);
     ImpairConfig def;
     ImpairConfig e;
     e.link.loss = 0.9;
@@ -1001,6 +1051,10 @@ TEST(ImpairSpec, RejectsBadSpecsNamingTheKey) {
     expect_rejected("up=maybe", {"'up'", "'maybe'"});
     expect_rejected("bw=-1", {"'bw'"});
     expect_rejected("queue=1.5", {"'queue'"});
+    expect_rejected("trim=1.5", {"'trim'", "'1.5'"});
+    expect_rejected("trim_full=2", {"'trim_full'", "'2'"});
+    expect_rejected("trim_keep=65536", {"'trim_keep'"});
+    expect_rejected("trim_dscp=64", {"'trim_dscp'", "'64'"});
     expect_rejected("red_kmin=5000,red_kmax=1000", {"red_kmin", "red_kmax"});
     expect_rejected("loss", {"missing '='", "'loss'"});
     expect_rejected("loss=0.1,", {"empty item"});
