@@ -98,17 +98,18 @@ void Device::receive(PktBuf& buf, bool looped) noexcept {
         return;
     }
     if (pkt.bth->opcode() == wire::Opcode::CNP) return; // DCQCN reaction point: a later issue
-    if (wire::transport_of(pkt.bth->opcode()) != wire::Transport::rc) {
-        counters_.inc(Counter::rx_dropped_bad_qp);
-        return;
-    }
     rc::Qp* qp = qp_by_num(pkt.bth->dest_qp());
-    if (!qp || qp->state == QpState::reset || qp->state == QpState::init) {
+    // An opcode of another transport (an MRC packet for an RC QP, UC/UD for anyone) is dropped
+    // here, before any transport reads it.
+    if (!qp || qp->state == QpState::reset || qp->state == QpState::init ||
+        wire::transport_of(pkt.bth->opcode()) != qp->transport->family) {
         counters_.inc(Counter::rx_dropped_bad_qp);
         return;
     }
-    // RC packets must come from the connected peer (rxe check_addr): same source address.
-    const wire::Ipv6Addr& peer = qp->paths[0].hdr.dst_ip;
+    // RC packets must come from the connected peer (rxe check_addr): same source address. A
+    // multiplane QP's peer has one address per plane: the one on the plane the frame came by.
+    const unsigned pi = buf.port < qp->num_paths ? buf.port : 0;
+    const wire::Ipv6Addr& peer = qp->paths[pi].hdr.dst_ip;
     const bool from_peer = pkt.ipv4 ? std::memcmp(pkt.ipv4->src.data(), peer.data() + 12, 4) == 0
                                     : std::memcmp(pkt.ipv6->src.data(), peer.data(), 16) == 0;
     if (!from_peer) {
@@ -116,6 +117,9 @@ void Device::receive(PktBuf& buf, bool looped) noexcept {
         return;
     }
     qp->counters.inc(Counter::rcvd_pkts);
+    ctx_.rx_port = buf.port;
+    ctx_.rx_ecn_ce = buf.ecn_ce || (pkt.ipv4 ? (pkt.ipv4->tos & 3u) == 3u
+                                             : (pkt.ipv6->traffic_class() & 3u) == 3u);
     ctx_.rx_port = buf.port;
     ctx_.rx_ecn_ce = buf.ecn_ce || (pkt.ipv4 ? (pkt.ipv4->tos & 3u) == 3u
                                              : ((pkt.ipv6->traffic_class() & 3u) == 3u));

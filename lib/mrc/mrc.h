@@ -82,7 +82,7 @@ struct MrcAttr {
     std::uint32_t max_inflight = 0;
     std::uint64_t reorder_window_ns = 20'000;  ///< RACK: extra wait past a round trip before a loss
     std::uint64_t ecn_avoid_ns = 50'000;       ///< a CE-marked or trimmed path is skipped this long
-    std::uint64_t probe_interval_ns = 100'000; ///< ASSUMED_BAD paths are probed this often
+    std::uint64_t probe_interval_ns = 250'000; ///< ASSUMED_BAD paths are probed this often
     std::uint8_t probe_successes = 3;          ///< answered probes in a row that make a path GOOD
     bool trim_nack = true; ///< answer a trimmed packet with a NACK (OCP MRC_CAP_TRIM_NACK)
 };
