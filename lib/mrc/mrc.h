@@ -80,7 +80,12 @@ struct MrcAttr {
     /** Packets in flight (sent, neither acknowledged nor declared lost) at most; 0 = only MPR. A
      *  fixed window standing in for congestion control (the CC issue brings a real one). */
     std::uint32_t max_inflight = 0;
-    std::uint64_t reorder_window_ns = 20'000;  ///< RACK: extra wait past a round trip before a loss
+    /** A hole is lost once its plane delivered this many packets sent after it (the largest
+     *  reordering within one plane the QP rides out without a retransmission). */
+    std::uint16_t reorder_pkts = 64;
+    /** Or once a packet sent after it on any plane arrived and srtt + 4 rttvar + this passed since
+     *  it was sent (a plane that delivers nothing any more). */
+    std::uint64_t reorder_window_ns = 20'000;
     std::uint64_t ecn_avoid_ns = 50'000;       ///< a CE-marked or trimmed path is skipped this long
     std::uint64_t probe_interval_ns = 250'000; ///< ASSUMED_BAD paths are probed this often
     std::uint8_t probe_successes = 3;          ///< answered probes in a row that make a path GOOD

@@ -40,6 +40,9 @@ void build_evs(rc::Qp& qp, State& s) noexcept {
         e.plane = plane;
         e.hdr = qp.paths[plane].hdr;
         e.hdr.udp_sport = static_cast<std::uint16_t>(s.attr.ev_base + i);
+        // ECN-capable (ECT(0)): MRC tells congestion (a CE mark: avoid the path a while) from
+        // failure (a loss: retire it), so switches must be able to mark its packets.
+        e.hdr.tos = static_cast<std::uint8_t>((e.hdr.tos & ~3u) | 2u);
         // The IPv6 flow label carries the entropy value too (OCP MRC STEV: EV bits spread over the
         // flow label and the UDP source port), so ECMP on either field follows the path.
         if (e.hdr.ipv6) e.hdr.flow_label = (e.hdr.flow_label & 0xff000u) | i;

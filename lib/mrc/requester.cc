@@ -72,37 +72,48 @@ bool mark_delivered(State& s, Psn p, std::uint64_t now) noexcept {
     e.sacked = true;
     if (!e.lost && s.inflight > 0) --s.inflight;
     e.lost = false;
-    if (e.tx_count == 1) { // Karn: a retransmitted packet's echo says nothing about which copy
+    if (e.tx_count == 1) { // Karn: a resent packet's echo may be its first copy's
         const std::uint64_t rtt = now - e.send_ns;
         if (s.min_rtt_ns == 0 || rtt < s.min_rtt_ns) s.min_rtt_ns = rtt;
-        if (e.send_ns >= s.rack_send_ns) {
-            s.rack_send_ns = e.send_ns;
-            s.rack_rtt_ns = rtt;
+        if (s.srtt_ns == 0) {
+            s.srtt_ns = rtt;
+            s.rttvar_ns = rtt / 2;
+        } else {
+            const std::uint64_t dev = rtt > s.srtt_ns ? rtt - s.srtt_ns : s.srtt_ns - rtt;
+            s.rttvar_ns = (3 * s.rttvar_ns + dev) / 4;
+            s.srtt_ns = (7 * s.srtt_ns + rtt) / 8;
         }
-    } else if (e.send_ns > s.rack_send_ns && now - e.send_ns >= s.min_rtt_ns) {
-        s.rack_send_ns = e.send_ns;
-        s.rack_rtt_ns = now - e.send_ns;
+        if (e.send_ns > s.rack_send_ns) s.rack_send_ns = e.send_ns;
+        const unsigned plane = s.evs[e.ev].plane;
+        if (e.plane_seq > s.plane_delivered[plane]) s.plane_delivered[plane] = e.plane_seq;
     }
     if (p.distance_from(s.highest_sacked) >= 0) s.highest_sacked = p + 1;
     return true;
 }
 
-/** RACK over the holes between cum and the highest PSN known delivered. */
+/**
+ * Loss detection over the holes between cum and the highest PSN known delivered. A hole is lost
+ * when its plane delivered reorder_pkts packets sent after it (a plane is one set of queues: what
+ * went in after it came out), or, for a plane that delivers nothing any more, when a packet sent
+ * after it on any plane arrived and a retransmission timeout (srtt + 4 rttvar, RFC 6298) plus the
+ * reorder window passed since it left.
+ */
 void detect_losses(State& s, std::uint64_t now) noexcept {
     s.rack_deadline_ns = 0;
     if (s.highest_sacked.distance_from(s.cum) <= 0 || s.rack_send_ns == 0) return;
-    const std::uint64_t window =
-        s.rack_rtt_ns + std::max<std::uint64_t>(s.attr.reorder_window_ns, s.min_rtt_ns / 4);
+    const std::uint64_t wait = s.srtt_ns + 4 * s.rttvar_ns + s.attr.reorder_window_ns;
     for (Psn p = s.cum; p != s.highest_sacked; ++p) {
         PsnEntry& e = s.entry(p);
         if (e.sacked || e.lost || e.psn != p.value()) continue;
-        if (e.send_ns > s.rack_send_ns) continue; // nothing sent after it arrived yet
-        const std::uint64_t due = e.send_ns + window;
-        if (now >= due) {
+        const unsigned plane = s.evs[e.ev].plane;
+        const bool overtaken = s.plane_delivered[plane] >= e.plane_seq + s.attr.reorder_pkts;
+        const bool overdue = e.send_ns < s.rack_send_ns && now >= e.send_ns + wait;
+        if (overtaken || overdue) {
             ev_lost(s, e.ev, now);
             declare_lost(s, e, LossCause::rack);
-        } else if (s.rack_deadline_ns == 0 || due < s.rack_deadline_ns) {
-            s.rack_deadline_ns = due;
+        } else if (e.send_ns < s.rack_send_ns &&
+                   (s.rack_deadline_ns == 0 || e.send_ns + wait < s.rack_deadline_ns)) {
+            s.rack_deadline_ns = e.send_ns + wait;
         }
     }
 }
@@ -182,8 +193,7 @@ int stage_data(Qp& qp, State& s, rc::TransportCtx& ctx, const PsnEntry& e, int e
     f.mrc_msn = e.wqe_index;
     f.mrc_msg_offset = e.offset;
     f.mrc_msg_length = w.length;
-    TxRef* ref =
-        nspans > 0 && !(w.send_flags & rc::kSendInline) ? qp.tx_ref(e.wqe_index) : nullptr;
+    TxRef* ref = nspans > 0 && !(w.send_flags & rc::kSendInline) ? qp.tx_ref(e.wqe_index) : nullptr;
     Ev& path = s.evs[static_cast<std::size_t>(ev)];
     if (!ctx.tx->append(path.hdr, path.plane, qp.loopback_peer, f,
                         std::span<const std::span<const std::uint8_t>>(
@@ -209,7 +219,9 @@ void requester_reset(State& s, Psn sq_psn, std::uint32_t first_wqe) noexcept {
     s.wimm_inflight = 0;
     s.rtx_head = s.rtx_tail = 0;
     s.rtx_hold_until_ns = 0;
-    s.rack_send_ns = s.rack_rtt_ns = s.min_rtt_ns = 0;
+    s.rack_send_ns = s.srtt_ns = s.rttvar_ns = s.min_rtt_ns = 0;
+    s.plane_seq.fill(0);
+    s.plane_delivered.fill(0);
     s.rack_deadline_ns = 0;
     s.ack_deadline_ns = 0;
     s.linear_left = s.attr.linear_cnt;
@@ -266,6 +278,7 @@ std::uint32_t requester_run(Qp& qp, State& s, rc::TransportCtx& ctx, std::uint32
             ++e.tx_count;
             e.send_ns = now;
             e.ev = static_cast<std::uint16_t>(ev);
+            e.plane_seq = ++s.plane_seq[s.evs[e.ev].plane];
             ++s.inflight;
             s.count(MrcCounter::retransmits);
             qp.counters.inc(Counter::retransmitted_pkts);
@@ -334,6 +347,7 @@ std::uint32_t requester_run(Qp& qp, State& s, rc::TransportCtx& ctx, std::uint32
         }
         if (r == 0) break;
         e = fresh;
+        e.plane_seq = ++s.plane_seq[s.evs[e.ev].plane];
         s.count(MrcCounter::data_pkts_sent);
         s.max_dist_sent = std::max(s.max_dist_sent, dist + 1);
         ++s.next_psn;

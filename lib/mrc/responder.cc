@@ -37,9 +37,12 @@ void set_arrived(State& s, Psn p, bool v) noexcept {
 
 void mark_dirty(State& s, Psn p) noexcept {
     const std::uint32_t base = p.value() & ~(wire::kSackBits - 1) & Psn::kMask;
-    for (std::uint32_t i = 0; i < s.num_dirty; ++i)
-        if (s.dirty[i] == base) return;
-    if (s.num_dirty < kMaxDirtyBlocks) s.dirty[s.num_dirty++] = base;
+    for (std::uint32_t i = 0; i < s.num_dirty; ++i) {
+        if (s.dirty[i].base != base) continue;
+        s.dirty[i].reports = 2;
+        return;
+    }
+    if (s.num_dirty < kMaxDirtyBlocks) s.dirty[s.num_dirty++] = State::DirtyBlock{base, 2};
 }
 
 void nack(Qp& qp, State& s, rc::TransportCtx& ctx, Psn p, std::uint16_t path,
@@ -205,27 +208,35 @@ void data_receive(Qp& qp, State& s, const wire::ParsedFrame& pkt, rc::TransportC
 std::uint32_t responder_run(Qp& qp, State& s, rc::TransportCtx& ctx) noexcept {
     if (s.imm_count) deliver_imms(qp, s);
     if (!s.sack_owed) return 0;
-    if (s.num_dirty == 0) s.dirty[s.num_dirty++] = s.r_cum.value() & ~(wire::kSackBits - 1);
+    if (s.num_dirty == 0)
+        s.dirty[s.num_dirty++] =
+            State::DirtyBlock{s.r_cum.value() & ~(wire::kSackBits - 1) & Psn::kMask, 1};
     std::uint32_t sent = 0;
-    while (s.num_dirty > 0) {
-        const std::uint32_t base = s.dirty[s.num_dirty - 1];
+    for (std::uint32_t i = 0; i < s.num_dirty; ++i) {
+        State::DirtyBlock& b = s.dirty[i];
+        if (b.reports == 0) continue;
         wire::MrcCtlFields& c = s.next_ctl();
         c.flags = s.ece ? wire::kSethEcnEcho : 0;
         c.path = s.ece ? s.ece_path : s.last_rx_path;
         c.cum_psn = s.r_cum.value();
-        c.sack_base = base;
+        c.sack_base = b.base;
         c.mpr_dest = s.attr.mpr_dest;
         c.port_mask = ctx.port_up_mask;
-        fill_sack(s, base, c);
+        fill_sack(s, b.base, c);
         if (!stage_ctl(qp, s, ctx, Opcode::MRC_SACK, pick_ctl_ev(s, ctx, s.sack_plane), c)) {
             qp.counters.inc(Counter::tx_no_buffer);
             return sent; // still owed: the next pass
         }
         s.count(MrcCounter::sacks_sent);
         s.ece = false;
-        --s.num_dirty;
+        --b.reports;
         ++sent;
     }
+    // Blocks reported twice leave the list; those with a report left stay for the next burst.
+    std::uint32_t kept = 0;
+    for (std::uint32_t i = 0; i < s.num_dirty; ++i)
+        if (s.dirty[i].reports > 0) s.dirty[kept++] = s.dirty[i];
+    s.num_dirty = kept;
     s.sack_owed = false;
     return sent;
 }

@@ -45,6 +45,7 @@ struct PsnEntry {
     std::uint32_t offset = 0;    ///< byte offset in the message
     std::uint32_t len = 0;       ///< payload bytes
     std::uint64_t send_ns = 0;   ///< when its latest copy left
+    std::uint64_t plane_seq = 0; ///< its latest copy's number on its plane (State::plane_seq)
     std::uint16_t ev = 0;        ///< path of its latest copy
     std::uint8_t tx_count = 0;   ///< copies sent
     LossCause cause = LossCause::none;
@@ -105,8 +106,14 @@ struct State final : rc::TransportState {
     std::uint32_t rtx_tail = 0;
     std::uint64_t rtx_hold_until_ns = 0;
     std::uint64_t rack_send_ns = 0; ///< send time of the latest-sent packet known delivered
-    std::uint64_t rack_rtt_ns = 0;  ///< its round trip
+    std::uint64_t srtt_ns = 0;      ///< smoothed round trip (RFC 6298), first copies only
+    std::uint64_t rttvar_ns = 0;
     std::uint64_t min_rtt_ns = 0;
+    /** Per plane: packets sent on it, numbered from 1 (PsnEntry::plane_seq), and the highest of
+     *  those known delivered (first copies only). A plane's packets share its queues, so a hole
+     *  reorder_pkts behind what the plane delivered is lost, whatever the queues' delays. */
+    std::array<std::uint64_t, kMaxPlanes> plane_seq{};
+    std::array<std::uint64_t, kMaxPlanes> plane_delivered{};
     std::uint64_t rack_deadline_ns = 0; ///< when a waiting hole passes the RACK window
     std::uint64_t ack_deadline_ns = 0;
     std::uint8_t linear_left = 0;
@@ -117,8 +124,13 @@ struct State final : rc::TransportState {
     Psn r_cum; ///< next PSN expected: every PSN before it arrived
     std::array<std::uint64_t, kWindow / 64>
         r_bitmap{}; ///< bit psn & kWindowMask: arrived, >= r_cum
-    std::array<std::uint32_t, kMaxDirtyBlocks>
-        dirty{}; ///< SACK block bases touched since last SACK
+    /** SACK blocks touched since they were last reported, with the reports still due: each block
+     *  goes out in two SACKs, so one lost SACK does not hide what arrived. */
+    struct DirtyBlock {
+        std::uint32_t base = 0;
+        std::uint8_t reports = 0;
+    };
+    std::array<DirtyBlock, kMaxDirtyBlocks> dirty{};
     std::uint32_t num_dirty = 0;
     bool sack_owed = false;
     std::uint8_t sack_plane = 0;

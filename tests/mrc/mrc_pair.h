@@ -102,7 +102,8 @@ class MrcPair {
         for (std::uint32_t e = 0; e < 2; ++e) {
             std::vector<PortSpec> ports;
             for (std::uint32_t p = 0; p < o.planes; ++p)
-                ports.push_back(PortSpec{taps[e][p].get(), sim::Fabric::mac(e, p), gid(e, p), 4096});
+                ports.push_back(
+                    PortSpec{taps[e][p].get(), sim::Fabric::mac(e, p), gid(e, p), 4096});
             dev[e] = std::make_unique<Device>("droce" + std::to_string(e), clock, ports);
             int err = 0;
             pd[e] = dev[e]->alloc_pd(&err);

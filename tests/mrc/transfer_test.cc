@@ -51,7 +51,8 @@ TEST(MrcTransfer, FourEqualPlanesShareBytesEquallyAndPlaceEverything) {
     EXPECT_EQ(t.mrc_counter(0, mrc::MrcCounter::retransmits), 0u);
     EXPECT_GT(t.mrc_counter(1, mrc::MrcCounter::sacks_sent), 0u);
     // Links, not the CPU, bound it: about 4 x 10 Gb/s of payload in virtual time.
-    const double secs = static_cast<double>(t.send_cqe_ns[0].back() - t.send_cqe_ns[0].front()) / 1e9;
+    const double secs =
+        static_cast<double>(t.send_cqe_ns[0].back() - t.send_cqe_ns[0].front()) / 1e9;
     const double gbps = 127.0 * kMsg * 8 / secs / 1e9;
     EXPECT_GT(gbps, 35.0);
     EXPECT_LT(gbps, 40.0);
