@@ -33,22 +33,9 @@ struct Run {
         if (!rc) {
             t.connect();
         } else {
-            for (int i = 0; i < 2; ++i) {
-                int err = 0;
-                t.qp[i] = t.dev[i]->create_qp(t.pd[i], t.send_cq[i], t.recv_cq[i],
-                                              rc::QpCap{1024, 1024, 4, 4, 64}, false, &err);
-            }
-            for (int i = 0; i < 2; ++i) {
-                const auto peer = static_cast<std::uint32_t>(1 - i);
-                RcConnectParams c;
-                c.qp_access_flags = rc::kAccessRemoteWrite;
-                c.path_mtu = rc::Mtu::mtu4096;
-                c.dest_qp_num = t.qp[peer]->qpn;
-                c.ah_attr.dgid = MrcPair::gid(peer, 0);
-                c.ah_attr.dmac = sim::Fabric::mac(peer, 0);
-                c.timeout = 8;
-                (void)connect_rc(*t.dev[i], t.qp[i], c);
-            }
+            const auto q = t.connect_rc_pair(8);
+            t.qp[0] = q[0];
+            t.qp[1] = q[1];
             outstanding = 4; // go-back-N: a larger window only feeds the retry storm
         }
         src = t.buffer(0, 16 * kMsg, 3);

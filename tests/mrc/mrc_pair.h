@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../engine/two_engines.h"
 #include "engine/connect.h"
 #include "engine/device.h"
 #include "mrc/mrc.h"
@@ -24,43 +25,11 @@
 
 namespace droce::test {
 
-/** Passes every call to a fabric port; each transmitted frame is first shown to on_tx, which may
- *  return false to drop it. */
-class TapPort final : public PortDriver {
-  public:
-    explicit TapPort(PortDriver& inner) : inner_(inner) {}
-    std::function<bool(PktBuf&)> on_tx;
-    std::uint16_t alloc_bulk(PktBuf** b, std::uint16_t n) noexcept override {
-        return inner_.alloc_bulk(b, n);
-    }
-    void free_bulk(PktBuf** b, std::uint16_t n) noexcept override { inner_.free_bulk(b, n); }
-    std::uint16_t tx_burst(PktBuf** bufs, std::uint16_t n) noexcept override {
-        if (!on_tx) return inner_.tx_burst(bufs, n);
-        std::uint16_t kept = 0;
-        for (std::uint16_t i = 0; i < n; ++i) {
-            if (on_tx(*bufs[i]))
-                bufs[kept++] = bufs[i];
-            else
-                inner_.free_bulk(&bufs[i], 1);
-        }
-        const std::uint16_t sent = inner_.tx_burst(bufs, kept);
-        if (sent < kept) inner_.free_bulk(bufs + sent, static_cast<std::uint16_t>(kept - sent));
-        return n;
-    }
-    std::uint16_t rx_burst(PktBuf** b, std::uint16_t n) noexcept override {
-        return inner_.rx_burst(b, n);
-    }
-    std::uint32_t max_frame() const noexcept override { return inner_.max_frame(); }
-    bool link_up() const noexcept override { return inner_.link_up(); }
-
-  private:
-    PortDriver& inner_;
-};
+/** The filter port of the RC two-engine tests: on_tx sees (and may drop) every frame sent. */
+using TapPort = FilterPort;
 
 inline wire::ParsedFrame parse_frame_of(const PktBuf& b) {
-    wire::ParsedFrame pf;
-    (void)wire::parse_frame(b.frame(), pf);
-    return pf;
+    return parse(b);
 }
 
 struct MrcOptions {
@@ -149,13 +118,30 @@ class MrcPair {
         }
     }
 
-    struct Buffer {
-        std::vector<std::uint8_t> bytes;
-        mem::Mr* mr = nullptr;
-        [[nodiscard]] std::uint64_t addr(std::size_t off = 0) const {
-            return reinterpret_cast<std::uintptr_t>(bytes.data()) + off;
+    /** Creates and connects an RC QP pair on plane 0 (local ACK timeout code @p timeout). */
+    std::array<rc::Qp*, 2> connect_rc_pair(std::uint8_t timeout = 14) {
+        std::array<rc::Qp*, 2> q{};
+        for (int i = 0; i < 2; ++i) {
+            int err = 0;
+            q[i] = dev[i]->create_qp(pd[i], send_cq[i], recv_cq[i], rc::QpCap{1024, 1024, 4, 4, 64},
+                                     false, &err);
+            EXPECT_NE(q[i], nullptr) << "create_qp errno " << err;
         }
-    };
+        for (int i = 0; i < 2; ++i) {
+            const auto peer = static_cast<std::uint32_t>(1 - i);
+            RcConnectParams c;
+            c.qp_access_flags = rc::kAccessRemoteWrite;
+            c.path_mtu = rc::Mtu::mtu4096;
+            c.dest_qp_num = q[peer]->qpn;
+            c.ah_attr.dgid = gid(peer, 0);
+            c.ah_attr.dmac = sim::Fabric::mac(peer, 0);
+            c.timeout = timeout;
+            EXPECT_EQ(connect_rc(*dev[i], q[i], c), 0);
+        }
+        return q;
+    }
+
+    using Buffer = test::Buffer;
     std::unique_ptr<Buffer> buffer(int side, std::size_t size, std::uint32_t seed) {
         auto b = std::make_unique<Buffer>();
         b->bytes.resize(size);

@@ -69,24 +69,7 @@ TEST(MrcRecovery, OnePercentLossKeepsHalfTheLosslessGoodputAndTriplesRcGoBackN) 
         o.planes = 1;
         MrcPair r(23, o);
         r.set_plane_links(0, [](sim::LinkConfig& c) { c.loss = 0.01; });
-        rc::Qp* q[2];
-        for (int i = 0; i < 2; ++i) {
-            int err = 0;
-            q[i] = r.dev[i]->create_qp(r.pd[i], r.send_cq[i], r.recv_cq[i],
-                                       rc::QpCap{1024, 1024, 4, 4, 64}, false, &err);
-            ASSERT_NE(q[i], nullptr);
-        }
-        for (int i = 0; i < 2; ++i) {
-            const auto peer = static_cast<std::uint32_t>(1 - i);
-            RcConnectParams c;
-            c.qp_access_flags = rc::kAccessRemoteWrite;
-            c.path_mtu = rc::Mtu::mtu4096;
-            c.dest_qp_num = q[peer]->qpn;
-            c.ah_attr.dgid = MrcPair::gid(peer, 0);
-            c.ah_attr.dmac = sim::Fabric::mac(peer, 0);
-            c.timeout = 8; // 1 ms: the same as the MRC QP's
-            ASSERT_EQ(connect_rc(*r.dev[i], q[i], c), 0);
-        }
+        const auto q = r.connect_rc_pair(8); // 1 ms: the same as the MRC QP's
         r.qp[0] = q[0];
         r.qp[1] = q[1];
         auto rs = r.buffer(0, 16 * kMsg, 5);

@@ -151,23 +151,7 @@ TEST(MrcTransfer, RcAndMrcQpsRunSideBySide) {
     MrcPair t;
     t.connect();
     // An RC QP pair on plane 0 of the same devices.
-    rc::Qp* rcq[2];
-    for (int i = 0; i < 2; ++i) {
-        int err = 0;
-        rcq[i] = t.dev[i]->create_qp(t.pd[i], t.send_cq[i], t.recv_cq[i],
-                                     rc::QpCap{256, 256, 4, 4, 64}, false, &err);
-        ASSERT_NE(rcq[i], nullptr);
-    }
-    for (int i = 0; i < 2; ++i) {
-        const auto peer = static_cast<std::uint32_t>(1 - i);
-        RcConnectParams c;
-        c.qp_access_flags = rc::kAccessRemoteWrite;
-        c.path_mtu = rc::Mtu::mtu4096;
-        c.dest_qp_num = rcq[peer]->qpn;
-        c.ah_attr.dgid = MrcPair::gid(peer, 0);
-        c.ah_attr.dmac = sim::Fabric::mac(peer, 0);
-        ASSERT_EQ(connect_rc(*t.dev[i], rcq[i], c), 0);
-    }
+    const auto rcq = t.connect_rc_pair();
     auto src = t.buffer(0, 8 * kMsg, 3);
     auto dst = t.buffer(1, 8 * kMsg, 0);
     auto rc_dst = t.buffer(1, kMsg, 0);
