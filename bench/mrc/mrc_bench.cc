@@ -140,6 +140,33 @@ int main(int argc, char** argv) {
                         {"mrc_1_plane_gbps", base_mrc1},
                         {"rc_1_plane_gbps", base_rc1}};
 
+    // ---- CPU: real time, links without a rate, both engines on this one thread: what one core
+    // moves through the transport (RC and MRC over the same fabric, same run).
+    {
+        auto cpu = [](std::uint32_t planes, bool rc) {
+            MrcOptions o;
+            o.planes = planes;
+            o.gbps = 0;
+            o.delay_ns = 0;
+            o.real_time = true;
+            Run r(31, o, rc);
+            r.outstanding = 16;
+            (void)r.run_for(100'000'000);
+            return r.run_for(500'000'000);
+        };
+        const double rc1 = cpu(1, true);
+        nlohmann::json c = {{"rc_1_plane_gbps", rc1}};
+        std::printf("CPU (one core, both engines): RC 1 plane %.2f Gb/s\n", rc1);
+        for (std::uint32_t n : {1u, 4u}) {
+            const double g = cpu(n, false);
+            c["mrc_" + std::to_string(n) + "_planes_gbps"] = g;
+            c["mrc_" + std::to_string(n) + "_planes_vs_rc"] = g / rc1;
+            std::printf("CPU (one core, both engines): MRC %u plane(s) %.2f Gb/s (%.3f x RC)\n", n,
+                        g, g / rc1);
+        }
+        j["cpu_one_core"] = c;
+    }
+
     // ---- timeline: plane 2 black-holed at 5 ms, healed at 12 ms
     {
         MrcOptions o;

@@ -39,6 +39,8 @@ struct MrcOptions {
     mrc::MrcAttr attr = default_attr();
     std::uint32_t sq_depth = 1024;
     std::uint32_t rq_depth = 1024;
+    /** Engines and fabric on the TSC clock (time moves by itself; the CPU is the bottleneck). */
+    bool real_time = false;
 
     static mrc::MrcAttr default_attr() {
         mrc::MrcAttr a;
@@ -64,7 +66,8 @@ class MrcPair {
     }
 
     explicit MrcPair(std::uint64_t seed = 1, const MrcOptions& o = {})
-        : opts(o), clock(Clock::virtual_clock()), fabric(&clock, fabric_config(seed, o)) {
+        : opts(o), clock(o.real_time ? Clock::tsc() : Clock::virtual_clock()),
+          fabric(&clock, fabric_config(seed, o)) {
         for (std::uint32_t e = 0; e < 2; ++e)
             for (std::uint32_t p = 0; p < o.planes; ++p)
                 taps[e].push_back(std::make_unique<TapPort>(fabric.port(e, p)));
