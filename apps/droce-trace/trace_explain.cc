@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "aeth_decode.h"
+#include "mrc_decode.h"
 
 namespace droce::trace {
 
@@ -17,9 +18,68 @@ std::string format_rnr_timer(std::uint8_t code) {
     return buf;
 }
 
+namespace {
+
+/** The sentence of an MRC opcode (wire/mrc.h); empty for another opcode. */
+std::string describe_mrc_opcode(wire::Opcode op) {
+    std::string s;
+    switch (op) {
+    case wire::Opcode::MRC_WRITE:
+        s = "MRC WRITE: one packet of an RDMA WRITE; it carries its own placement (RETH: the "
+            "address of its first byte, the R_Key and its own length) and its place in the message "
+            "(MDETH), so the responder writes it to memory as soon as it arrives, in whatever "
+            "order the paths deliver it. The responder reports it in a SACK; the requester "
+            "resends only what is missing.";
+        break;
+    case wire::Opcode::MRC_WRITE_LAST_WITH_IMMEDIATE:
+        s = "MRC WRITE, last packet of an RDMA WRITE with immediate: placed on arrival like every "
+            "MRC WRITE packet; its immediate data completes a pre-posted receive WQE at the "
+            "responder only once every PSN up to this one has arrived, so immediates reach the "
+            "consumer in message order although packets arrive in any order.";
+        break;
+    case wire::Opcode::MRC_SACK:
+        s = "MRC SACK: the responder's selective acknowledgement: a cumulative PSN (every PSN "
+            "before it arrived) and a 256-bit bitmap of the PSNs that arrived, with the "
+            "responder's MPR window and the planes it has up. The requester retires what is "
+            "reported, finds the packets that are missing while later ones arrived (RACK) and "
+            "resends only those, preferably on another plane.";
+        break;
+    case wire::Opcode::MRC_NACK:
+        s = "MRC NACK: the responder refuses one PSN and says why in the NETH: a trimmed packet "
+            "or one beyond its window is resent, an access or request error fails the work "
+            "request.";
+        break;
+    case wire::Opcode::MRC_PROBE:
+        s = "MRC PROBE: the requester tests a path it marked ASSUMED_BAD after a loss, by sending "
+            "this probe on it; enough answered probes in a row make the path GOOD again.";
+        break;
+    case wire::Opcode::MRC_PROBE_REPLY:
+        s = "MRC PROBE REPLY: the responder's echo of a probe, with the prober's path, number and "
+            "timestamp unchanged, so the prober knows the path works and how long the round trip "
+            "took.";
+        break;
+    case wire::Opcode::MRC_PORT_STATUS:
+        s = "MRC PORT STATUS: the sender tells its peer which of its ports (planes) are up (OCP "
+            "MRC endpoint operation PORT_STATUS_UPDATE); the peer stops sending on planes that "
+            "are down here. A copy goes out on every plane that is up, repeated a few times.";
+        break;
+    default:
+        return {};
+    }
+    return s + " MRC, droce's multipath reliable connection (wire format v1): one QP sprayed "
+               "over many paths (UDP source ports) on several planes, placed out of order and "
+               "repaired by selective acknowledgement.";
+}
+
+} // namespace
+
 std::string describe_opcode(wire::Opcode op) {
     const wire::OpcodeInfo& info = wire::opcode_info(op);
     if (!info.known) return "an opcode droce does not know";
+    if (wire::transport_of(op) == wire::Transport::mrc) {
+        std::string s = describe_mrc_opcode(op);
+        if (!s.empty()) return s;
+    }
     if (info.is(OpFlags::cnp)) {
         return "CNP, congestion notification packet (RoCEv2 Annex A17.9): a receiver that got "
                "ECN-CE marked packets tells the sending QP, named in dest_qp, to lower its rate "
@@ -234,11 +294,45 @@ void explain_ip(const wire::ParsedFrame& p, std::vector<Explanation>& v) {
     add(v, 1, "ecn", std::move(ecn));
 }
 
-void explain_udp(const wire::UdpHdr& u, bool ipv4, std::vector<Explanation>& v) {
-    std::string s = "Destination port 4791 marks the datagram as RoCEv2. The source port (" +
-                    std::to_string(u.src_port.get()) +
-                    ") means nothing to the receiver: it is flow entropy that ECMP switches hash "
-                    "to choose a path, kept fixed per QP so that a QP's packets stay in order.";
+/** What the UDP source port of an MRC packet says about its path. */
+std::string mrc_udp_sentence(const wire::ParsedFrame& p) {
+    const std::uint16_t sport = p.udp->src_port.get();
+    std::string s = "Destination port 4791 marks the datagram as RoCEv2; MRC keeps it so that "
+                    "Wireshark and NIC filters still see an ordinary BTH. The source port (" +
+                    std::to_string(sport) + " = " + hex(sport, 4) +
+                    ") is the path: an MRC QP gives each of its paths (entropy values) its own "
+                    "source port, ev_base + path index, so that ECMP switches hash every path "
+                    "onto its own route, and sends consecutive packets on different paths.";
+    if (const wire::Mdeth* m = p.mdeth()) {
+        const std::uint16_t path = m->path.get();
+        s += " The MDETH names path " + std::to_string(path);
+        if (sport >= path) {
+            s += ", so this QP's ev_base is " + hex(sport - path, 4) +
+                 (sport - path == kDefaultEvBase ? " (the default)." : ".");
+        } else {
+            s += ", above the source port: the two disagree.";
+        }
+    } else if (sport >= kDefaultEvBase && sport - kDefaultEvBase < 256) {
+        s += " A control packet goes out on one of the sender's own paths: with the default "
+             "ev_base 0xc000 this is its path " +
+             std::to_string(sport - kDefaultEvBase) + ".";
+    } else {
+        s += " A control packet goes out on one of the sender's own paths; this port is outside "
+             "the default range (0xc000 + index), so the sender's ev_base is not the default.";
+    }
+    return s;
+}
+
+void explain_udp(const wire::ParsedFrame& p, const DecodedFrame& d, std::vector<Explanation>& v) {
+    const wire::UdpHdr& u = *p.udp;
+    const bool ipv4 = p.ipv4 != nullptr;
+    std::string s = is_mrc(d) ? mrc_udp_sentence(p)
+                              : "Destination port 4791 marks the datagram as RoCEv2. The source "
+                                "port (" +
+                                    std::to_string(u.src_port.get()) +
+                                    ") means nothing to the receiver: it is flow entropy that "
+                                    "ECMP switches hash to choose a path, kept fixed per QP so "
+                                    "that a QP's packets stay in order.";
     if (ipv4 && u.checksum.get() == 0) {
         s += " The UDP checksum is 0 (unused): the ICRC already covers the packet end to end.";
     }
@@ -275,6 +369,17 @@ std::string psn_sentence(const wire::ParsedFrame& p, const wire::OpcodeInfo* inf
         return psn + "a UC receiver uses the PSN only to notice a missing packet and drop the rest "
                      "of that message; nothing is resent.";
     }
+    if (t == wire::Transport::mrc) {
+        if (info->is(OpFlags::mdeth)) {
+            return psn + "this packet's place in the QP's one PSN sequence, shared by all its "
+                         "paths; the responder places the packet whatever the order and marks "
+                         "this PSN in its SACK bitmap. The requester never sends further than the "
+                         "responder's MPR window past the cumulative PSN.";
+        }
+        if (info->is(OpFlags::neth)) return psn + "the refused PSN, as in the NETH.";
+        return psn + "not used by this MRC control packet (droce sends 0); its numbers are in the "
+                     "extension header.";
+    }
     if (info->is(OpFlags::read | OpFlags::response)) {
         return psn + "READ responses are numbered on from the PSN of their READ request, one per "
                      "packet.";
@@ -303,6 +408,10 @@ std::string ack_req_sentence(const wire::Bth& b, const wire::OpcodeInfo* info) {
     const std::string state = set ? "set: " : "clear: ";
     const wire::Transport t = wire::transport_of(b.opcode());
     if (info != nullptr && info->is(OpFlags::cnp)) return state + "a CNP is never acknowledged.";
+    if (t == wire::Transport::mrc) {
+        return state + "MRC does not use the bit: the responder sends a SACK after every batch of "
+                       "data packets it takes, asked or not.";
+    }
     if (t == wire::Transport::uc || t == wire::Transport::ud) {
         return state + "UC and UD packets are never acknowledged, so the bit has no effect.";
     }
@@ -393,6 +502,31 @@ void explain_deth(const wire::Deth& h, std::vector<Explanation>& v) {
         hex(h.src_qp(), 6) + ": the sending QP, so the receiver knows where to reply.");
 }
 
+void explain_mrc_reth(const wire::ParsedFrame& p, const DecodedFrame& d,
+                      std::vector<Explanation>& v) {
+    const wire::Reth& r = *p.reth;
+    add(v, 0, "RETH",
+        "RDMA Extended Transport Header: in MRC every data packet carries one, for its own bytes, "
+        "so that it can be placed on arrival whatever the order.");
+    add(v, 1, "va",
+        hex(r.va.get(), 16) +
+            ": the responder's virtual address of this packet's first byte (where the message "
+            "starts plus msg_offset).");
+    add(v, 1, "r_key",
+        hex(r.rkey.get(), 8) +
+            ": must name a memory region registered at the responder with remote write access "
+            "that covers this packet's bytes, or the answer is NACK remote_access.");
+    const std::uint32_t len = r.dma_len.get();
+    std::string s = std::to_string(len) + ": bytes of this packet's payload, not of the message";
+    const bool have_payload = d.kind == FrameKind::roce || d.reason == wire::RejectReason::bad_icrc;
+    if (have_payload && p.payload.size() < len) {
+        s += "; only " + std::to_string(p.payload.size()) +
+             " arrived: a switch trimmed this packet under congestion, so the responder answers "
+             "NACK trimmed and the requester resends it at once (congestion, not loss)";
+    }
+    add(v, 1, "dma_length", s + '.');
+}
+
 void explain_reth(const wire::Reth& r, const wire::OpcodeInfo* info, std::vector<Explanation>& v) {
     const bool read = info != nullptr && info->is(OpFlags::read);
     add(v, 0, "RETH",
@@ -475,6 +609,223 @@ std::string icrc_sentence(const wire::ParsedFrame& p) {
            ". A receiver drops it without a word; the requester's retransmit timer recovers it.";
 }
 
+void explain_mrc_version(std::uint8_t version, std::vector<Explanation>& v) {
+    if (version == wire::kMrcVersion) {
+        add(v, 1, "version", "1: droce's MRC wire format v1.");
+    } else {
+        add(v, 1, "version",
+            std::to_string(version) +
+                ": not a version droce knows (it speaks 1); a droce receiver drops the packet and "
+                "counts it (bad_version) rather than misread it.");
+    }
+}
+
+std::string ranges_sentence(const std::vector<PsnRange>& r) {
+    return r.empty() ? std::string("none") : format_ranges(r);
+}
+
+void explain_mdeth(const wire::Mdeth& m, const DecodedFrame& d, std::vector<Explanation>& v) {
+    const wire::ParsedFrame& p = d.parsed;
+    add(v, 0, "MDETH",
+        "MRC Data Extended Transport Header: where this packet belongs in its message, so the "
+        "responder can place and count it whatever order the paths deliver packets in.");
+    explain_mrc_version(m.version, v);
+    const std::uint16_t path = m.path.get();
+    std::string s = std::to_string(path) +
+                    ": the requester's path (entropy value index) this packet left on, sent from "
+                    "UDP source port ev_base + " +
+                    std::to_string(path);
+    if (p.udp != nullptr) s += " = " + std::to_string(p.udp->src_port.get());
+    if (d.raw.interface) {
+        s += "; it was seen on interface " + std::to_string(*d.raw.interface) +
+             ", so this path is on plane " + std::to_string(*d.raw.interface);
+    } else {
+        s += "; path i runs on plane i mod (the QP's number of planes), which the capture does "
+             "not tell";
+    }
+    add(v, 1, "path", s + '.');
+    add(v, 1, "msn",
+        std::to_string(m.msn.get()) + ": the message (work request) this packet belongs to, "
+                                      "counted by the requester from 0.");
+    const std::uint32_t off = m.msg_offset.get();
+    const std::uint32_t len = m.msg_length.get();
+    std::string o = std::to_string(off) + ": this packet's payload starts " + std::to_string(off) +
+                    " bytes into the message";
+    if (p.reth != nullptr && p.reth->dma_len.get() > 0) {
+        o += " (bytes " + std::to_string(off) + "-" +
+             std::to_string(std::uint64_t{off} + p.reth->dma_len.get() - 1) + ")";
+    }
+    add(v, 1, "msg_offset", o + '.');
+    add(v, 1, "msg_length",
+        std::to_string(len) + ": bytes in the whole message, the byte_len of the responder's "
+                              "completion.");
+    std::string f = mdeth_flags_text(m.flags) + ": ";
+    const bool first = m.flags & wire::kMdethFirst, last = m.flags & wire::kMdethLast;
+    if (first && last) {
+        f += "the whole message is in this packet";
+    } else if (first) {
+        f += "the first packet of its message";
+    } else if (last) {
+        f += "the last packet of its message (by offset, not necessarily the last to arrive)";
+    } else {
+        f += "a packet inside its message, neither first nor last";
+    }
+    f += (m.flags & wire::kMdethRetransmit)
+             ? "; a retransmission of a PSN sent before (selective repeat; the flag is "
+               "informational, for traces and counters)"
+             : "; a first transmission";
+    add(v, 1, "flags", f + '.');
+}
+
+void explain_seth(const wire::Seth& h, std::vector<Explanation>& v) {
+    add(v, 0, "SETH",
+        "SACK Extended Transport Header: the responder's report of which PSNs have arrived, with "
+        "its window and its planes.");
+    explain_mrc_version(h.version, v);
+    const bool ece = h.flags & wire::kSethEcnEcho;
+    add(v, 1, "path",
+        std::to_string(h.path.get()) +
+            (ece ? ": the requester path on which a data packet arrived marked CE."
+                 : ": the requester path of the last data packet the responder took "
+                   "(informational without ecn_echo)."));
+    add(v, 1, "flags",
+        seth_flags_text(h.flags) +
+            (ece ? ": a data packet on path " + std::to_string(h.path.get()) +
+                       " arrived marked CE (congestion experienced) since the last SACK; the "
+                       "requester keeps off that path for a while (ecn_avoid_ns) without "
+                       "retiring it."
+                 : std::string(": no CE-marked packet since the last SACK.")));
+    const std::uint32_t cum = h.cum_psn.get() & wire::Psn::kMask;
+    const std::uint32_t base = h.sack_base.get() & wire::Psn::kMask;
+    add(v, 1, "cum_psn",
+        std::to_string(cum) + ": every PSN before " + std::to_string(cum) +
+            " has arrived; it is the next PSN the responder needs. The requester retires those "
+            "packets and completes the work requests they end.");
+    add(v, 1, "sack_base",
+        std::to_string(base) + ": bit i of the bitmap stands for PSN " + std::to_string(base) +
+            " + i, so this SACK covers PSNs " + std::to_string(base) + "-" +
+            std::to_string((wire::Psn(base) + (wire::kSackBits - 1)).value()) + ".");
+    const std::vector<PsnRange> sacked = sack_ranges(h);
+    const std::vector<PsnRange> past = ranges_from(sacked, cum);
+    const std::vector<PsnRange> holes = sack_holes(h);
+    std::string b = "sacked " + ranges_sentence(sacked) + ": the PSNs the bitmap reports received";
+    if (past.empty()) {
+        b += "; none past the cumulative PSN, so nothing arrived out of order in this window.";
+    } else {
+        b += "; past the cumulative PSN: " + format_ranges(past);
+        if (!holes.empty()) b += "; still missing before them: " + format_ranges(holes);
+        b += ". The requester never resends a reported PSN; a missing one with later packets "
+             "reported is declared lost once a round trip plus the reorder window have passed "
+             "(RACK) and resent, preferably on another plane.";
+    }
+    add(v, 1, "bitmap", b);
+    add(v, 1, "mpr_dest",
+        h.mpr_dest == 0
+            ? std::string("0: no window given; the requester keeps the one it knew.")
+            : std::to_string(h.mpr_dest) +
+                  " x 128 = " + std::to_string(std::uint32_t{h.mpr_dest} * wire::kMprUnit) +
+                  " PSNs: the responder's MPR window past the cumulative PSN; the requester "
+                  "sends no PSN further ahead (one beyond draws NACK mpr_exceeded).");
+    add(v, 1, "port_mask",
+        hex(h.port_mask, 2) + ": planes " + plane_list(h.port_mask) +
+            " are up at the responder (bit i = plane i, OCP port i + 1); the requester sprays "
+            "only over planes up at both ends and takes a plane missing here as down.");
+}
+
+std::string nack_reason_sentence(std::uint8_t reason) {
+    switch (static_cast<wire::NackReason>(reason)) {
+    case wire::NackReason::trimmed:
+        return "trimmed: a switch cut the payload off under congestion (packet trimming); the "
+               "packet was not lost to a fault, so the requester resends it at once and keeps "
+               "off that path for a while.";
+    case wire::NackReason::mpr_exceeded:
+        return "mpr_exceeded: the PSN lies beyond the responder's MPR window past its "
+               "cumulative PSN; the requester resends it once the window has moved.";
+    case wire::NackReason::wimm_exceeded:
+        return "wimm_exceeded: max_wimm_dest WRITE-with-immediate messages already wait at the "
+               "responder (its pre-posted receives ran out); droce's requester holds its "
+               "retransmissions for a probe interval and then resends, as after an RNR NAK.";
+    case wire::NackReason::remote_access:
+        return "remote_access: the R_Key, the bounds or the access rights refused the write; "
+               "fatal: the work request completes with REM_ACCESS_ERR and the QP goes to the "
+               "error state.";
+    case wire::NackReason::invalid_request:
+        return "invalid_request: the packet was malformed (its lengths disagree); fatal: the "
+               "work request completes with REM_INV_REQ_ERR and the QP goes to the error state.";
+    }
+    return std::to_string(reason) +
+           ": a reason droce does not know; droce's requester treats it as invalid_request "
+           "(fatal).";
+}
+
+void explain_neth(const wire::Neth& h, std::vector<Explanation>& v) {
+    add(v, 0, "NETH", "NACK Extended Transport Header: one PSN the responder refused, and why.");
+    explain_mrc_version(h.version, v);
+    add(v, 1, "reason", nack_reason_sentence(h.reason));
+    add(v, 1, "path",
+        std::to_string(h.path.get()) + ": the requester path the refused packet came on.");
+    add(v, 1, "psn", std::to_string(h.psn.get() & wire::Psn::kMask) + ": the refused PSN.");
+    add(v, 1, "cum_psn",
+        std::to_string(h.cum_psn.get() & wire::Psn::kMask) +
+            ": the responder's cumulative PSN: every PSN before it has arrived.");
+}
+
+void explain_peth(const wire::Peth& h, bool reply, std::vector<Explanation>& v) {
+    add(v, 0, "PETH",
+        reply ? "Probe Extended Transport Header, echoed: the answer to a path probe."
+              : "Probe Extended Transport Header: a health check of one path.");
+    explain_mrc_version(h.version, v);
+    add(v, 1, "path",
+        std::to_string(h.path.get()) +
+            (reply ? ": the prober's path under test, echoed; the reply itself travels on a path "
+                     "of the responder's, so it tells the prober that this path carried its "
+                     "probe."
+                   : ": the prober's path under test; the probe is sent on it (UDP source port "
+                     "ev_base + " +
+                         std::to_string(h.path.get()) + ")."));
+    add(v, 1, "seq",
+        std::to_string(h.seq.get()) +
+            ": the prober's probe number, echoed, so an answer to an older probe is not taken for "
+            "this one.");
+    add(v, 1, "timestamp_ns",
+        std::to_string(h.timestamp_ns.get()) +
+            (reply ? ": the prober's clock when it sent the probe, echoed: the prober's clock now "
+                     "minus this is the path's round trip time."
+                   : ": the prober's clock when it sent the probe, in nanoseconds; the reply "
+                     "echoes it."));
+}
+
+void explain_epeth(const wire::Epeth& h, std::vector<Explanation>& v) {
+    add(v, 0, "EPETH",
+        "Endpoint-operation Extended Transport Header: news about the sender's ports.");
+    explain_mrc_version(h.version, v);
+    const bool known = h.op == static_cast<std::uint8_t>(wire::EndpointOp::port_status);
+    add(v, 1, "op",
+        known ? std::string("1 port_status: port_mask is the set of the sender's ports (planes) "
+                            "that are up.")
+              : std::to_string(h.op) + ": an operation droce does not know; ignored.");
+    const auto down = static_cast<std::uint8_t>(~h.port_mask);
+    add(v, 1, "port_mask",
+        hex(h.port_mask, 2) + ": planes up at the sender: " + plane_list(h.port_mask) +
+            "; down or absent: " + plane_list(down) +
+            " (the mask does not say how many planes the sender has). The peer stops sending on "
+            "a plane that is down here and treats what it had in flight there as lost.");
+    add(v, 1, "seq",
+        std::to_string(h.seq.get()) +
+            ": the sender's count of port status messages; copies go out on every plane and "
+            "repeat, and the receiver applies only one newer than the last it applied.");
+}
+
+void explain_mrc(const DecodedFrame& d, std::vector<Explanation>& v) {
+    const wire::ParsedFrame& p = d.parsed;
+    if (const wire::Mdeth* m = p.mdeth()) explain_mdeth(*m, d, v);
+    if (const wire::Seth* h = p.seth()) explain_seth(*h, v);
+    if (const wire::Neth* h = p.neth()) explain_neth(*h, v);
+    if (const wire::Peth* h = p.peth())
+        explain_peth(*h, p.bth->opcode() == wire::Opcode::MRC_PROBE_REPLY, v);
+    if (const wire::Epeth* h = p.epeth()) explain_epeth(*h, v);
+}
+
 } // namespace
 
 std::vector<Explanation> explain_frame(const DecodedFrame& d) {
@@ -484,6 +835,20 @@ std::vector<Explanation> explain_frame(const DecodedFrame& d) {
         return v;
     }
     const wire::ParsedFrame& p = d.parsed;
+    if (d.raw.interface) {
+        const std::string n = std::to_string(*d.raw.interface);
+        if (is_mrc(d)) {
+            add(v, 0, "plane",
+                n + ": the frame was seen on interface " + n +
+                    " (the engine port, or the capture's interface id); each port of an MRC "
+                    "device is a plane, a network of its own, so this packet crossed plane " +
+                    n + ".");
+        } else {
+            add(v, 0, "interface",
+                n + ": the frame was seen on interface " + n +
+                    " (the engine port, or the capture's interface id).");
+        }
+    }
     if (p.vlan != nullptr) {
         add(v, 0, "802.1Q",
             "VLAN " + std::to_string(p.vlan->vid()) + ", priority (PCP) " +
@@ -492,10 +857,15 @@ std::vector<Explanation> explain_frame(const DecodedFrame& d) {
                 "a lossless class.");
     }
     if (p.ipv4 != nullptr || p.ipv6 != nullptr) explain_ip(p, v);
-    if (p.udp != nullptr) explain_udp(*p.udp, p.ipv4 != nullptr, v);
+    if (p.udp != nullptr) explain_udp(p, d, v);
     if (p.bth != nullptr) explain_bth(d, v);
     if (p.deth != nullptr) explain_deth(*p.deth, v);
-    if (p.reth != nullptr) explain_reth(*p.reth, known_opcode(*p.bth), v);
+    if (p.reth != nullptr) {
+        if (p.mdeth() != nullptr)
+            explain_mrc_reth(p, d, v);
+        else
+            explain_reth(*p.reth, known_opcode(*p.bth), v);
+    }
     if (p.atomic_eth != nullptr) explain_atomic_eth(*p.atomic_eth, p.bth->opcode(), v);
     if (p.aeth != nullptr) explain_aeth(*p.aeth, v);
     if (p.atomic_ack_eth != nullptr) {
@@ -506,14 +876,20 @@ std::vector<Explanation> explain_frame(const DecodedFrame& d) {
                 ": the 8 bytes at the target before the atomic ran (a compare & swap succeeded if "
                 "this equals its compare data).");
     }
+    explain_mrc(d, v);
     if (p.immdt != nullptr) {
         add(v, 0, "ImmDt",
             "Immediate Data Extended Transport Header: 4 bytes for the responder's consumer that "
             "travel with the message.");
         add(v, 1, "imm_data",
             hex(p.immdt->imm.get(), 8) +
-                ": handed to the responder's completion (wc.imm_data) instead of being written to "
-                "memory; it consumes a receive WQE.");
+                (p.mdeth() != nullptr
+                     ? ": handed to the responder's completion (wc.imm_data), not written to "
+                       "memory; it consumes a pre-posted receive WQE once every PSN up to this "
+                       "one has arrived (never an RNR), with at most max_wimm_dest such messages "
+                       "waiting at the responder."
+                     : ": handed to the responder's completion (wc.imm_data) instead of being "
+                       "written to memory; it consumes a receive WQE."));
     }
     if (p.ieth != nullptr) {
         add(v, 0, "IETH", "Invalidate Extended Transport Header: a key the responder must retire.");

@@ -6,6 +6,8 @@
  *
  * Opcode sentences are assembled from the opcode table's flags (operation, place in the message,
  * immediate, invalidate, transport), so they follow the table rather than a second hand-typed list.
+ * droce's MRC opcodes (wire/mrc.h) have a sentence each, and their headers (MDETH, SETH, NETH,
+ * PETH, EPETH) are explained field by field: path and plane, SACK ranges and holes, NACK reasons.
  *
  * All functions are pure and thread safe; they allocate (std::bad_alloc may escape).
  */

@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "aeth_decode.h"
+#include "mrc_decode.h"
 #include "trace_explain.h"
 
 namespace droce::trace {
@@ -37,6 +38,12 @@ const char* ecn_name(unsigned ecn) noexcept {
 const wire::OpcodeInfo* known_opcode(const wire::Bth& bth) noexcept {
     const wire::OpcodeInfo& info = wire::kOpcodeTable[bth.opcode_byte];
     return info.known ? &info : nullptr;
+}
+
+bool is_mrc(const DecodedFrame& d) noexcept {
+    return d.kind != FrameKind::skipped && d.parsed.bth != nullptr &&
+           known_opcode(*d.parsed.bth) != nullptr &&
+           wire::transport_of(d.parsed.bth->opcode()) == wire::Transport::mrc;
 }
 
 std::string link_type_name(int link_type) {
@@ -301,6 +308,156 @@ std::string aeth_summary(const wire::Aeth& a) {
     return s;
 }
 
+/** " version=N" when an MRC header's version is not the one droce speaks; "" otherwise. */
+std::string mrc_version_field(std::uint8_t version) {
+    return version == wire::kMrcVersion ? std::string() : " version=" + std::to_string(version);
+}
+
+/** " (planes up 0,2; down 1,3-7)" for an EPETH mask, " (planes up 0-1)" for a SETH mask. */
+std::string planes_text(std::uint8_t mask, bool with_down) {
+    std::string s = " (planes up " + plane_list(mask);
+    if (with_down) s += "; down " + plane_list(static_cast<std::uint8_t>(~mask));
+    return s + ')';
+}
+
+/** True when an MRC data packet's payload is shorter than its RETH says: a switch trimmed it. */
+bool mrc_trimmed(const DecodedFrame& d) {
+    const wire::ParsedFrame& p = d.parsed;
+    return p.mdeth() != nullptr && p.reth != nullptr &&
+           (d.kind == FrameKind::roce || d.reason == wire::RejectReason::bad_icrc) &&
+           p.payload.size() < p.reth->dma_len.get();
+}
+
+void format_mrc_text(const wire::ParsedFrame& p, std::string& out) {
+    if (const wire::Mdeth* m = p.mdeth()) {
+        out += "  MDETH";
+        out += mrc_version_field(m->version);
+        field(out, "path", m->path.get());
+        field(out, "msn", m->msn.get());
+        field(out, "msg_offset", m->msg_offset.get());
+        field(out, "msg_length", m->msg_length.get());
+        field(out, "flags", mdeth_flags_text(m->flags));
+    }
+    if (const wire::Seth* h = p.seth()) {
+        out += "  SETH";
+        out += mrc_version_field(h->version);
+        field(out, "path", h->path.get());
+        field(out, "cum_psn", h->cum_psn.get() & wire::Psn::kMask);
+        field(out, "sack_base", h->sack_base.get() & wire::Psn::kMask);
+        field(out, "mpr_dest",
+              std::to_string(h->mpr_dest) + " (" +
+                  std::to_string(std::uint32_t{h->mpr_dest} * wire::kMprUnit) + " PSNs)");
+        field(out, "port_mask", hex(h->port_mask, 2) + planes_text(h->port_mask, false));
+        if (h->flags != 0) field(out, "flags", seth_flags_text(h->flags));
+        field(out, "sacked", format_ranges(sack_ranges(*h)));
+    }
+    if (const wire::Neth* h = p.neth()) {
+        out += "  NETH";
+        out += mrc_version_field(h->version);
+        const char* name = nack_reason_name(h->reason);
+        field(out, "reason",
+              std::string(name) == "unknown" ? std::to_string(h->reason) + " (unknown)" : name);
+        field(out, "path", h->path.get());
+        field(out, "psn", h->psn.get() & wire::Psn::kMask);
+        field(out, "cum_psn", h->cum_psn.get() & wire::Psn::kMask);
+    }
+    if (const wire::Peth* h = p.peth()) {
+        out += "  PETH";
+        out += mrc_version_field(h->version);
+        field(out, "path", h->path.get());
+        field(out, "seq", h->seq.get());
+        field(out, "timestamp_ns", h->timestamp_ns.get());
+    }
+    if (const wire::Epeth* h = p.epeth()) {
+        out += "  EPETH";
+        out += mrc_version_field(h->version);
+        const char* name = endpoint_op_name(h->op);
+        field(out, "op",
+              std::string(name) == "unknown" ? std::to_string(h->op) + " (unknown)" : name);
+        field(out, "port_mask", hex(h->port_mask, 2) + planes_text(h->port_mask, true));
+        field(out, "seq", h->seq.get());
+    }
+}
+
+nlohmann::ordered_json planes_json(std::uint8_t mask) {
+    nlohmann::ordered_json a = nlohmann::ordered_json::array();
+    for (unsigned i = 0; i < 8; ++i)
+        if ((mask >> i) & 1u) a.push_back(i);
+    return a;
+}
+
+void format_mrc_json(const DecodedFrame& d, nlohmann::ordered_json& j) {
+    using Json = nlohmann::ordered_json;
+    const wire::ParsedFrame& p = d.parsed;
+    if (p.bth != nullptr && is_mrc(d)) {
+        Json m;
+        if (const wire::Mdeth* h = p.mdeth()) m["path"] = h->path.get();
+        if (p.udp != nullptr) {
+            m["udp_src_port"] = p.udp->src_port.get();
+            if (const wire::Mdeth* h = p.mdeth(); h && p.udp->src_port.get() >= h->path.get())
+                m["ev_base"] = p.udp->src_port.get() - h->path.get();
+        }
+        if (d.raw.interface) m["plane"] = *d.raw.interface;
+        if (p.mdeth() != nullptr && p.reth != nullptr) m["trimmed"] = mrc_trimmed(d);
+        j["mrc"] = std::move(m);
+    }
+    if (const wire::Mdeth* h = p.mdeth()) {
+        j["mdeth"] = {{"version", h->version},
+                      {"flags", h->flags},
+                      {"flag_names", mdeth_flags_text(h->flags)},
+                      {"first", (h->flags & wire::kMdethFirst) != 0},
+                      {"last", (h->flags & wire::kMdethLast) != 0},
+                      {"retransmit", (h->flags & wire::kMdethRetransmit) != 0},
+                      {"path", h->path.get()},
+                      {"msn", h->msn.get()},
+                      {"msg_offset", h->msg_offset.get()},
+                      {"msg_length", h->msg_length.get()}};
+    }
+    if (const wire::Seth* h = p.seth()) {
+        const std::vector<PsnRange> sacked = sack_ranges(*h);
+        const std::uint32_t cum = h->cum_psn.get() & wire::Psn::kMask;
+        Json bitmap = Json::array();
+        for (const wire::Be64& w : h->bitmap)
+            bitmap.push_back(hex(w.get(), 16));
+        j["seth"] = {{"version", h->version},
+                     {"flags", h->flags},
+                     {"ecn_echo", (h->flags & wire::kSethEcnEcho) != 0},
+                     {"path", h->path.get()},
+                     {"cum_psn", cum},
+                     {"sack_base", h->sack_base.get() & wire::Psn::kMask},
+                     {"mpr_dest", h->mpr_dest},
+                     {"mpr_dest_psns", std::uint32_t{h->mpr_dest} * wire::kMprUnit},
+                     {"port_mask", h->port_mask},
+                     {"planes_up", planes_json(h->port_mask)},
+                     {"bitmap", std::move(bitmap)},
+                     {"sacked", format_ranges(sacked)},
+                     {"sacked_past_cum", format_ranges(ranges_from(sacked, cum))},
+                     {"missing", format_ranges(sack_holes(*h))}};
+    }
+    if (const wire::Neth* h = p.neth()) {
+        j["neth"] = {{"version", h->version},
+                     {"reason", h->reason},
+                     {"reason_name", nack_reason_name(h->reason)},
+                     {"path", h->path.get()},
+                     {"psn", h->psn.get() & wire::Psn::kMask},
+                     {"cum_psn", h->cum_psn.get() & wire::Psn::kMask}};
+    }
+    if (const wire::Peth* h = p.peth()) {
+        j["peth"] = {{"version", h->version},
+                     {"path", h->path.get()},
+                     {"seq", h->seq.get()},
+                     {"timestamp_ns", hex(h->timestamp_ns.get(), 16)}};
+    }
+    if (const wire::Epeth* h = p.epeth()) {
+        j["epeth"] = {{"version", h->version},
+                      {"op", h->op},
+                      {"op_name", endpoint_op_name(h->op)},
+                      {"port_mask", h->port_mask},
+                      {"planes_up", planes_json(h->port_mask)},
+                      {"seq", h->seq.get()}};
+    }
+}
+
 } // namespace
 
 DecodedFrame decode_frame(const RawFrame& raw) {
@@ -343,6 +500,10 @@ DecodedFrame decode_frame(const RawFrame& raw) {
 std::string format_text(const DecodedFrame& d) {
     const wire::ParsedFrame& p = d.parsed;
     std::string out = std::to_string(d.raw.index);
+    if (d.raw.interface) {
+        out += is_mrc(d) ? "  plane=" : "  if=";
+        out += std::to_string(*d.raw.interface);
+    }
     if (p.vlan != nullptr) {
         out += "  vlan=" + std::to_string(p.vlan->vid()) + " pcp=" + std::to_string(p.vlan->pcp());
     }
@@ -400,6 +561,7 @@ std::string format_text(const DecodedFrame& d) {
         out += "  AtomicAckETH";
         field(out, "orig_remote_data", hex(p.atomic_ack_eth->orig_rem_data.get(), 16));
     }
+    format_mrc_text(p, out);
     if (p.immdt != nullptr) {
         out += "  ImmDt";
         field(out, "imm_data", hex(p.immdt->imm.get(), 8));
@@ -413,6 +575,7 @@ std::string format_text(const DecodedFrame& d) {
         out += " ";
         field(out, "payload", p.payload.size());
         field(out, "pad", p.pad);
+        if (mrc_trimmed(d)) field(out, "trimmed", 1);
     }
     if (p.icrc_checked) {
         if (p.icrc_computed == p.icrc_wire) {
@@ -444,6 +607,7 @@ nlohmann::ordered_json format_json(const DecodedFrame& d, bool explain) {
     j["index"] = d.raw.index;
     j["length"] = d.raw.wire_length;
     if (d.raw.wire_length > d.raw.bytes.size()) j["captured_length"] = d.raw.bytes.size();
+    if (d.raw.interface) j["interface"] = *d.raw.interface;
     j["status"] = d.kind == FrameKind::roce       ? "ok"
                   : d.kind == FrameKind::rejected ? "rejected"
                                                   : "skipped";
@@ -547,6 +711,7 @@ nlohmann::ordered_json format_json(const DecodedFrame& d, bool explain) {
         j["atomic_ack_eth"] = {
             {"orig_remote_data", hex(p.atomic_ack_eth->orig_rem_data.get(), 16)}};
     }
+    format_mrc_json(d, j);
     if (p.immdt != nullptr) j["imm_data"] = p.immdt->imm.get();
     if (p.ieth != nullptr) j["ieth"] = {{"r_key", p.ieth->rkey.get()}};
     if (p.cnp != nullptr) j["cnp"] = {{"reserved_bytes", sizeof(wire::CnpBody)}};

@@ -13,7 +13,10 @@
  * `--explain`.
  *
  * Field names are IBTA's (Vol 1 ch. 9), lower-cased with underscores, and the text line uses the
- * same names as the JSON, so one vocabulary serves both. JSON numbers: every field of 32 bits or
+ * same names as the JSON, so one vocabulary serves both. droce's MRC packets (opcodes 0xC0-0xC6,
+ * lib/wire/mrc.h) are decoded too: their MDETH, SETH, NETH, PETH and EPETH with the field names of
+ * wire/mrc.h, the path (entropy value index and UDP source port) and, when the capture says which
+ * interface a frame was seen on, the plane. JSON numbers: every field of 32 bits or
  * fewer is a JSON number; 64-bit fields (virtual addresses, atomic operands) are "0x%016x" strings
  * because most JSON readers keep only 53 bits of an integer.
  *
@@ -42,6 +45,10 @@ struct RawFrame {
     int link_type = kLinkTypeEthernet;   ///< pcap DLT_* value of the capture file
     std::span<const std::uint8_t> bytes; ///< the captured bytes (may be fewer than wire_length)
     std::uint32_t wire_length = 0;       ///< the frame's length on the wire, in bytes
+    /** The interface the frame was seen on, when the source says: the engine port of a PktBuf
+     *  (PktBuf::port) or a pcapng interface id. A port of an MRC device is a plane. Unknown for
+     *  classic pcap files. */
+    std::optional<std::uint32_t> interface;
 };
 
 /** How droce-trace treats a frame. */
@@ -101,20 +108,29 @@ struct DecodedFrame {
 
 /**
  * Formats one line (no trailing newline):
- *   index, [802.1Q tag], IP source > destination, [ECN], UDP ports, opcode name, dest_qp, psn,
+ *   index, [plane=N for an MRC packet, if=N for another frame, when the interface is known],
+ *   [802.1Q tag], IP source > destination, [ECN], UDP ports, opcode name, dest_qp, psn,
  *   ack_req, [se, fecn, becn, p_key when not default], each extension header with its fields,
- *   payload and pad lengths, then "ICRC ok" or "ICRC BAD ..." and, for rejected frames,
- *   "rejected <reason> (<description>)"; skipped frames end in "skipped (<what>)".
+ *   payload and pad lengths [and trimmed=1 for an MRC WRITE shorter than its RETH length], then
+ *   "ICRC ok" or "ICRC BAD ..." and, for rejected frames, "rejected <reason> (<description>)";
+ *   skipped frames end in "skipped (<what>)".
+ * MRC headers: "MDETH path= msn= msg_offset= msg_length= flags=first,last,retransmit",
+ * "SETH path= cum_psn= sack_base= mpr_dest=N (N*128 PSNs) port_mask=0x.. (planes up ..)
+ * [flags=ecn_echo] sacked=<PSN ranges>", "NETH reason=<name> path= psn= cum_psn=",
+ * "PETH path= seq= timestamp_ns=", "EPETH op=port_status port_mask=0x.. (planes up ..; down ..)
+ * seq="; a version other than wire::kMrcVersion shows as version=N.
  */
 [[nodiscard]] std::string format_text(const DecodedFrame& frame);
 
 /**
  * Formats one JSON object for the frame (JSON Lines when dumped one per line); keys keep the
  * order below. Keys:
- * "index", "length", "status" ("ok", "rejected", "skipped"), "eth", "vlan", "ip", "udp",
- * the BTH fields at top level ("opcode", "opcode_value", "se", "m", "pad_count", "tver", "p_key",
- * "fecn", "becn", "dest_qp", "ack_req", "psn"), one object per extension header ("deth", "reth",
- * "atomic_eth", "aeth", "atomic_ack_eth", "ieth", "cnp"), "imm_data", "payload_length", "icrc"
+ * "index", "length", ["interface"], "status" ("ok", "rejected", "skipped"), "eth", "vlan", "ip",
+ * "udp", the BTH fields at top level ("opcode", "opcode_value", "se", "m", "pad_count", "tver",
+ * "p_key", "fecn", "becn", "dest_qp", "ack_req", "psn"), one object per extension header ("deth",
+ * "reth", "atomic_eth", "aeth", "atomic_ack_eth", "ieth", "cnp", and for MRC "mdeth", "seth",
+ * "neth", "peth", "epeth" plus "mrc" {path, udp_src_port, ev_base, plane, trimmed}), "imm_data",
+ * "payload_length", "icrc"
  * ("ok"/"bad"), "icrc_value" (the CRC as a number), "icrc_wire_bytes" (hex, as on the wire),
  * "reject" and "reject_description" for rejected frames, "skipped" (and ports) for skipped ones.
  * @param explain add an "explain" array of {"header", "text"} objects (see trace_explain.h).
@@ -129,6 +145,10 @@ struct DecodedFrame {
  * ParsedFrame::info it is available for frames rejected before the opcode check (e.g. bad TVer).
  */
 [[nodiscard]] const wire::OpcodeInfo* known_opcode(const wire::Bth& bth) noexcept;
+
+/** True when @p frame is a RoCEv2 packet (accepted or rejected) whose BTH opcode is one of
+ *  droce's MRC opcodes (wire::Transport::mrc and in the opcode table). */
+[[nodiscard]] bool is_mrc(const DecodedFrame& frame) noexcept;
 
 /** "0x" followed by @p digits lower-case hex digits of @p v. */
 [[nodiscard]] std::string hex(std::uint64_t v, int digits);

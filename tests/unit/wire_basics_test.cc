@@ -2,12 +2,16 @@
 /**
  * @file
  * The small pieces of lib/wire: PSN serial arithmetic, big-endian field accessors, the opcode table
- * against IBTA Vol 1 table 39, the UDP source port rule, header sizes and reject reason names.
+ * against IBTA Vol 1 table 39 and droce's MRC wire format v1 (wire/mrc.h), the UDP source port
+ * rule, header sizes and layouts, and reject reason names.
  */
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "wire/udp_sport.h"
 #include "wire_test_util.h"
@@ -201,6 +205,78 @@ TEST(HeaderSizes, MatchTheWire) {
     EXPECT_EQ(alignof(AtomicEth), 1u);
 }
 
+TEST(HeaderSizes, MrcHeadersMatchWireFormatV1) {
+    EXPECT_EQ(sizeof(Mdeth), 16u);
+    EXPECT_EQ(sizeof(Seth), 48u);
+    EXPECT_EQ(sizeof(Neth), 12u);
+    EXPECT_EQ(sizeof(Peth), 16u);
+    EXPECT_EQ(sizeof(Epeth), 8u);
+    EXPECT_EQ(alignof(Mdeth), 1u);
+    EXPECT_EQ(alignof(Seth), 1u);
+    EXPECT_EQ(alignof(Neth), 1u);
+    EXPECT_EQ(alignof(Peth), 1u);
+    EXPECT_EQ(alignof(Epeth), 1u);
+    EXPECT_EQ(kMrcVersion, 1u);
+    EXPECT_EQ(kSackBits, 256u);
+    EXPECT_EQ(kMprUnit, 128u);
+}
+
+TEST(HeaderLayout, MdethFieldOffsets) {
+    EXPECT_EQ(offsetof(Mdeth, version), 0u);
+    EXPECT_EQ(offsetof(Mdeth, flags), 1u);
+    EXPECT_EQ(offsetof(Mdeth, path), 2u);
+    EXPECT_EQ(offsetof(Mdeth, msn), 4u);
+    EXPECT_EQ(offsetof(Mdeth, msg_offset), 8u);
+    EXPECT_EQ(offsetof(Mdeth, msg_length), 12u);
+    EXPECT_EQ(kMdethFirst, 1u);
+    EXPECT_EQ(kMdethLast, 2u);
+    EXPECT_EQ(kMdethRetransmit, 4u);
+}
+
+TEST(HeaderLayout, SethFieldOffsets) {
+    EXPECT_EQ(offsetof(Seth, version), 0u);
+    EXPECT_EQ(offsetof(Seth, flags), 1u);
+    EXPECT_EQ(offsetof(Seth, path), 2u);
+    EXPECT_EQ(offsetof(Seth, cum_psn), 4u);
+    EXPECT_EQ(offsetof(Seth, sack_base), 8u);
+    EXPECT_EQ(offsetof(Seth, mpr_dest), 12u);
+    EXPECT_EQ(offsetof(Seth, port_mask), 13u);
+    EXPECT_EQ(offsetof(Seth, reserved), 14u);
+    EXPECT_EQ(offsetof(Seth, bitmap), 16u);
+    EXPECT_EQ(sizeof(Seth::bitmap), 32u);
+    EXPECT_EQ(std::size(Seth{}.bitmap), 4u);
+    EXPECT_EQ(kSethEcnEcho, 1u);
+}
+
+TEST(HeaderLayout, NethPethEpethFieldOffsets) {
+    EXPECT_EQ(offsetof(Neth, version), 0u);
+    EXPECT_EQ(offsetof(Neth, reason), 1u);
+    EXPECT_EQ(offsetof(Neth, path), 2u);
+    EXPECT_EQ(offsetof(Neth, psn), 4u);
+    EXPECT_EQ(offsetof(Neth, cum_psn), 8u);
+
+    EXPECT_EQ(offsetof(Peth, version), 0u);
+    EXPECT_EQ(offsetof(Peth, reserved), 1u);
+    EXPECT_EQ(offsetof(Peth, path), 2u);
+    EXPECT_EQ(offsetof(Peth, seq), 4u);
+    EXPECT_EQ(offsetof(Peth, timestamp_ns), 8u);
+
+    EXPECT_EQ(offsetof(Epeth, version), 0u);
+    EXPECT_EQ(offsetof(Epeth, op), 1u);
+    EXPECT_EQ(offsetof(Epeth, port_mask), 2u);
+    EXPECT_EQ(offsetof(Epeth, reserved), 3u);
+    EXPECT_EQ(offsetof(Epeth, seq), 4u);
+}
+
+TEST(HeaderLayout, MrcEnumValuesAreTheWireValues) {
+    EXPECT_EQ(static_cast<unsigned>(NackReason::trimmed), 1u);
+    EXPECT_EQ(static_cast<unsigned>(NackReason::mpr_exceeded), 2u);
+    EXPECT_EQ(static_cast<unsigned>(NackReason::wimm_exceeded), 3u);
+    EXPECT_EQ(static_cast<unsigned>(NackReason::remote_access), 4u);
+    EXPECT_EQ(static_cast<unsigned>(NackReason::invalid_request), 5u);
+    EXPECT_EQ(static_cast<unsigned>(EndpointOp::port_status), 1u);
+}
+
 TEST(Checksum, Ipv4HeaderChecksumOfTheRfc1071Example) {
     // A textbook header (Wikipedia's IPv4 checksum example): checksum 0xb861.
     const std::uint8_t hdr[20] = {0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11,
@@ -220,7 +296,13 @@ enum Ext : unsigned {
     kAtomicAckEth = 16,
     kImmDt = 32,
     kIeth = 64,
-    kCnp = 128
+    kCnp = 128,
+    // MRC (wire/mrc.h)
+    kMdeth = 256,
+    kSeth = 512,
+    kNeth = 1024,
+    kPeth = 2048,
+    kEpeth = 4096,
 };
 
 struct Table39Row {
@@ -272,7 +354,29 @@ const Table39Row kTable39[] = {
     {0x65, "UD_SEND_ONLY_WITH_IMMEDIATE",       kDeth | kImmDt,    true,  12},
     {0x81, "CNP",                               kCnp,              false, 16},
 };
+
+/** droce's MRC opcodes, typed in from the comment of lib/wire/mrc.h (wire format v1). */
+const Table39Row kMrcRows[] = {
+    {0xc0, "MRC_WRITE",                         kReth | kMdeth,          true,  32},
+    {0xc1, "MRC_WRITE_LAST_WITH_IMMEDIATE",     kReth | kMdeth | kImmDt, true,  36},
+    {0xc2, "MRC_SACK",                          kSeth,                   false, 48},
+    {0xc3, "MRC_NACK",                          kNeth,                   false, 12},
+    {0xc4, "MRC_PROBE",                         kPeth,                   false, 16},
+    {0xc5, "MRC_PROBE_REPLY",                   kPeth,                   false, 16},
+    {0xc6, "MRC_PORT_STATUS",                   kEpeth,                  false, 8},
+};
 // clang-format on
+
+/** Every opcode droce knows, in numeric order: table 39, the CNP, then MRC. */
+std::vector<Table39Row> all_rows() {
+    std::vector<Table39Row> v(std::begin(kTable39), std::end(kTable39));
+    v.insert(v.end(), std::begin(kMrcRows), std::end(kMrcRows));
+    return v;
+}
+
+bool is_mrc(Opcode op) {
+    return static_cast<unsigned>(op) >= 0xc0 && static_cast<unsigned>(op) <= 0xc6;
+}
 
 unsigned ext_set(const OpcodeInfo& info) {
     unsigned e = 0;
@@ -284,6 +388,11 @@ unsigned ext_set(const OpcodeInfo& info) {
     if (info.is(OpFlags::immdt)) e |= kImmDt;
     if (info.is(OpFlags::ieth)) e |= kIeth;
     if (info.is(OpFlags::cnp)) e |= kCnp;
+    if (info.is(OpFlags::mdeth)) e |= kMdeth;
+    if (info.is(OpFlags::seth)) e |= kSeth;
+    if (info.is(OpFlags::neth)) e |= kNeth;
+    if (info.is(OpFlags::peth)) e |= kPeth;
+    if (info.is(OpFlags::epeth)) e |= kEpeth;
     return e;
 }
 
@@ -299,17 +408,32 @@ TEST(OpcodeTable, ExtensionHeadersAndLengthsMatchIbtaTable39) {
     }
 }
 
-TEST(OpcodeTable, KnowsExactlyTheOpcodesOfTable39AndNoOther) {
+TEST(OpcodeTable, MrcRowsMatchWireFormatV1) {
+    for (const Table39Row& row : kMrcRows) {
+        const OpcodeInfo& info = kOpcodeTable[row.code];
+        SCOPED_TRACE(row.name);
+        ASSERT_TRUE(info.known);
+        EXPECT_EQ(info.name, row.name);
+        EXPECT_EQ(ext_set(info), row.ext);
+        EXPECT_EQ(info.ext_length, row.ext_bytes);
+        EXPECT_EQ(info.is(OpFlags::payload), row.payload);
+        EXPECT_EQ(transport_of(static_cast<Opcode>(row.code)), Transport::mrc);
+    }
+}
+
+TEST(OpcodeTable, KnowsExactlyTheOpcodesOfTable39AndMrcAndNoOther) {
+    const std::vector<Table39Row> rows = all_rows();
     std::set<unsigned> spec;
-    for (const Table39Row& row : kTable39)
+    for (const Table39Row& row : rows)
         spec.insert(row.code);
     for (unsigned v = 0; v < 256; ++v)
         EXPECT_EQ(kOpcodeTable[v].known, spec.count(v) == 1) << "opcode 0x" << std::hex << v;
-    ASSERT_EQ(std::size(kAllOpcodes), std::size(kTable39));
+    ASSERT_EQ(std::size(kAllOpcodes), rows.size());
+    EXPECT_EQ(rows.size(), 45u);
     for (std::size_t i = 0; i < std::size(kAllOpcodes); ++i) {
-        EXPECT_EQ(static_cast<unsigned>(kAllOpcodes[i]), kTable39[i].code)
+        EXPECT_EQ(static_cast<unsigned>(kAllOpcodes[i]), rows[i].code)
             << "kAllOpcodes is in numeric order";
-        EXPECT_EQ(to_string(kAllOpcodes[i]), kTable39[i].name);
+        EXPECT_EQ(to_string(kAllOpcodes[i]), rows[i].name);
     }
     EXPECT_EQ(to_string(static_cast<Opcode>(0x15)), "UNKNOWN");
     EXPECT_TRUE(kOpcodeTable[0x15].name.empty());
@@ -331,8 +455,12 @@ TEST(OpcodeTable, TransportComesFromTheTopThreeBits) {
     EXPECT_EQ(transport_of(Opcode::UC_SEND_ONLY), Transport::uc);
     EXPECT_EQ(transport_of(Opcode::UD_SEND_ONLY_WITH_IMMEDIATE), Transport::ud);
     EXPECT_EQ(transport_of(Opcode::CNP), Transport::cnp);
-    for (Opcode op : kAllOpcodes)
+    EXPECT_EQ(transport_of(Opcode::MRC_WRITE), Transport::mrc);
+    for (Opcode op : kAllOpcodes) {
         EXPECT_EQ(opcode_info(op).name.substr(0, 2) == "RC", transport_of(op) == Transport::rc);
+        EXPECT_EQ(opcode_info(op).name.substr(0, 4) == "MRC_", transport_of(op) == Transport::mrc)
+            << opcode_info(op).name;
+    }
 }
 
 TEST(OpcodeTable, MessagePositionAndRoleAreConsistent) {
@@ -344,6 +472,7 @@ TEST(OpcodeTable, MessagePositionAndRoleAreConsistent) {
             EXPECT_FALSE(i.is(OpFlags::request) || i.is(OpFlags::response));
             continue;
         }
+        if (is_mrc(op)) continue; // OpcodeTable.MrcRolesAndMessagePlace
         EXPECT_NE(i.is(OpFlags::request), i.is(OpFlags::response))
             << "exactly one of request/response";
         const bool named_only =
@@ -370,6 +499,42 @@ TEST(OpcodeTable, MessagePositionAndRoleAreConsistent) {
         if (i.is(OpFlags::write)) {
             EXPECT_EQ(i.is(OpFlags::reth), i.is(OpFlags::first));
         }
+    }
+}
+
+TEST(OpcodeTable, MrcRolesAndMessagePlace) {
+    // Data packets: requests that write and carry payload; their place in the message is in the
+    // MDETH (first / last flags), not in the opcode, and nothing in the opcode completes at the
+    // responder (lib/mrc delivers an immediate once every PSN before it has arrived).
+    for (Opcode op : {Opcode::MRC_WRITE, Opcode::MRC_WRITE_LAST_WITH_IMMEDIATE}) {
+        const OpcodeInfo& i = opcode_info(op);
+        SCOPED_TRACE(i.name);
+        EXPECT_TRUE(i.is(OpFlags::request | OpFlags::payload | OpFlags::write));
+        EXPECT_FALSE(i.is(OpFlags::response));
+        EXPECT_FALSE(i.is(OpFlags::first) || i.is(OpFlags::middle) || i.is(OpFlags::last));
+        EXPECT_FALSE(i.is(OpFlags::send) || i.is(OpFlags::read) || i.is(OpFlags::atomic));
+    }
+    // Control packets: one packet each, no payload; who sends them.
+    const std::pair<Opcode, bool> ctl[] = {
+        {Opcode::MRC_SACK, false},       {Opcode::MRC_NACK, false},
+        {Opcode::MRC_PROBE, true},       {Opcode::MRC_PROBE_REPLY, false},
+        {Opcode::MRC_PORT_STATUS, true},
+    };
+    for (const auto& [op, request] : ctl) {
+        const OpcodeInfo& i = opcode_info(op);
+        SCOPED_TRACE(i.name);
+        EXPECT_TRUE(i.is(OpFlags::only));
+        EXPECT_FALSE(i.is(OpFlags::payload));
+        EXPECT_EQ(i.is(OpFlags::request), request);
+        EXPECT_EQ(i.is(OpFlags::response), !request);
+        EXPECT_FALSE(i.is(OpFlags::reth) || i.is(OpFlags::mdeth) || i.is(OpFlags::immdt));
+    }
+    // One MRC extension header per opcode.
+    for (Opcode op : kAllOpcodes) {
+        const OpcodeInfo& i = opcode_info(op);
+        const int n = i.is(OpFlags::mdeth) + i.is(OpFlags::seth) + i.is(OpFlags::neth) +
+                      i.is(OpFlags::peth) + i.is(OpFlags::epeth);
+        EXPECT_EQ(n, is_mrc(op) ? 1 : 0) << i.name;
     }
 }
 

@@ -39,6 +39,11 @@ std::vector<Sample> samples() {
         Opcode::UD_SEND_ONLY_WITH_IMMEDIATE, 2);
     add("CNP ipv4", false, false, Opcode::CNP, 0);
     add("SEND_ONLY_WITH_INVALIDATE ipv6 0B", true, false, Opcode::RC_SEND_ONLY_WITH_INVALIDATE, 0);
+    add("MRC_WRITE ipv4 vlan 61B", false, true, Opcode::MRC_WRITE, 61);
+    add("MRC_WRITE_LAST_WITH_IMMEDIATE ipv6 8B", true, false, Opcode::MRC_WRITE_LAST_WITH_IMMEDIATE,
+        8);
+    add("MRC_SACK ipv6 vlan", true, true, Opcode::MRC_SACK, 0);
+    add("MRC_PORT_STATUS ipv4", false, false, Opcode::MRC_PORT_STATUS, 0);
     // Bytes after the IP packet (an Ethernet trailer or padding) are not part of it.
     v.push_back({"ACKNOWLEDGE ipv4 + 8 trailer bytes",
                  build(make_path(false, false), make_fields(Opcode::RC_ACKNOWLEDGE, false), {})});
@@ -63,7 +68,7 @@ class Malformed : public ::testing::Test {
   protected:
     void SetUp() override {
         all_ = samples();
-        ASSERT_EQ(all_.size(), 14u)
+        ASSERT_EQ(all_.size(), 18u)
             << "a capture is missing (DROCE_CAPTURES_DIR=" << captures_dir() << ")";
         for (const Sample& s : all_)
             ASSERT_EQ(parse_exact(s.frame), RejectReason::ok) << s.name;
@@ -315,7 +320,10 @@ TEST_F(Malformed, EveryUnknownOpcodeIsRejected) {
     for (unsigned v = 0x20; v <= 0x2b; ++v)
         known.insert(v);
     known.insert({0x64, 0x65, 0x81});
-    ASSERT_EQ(known.size(), 38u);
+    // droce's MRC opcodes (wire/mrc.h) in the manufacturer-specific range.
+    for (unsigned v = 0xc0; v <= 0xc6; ++v)
+        known.insert(v);
+    ASSERT_EQ(known.size(), 45u);
     std::size_t unknown = 0;
     for (const Sample& s : all_) {
         const Layout l = layout_of(s.frame);
@@ -329,7 +337,7 @@ TEST_F(Malformed, EveryUnknownOpcodeIsRejected) {
             ++unknown;
         }
     }
-    EXPECT_EQ(unknown, 218u * all_.size());
+    EXPECT_EQ(unknown, 211u * all_.size());
 }
 
 TEST_F(Malformed, PacketTooShortForTheOpcodesExtensionHeadersIsLengthMismatch) {
@@ -338,12 +346,76 @@ TEST_F(Malformed, PacketTooShortForTheOpcodesExtensionHeadersIsLengthMismatch) {
         build(make_path(false, false), make_fields(Opcode::RC_ACKNOWLEDGE, false), {});
     for (Opcode op : {Opcode::RC_RDMA_WRITE_FIRST, Opcode::RC_RDMA_READ_REQUEST,
                       Opcode::RC_COMPARE_SWAP, Opcode::RC_ATOMIC_ACKNOWLEDGE, Opcode::UD_SEND_ONLY,
-                      Opcode::CNP, Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE}) {
+                      Opcode::CNP, Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, Opcode::MRC_WRITE,
+                      Opcode::MRC_WRITE_LAST_WITH_IMMEDIATE, Opcode::MRC_SACK, Opcode::MRC_NACK,
+                      Opcode::MRC_PROBE, Opcode::MRC_PROBE_REPLY, Opcode::MRC_PORT_STATUS}) {
         Bytes g = ack;
         g[layout_of(g).bth] = static_cast<std::uint8_t>(op);
         refresh_icrc(g);
         EXPECT_EQ(parse_exact(g), RejectReason::length_mismatch) << to_string(op);
     }
+}
+
+TEST_F(Malformed, MrcPacketCutInsideItsExtensionHeadersIsLengthMismatch) {
+    // Every MRC opcode, its IP packet ending (ICRC made right) at each byte inside its extension
+    // headers: RETH + MDETH [+ ImmDt] for data, the one control header otherwise.
+    std::size_t cuts = 0;
+    for (Opcode op : kAllOpcodes) {
+        if (transport_of(op) != Transport::mrc) continue;
+        for (bool ipv6 : {false, true}) {
+            const MrcCtlFields ctl = make_mrc_ctl(true);
+            PacketFields fields = make_fields(op, true);
+            fields.mrc_ctl = &ctl;
+            const bool payload = opcode_info(op).is(OpFlags::payload);
+            const Bytes f = build(make_path(ipv6, false), fields, make_payload(payload ? 16 : 0));
+            ASSERT_EQ(parse_exact(f), RejectReason::ok) << to_string(op);
+            const Layout l = layout_of(f);
+            const std::size_t ext = opcode_info(op).ext_length;
+            for (std::size_t k = 0; k < ext; ++k) {
+                Bytes g(f.begin(), f.begin() + static_cast<std::ptrdiff_t>(l.bth + 12 + k));
+                g.insert(g.end(), 4, 0); // room for the ICRC
+                set_l3_length(g, g.size() - l.l3);
+                refresh_icrc(g);
+                const Parsed p = parse_copy(g);
+                ASSERT_EQ(p.reason, RejectReason::length_mismatch)
+                    << to_string(op) << (ipv6 ? " IPv6" : " IPv4") << " cut " << k
+                    << " bytes into its " << ext << " bytes of extension headers";
+                EXPECT_EQ(p.frame.mrc_ext, nullptr) << "no pointer to a header that is not there";
+                EXPECT_EQ(p.frame.mdeth(), nullptr);
+                EXPECT_EQ(p.frame.seth(), nullptr);
+                ++cuts;
+            }
+        }
+    }
+    EXPECT_EQ(cuts, 2u * (32 + 36 + 48 + 12 + 16 + 16 + 8));
+}
+
+TEST_F(Malformed, MrcControlOpcodeWithPayloadIsLengthMismatch) {
+    // A control header followed by payload bytes, lengths and ICRC right: refused.
+    for (Opcode op : {Opcode::MRC_SACK, Opcode::MRC_NACK, Opcode::MRC_PROBE,
+                      Opcode::MRC_PROBE_REPLY, Opcode::MRC_PORT_STATUS}) {
+        for (bool ipv6 : {false, true}) {
+            const MrcCtlFields ctl = make_mrc_ctl(false, 7);
+            PacketFields fields = make_fields(op, false);
+            fields.mrc_ctl = &ctl;
+            const Bytes f = build(make_path(ipv6, true), fields, {});
+            ASSERT_EQ(parse_exact(f), RejectReason::ok);
+            for (std::size_t extra : {4u, 64u, 2u}) {
+                EXPECT_EQ(parse_exact(with_inserted_bytes(f, extra)), RejectReason::length_mismatch)
+                    << to_string(op) << " with " << extra << " payload bytes";
+            }
+            // build_frame will not make one either.
+            const Bytes payload = make_payload(4);
+            Bytes out(512);
+            EXPECT_EQ(build_frame(make_path(ipv6, true), fields, payload, out), 0u);
+        }
+    }
+    // An MRC_WRITE with 20 payload bytes relabelled MRC_SACK: 48 bytes of SETH, then 4 left over.
+    Bytes w =
+        build(make_path(false, false), make_fields(Opcode::MRC_WRITE, true), make_payload(20));
+    w[layout_of(w).bth] = static_cast<std::uint8_t>(Opcode::MRC_SACK);
+    refresh_icrc(w);
+    EXPECT_EQ(parse_exact(w), RejectReason::length_mismatch);
 }
 
 TEST_F(Malformed, PayloadOnAnOpcodeWithoutPayloadIsLengthMismatch) {

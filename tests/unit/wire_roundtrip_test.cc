@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * build_frame() then parse_frame() for every opcode droce knows, at several payload sizes, over
- * IPv4 and IPv6, with and without an 802.1Q tag: every field comes back, the payload is intact, the
- * pad is right, and the ICRC and the IP/UDP checksums verify with independent routines.
+ * build_frame() then parse_frame() for every opcode droce knows (IBTA and MRC), at several payload
+ * sizes, over IPv4 and IPv6, with and without an 802.1Q tag: every field comes back, the payload is
+ * intact, the pad is right, and the ICRC and the IP/UDP checksums verify with independent routines.
+ * The MRC headers are also checked byte by byte against the layout of wire/mrc.h.
  */
 #include <gtest/gtest.h>
 
@@ -47,9 +48,10 @@ std::vector<RoundTripCase> all_cases() {
 }
 
 TEST(RoundTripCases, CoverEveryOpcodeAndSize) {
-    // 38 opcodes: 32 carry payload (8 sizes), 6 do not (size 0 only); 4 path variants each.
-    EXPECT_EQ(std::size(kAllOpcodes), 38u);
-    EXPECT_EQ(all_cases().size(), (32u * 8u + 6u) * 4u);
+    // 45 opcodes: 38 of IBTA and the CNP, 32 with payload (8 sizes), 6 without (size 0 only); 7
+    // MRC, 2 with payload, 5 without; 4 path variants each.
+    EXPECT_EQ(std::size(kAllOpcodes), 45u);
+    EXPECT_EQ(all_cases().size(), ((32u + 2u) * 8u + 6u + 5u) * 4u);
 }
 
 class RoundTrip : public ::testing::TestWithParam<RoundTripCase> {
@@ -182,6 +184,67 @@ void RoundTrip::check(const PacketFields& want) const {
         ext_off += 8;
         EXPECT_EQ(p.atomic_ack_eth->orig_rem_data.get(), want.orig_rem_data);
     }
+    // MRC: one header after the RETH (data) or right after the BTH (control), before any ImmDt.
+    static constexpr MrcCtlFields kZeroCtl{};
+    const MrcCtlFields& ctl = want.mrc_ctl ? *want.mrc_ctl : kZeroCtl;
+    const bool mrc = info.is(OpFlags::mdeth) || info.is(OpFlags::seth) || info.is(OpFlags::neth) ||
+                     info.is(OpFlags::peth) || info.is(OpFlags::epeth);
+    EXPECT_EQ(p.mrc_ext != nullptr, mrc);
+    EXPECT_EQ(p.mdeth() != nullptr, info.is(OpFlags::mdeth));
+    EXPECT_EQ(p.seth() != nullptr, info.is(OpFlags::seth));
+    EXPECT_EQ(p.neth() != nullptr, info.is(OpFlags::neth));
+    EXPECT_EQ(p.peth() != nullptr, info.is(OpFlags::peth));
+    EXPECT_EQ(p.epeth() != nullptr, info.is(OpFlags::epeth));
+    if (p.mrc_ext) {
+        EXPECT_EQ(pos(p.mrc_ext), ext_off);
+        EXPECT_EQ(p.mrc_ext[0], kMrcVersion) << "every MRC header starts with the version";
+    }
+    if (const Mdeth* m = p.mdeth()) {
+        ext_off += 16;
+        EXPECT_EQ(m->version, kMrcVersion);
+        EXPECT_EQ(m->flags, want.mrc_flags);
+        EXPECT_EQ(m->path.get(), want.mrc_path);
+        EXPECT_EQ(m->msn.get(), want.mrc_msn);
+        EXPECT_EQ(m->msg_offset.get(), want.mrc_msg_offset);
+        EXPECT_EQ(m->msg_length.get(), want.mrc_msg_length);
+    }
+    if (const Seth* h = p.seth()) {
+        ext_off += 48;
+        EXPECT_EQ(h->version, kMrcVersion);
+        EXPECT_EQ(h->flags, ctl.flags);
+        EXPECT_EQ(h->path.get(), ctl.path);
+        EXPECT_EQ(h->cum_psn.get(), ctl.cum_psn & Psn::kMask);
+        EXPECT_EQ(h->sack_base.get(), ctl.sack_base & Psn::kMask);
+        EXPECT_EQ(h->mpr_dest, ctl.mpr_dest);
+        EXPECT_EQ(h->port_mask, ctl.port_mask);
+        EXPECT_EQ(h->reserved.get(), 0u);
+        for (std::size_t w = 0; w < kSackBits / 64; ++w)
+            EXPECT_EQ(h->bitmap[w].get(), ctl.bitmap[w]) << "bitmap word " << w;
+    }
+    if (const Neth* h = p.neth()) {
+        ext_off += 12;
+        EXPECT_EQ(h->version, kMrcVersion);
+        EXPECT_EQ(h->reason, ctl.reason);
+        EXPECT_EQ(h->path.get(), ctl.path);
+        EXPECT_EQ(h->psn.get(), ctl.nack_psn & Psn::kMask);
+        EXPECT_EQ(h->cum_psn.get(), ctl.cum_psn & Psn::kMask);
+    }
+    if (const Peth* h = p.peth()) {
+        ext_off += 16;
+        EXPECT_EQ(h->version, kMrcVersion);
+        EXPECT_EQ(h->reserved, 0u);
+        EXPECT_EQ(h->path.get(), ctl.path);
+        EXPECT_EQ(h->seq.get(), ctl.seq);
+        EXPECT_EQ(h->timestamp_ns.get(), ctl.timestamp_ns);
+    }
+    if (const Epeth* h = p.epeth()) {
+        ext_off += 8;
+        EXPECT_EQ(h->version, kMrcVersion);
+        EXPECT_EQ(h->op, ctl.op);
+        EXPECT_EQ(h->port_mask, ctl.port_mask);
+        EXPECT_EQ(h->reserved, 0u);
+        EXPECT_EQ(h->seq.get(), ctl.seq);
+    }
     EXPECT_EQ(p.immdt != nullptr, info.is(OpFlags::immdt));
     if (p.immdt) {
         EXPECT_EQ(pos(p.immdt), ext_off);
@@ -216,14 +279,186 @@ void RoundTrip::check(const PacketFields& want) const {
 }
 
 TEST_P(RoundTrip, EveryFieldComesBackWithFlagsSet) {
-    check(make_fields(GetParam().opcode, true, 0));
+    const MrcCtlFields ctl = make_mrc_ctl(true, 0);
+    PacketFields f = make_fields(GetParam().opcode, true, 0);
+    f.mrc_ctl = &ctl;
+    check(f);
 }
 
 TEST_P(RoundTrip, EveryFieldComesBackWithFlagsClear) {
-    check(make_fields(GetParam().opcode, false, 0x5a5a5a));
+    const MrcCtlFields ctl = make_mrc_ctl(false, 0x5a5a5a);
+    PacketFields f = make_fields(GetParam().opcode, false, 0x5a5a5a);
+    f.mrc_ctl = &ctl;
+    check(f);
+}
+
+TEST_P(RoundTrip, MrcControlHeaderWithoutValuesIsZeroWithTheVersion) {
+    // PacketFields::mrc_ctl null: build_frame writes zeroes (and the version byte).
+    check(make_fields(GetParam().opcode, true, 0x33));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOpcodes, RoundTrip, ::testing::ValuesIn(all_cases()), case_name);
+
+// ---------------------------------------------------------------------------------------------
+// MRC headers byte by byte: offsets and big-endian order as the comment of wire/mrc.h states them,
+// read from the frame without the header structs.
+
+std::uint64_t be_at(std::span<const std::uint8_t> f, std::size_t off, std::size_t n) {
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < n; ++i)
+        v = v << 8 | f[off + i];
+    return v;
+}
+
+class MrcBytes : public ::testing::TestWithParam<bool> {}; // IPv6?
+
+TEST_P(MrcBytes, DataPacketsCarryRethMdethAndImmDtInThatOrder) {
+    const PathHeaders path = make_path(GetParam(), false);
+    const std::size_t bth = 14 + (GetParam() ? 40 : 20) + 8;
+    for (Opcode op : {Opcode::MRC_WRITE, Opcode::MRC_WRITE_LAST_WITH_IMMEDIATE}) {
+        SCOPED_TRACE(to_string(op));
+        PacketFields f;
+        f.opcode = op;
+        f.dest_qp = 0x000abc;
+        f.psn = Psn(0xfffffe);
+        f.va = 0x00007f1234560000ull;
+        f.rkey = 0x1234abcd;
+        f.dma_len = 1000;
+        f.imm = 0xcafef00d;
+        f.mrc_flags = kMdethFirst | kMdethRetransmit;
+        f.mrc_path = 0x0107;
+        f.mrc_msn = 0x00010203;
+        f.mrc_msg_offset = 0x00100000;
+        f.mrc_msg_length = 0x00200000;
+        const Bytes payload = make_payload(1000, 5);
+        const Bytes frame = build(path, f, payload);
+        ASSERT_FALSE(frame.empty());
+        const std::span<const std::uint8_t> b(frame);
+        EXPECT_EQ(b[bth], static_cast<unsigned>(op));
+        EXPECT_EQ(be_at(b, bth + 5, 3), 0xabcu);
+        EXPECT_EQ(be_at(b, bth + 9, 3), 0xfffffeu);
+        const std::size_t reth = bth + 12, mdeth = reth + 16, next = mdeth + 16;
+        EXPECT_EQ(be_at(b, reth, 8), f.va);
+        EXPECT_EQ(be_at(b, reth + 8, 4), f.rkey);
+        EXPECT_EQ(be_at(b, reth + 12, 4), 1000u);
+        EXPECT_EQ(b[mdeth], 1u) << "version";
+        EXPECT_EQ(b[mdeth + 1], kMdethFirst | kMdethRetransmit);
+        EXPECT_EQ(be_at(b, mdeth + 2, 2), 0x0107u);
+        EXPECT_EQ(be_at(b, mdeth + 4, 4), 0x00010203u);
+        EXPECT_EQ(be_at(b, mdeth + 8, 4), 0x00100000u);
+        EXPECT_EQ(be_at(b, mdeth + 12, 4), 0x00200000u);
+        const bool imm = op == Opcode::MRC_WRITE_LAST_WITH_IMMEDIATE;
+        if (imm) {
+            EXPECT_EQ(be_at(b, next, 4), 0xcafef00du);
+        }
+        const std::size_t pl = next + (imm ? 4 : 0);
+        EXPECT_TRUE(std::equal(payload.begin(), payload.end(), frame.begin() + pl));
+        const Parsed p = parse_copy(frame);
+        ASSERT_EQ(p.reason, RejectReason::ok);
+        EXPECT_EQ(p.offset_of(p.frame.reth), reth);
+        EXPECT_EQ(p.offset_of(p.frame.mdeth()), mdeth);
+        if (imm) {
+            EXPECT_EQ(p.offset_of(p.frame.immdt), next);
+        }
+        EXPECT_EQ(p.offset_of(p.frame.payload.data()), pl);
+    }
+}
+
+TEST_P(MrcBytes, SackLayout) {
+    const PathHeaders path = make_path(GetParam(), true);
+    const std::size_t seth = 18 + (GetParam() ? 40 : 20) + 8 + 12;
+    MrcCtlFields c;
+    c.flags = kSethEcnEcho;
+    c.path = 0x0203;
+    c.cum_psn = 0x01fffff0; // bits above 24 are dropped
+    c.sack_base = 0xffffc0;
+    c.mpr_dest = 16;
+    c.port_mask = 0x0b;
+    c.bitmap[0] = 0x8000000000000001ull;
+    c.bitmap[1] = 0x0123456789abcdefull;
+    c.bitmap[2] = 0;
+    c.bitmap[3] = ~0ull;
+    PacketFields f;
+    f.opcode = Opcode::MRC_SACK;
+    f.mrc_ctl = &c;
+    const Bytes frame = build(path, f, {});
+    ASSERT_FALSE(frame.empty());
+    ASSERT_EQ(frame.size(), seth + 48 + 4);
+    const std::span<const std::uint8_t> b(frame);
+    EXPECT_EQ(b[seth], 1u);
+    EXPECT_EQ(b[seth + 1], kSethEcnEcho);
+    EXPECT_EQ(be_at(b, seth + 2, 2), 0x0203u);
+    EXPECT_EQ(be_at(b, seth + 4, 4), 0xfffff0u);
+    EXPECT_EQ(be_at(b, seth + 8, 4), 0xffffc0u);
+    EXPECT_EQ(b[seth + 12], 16u);
+    EXPECT_EQ(b[seth + 13], 0x0bu);
+    EXPECT_EQ(be_at(b, seth + 14, 2), 0u);
+    EXPECT_EQ(be_at(b, seth + 16, 8), 0x8000000000000001ull);
+    EXPECT_EQ(be_at(b, seth + 24, 8), 0x0123456789abcdefull);
+    EXPECT_EQ(be_at(b, seth + 32, 8), 0u);
+    EXPECT_EQ(be_at(b, seth + 40, 8), ~0ull);
+    const Parsed p = parse_copy(frame);
+    ASSERT_EQ(p.reason, RejectReason::ok);
+    EXPECT_EQ(p.offset_of(p.frame.seth()), seth);
+    EXPECT_TRUE(p.frame.payload.empty());
+}
+
+TEST_P(MrcBytes, NackProbeAndPortStatusLayouts) {
+    const PathHeaders path = make_path(GetParam(), false);
+    const std::size_t ext = 14 + (GetParam() ? 40 : 20) + 8 + 12;
+    MrcCtlFields c;
+    c.reason = static_cast<std::uint8_t>(NackReason::mpr_exceeded);
+    c.path = 0x0011;
+    c.nack_psn = 0x123456;
+    c.cum_psn = 0x123400;
+    c.seq = 0x01020304;
+    c.timestamp_ns = 0x1122334455667788ull;
+    c.op = static_cast<std::uint8_t>(EndpointOp::port_status);
+    c.port_mask = 0x05;
+    PacketFields f;
+    f.mrc_ctl = &c;
+
+    f.opcode = Opcode::MRC_NACK;
+    f.psn = Psn(0x123456);
+    Bytes frame = build(path, f, {});
+    ASSERT_EQ(frame.size(), ext + 12 + 4);
+    std::span<const std::uint8_t> b(frame);
+    EXPECT_EQ(b[ext], 1u);
+    EXPECT_EQ(b[ext + 1], 2u);
+    EXPECT_EQ(be_at(b, ext + 2, 2), 0x11u);
+    EXPECT_EQ(be_at(b, ext + 4, 4), 0x123456u);
+    EXPECT_EQ(be_at(b, ext + 8, 4), 0x123400u);
+    EXPECT_EQ(parse_exact(frame), RejectReason::ok);
+
+    for (Opcode op : {Opcode::MRC_PROBE, Opcode::MRC_PROBE_REPLY}) {
+        f.opcode = op;
+        frame = build(path, f, {});
+        ASSERT_EQ(frame.size(), ext + 16 + 4);
+        b = frame;
+        EXPECT_EQ(b[ext], 1u);
+        EXPECT_EQ(b[ext + 1], 0u) << "reserved";
+        EXPECT_EQ(be_at(b, ext + 2, 2), 0x11u);
+        EXPECT_EQ(be_at(b, ext + 4, 4), 0x01020304u);
+        EXPECT_EQ(be_at(b, ext + 8, 8), 0x1122334455667788ull);
+        EXPECT_EQ(parse_exact(frame), RejectReason::ok);
+    }
+
+    f.opcode = Opcode::MRC_PORT_STATUS;
+    frame = build(path, f, {});
+    ASSERT_EQ(frame.size(), ext + 8 + 4);
+    b = frame;
+    EXPECT_EQ(b[ext], 1u);
+    EXPECT_EQ(b[ext + 1], 1u) << "op port_status";
+    EXPECT_EQ(b[ext + 2], 0x05u);
+    EXPECT_EQ(b[ext + 3], 0u) << "reserved";
+    EXPECT_EQ(be_at(b, ext + 4, 4), 0x01020304u);
+    EXPECT_EQ(parse_exact(frame), RejectReason::ok);
+}
+
+INSTANTIATE_TEST_SUITE_P(Mrc, MrcBytes, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                             return std::string(i.param ? "ipv6" : "ipv4");
+                         });
 
 TEST(RoundTripScatter, PayloadGatheredFromSeveralSpansEqualsOneContiguousPayload) {
     const Bytes whole = make_payload(1000, 3);

@@ -186,7 +186,35 @@ inline PacketFields make_fields(Opcode op, bool flags_on, std::uint32_t salt = 0
     f.orig_rem_data = 0x8000000000000001ull + salt;
     f.imm = 0x8badf00du ^ salt;
     f.inv_rkey = 0xc0ffee01u ^ salt;
+    // MDETH (MRC data opcodes); the flags byte carries every bit, known or not
+    f.mrc_flags = static_cast<std::uint8_t>(flags_on ? 0xff : (kMdethFirst | 0x80));
+    f.mrc_path = static_cast<std::uint16_t>(0x8123 ^ salt);
+    f.mrc_msn = 0x80706050u + salt;
+    f.mrc_msg_offset = 0x81000000u + salt;
+    f.mrc_msg_length = 0xfeedbeefu ^ salt;
     return f;
+}
+
+/**
+ * Values for an MRC control header (SETH, NETH, PETH, EPETH), each with its top bit set where the
+ * field has one and distinct per field; @p salt varies them. Point PacketFields::mrc_ctl at it.
+ */
+inline MrcCtlFields make_mrc_ctl(bool flags_on, std::uint32_t salt = 0) {
+    MrcCtlFields c;
+    c.flags = static_cast<std::uint8_t>(flags_on ? 0xff : 0x80);
+    c.path = static_cast<std::uint16_t>(0x8765 ^ salt);
+    c.cum_psn = 0xf00001 ^ salt;
+    c.sack_base = 0xe00040 ^ salt;
+    c.mpr_dest = static_cast<std::uint8_t>(0x90 ^ salt);
+    c.port_mask = static_cast<std::uint8_t>(0xa5 ^ salt);
+    for (std::size_t i = 0; i < std::size(c.bitmap); ++i)
+        c.bitmap[i] = (0x8000000000000001ull | (0x0102030405060708ull << i)) ^ salt;
+    c.reason = static_cast<std::uint8_t>(0x83 ^ salt);
+    c.nack_psn = 0xd00002 ^ salt;
+    c.seq = 0x89abcdefu ^ salt;
+    c.timestamp_ns = 0x8877665544332211ull + salt;
+    c.op = static_cast<std::uint8_t>(0x81 ^ salt);
+    return c;
 }
 
 /** @p n bytes of a pattern that differs per position and per @p seed (never all zero). */
