@@ -77,7 +77,9 @@ struct Seth {
     std::uint8_t mpr_dest;  ///< the responder's MPR in kMprUnit PSNs (its tracker window)
     std::uint8_t port_mask; ///< the responder's ports (planes) that are up: bit i = port i + 1
     Be16 reserved;
-    Be64 bitmap[kSackBits / 64]; ///< bit i of word i/64 (LSB first) = PSN sack_base + i arrived
+    /** Bit i of word i/64 (LSB first): PSN sack_base + i arrived. Bits of PSNs before cum_psn
+     *  are all set (cumulative: everything before it counts as arrived), sent or not. */
+    Be64 bitmap[kSackBits / 64];
 };
 static_assert(sizeof(Seth) == 48);
 
@@ -85,7 +87,7 @@ static_assert(sizeof(Seth) == 48);
 enum class NackReason : std::uint8_t {
     trimmed = 1,         ///< payload cut by a switch: retransmit now (congestion, not loss)
     mpr_exceeded = 2,    ///< PSN beyond the responder's MPR window: retransmit later
-    wimm_exceeded = 3,   ///< more WRITE-with-immediate in flight than max_wimm_dest: fatal
+    wimm_exceeded = 3,   ///< max_wimm_dest immediates held (receives ran out): retry later
     remote_access = 4,   ///< rkey, bounds or access rights refused: fatal (REM_ACCESS_ERR)
     invalid_request = 5, ///< malformed request: fatal (REM_INV_REQ_ERR)
 };
