@@ -57,9 +57,11 @@ namespace droce {
     X(link_downed)                 /* a port's link went down (mlx5 link_downed) */ \
     X(link_upped)                  /* a port's link came (back) up */ \
     X(flushed_wqes)                /* WQEs completed with WR_FLUSH_ERR */ \
-    X(np_ecn_marked_roce_packets)  /* reserved for DCQCN */ \
-    X(np_cnp_sent)                 /* reserved for DCQCN */ \
-    X(rp_cnp_handled)              /* reserved for DCQCN */
+    X(np_ecn_marked_roce_packets)  /* DCQCN NP: ECN-CE marked RoCE packets received */ \
+    X(np_cnp_sent)                 /* DCQCN NP: CNPs sent */ \
+    X(rp_cnp_handled)              /* DCQCN RP: CNPs that reduced the QP's rate */ \
+    X(rp_cnp_ignored)              /* DCQCN RP: CNPs with DCQCN off or within the monitor period */ \
+    X(rp_current_rate_mbps)        /* DCQCN / pacer: the QP's rate now, Mb/s (a gauge; summed per device) */
 // clang-format on
 
 enum class Counter : std::uint16_t {
@@ -111,6 +113,10 @@ struct CounterBlock {
         return *this;
     }
 
+    /** Sets a gauge (a value, not a count). */
+    void set(Enum c, std::uint64_t value) noexcept {
+        v[static_cast<std::size_t>(c)].store(value, std::memory_order_relaxed);
+    }
     void inc(Enum c, std::uint64_t n = 1) noexcept {
         std::atomic<std::uint64_t>& a = v[static_cast<std::size_t>(c)];
         a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "device.h"
+#include "rc/pacer.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -198,6 +199,7 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
     qp->cap.max_recv_wr = std::max<std::uint32_t>(cap.max_recv_wr, 1);
     qp->sq_sig_all = sq_sig_all;
     rc::qp_reset(*qp);
+    rc::pacer_set_dcqcn(*qp, dcqcn_, 0);
     qp->tx_refs.reset(new (std::nothrow) TxRef[qp->sq.capacity()]);
     if (!qp->tx_refs) {
         *err = ENOMEM;
@@ -308,6 +310,8 @@ void Device::build_path(rc::Qp& qp, unsigned port_index, unsigned path_index,
     p.src_ip = port.gid;
     p.dst_ip = dgid;
     p.tos = av.traffic_class;
+    // With DCQCN the QP's packets are ECN-capable (ECT(0)), so that switches mark rather than drop.
+    if (qp.pacer.dcqcn != nullptr) p.tos = static_cast<std::uint8_t>((p.tos & ~3u) | 2u);
     p.ttl = av.hop_limit ? av.hop_limit : 64;
     p.flow_label = av.flow_label;
     p.udp_sport = wire::rdma_udp_sport(av.flow_label, qp.qpn, qp.attr.dest_qp_num);
@@ -333,6 +337,12 @@ void Device::set_path(rc::Qp& qp) noexcept {
         }
     }
     if (qp.transport->paths_changed) qp.transport->paths_changed(qp, ctx_);
+    // DCQCN's line rate: the QP's port, or for a multiplane QP the sum of its planes (its rate is
+    // one per QP: the planes share its pacer).
+    double line = 0;
+    for (unsigned i = 0; i < qp.num_paths; ++i)
+        line += ports_[qp.paths[i].port].line_rate_mbps;
+    if (line != qp.pacer.line_rate_mbps) rc::pacer_set_dcqcn(qp, qp.pacer.dcqcn, line);
 }
 
 int Device::set_remote_planes(rc::Qp* qp, std::span<const rc::RemotePlane> planes) noexcept {
@@ -343,6 +353,32 @@ int Device::set_remote_planes(rc::Qp* qp, std::span<const rc::RemotePlane> plane
     std::copy(planes.begin(), planes.end(), qp->remote_planes.begin());
     qp->num_remote_planes = static_cast<std::uint8_t>(planes.size());
     if (qp->state != QpState::reset && qp->state != QpState::init) set_path(*qp);
+    activate(qp->qpn - rc::kFirstQpn);
+    return 0;
+}
+
+void Device::set_dcqcn(const cc::DcqcnProfile* profile) noexcept {
+    ControlSection section(*this);
+    dcqcn_ = profile;
+}
+
+int Device::set_qp_dcqcn(rc::Qp* qp, const cc::DcqcnProfile* profile) noexcept {
+    ControlSection section(*this);
+    if (!qp || std::none_of(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; }))
+        return EINVAL;
+    rc::pacer_set_dcqcn(*qp, profile, ports_[qp->attr.port_num - 1u].line_rate_mbps);
+    if (qp->state != QpState::reset && qp->state != QpState::init) set_path(*qp); // ECT bits
+    sync_timer(*qp);
+    activate(qp->qpn - rc::kFirstQpn);
+    return 0;
+}
+
+int Device::set_qp_rate_limit(rc::Qp* qp, double mbps) noexcept {
+    ControlSection section(*this);
+    if (!qp || mbps < 0 ||
+        std::none_of(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; }))
+        return EINVAL;
+    rc::pacer_set_rate_limit(*qp, mbps);
     activate(qp->qpn - rc::kFirstQpn);
     return 0;
 }

@@ -45,6 +45,8 @@ struct PortSpec {
     wire::MacAddr mac{};
     wire::Ipv6Addr gid{};     ///< RoCEv2 GID: IPv4-mapped (::ffff:a.b.c.d) or an IPv6 address
     std::uint32_t mtu = 4096; ///< largest path MTU in bytes this port allows (256..4096)
+    /** Line rate in Mb/s, where DCQCN starts and returns to (0 = unknown: 100 Gb/s). */
+    double line_rate_mbps = 0;
 };
 
 /** The IPv4-mapped GID of a.b.c.d (wire::ipv4_mapped). */
@@ -156,6 +158,18 @@ class Device {
     int set_port_admin(unsigned port, bool up) noexcept;
     /** True while port @p port is administratively up. */
     [[nodiscard]] bool port_admin_up(unsigned port) const noexcept { return admin_up_[port]; }
+
+    /**
+     * DCQCN for QPs created from now on: @p profile (not owned; must outlive them: cc::
+     * profile_by_name's are static), or null for off. Each QP's reaction point starts at its
+     * port's line rate. Control path.
+     */
+    void set_dcqcn(const cc::DcqcnProfile* profile) noexcept;
+    /** DCQCN for one QP (null = off), at once. @return 0 or EINVAL (not this device's QP). */
+    int set_qp_dcqcn(rc::Qp* qp, const cc::DcqcnProfile* profile) noexcept;
+    /** ibv_modify_qp's IBV_QP_RATE_LIMIT: paces @p qp at @p mbps (0 = no limit). @return 0 or
+     *  EINVAL. */
+    int set_qp_rate_limit(rc::Qp* qp, double mbps) noexcept;
 
     /** The QP named @p qpn, or nullptr. */
     [[nodiscard]] rc::Qp* qp_by_num(std::uint32_t qpn) noexcept;
@@ -287,6 +301,9 @@ class Device {
     [[nodiscard]] bool dst_ip_is_gid(const wire::ParsedFrame& pkt) const noexcept;
     void flush_tx(unsigned port) noexcept;
     void set_path(rc::Qp& qp) noexcept;
+    /** DCQCN NP: counts a CE-marked packet for @p qp and sends a CNP on its path @p path_index when
+     *  min_time_between_cnps allows. Engine thread. */
+    void send_cnp(rc::Qp& qp, unsigned path_index) noexcept;
     void build_path(rc::Qp& qp, unsigned port_index, unsigned path_index,
                     const wire::Ipv6Addr& dgid, const wire::MacAddr& dmac) noexcept;
     void resolve_paths() noexcept;
@@ -348,7 +365,8 @@ class Device {
     NeighTable neigh_;
     std::vector<NeighResponder> responders_; ///< one per port
     std::vector<bool> link_was_up_;
-    std::vector<bool> admin_up_; ///< set_port_admin; read by check_links()
+    std::vector<bool> admin_up_;              ///< set_port_admin; read by check_links()
+    const cc::DcqcnProfile* dcqcn_ = nullptr; ///< set_dcqcn: for new QPs
     /** Per port: smallest payload sent by reference; UINT32_MAX = copy (chosen at setup). */
     std::vector<std::uint32_t> zc_min_payload_;
     /** TxRefs of destroyed QPs that segments still pointed at (see destroy_qp, ~Device). */

@@ -8,6 +8,7 @@
  * frames enter here too. Engine thread only.
  */
 #include "device.h"
+#include "rc/pacer.h"
 
 #include <array>
 #include <cstring>
@@ -97,12 +98,12 @@ void Device::receive(PktBuf& buf, bool looped) noexcept {
         counters_.inc(Counter::rx_dropped_dst_ip);
         return;
     }
-    if (pkt.bth->opcode() == wire::Opcode::CNP) return; // DCQCN reaction point: a later issue
+    const bool cnp = pkt.bth->opcode() == wire::Opcode::CNP;
     rc::Qp* qp = qp_by_num(pkt.bth->dest_qp());
     // An opcode of another transport (an MRC packet for an RC QP, UC/UD for anyone) is dropped
-    // here, before any transport reads it.
+    // here, before any transport reads it. A CNP belongs to no transport: DCQCN's, for any QP.
     if (!qp || qp->state == QpState::reset || qp->state == QpState::init ||
-        wire::transport_of(pkt.bth->opcode()) != qp->transport->family) {
+        (!cnp && wire::transport_of(pkt.bth->opcode()) != qp->transport->family)) {
         counters_.inc(Counter::rx_dropped_bad_qp);
         return;
     }
@@ -116,19 +117,43 @@ void Device::receive(PktBuf& buf, bool looped) noexcept {
         counters_.inc(Counter::rx_dropped_bad_qp);
         return;
     }
+    const std::uint32_t slot = qp->qpn - rc::kFirstQpn;
+    if (cnp) { // DCQCN reaction point: the peer's NP says our packets were marked
+        rc::pacer_on_cnp(*qp, clock_->now_ns());
+        activate(slot); // the rate and the QP's deadline changed
+        return;
+    }
     qp->counters.inc(Counter::rcvd_pkts);
     ctx_.rx_port = buf.port;
     ctx_.rx_ecn_ce = buf.ecn_ce || (pkt.ipv4 ? (pkt.ipv4->tos & 3u) == 3u
                                              : (pkt.ipv6->traffic_class() & 3u) == 3u);
-    ctx_.rx_port = buf.port;
-    ctx_.rx_ecn_ce = buf.ecn_ce || (pkt.ipv4 ? (pkt.ipv4->tos & 3u) == 3u
-                                             : ((pkt.ipv6->traffic_class() & 3u) == 3u));
+    if (ctx_.rx_ecn_ce && qp->pacer.dcqcn != nullptr) send_cnp(*qp, pi);
     if (pkt.info->is(wire::OpFlags::response))
         qp->transport->receive_response(*qp, pkt, ctx_);
     else
         qp->transport->receive_request(*qp, pkt, ctx_);
     activate(qp->qpn -
              rc::kFirstQpn); // an ACK opens the window, a request owes an ACK: run it this pass
+}
+
+void Device::send_cnp(rc::Qp& qp, unsigned path_index) noexcept {
+    // DCQCN notification point: a CE mark on a packet for this QP; at most one CNP per
+    // min_time_between_cnps (IBTA Annex A17.9.3 wire format, mlx5's NP rules).
+    qp.counters.inc(Counter::np_ecn_marked_roce_packets);
+    const cc::DcqcnProfile& prof = *qp.pacer.dcqcn;
+    if (!qp.pacer.np.on_marked(clock_->now_ns(), prof)) return;
+    const rc::Path& path = qp.paths[path_index];
+    qp.pacer.cnp_path = path.hdr;
+    qp.pacer.cnp_path.tos = static_cast<std::uint8_t>((prof.cnp_dscp << 2) | (path.hdr.tos & 3u));
+    wire::PacketFields f{};
+    f.opcode = wire::Opcode::CNP;
+    f.becn = true;
+    f.pkey = wire::kDefaultPkey;
+    f.dest_qp = qp.attr.dest_qp_num;
+    if (stage_.append(qp.pacer.cnp_path, path.port, qp.loopback_peer, f, {}, nullptr, &qp.counters))
+        qp.counters.inc(Counter::np_cnp_sent);
+    else
+        qp.counters.inc(Counter::tx_no_buffer);
 }
 
 std::uint32_t Device::drain_loopback(std::uint32_t budget) noexcept {

@@ -19,6 +19,7 @@
 #include <array>
 #include <span>
 
+#include "rc/pacer.h"
 #include "state.h"
 
 namespace droce::mrc::detail {
@@ -202,6 +203,7 @@ int stage_data(Qp& qp, State& s, rc::TransportCtx& ctx, const PsnEntry& e, int e
         qp.counters.inc(Counter::tx_no_buffer);
         return 0;
     }
+    rc::pacer_sent(qp, wire::frame_length(path.hdr, f.opcode, e.len), ctx.clock->now_ns());
     ++path.tx_pkts;
     PlaneStats& ps = s.planes[path.plane];
     ps.tx_pkts.fetch_add(1, std::memory_order_relaxed);
@@ -253,6 +255,7 @@ std::uint32_t requester_run(Qp& qp, State& s, rc::TransportCtx& ctx, std::uint32
     const std::uint32_t mtu = qp.mtu;
     std::uint32_t sent = 0;
     while (sent < budget) {
+        if (rc::pacer_blocked(qp, now)) break; // DCQCN or a rate limit: not yet
         // ---- holes first: their PSNs hold the cumulative PSN back
         if (s.rtx_head != s.rtx_tail && now >= s.rtx_hold_until_ns) {
             const Psn p(s.rtx[s.rtx_head & kWindowMask]);

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <new>
 
+#include "rc/pacer.h"
 #include "state.h"
 
 namespace droce::mrc {
@@ -115,7 +116,9 @@ void receive_response(Qp& qp, const wire::ParsedFrame& pkt, rc::TransportCtx& ct
 
 void timer(Qp& qp, rc::TransportCtx& ctx) noexcept {
     if (qp.state != rc::QpState::rts && qp.state != rc::QpState::sqd) return;
-    requester_timer(qp, state(qp), ctx, ctx.clock->now_ns());
+    const std::uint64_t now = ctx.clock->now_ns();
+    rc::pacer_on_time(qp, now);
+    requester_timer(qp, state(qp), ctx, now);
 }
 
 std::uint64_t next_deadline(const Qp& qp) noexcept {

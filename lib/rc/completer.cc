@@ -24,6 +24,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "pacer.h"
 #include "qp.h"
 
 namespace droce::rc {
@@ -620,6 +621,7 @@ void completer_timers(Qp& qp, TransportCtx& ctx) noexcept {
     if (qp.state != QpState::rts && qp.state != QpState::sqd) return;
     RequesterState& req = qp.req;
     const std::uint64_t now = ctx.clock->now_ns();
+    pacer_on_time(qp, now);
     // RNR wait over: the requester resends from the NAK PSN (rewound when the NAK arrived).
     if (req.rnr_deadline_ns != 0 && now >= req.rnr_deadline_ns) req.rnr_deadline_ns = 0;
     if (req.ack_deadline_ns == 0 || now < req.ack_deadline_ns) return;
@@ -667,11 +669,13 @@ bool completer_reap(Qp& qp) noexcept {
 }
 
 std::uint64_t completer_next_deadline(const Qp& qp) noexcept {
-    const std::uint64_t a = qp.req.ack_deadline_ns;
-    const std::uint64_t r = qp.req.rnr_deadline_ns;
-    if (a == 0) return r;
-    if (r == 0) return a;
-    return std::min(a, r);
+    std::uint64_t d = 0;
+    // The pacer's release time counts only while a packet waits for it.
+    const bool waiting = qp.sq.producer_index() != qp.req.next_wqe;
+    for (const std::uint64_t t :
+         {qp.req.ack_deadline_ns, qp.req.rnr_deadline_ns, pacer_deadline(qp, waiting)})
+        if (t != 0 && (d == 0 || t < d)) d = t;
+    return d;
 }
 
 } // namespace droce::rc

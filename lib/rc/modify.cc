@@ -7,6 +7,7 @@
  */
 #include <cerrno>
 
+#include "pacer.h"
 #include "qp.h"
 
 namespace droce::rc {
@@ -79,7 +80,13 @@ void qp_reset(Qp& qp) noexcept {
     qp.req = RequesterState{};
     qp.comp = CompleterState{};
     qp.resp = ResponderState{};
+    // DCQCN's profile, the line rate and the rate limit are the QP's settings, not its state.
+    const Pacer keep = qp.pacer;
     qp.pacer = Pacer{};
+    qp.pacer.dcqcn = keep.dcqcn;
+    qp.pacer.line_rate_mbps = keep.line_rate_mbps;
+    qp.pacer.rate_limit_mbps = keep.rate_limit_mbps;
+    pacer_reset(qp);
     qp.state = QpState::reset;
     qp.attr.qp_state = QpState::reset;
 }

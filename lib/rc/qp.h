@@ -20,6 +20,7 @@
 #include <span>
 #include <string_view>
 
+#include "cc/dcqcn.h"
 #include "common/clock.h"
 #include "common/counters.h"
 #include "common/spsc_ring.h"
@@ -212,9 +213,24 @@ struct RemotePlane {
     wire::MacAddr mac{}; ///< zero: resolved by ARP / ND
 };
 
-/** The per-QP pacer hook: DCQCN will set the rate; RC with no rate limit always allows. */
+/**
+ * The per-QP pacer and DCQCN state (rc/pacer.h has the functions). A QP sends unpaced unless it has
+ * a rate limit (IBV_QP_RATE_LIMIT) or DCQCN has brought its rate below the port's line rate; then
+ * packets are spaced by their wire length at that rate, with at most kPacerBurstNs of credit.
+ */
 struct Pacer {
     std::uint64_t next_send_ns = 0; ///< earliest time the next packet may leave; 0 = no pacing
+    double rate_mbps = 0;           ///< the rate in force (0 = unpaced)
+    double rate_limit_mbps = 0;     ///< IBV_QP_RATE_LIMIT (0 = none)
+    double line_rate_mbps = 0;      ///< the QP's port (0 = unknown: DCQCN starts at 100 Gb/s)
+    /** DCQCN profile of this QP (reaction and notification point), or null: DCQCN off. Points at a
+     *  profile that outlives the QP (cc::profile_by_name, or the device's). */
+    const cc::DcqcnProfile* dcqcn = nullptr;
+    cc::DcqcnRp rp;
+    cc::DcqcnNp np;
+    /** Headers of the CNPs this QP sends: its path's with DSCP cnp_dscp (built when one is sent).
+     */
+    wire::PathHeaders cnp_path;
 };
 
 /**

@@ -25,6 +25,7 @@
 #include <array>
 #include <span>
 
+#include "pacer.h"
 #include "qp.h"
 
 namespace droce::rc {
@@ -250,7 +251,7 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
         if (req.next_psn.distance_from(qp.comp.oldest_unacked) >=
             static_cast<std::int32_t>(kPsnWindow))
             break;
-        if (qp.pacer.next_send_ns != 0 && now < qp.pacer.next_send_ns) break;
+        if (pacer_blocked(qp, now)) break;
 
         PacketFields f{};
         f.dest_qp = qp.attr.dest_qp_num;
@@ -321,6 +322,8 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
                   Counter::tx_no_buffer); // state untouched: the same packet goes next time
             break;
         }
+
+        pacer_sent(qp, wire::frame_length(route.hdr, f.opcode, payload_len), now);
 
         PsnSendState& e = req.psn_ring[f.psn.value() & kPsnRingMask];
         e.psn = f.psn;
