@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "config/config.h"
 
+#include "cc/dcqcn.h"
+
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -212,7 +214,7 @@ bool classify(std::string_view name, SectionId* id) noexcept {
     return true;
 }
 
-constexpr const char* kDeviceKeys[] = {"name", "eal", "clock"};
+constexpr const char* kDeviceKeys[] = {"name", "eal", "clock", "dcqcn"};
 constexpr const char* kPortKeys[] = {"devargs", "mac", "ip", "mtu"};
 constexpr const char* kQpKeys[] = {"path_mtu",  "timeout",       "retry_cnt",
                                    "rnr_retry", "min_rnr_timer", "max_rd_atomic"};
@@ -441,6 +443,13 @@ bool Loader::build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d
             d->clock = ClockKind::virtual_clock;
         else
             return fail(line_of(dsec, "clock"), dsec, "clock", quote(c) + " is not tsc or virtual");
+    }
+    if (const char* cc = get(cfg, dsec, "dcqcn")) {
+        const std::string_view c(cc);
+        if (c != "off" && cc::profile_by_name(c) == nullptr)
+            return fail(line_of(dsec, "dcqcn"), dsec, "dcqcn",
+                        quote(c) + " is not off, nvidia or paper");
+        d->dcqcn = std::string(c);
     }
     // [portN]
     unsigned nports = 0;

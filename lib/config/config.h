@@ -87,6 +87,9 @@ struct DeviceConfig {
     std::vector<PortConfig> ports; ///< 1..4, index = droce port index
     QpDefaults qp;
     std::vector<Neighbor> neighbors;
+    /** DCQCN for the device's QPs: "off" (default), "nvidia" (ConnectX defaults) or "paper"
+     *  (SIGCOMM'15), the profiles of cc/dcqcn.h. */
+    std::string dcqcn = "off";
 };
 
 /** Everything in one file. */

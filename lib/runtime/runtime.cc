@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "runtime/runtime.h"
 
+#include "cc/dcqcn.h"
+
 #include <sched.h>
 
 #include <immintrin.h>
@@ -134,6 +136,7 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
             specs.back().mtu = path_mtu_cap(pc);
         }
         slot.dev = std::make_unique<Device>(dc.name, rt->clock_, specs);
+        if (dc.dcqcn != "off") slot.dev->set_dcqcn(cc::profile_by_name(dc.dcqcn));
         // DROCE_TX_BYREF_MIN=BYTES|off: smallest payload sent by reference (zero-copy) where a port
         // can; "off" copies everything. For benchmarks comparing both in one run (bench/e2e/run).
         if (const char* zc = std::getenv("DROCE_TX_BYREF_MIN"); zc && *zc) {

@@ -724,12 +724,14 @@ extern "C" ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
  * ibv_modify_qp for RC (IBTA Vol 1 §11.2.4.2): see droce::Device::modify_qp. A QP that goes to
  * RESET loses its completions still in its CQs (as with a hardware provider). IBV_QP_AV needs a
  * global route (is_global = 1: RoCE addresses by GID). @return 0, EINVAL (illegal transition,
- * missing or extra attributes, values out of range), EOPNOTSUPP (alternate path, rate limit).
+ * missing or extra attributes, values out of range), EOPNOTSUPP (alternate path). IBV_QP_RATE_LIMIT
+ * (kb/s, 0 = none) paces the QP (rc/pacer.h), as mlx5's packet pacing does.
  */
 extern "C" int ibv_modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int attr_mask) {
     if (!ibqp || !attr) return EINVAL;
     const auto mask = static_cast<std::uint32_t>(attr_mask);
-    if (mask & ~((1u << 21) - 1u)) return EOPNOTSUPP; // IBV_QP_RATE_LIMIT and later
+    // IBV_QP_RATE_LIMIT (packet pacing, as mlx5) is the only attribute past IBV_QP_DEST_QPN.
+    if (mask & ~(((1u << 21) - 1u) | IBV_QP_RATE_LIMIT)) return EOPNOTSUPP;
     if (mask & IBV_QP_ALT_PATH) return EOPNOTSUPP;
     if ((mask & IBV_QP_AV) && !attr->ah_attr.is_global) return EINVAL;
     VQp* qp = from_ibv<VQp>(ibqp);
@@ -737,7 +739,13 @@ extern "C" int ibv_modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int attr_mask) {
     int rc;
     {
         ControlGuard guard(qp->ctx->dev);
-        rc = qp->ctx->dev->modify_qp(qp->native, a, mask);
+        const std::uint32_t verbs_mask = mask & ~static_cast<std::uint32_t>(IBV_QP_RATE_LIMIT);
+        rc = verbs_mask != 0 || !(mask & IBV_QP_RATE_LIMIT)
+                 ? qp->ctx->dev->modify_qp(qp->native, a, verbs_mask)
+                 : 0;
+        // ibv_qp_attr.rate_limit is in kb/s; 0 removes the limit.
+        if (rc == 0 && (mask & IBV_QP_RATE_LIMIT))
+            rc = qp->ctx->dev->set_qp_rate_limit(qp->native, attr->rate_limit / 1000.0);
         if (rc == 0) ibqp->state = static_cast<ibv_qp_state>(qp->native->state);
         if (rc == 0 && qp->native->state == rc::QpState::reset) purge_cqs(ibqp);
     }

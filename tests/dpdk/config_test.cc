@@ -223,6 +223,12 @@ TEST(Config, DeviceKeys) {
     ASSERT_TRUE(d) << err;
     EXPECT_EQ(d->clock, ClockKind::virtual_clock);
     EXPECT_TRUE(d->eal.empty());
+    EXPECT_EQ(d->dcqcn, "off");
+    expect_refused(edit(4, "dcqcn = cubic"), 4, {"[device] dcqcn", "off, nvidia or paper"});
+    TempFile p(edit(4, "dcqcn = paper"));
+    auto dp = load_device_config(p.path(), &err);
+    ASSERT_TRUE(dp) << err;
+    EXPECT_EQ(dp->dcqcn, "paper");
 }
 
 TEST(Config, SeveralDevices) {
