@@ -16,9 +16,11 @@
  */
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "perf.h"
@@ -53,7 +55,30 @@ struct Cli {
     int timeout = -1;
     unsigned device = 0;
     bool inline_progress = false;
+    bool mrc = false;
+    unsigned planes = 0;
+    std::vector<std::string> plane_down, plane_up;
+    bool progress = false;
+    double plane_rate = -1; ///< -1: not given
 };
+
+/** "K@SECONDS" → event; empty on success, else the reason. */
+std::string parse_plane_event(const std::string& s, bool up, PlaneEvent* ev) {
+    const std::size_t at = s.find('@');
+    if (at == std::string::npos || at == 0 || at + 1 == s.size())
+        return "\"" + s + "\": expected PLANE@SECONDS, e.g. 2@3.0";
+    char* end = nullptr;
+    const unsigned long k = std::strtoul(s.c_str(), &end, 10);
+    if (end != s.c_str() + at || k >= kMaxPlanes)
+        return "\"" + s + "\": the plane is 0.." + std::to_string(kMaxPlanes - 1);
+    const double t = std::strtod(s.c_str() + at + 1, &end);
+    if (*end != '\0' || !(t >= 0) || t > 86400)
+        return "\"" + s + "\": the time is seconds into the run (0..86400)";
+    ev->plane = static_cast<std::uint8_t>(k);
+    ev->at_s = t;
+    ev->up = up;
+    return {};
+}
 
 CounterSnapshot delta(const CounterSnapshot& after, const CounterSnapshot& before) {
     CounterSnapshot d;
@@ -96,6 +121,8 @@ int run_remote(const Cli& cli, Params p) {
     RuntimeOptions ro;
     ro.impair_spec = cli.impair;
     ro.devices = {cli.device};
+    ro.tx_shaper = cli.plane_rate > 0;
+    ro.tx_rate_gbps = cli.plane_rate;
     std::string err;
     auto rt = Runtime::create(cli.config, ro, &err);
     if (!rt) {
@@ -104,6 +131,23 @@ int run_remote(const Cli& cli, Params p) {
     }
     Device& dev = rt->device(0);
     const DeviceConfig& dc = rt->device_config(0);
+    if (p.mrc && !cli.server) {
+        // The client decides the planes (the server adopts them): all ports unless --planes.
+        const unsigned ports = std::min(dev.num_ports(), kMaxPlanes);
+        if (cli.planes > ports) {
+            std::fprintf(stderr, "droce-perf: --planes %u: device %s has %u port(s)\n", cli.planes,
+                         dc.name.c_str(), dev.num_ports());
+            return 2;
+        }
+        p.planes = static_cast<std::uint8_t>(cli.planes ? cli.planes : ports);
+        for (unsigned i = 0; i < p.num_events; ++i)
+            if (p.events[i].plane >= p.planes) {
+                std::fprintf(stderr, "droce-perf: --plane-%s %u@%g: the run uses planes 0..%u\n",
+                             p.events[i].up ? "up" : "down", p.events[i].plane, p.events[i].at_s,
+                             p.planes - 1u);
+                return 2;
+            }
+    }
     const std::uint32_t port_mtu = rt->max_path_mtu(0, 0);
     Channel ch;
     if (cli.server) {
@@ -151,6 +195,7 @@ int run_remote(const Cli& cli, Params p) {
     else
         settle();
     rt->stop_engines();
+    collect_mrc(*ep, r);
     r.counters = delta(dev.total_counters(), before);
     if (rt->impair_stage(0, 0)) r.impair = impair_delta(stage_stats(*rt, 0), st_before);
     if (cli.json) {
@@ -217,6 +262,8 @@ PairResult run_pair(Runtime& rt, const Params& p) {
     server.join();
     settle();
     rt.stop_engines();
+    collect_mrc(*ca, pr.client);
+    collect_mrc(*sb, pr.server);
     // The demo's counter table: what both engines did (client + server side).
     const CounterSnapshot ac = delta(a.total_counters(), before),
                           bc = delta(b.total_counters(), before_b);
@@ -415,6 +462,24 @@ int main(int argc, char** argv) {
     app.add_flag("--inline-progress", cli.inline_progress,
                  "no engine thread: the application thread polls the device while it waits "
                  "(one busy thread per process; per side)");
+    app.add_flag("--mrc", cli.mrc,
+                 "MRC QPs (one QP sprayed over every plane) instead of RC: WRITE bw and lat only");
+    app.add_option("--planes", cli.planes,
+                   "MRC: use the device's first N ports as planes (default: all of them)")
+        ->check(CLI::Range(1u, kMaxPlanes));
+    app.add_option("--plane-down", cli.plane_down,
+                   "MRC client: K@SECONDS, take plane K out (Device::set_port_admin) that far into "
+                   "the run; repeatable")
+        ->take_all();
+    app.add_option("--plane-up", cli.plane_up,
+                   "MRC client: K@SECONDS, give plane K back that far into the run; repeatable")
+        ->take_all();
+    app.add_flag("--progress", cli.progress,
+                 "a progress line each second (per plane with --mrc); always on with -D");
+    app.add_option("--plane-rate", cli.plane_rate,
+                   "shape this side's transmit to GBPS per port, as a link of that speed would "
+                   "(planes, not the CPU, then bound an MRC run)")
+        ->check(CLI::Range(0.0, 1000.0));
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -444,11 +509,54 @@ int main(int argc, char** argv) {
     p.timeout = cli.timeout >= 0 ? static_cast<std::uint8_t>(cli.timeout) : 0xff;
     p.verify = cli.verify;
     p.json = cli.json;
-    p.progress = cli.duration > 0;
     p.inline_progress = cli.inline_progress;
     if (p.mode == Mode::lat && p.qps != 1) {
         std::fprintf(stderr, "droce-perf: latency tests use one QP (-q 1)\n");
         return 2;
+    }
+    p.progress = cli.duration > 0 || cli.progress;
+    p.mrc = cli.mrc;
+    if (!cli.mrc && (cli.planes || !cli.plane_down.empty() || !cli.plane_up.empty())) {
+        std::fprintf(stderr, "droce-perf: --planes, --plane-down and --plane-up need --mrc (an RC "
+                             "QP uses one port)\n");
+        return 2;
+    }
+    if (cli.mrc && p.op != Op::write) {
+        std::fprintf(stderr, "droce-perf: --mrc carries RDMA WRITE only (MRC has no READ, SEND or "
+                             "atomics): use --op write (--bw or --lat)\n");
+        return 2;
+    }
+    if (cli.mrc && cli.timeout >= 0 &&
+        (cli.timeout == 0 || cli.timeout > static_cast<int>(droce::mrc::kMaxTimeout))) {
+        std::fprintf(stderr,
+                     "droce-perf: --timeout with --mrc: 1..%u (ACK timeout 1.024 us x 2^T)\n",
+                     static_cast<unsigned>(droce::mrc::kMaxTimeout));
+        return 2;
+    }
+    if (cli.server && (!cli.plane_down.empty() || !cli.plane_up.empty())) {
+        std::fprintf(stderr, "droce-perf: --plane-down / --plane-up are client options\n");
+        return 2;
+    }
+    {
+        std::vector<PlaneEvent> evs;
+        for (int up = 0; up < 2; ++up)
+            for (const std::string& s : up ? cli.plane_up : cli.plane_down) {
+                PlaneEvent ev;
+                if (std::string e = parse_plane_event(s, up != 0, &ev); !e.empty()) {
+                    std::fprintf(stderr, "droce-perf: --plane-%s %s\n", up ? "up" : "down",
+                                 e.c_str());
+                    return 2;
+                }
+                evs.push_back(ev);
+            }
+        if (evs.size() > kMaxPlaneEvents) {
+            std::fprintf(stderr, "droce-perf: at most %u plane events\n", kMaxPlaneEvents);
+            return 2;
+        }
+        std::stable_sort(evs.begin(), evs.end(),
+                         [](const PlaneEvent& a, const PlaneEvent& b) { return a.at_s < b.at_s; });
+        p.num_events = static_cast<std::uint8_t>(evs.size());
+        std::copy(evs.begin(), evs.end(), p.events);
     }
     return run_remote(cli, p);
 }
