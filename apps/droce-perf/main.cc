@@ -35,6 +35,9 @@
 namespace droce::perf {
 namespace {
 
+/** Transmit rate of each plane in the demo's MRC part (--plane-rate overrides). */
+constexpr double kDemoPlaneGbps = 1.0;
+
 struct Cli {
     bool server = false;
     std::string server_addr;
@@ -286,6 +289,119 @@ std::uint64_t impair_value(const Result& r, const char* name) {
     return 0;
 }
 
+/**
+ * The MRC part of the demo: one MRC QP over every plane of the demo's devices, 64 KiB WRITEs with
+ * every byte checked, each plane shaped to a link rate (so that the planes, not the CPU, bound the
+ * total), one plane cut a third into the run. @return true when it passed.
+ */
+bool run_mrc_demo(Runtime& rt, const Cli& cli) {
+    Device& a = rt.device(0);
+    const unsigned planes = std::min({a.num_ports(), rt.device(1).num_ports(), kMaxPlanes});
+    const double rate = cli.plane_rate >= 0 ? cli.plane_rate : kDemoPlaneGbps;
+    const double run_s = cli.duration > 0 ? cli.duration : 9.0;
+    const double cut_s = run_s / 3;
+    const unsigned cut = planes > 2 ? 2u : planes - 1u;
+    if (planes < 2) {
+        std::printf(
+            "\nMRC: skipped (the config's devices have %u plane(s); it needs two or more)\n",
+            planes);
+        return true;
+    }
+    for (unsigned d = 0; d < 2; ++d)
+        for (unsigned port = 0; port < rt.device(d).num_ports(); ++port)
+            if (TxShaper* sh = rt.shaper(d, port)) sh->set_rate(rate);
+    Params p;
+    p.mrc = true;
+    p.planes = static_cast<std::uint8_t>(planes);
+    p.op = Op::write;
+    p.mode = Mode::bw;
+    p.size = 65536;
+    p.duration_s = run_s;
+    p.tx_depth = 64;
+    p.verify = true;
+    p.progress = true;
+    p.num_events = 1;
+    p.events[0] = PlaneEvent{cut_s, static_cast<std::uint8_t>(cut), false};
+    std::printf("\nMRC (multipath reliable connection): one QP sprayed over the %u planes, 64 KiB "
+                "RDMA WRITEs for %.0f s,\nevery byte checked.",
+                planes, run_s);
+    if (rate > 0)
+        std::printf(" Each plane's transmit is shaped to %.1f Gb/s, as a link of that speed\n"
+                    "would be, so that the planes, not this host's CPU, bound the run.",
+                    rate);
+    std::printf("\nAt %.1f s plane %u is cut (Device::set_port_admin(%u, false) on %s, as a pulled "
+                "cable):\nthe QP has to carry on over the other planes, without an error.\n",
+                cut_s, cut, cut, rt.device_config(0).name.c_str());
+    const PairResult pr = run_pair(rt, p);
+    for (unsigned d = 0; d < 2; ++d)
+        for (unsigned port = 0; port < rt.device(d).num_ports(); ++port)
+            if (TxShaper* sh = rt.shaper(d, port)) sh->set_rate(0);
+    const Result& c = pr.client;
+    std::printf("\n");
+    const Phase* before = nullptr;
+    const Phase* after = nullptr;
+    for (const Phase& ph : c.phases)
+        (ph.after == "start" ? before : after) = &ph;
+    auto phase_line = [&](const char* what, const Phase* ph) {
+        if (!ph) return;
+        std::printf(" %-15s %4.1f - %4.1f s: %6.2f Gb/s completed; per plane [Gb/s]", what,
+                    ph->from_s, ph->to_s, ph->gbps);
+        for (std::size_t i = 0; i < ph->plane_gbps.size(); ++i)
+            std::printf("%s%5.2f", i ? " + " : " ", ph->plane_gbps[i]);
+        if (ph == after && before && before->gbps > 0)
+            std::printf("   (%.0f %% of before)", 100.0 * ph->gbps / before->gbps);
+        std::printf("\n");
+    };
+    phase_line("before the cut", before);
+    phase_line("after the cut", after);
+    for (const std::string& line : mrc_story(c))
+        std::printf(" %s\n", line.c_str());
+    std::uint64_t dups = 0, rtx = 0;
+    for (const auto& [name, v] : pr.server.mrc)
+        if (name == "dup_pkts_rcvd") dups = v;
+    for (const auto& [name, v] : c.mrc)
+        if (name == "retransmits") rtx = v;
+    if (rtx)
+        std::printf(" %" PRIu64 " of them reached %s twice (dup_pkts_rcvd: the first copy got "
+                    "through after all), placed once\n",
+                    std::min(dups, rtx), rt.device_config(1).name.c_str());
+    std::printf(" data            : %s (%" PRIu64 " messages of 64 KiB, %" PRIu64 " differences)\n",
+                pr.ok ? "verified, every byte"
+                      : ("FAILED: " + (c.error.empty() ? pr.server.error : c.error)).c_str(),
+                c.messages, c.verify_errors);
+    auto counters_line = [](const char* who, const std::string& dev, const Result& r,
+                            std::initializer_list<const char*> names) {
+        std::printf(" %-15s ", (std::string(who) + " " + dev).c_str());
+        int shown = 0;
+        for (const char* n : names)
+            for (const auto& [name, v] : r.mrc)
+                if (name == n) std::printf("%s%s %" PRIu64, shown++ ? ", " : "", n, v);
+        std::printf("\n");
+    };
+    std::printf(" MRC counters (lib/mrc, per QP; the device's counter registry lists them under "
+                "qp/0x.../mrc):\n");
+    counters_line("sender", rt.device_config(0).name, c,
+                  {"data_pkts_sent", "retransmits", "retransmit_rack", "retransmit_timeout",
+                   "sacks_rcvd", "ev_assumed_bad", "ev_restored", "port_status_sent", "no_path"});
+    counters_line(
+        "receiver", rt.device_config(1).name, pr.server,
+        {"sacks_sent", "ooo_pkts_rcvd", "dup_pkts_rcvd", "port_status_rcvd", "port_status_sent"});
+    std::printf(
+        "\n How to read it: the sender sprays packets over every plane in turn; the receiver "
+        "places each one\n where it belongs whatever the order it came in (ooo_pkts_rcvd: past a "
+        "hole) and acknowledges them\n selectively (SACKs). When plane %u goes down the engine "
+        "takes it out of the QP's path set: new\n packets go to the other planes only, the "
+        "packets in flight on it are declared lost and sent again\n on the others, and a port "
+        "status message (port_status_sent / _rcvd) tells the receiver, whose SACKs\n then "
+        "avoid plane %u too. Nothing waits for a timeout and no work request fails. A "
+        "retransmitted packet\n the receiver already had was late, not lost: on a busy host a "
+        "packet can wait behind a descheduled\n thread for longer than the reorder window; loss "
+        "detection then also takes its path out for a while\n (ev_assumed_bad) until probes bring "
+        "it back (ev_restored).\n",
+        cut, cut);
+    return pr.ok && c.error_cqes == 0;
+}
+
 int run_demo(const Cli& cli) {
     const std::string cfg =
         cli.config.empty() ? std::string(DROCE_SOURCE_DIR) + "/config/demo.ini" : cli.config;
@@ -293,6 +409,8 @@ int run_demo(const Cli& cli) {
     ro.impair_spec =
         cli.impair.empty() ? "loss=0,seed=11" : cli.impair; // a stage on every port, idle for now
     ro.devices = {0, 1};
+    ro.tx_shaper = true; // unlimited until the MRC part
+    ro.tx_rate_gbps = 0;
     std::string err;
     const auto t_start = std::chrono::steady_clock::now();
     auto rt = Runtime::create(cfg, ro, &err);
@@ -302,11 +420,13 @@ int run_demo(const Cli& cli) {
     }
     const std::uint32_t mtu = std::min(rt->max_path_mtu(0, 0), rt->max_path_mtu(1, 0));
     std::printf(
-        "droce demo: devices %s and %s in one process, joined by DPDK ring-pair ports (%s), path "
-        "MTU %u,\n"
-        "            one engine thread polls both; every byte of every transfer is checked.\n\n",
+        "droce demo: devices %s and %s in one process, joined by %u planes of DPDK ring-pair "
+        "ports\n"
+        "            (%s, ...), path MTU %u; one engine thread polls both,\n"
+        "            and every byte of every transfer is checked. RC first (one QP on plane 0),\n"
+        "            then MRC (one QP sprayed over every plane).\n\n",
         rt->device_config(0).name.c_str(), rt->device_config(1).name.c_str(),
-        rt->device_config(0).ports[0].devargs.c_str(), mtu);
+        rt->device(0).num_ports(), rt->device_config(0).ports[0].devargs.c_str(), mtu);
     bool all_ok = true;
     const std::uint32_t sizes[] = {64, 4096, 65536};
     const Op ops[] = {Op::write, Op::read, Op::send};
@@ -416,6 +536,15 @@ int run_demo(const Cli& cli) {
                 " them (the last packet, a lost ACK) end in a local ACK timeout. duplicate_request "
                 "counts packets the\n"
                 " responder had already placed: re-ACKed, not placed twice.\n");
+    // Loss off again for the MRC part.
+    for (unsigned d = 0; d < 2; ++d)
+        for (unsigned port = 0; port < rt->device(d).num_ports(); ++port)
+            if (sim::ImpairedPort* st = rt->impair_stage(d, port)) {
+                sim::ImpairConfig c = st->config();
+                c.link.loss = 0;
+                st->set_config(c);
+            }
+    all_ok = run_mrc_demo(*rt, cli) && all_ok;
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     std::printf("\ndroce demo: %s (%.1f s)\n", all_ok ? "PASS, all data verified" : "FAIL", secs);
