@@ -323,7 +323,7 @@ bool run_mrc_demo(Runtime& rt, const Cli& cli) {
     Device& a = rt.device(0);
     const unsigned planes = std::min({a.num_ports(), rt.device(1).num_ports(), kMaxPlanes});
     const double rate = cli.plane_rate >= 0 ? cli.plane_rate : kDemoPlaneGbps;
-    const double run_s = cli.duration > 0 ? cli.duration : 9.0;
+    const double run_s = cli.duration > 0 ? cli.duration : 6.0;
     const double cut_s = run_s / 3;
     const unsigned cut = planes > 2 ? 2u : planes - 1u;
     if (planes < 2) {
@@ -418,12 +418,15 @@ bool run_mrc_demo(Runtime& rt, const Cli& cli) {
         "takes it out of the QP's path set: new\n packets go to the other planes only, the "
         "packets in flight on it are declared lost and sent again\n on the others, and a port "
         "status message (port_status_sent / _rcvd) tells the receiver, whose SACKs\n then "
-        "avoid plane %u too. Nothing waits for a timeout and no work request fails. A "
-        "retransmitted packet\n the receiver already had was late, not lost: on a busy host a "
-        "packet can wait behind a descheduled\n thread for longer than the reorder window; loss "
-        "detection then also takes its path out for a while\n (ev_assumed_bad) until probes bring "
-        "it back (ev_restored).\n",
-        cut, cut);
+        "avoid plane %u too. Nothing waits for a timeout and no work request fails. A packet "
+        "sent\n "
+        "again that the receiver already had (dup_pkts_rcvd) is placed once: the packets in "
+        "flight on plane %u\n at the cut still got through its ring, the cut being %s's own "
+        "decision. Beyond those,\n retransmissions are packets that were late, not lost: on a "
+        "busy host a packet can wait behind a\n descheduled thread for longer than the reorder "
+        "window; loss detection then also takes its path out\n for a while (ev_assumed_bad) until "
+        "probes bring it back (ev_restored).\n",
+        cut, cut, cut, rt.device_config(0).name.c_str());
     return pr.ok && c.error_cqes == 0;
 }
 

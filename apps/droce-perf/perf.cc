@@ -938,7 +938,7 @@ const char* to_string(Mode m) noexcept {
     return m == Mode::bw ? "bw" : "lat";
 }
 
-mrc::MrcAttr mrc_attr(const Params& p) noexcept {
+mrc::MrcAttr mrc_attr(const Params& p, unsigned ports) noexcept {
     mrc::MrcAttr a; // lib/mrc's defaults: 128 paths, MPR 16 x 128 PSNs, max_wimm 64, ...
     // ACK timeout 1.024 us x 2^14 = 16.8 ms: far above any round trip here, short enough that a
     // packet lost with nothing behind it costs little.
@@ -950,9 +950,11 @@ mrc::MrcAttr mrc_attr(const Params& p) noexcept {
     // Threads are scheduled, not clocked, and the planes queue independently: a packet may reach
     // the peer milliseconds after one sent later on another plane (a fuller queue, a descheduled
     // thread), far more than a wire reorders. With lib/mrc's 20 us a shaped demo plane saw
-    // hundreds of spurious retransmissions and its paths taken out; 3 ms saw none. The ACK timeout
-    // (16.8 ms) still catches what RACK misses.
-    a.reorder_window_ns = 3'000'000;
+    // hundreds of spurious retransmissions and its paths taken out; on a loaded 2-core host (load
+    // average 7) 3 ms still sent 12 000 - 14 000 packets again in the demo's 6 s, all of them
+    // duplicates at the receiver, and 10 ms 140 - 150. The ACK timeout (16.8 ms) still catches what
+    // RACK misses.
+    a.reorder_window_ns = 10'000'000;
     // A probe must be answered within the interval, and it queues behind the data of its plane and
     // waits for scheduled threads: at 1 ms, and at 5 ms on a loaded host, paths taken out never
     // came back.
@@ -961,11 +963,16 @@ mrc::MrcAttr mrc_attr(const Params& p) noexcept {
     // whose engine threads are descheduled now and then, late packets are far more often the
     // scheduler than a broken path, and a loaded 2-core host had all the paths of two healthy
     // planes taken out within seconds. So loss detection may take out at most one plane's worth
-    // of paths; a plane that goes down is announced by its link state (the engine's link check,
-    // set_port_admin, the peer's port status), which does not count against this floor.
-    const unsigned planes = std::max<unsigned>(1, p.planes);
+    // of paths (with one plane, all but four); a plane that goes down is announced by its link
+    // state (the engine's link check, set_port_admin, the peer's port status) instead. The paths
+    // are split over every port of the device and lib/mrc's floor counts the GOOD paths of planes
+    // that are down too (ports beyond --planes), so it is set above those.
+    const unsigned nports = std::max(1u, ports);
+    const unsigned used = std::clamp<unsigned>(p.planes, 1, nports);
+    const unsigned per_plane = a.num_evs / nports;
+    const unsigned may_go = used > 1 ? per_plane : (per_plane > 4 ? per_plane - 4 : 0);
     a.min_active_evs = static_cast<std::uint16_t>(
-        std::max<unsigned>(a.min_active_evs, a.num_evs - a.num_evs / planes));
+        std::max<unsigned>(a.min_active_evs, a.num_evs - std::min<unsigned>(may_go, a.num_evs)));
     return a;
 }
 
@@ -1082,7 +1089,7 @@ std::unique_ptr<Endpoint> Endpoint::create(Device& dev, const Params& p, bool se
         ep->qps_.push_back(qp);
         if (p.mrc) {
             Device::ControlSection cs(dev);
-            if (const int ae = mrc::set_attr(*qp, mrc_attr(p)); ae != 0) {
+            if (const int ae = mrc::set_attr(*qp, mrc_attr(p, dev.num_ports())); ae != 0) {
                 *err = "mrc::set_attr: " + std::string(std::strerror(ae));
                 return nullptr;
             }

@@ -233,8 +233,9 @@ class Endpoint {
     Endpoint(Device& dev, const Params& p, bool server) : dev_(dev), p_(p), server_(server) {}
 };
 
-/** The MRC attributes droce-perf gives its QPs (real-time runs; see perf.cc). */
-[[nodiscard]] mrc::MrcAttr mrc_attr(const Params& p) noexcept;
+/** The MRC attributes droce-perf gives its QPs on a device of @p ports ports (real-time runs; see
+ *  perf.cc). */
+[[nodiscard]] mrc::MrcAttr mrc_attr(const Params& p, unsigned ports) noexcept;
 
 /**
  * MRC: per-plane traffic and the MRC counters of @p ep's QPs into @p r (planes, mrc), with plane

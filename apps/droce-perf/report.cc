@@ -41,11 +41,12 @@ std::uint64_t mrc_value(const Result& r, std::string_view name) {
     return 0;
 }
 
+/** "plane 0", "planes 0,1,3", "no plane". */
 std::string plane_list(const std::vector<unsigned>& v) {
     std::string s;
     for (unsigned p : v)
         s += (s.empty() ? "" : ",") + std::to_string(p);
-    return s.empty() ? "none" : s;
+    return v.empty() ? "no plane" : (v.size() == 1 ? "plane " : "planes ") + s;
 }
 
 } // namespace
@@ -220,10 +221,10 @@ std::vector<std::string> mrc_story(const Result& r) {
         if (!ae.ev.up) {
             const bool gone = ae.ev.plane >= after->plane_gbps.size() ||
                               after->plane_gbps[ae.ev.plane] <= 0.01 * total;
-            line += gone ? "its traffic moved to planes " + plane_list(carrying)
-                         : "it still carries traffic (planes " + plane_list(carrying) + ")";
+            line += gone ? "its traffic moved to " + plane_list(carrying)
+                         : "it still carries traffic (" + plane_list(carrying) + ")";
         } else {
-            line += "planes " + plane_list(carrying) + " carry traffic";
+            line += plane_list(carrying) + " carry traffic";
         }
         std::snprintf(b, sizeof b, " (%.2f Gb/s completed after it)", after->gbps);
         out.push_back(line + b);
