@@ -81,8 +81,8 @@ void print_header(std::FILE* f, const Params& p, bool server, const std::string&
     std::fprintf(f, " Connection type : %-12s Using SRQ      : OFF\n", p.mrc ? "MRC" : "RC");
     if (p.mrc)
         std::fprintf(
-            f, " Planes          : %u (ports 0..%u of the device, one QP sprayed over them)\n",
-            p.planes, p.planes - 1u);
+            f, " Planes          : %u (%s of the device, one QP sprayed over them)\n", p.planes,
+            p.planes == 1 ? "port 0" : ("ports 0.." + std::to_string(p.planes - 1)).c_str());
     if (p.mode == Mode::bw) std::fprintf(f, " TX depth        : %u\n", p.tx_depth);
     std::fprintf(f, " Mtu             : %u[B]\n", path_mtu);
     std::fprintf(f, " Link type       : Ethernet\n");
