@@ -16,11 +16,14 @@
  */
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
+#include "dpdk/eth_port.h"
 #include "perf.h"
 #include "report.h"
 #include "runtime/runtime.h"
@@ -32,6 +35,9 @@
 
 namespace droce::perf {
 namespace {
+
+/** Transmit rate of each plane in the demo's MRC part (--plane-rate overrides). */
+constexpr double kDemoPlaneGbps = 1.0;
 
 struct Cli {
     bool server = false;
@@ -53,7 +59,30 @@ struct Cli {
     int timeout = -1;
     unsigned device = 0;
     bool inline_progress = false;
+    bool mrc = false;
+    unsigned planes = 0;
+    std::vector<std::string> plane_down, plane_up;
+    bool progress = false;
+    double plane_rate = -1; ///< -1: not given
 };
+
+/** "K@SECONDS" → event; empty on success, else the reason. */
+std::string parse_plane_event(const std::string& s, bool up, PlaneEvent* ev) {
+    const std::size_t at = s.find('@');
+    if (at == std::string::npos || at == 0 || at + 1 == s.size())
+        return "\"" + s + "\": expected PLANE@SECONDS, e.g. 2@3.0";
+    char* end = nullptr;
+    const unsigned long k = std::strtoul(s.c_str(), &end, 10);
+    if (end != s.c_str() + at || k >= kMaxPlanes)
+        return "\"" + s + "\": the plane is 0.." + std::to_string(kMaxPlanes - 1);
+    const double t = std::strtod(s.c_str() + at + 1, &end);
+    if (*end != '\0' || !(t >= 0) || t > 86400)
+        return "\"" + s + "\": the time is seconds into the run (0..86400)";
+    ev->plane = static_cast<std::uint8_t>(k);
+    ev->at_s = t;
+    ev->up = up;
+    return {};
+}
 
 CounterSnapshot delta(const CounterSnapshot& after, const CounterSnapshot& before) {
     CounterSnapshot d;
@@ -80,6 +109,29 @@ sim::LinkStats stage_stats(Runtime& rt, unsigned dev) {
     return s;
 }
 
+/**
+ * Server, at the end: waits for the client to go (its end of the out-of-band connection closes when
+ * it exits, up to 10 s) and then for this side's memif links to go down (up to 2 s), before the
+ * ports are torn down. DPDK 22.11's net_memif handles a peer's disconnect on the EAL interrupt
+ * thread; when that ran while this thread closed the ports, the server crashed in it now and then
+ * (seen with four memif interfaces on one socket, every few runs). The client needs no wait: the
+ * server is still up while the client tears down.
+ */
+void wait_for_client_exit(Runtime& rt, const Channel& ch) {
+    char byte = 0;
+    (void)ch.recv(&byte, 1, 10'000); // "peer closed the connection" once the client has exited
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    for (;;) {
+        bool up = false;
+        for (unsigned port = 0; port < rt.device(0).num_ports(); ++port)
+            if (rt.eth_port(0, port).driver_name() == "net_memif" && rt.eth_port(0, port).link_up())
+                up = true;
+        if (!up || std::chrono::steady_clock::now() > until) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the handler's last steps
+}
+
 bool passed(const Params& p, const Result& r) {
     return r.ok && (!p.verify || (r.verified && r.peer_verified));
 }
@@ -96,6 +148,8 @@ int run_remote(const Cli& cli, Params p) {
     RuntimeOptions ro;
     ro.impair_spec = cli.impair;
     ro.devices = {cli.device};
+    ro.tx_shaper = cli.plane_rate > 0;
+    ro.tx_rate_gbps = cli.plane_rate;
     std::string err;
     auto rt = Runtime::create(cli.config, ro, &err);
     if (!rt) {
@@ -104,6 +158,23 @@ int run_remote(const Cli& cli, Params p) {
     }
     Device& dev = rt->device(0);
     const DeviceConfig& dc = rt->device_config(0);
+    if (p.mrc && !cli.server) {
+        // The client decides the planes (the server adopts them): all ports unless --planes.
+        const unsigned ports = std::min(dev.num_ports(), kMaxPlanes);
+        if (cli.planes > ports) {
+            std::fprintf(stderr, "droce-perf: --planes %u: device %s has %u port(s)\n", cli.planes,
+                         dc.name.c_str(), dev.num_ports());
+            return 2;
+        }
+        p.planes = static_cast<std::uint8_t>(cli.planes ? cli.planes : ports);
+        for (unsigned i = 0; i < p.num_events; ++i)
+            if (p.events[i].plane >= p.planes) {
+                std::fprintf(stderr, "droce-perf: --plane-%s %u@%g: the run uses planes 0..%u\n",
+                             p.events[i].up ? "up" : "down", p.events[i].plane, p.events[i].at_s,
+                             p.planes - 1u);
+                return 2;
+            }
+    }
     const std::uint32_t port_mtu = rt->max_path_mtu(0, 0);
     Channel ch;
     if (cli.server) {
@@ -151,6 +222,7 @@ int run_remote(const Cli& cli, Params p) {
     else
         settle();
     rt->stop_engines();
+    collect_mrc(*ep, r);
     r.counters = delta(dev.total_counters(), before);
     if (rt->impair_stage(0, 0)) r.impair = impair_delta(stage_stats(*rt, 0), st_before);
     if (cli.json) {
@@ -164,6 +236,7 @@ int run_remote(const Cli& cli, Params p) {
         print_footer(stdout, p, r, cli.server);
     }
     std::fflush(stdout);
+    if (cli.server) wait_for_client_exit(*rt, ch);
     ep.reset();
     return passed(p, r) ? 0 : 1;
 }
@@ -217,6 +290,8 @@ PairResult run_pair(Runtime& rt, const Params& p) {
     server.join();
     settle();
     rt.stop_engines();
+    collect_mrc(*ca, pr.client);
+    collect_mrc(*sb, pr.server);
     // The demo's counter table: what both engines did (client + server side).
     const CounterSnapshot ac = delta(a.total_counters(), before),
                           bc = delta(b.total_counters(), before_b);
@@ -239,6 +314,122 @@ std::uint64_t impair_value(const Result& r, const char* name) {
     return 0;
 }
 
+/**
+ * The MRC part of the demo: one MRC QP over every plane of the demo's devices, 64 KiB WRITEs with
+ * every byte checked, each plane shaped to a link rate (so that the planes, not the CPU, bound the
+ * total), one plane cut a third into the run. @return true when it passed.
+ */
+bool run_mrc_demo(Runtime& rt, const Cli& cli) {
+    Device& a = rt.device(0);
+    const unsigned planes = std::min({a.num_ports(), rt.device(1).num_ports(), kMaxPlanes});
+    const double rate = cli.plane_rate >= 0 ? cli.plane_rate : kDemoPlaneGbps;
+    const double run_s = cli.duration > 0 ? cli.duration : 6.0;
+    const double cut_s = run_s / 3;
+    const unsigned cut = planes > 2 ? 2u : planes - 1u;
+    if (planes < 2) {
+        std::printf(
+            "\nMRC: skipped (the config's devices have %u plane(s); it needs two or more)\n",
+            planes);
+        return true;
+    }
+    for (unsigned d = 0; d < 2; ++d)
+        for (unsigned port = 0; port < rt.device(d).num_ports(); ++port)
+            if (TxShaper* sh = rt.shaper(d, port)) sh->set_rate(rate);
+    Params p;
+    p.mrc = true;
+    p.planes = static_cast<std::uint8_t>(planes);
+    p.op = Op::write;
+    p.mode = Mode::bw;
+    p.size = 65536;
+    p.duration_s = run_s;
+    p.tx_depth = 64;
+    p.verify = true;
+    p.progress = true;
+    p.num_events = 1;
+    p.events[0] = PlaneEvent{cut_s, static_cast<std::uint8_t>(cut), false};
+    std::printf("\nMRC (multipath reliable connection): one QP sprayed over the %u planes, 64 KiB "
+                "RDMA WRITEs for %.0f s,\nevery byte checked.",
+                planes, run_s);
+    if (rate > 0)
+        std::printf(" Each plane's transmit is shaped to %.1f Gb/s, as a link of that speed\n"
+                    "would be, so that the planes, not this host's CPU, bound the run.",
+                    rate);
+    std::printf("\nAt %.1f s plane %u is cut (Device::set_port_admin(%u, false) on %s, as a pulled "
+                "cable):\nthe QP has to carry on over the other planes, without an error.\n",
+                cut_s, cut, cut, rt.device_config(0).name.c_str());
+    const PairResult pr = run_pair(rt, p);
+    for (unsigned d = 0; d < 2; ++d)
+        for (unsigned port = 0; port < rt.device(d).num_ports(); ++port)
+            if (TxShaper* sh = rt.shaper(d, port)) sh->set_rate(0);
+    const Result& c = pr.client;
+    std::printf("\n");
+    const Phase* before = nullptr;
+    const Phase* after = nullptr;
+    for (const Phase& ph : c.phases)
+        (ph.after == "start" ? before : after) = &ph;
+    auto phase_line = [&](const char* what, const Phase* ph) {
+        if (!ph) return;
+        std::printf(" %-15s %4.1f - %4.1f s: %6.2f Gb/s completed; per plane [Gb/s]", what,
+                    ph->from_s, ph->to_s, ph->gbps);
+        for (std::size_t i = 0; i < ph->plane_gbps.size(); ++i)
+            std::printf("%s%5.2f", i ? " + " : " ", ph->plane_gbps[i]);
+        if (ph == after && before && before->gbps > 0)
+            std::printf("   (%.0f %% of before)", 100.0 * ph->gbps / before->gbps);
+        std::printf("\n");
+    };
+    phase_line("before the cut", before);
+    phase_line("after the cut", after);
+    for (const std::string& line : mrc_story(c))
+        std::printf(" %s\n", line.c_str());
+    std::uint64_t dups = 0, rtx = 0;
+    for (const auto& [name, v] : pr.server.mrc)
+        if (name == "dup_pkts_rcvd") dups = v;
+    for (const auto& [name, v] : c.mrc)
+        if (name == "retransmits") rtx = v;
+    if (rtx)
+        std::printf(" %" PRIu64 " of them reached %s twice (dup_pkts_rcvd: the first copy got "
+                    "through after all), placed once\n",
+                    std::min(dups, rtx), rt.device_config(1).name.c_str());
+    std::printf(" data            : %s (%" PRIu64 " messages of 64 KiB, %" PRIu64 " differences)\n",
+                pr.ok ? "verified, every byte"
+                      : ("FAILED: " + (c.error.empty() ? pr.server.error : c.error)).c_str(),
+                c.messages, c.verify_errors);
+    auto counters_line = [](const char* who, const std::string& dev, const Result& r,
+                            std::initializer_list<const char*> names) {
+        std::printf(" %-15s ", (std::string(who) + " " + dev).c_str());
+        int shown = 0;
+        for (const char* n : names)
+            for (const auto& [name, v] : r.mrc)
+                if (name == n) std::printf("%s%s %" PRIu64, shown++ ? ", " : "", n, v);
+        std::printf("\n");
+    };
+    std::printf(" MRC counters (lib/mrc, per QP; the device's counter registry lists them under "
+                "qp/0x.../mrc):\n");
+    counters_line("sender", rt.device_config(0).name, c,
+                  {"data_pkts_sent", "retransmits", "retransmit_rack", "retransmit_timeout",
+                   "sacks_rcvd", "ev_assumed_bad", "ev_restored", "port_status_sent", "no_path"});
+    counters_line(
+        "receiver", rt.device_config(1).name, pr.server,
+        {"sacks_sent", "ooo_pkts_rcvd", "dup_pkts_rcvd", "port_status_rcvd", "port_status_sent"});
+    std::printf(
+        "\n How to read it: the sender sprays packets over every plane in turn; the receiver "
+        "places each one\n where it belongs whatever the order it came in (ooo_pkts_rcvd: past a "
+        "hole) and acknowledges them\n selectively (SACKs). When plane %u goes down the engine "
+        "takes it out of the QP's path set: new\n packets go to the other planes only, the "
+        "packets in flight on it are declared lost and sent again\n on the others, and a port "
+        "status message (port_status_sent / _rcvd) tells the receiver, whose SACKs\n then "
+        "avoid plane %u too. Nothing waits for a timeout and no work request fails. A packet "
+        "sent\n "
+        "again that the receiver already had (dup_pkts_rcvd) is placed once: the packets in "
+        "flight on plane %u\n at the cut still got through its ring, the cut being %s's own "
+        "decision. Beyond those,\n retransmissions are packets that were late, not lost: on a "
+        "busy host a packet can wait behind a\n descheduled thread for longer than the reorder "
+        "window; loss detection then also takes its path out\n for a while (ev_assumed_bad) until "
+        "probes bring it back (ev_restored).\n",
+        cut, cut, cut, rt.device_config(0).name.c_str());
+    return pr.ok && c.error_cqes == 0;
+}
+
 int run_demo(const Cli& cli) {
     const std::string cfg =
         cli.config.empty() ? std::string(DROCE_SOURCE_DIR) + "/config/demo.ini" : cli.config;
@@ -246,6 +437,8 @@ int run_demo(const Cli& cli) {
     ro.impair_spec =
         cli.impair.empty() ? "loss=0,seed=11" : cli.impair; // a stage on every port, idle for now
     ro.devices = {0, 1};
+    ro.tx_shaper = true; // unlimited until the MRC part
+    ro.tx_rate_gbps = 0;
     std::string err;
     const auto t_start = std::chrono::steady_clock::now();
     auto rt = Runtime::create(cfg, ro, &err);
@@ -255,11 +448,13 @@ int run_demo(const Cli& cli) {
     }
     const std::uint32_t mtu = std::min(rt->max_path_mtu(0, 0), rt->max_path_mtu(1, 0));
     std::printf(
-        "droce demo: devices %s and %s in one process, joined by DPDK ring-pair ports (%s), path "
-        "MTU %u,\n"
-        "            one engine thread polls both; every byte of every transfer is checked.\n\n",
+        "droce demo: devices %s and %s in one process, joined by %u planes of DPDK ring-pair "
+        "ports\n"
+        "            (%s, ...), path MTU %u; one engine thread polls both,\n"
+        "            and every byte of every transfer is checked. RC first (one QP on plane 0),\n"
+        "            then MRC (one QP sprayed over every plane).\n\n",
         rt->device_config(0).name.c_str(), rt->device_config(1).name.c_str(),
-        rt->device_config(0).ports[0].devargs.c_str(), mtu);
+        rt->device(0).num_ports(), rt->device_config(0).ports[0].devargs.c_str(), mtu);
     bool all_ok = true;
     const std::uint32_t sizes[] = {64, 4096, 65536};
     const Op ops[] = {Op::write, Op::read, Op::send};
@@ -369,6 +564,15 @@ int run_demo(const Cli& cli) {
                 " them (the last packet, a lost ACK) end in a local ACK timeout. duplicate_request "
                 "counts packets the\n"
                 " responder had already placed: re-ACKed, not placed twice.\n");
+    // Loss off again for the MRC part.
+    for (unsigned d = 0; d < 2; ++d)
+        for (unsigned port = 0; port < rt->device(d).num_ports(); ++port)
+            if (sim::ImpairedPort* st = rt->impair_stage(d, port)) {
+                sim::ImpairConfig c = st->config();
+                c.link.loss = 0;
+                st->set_config(c);
+            }
+    all_ok = run_mrc_demo(*rt, cli) && all_ok;
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     std::printf("\ndroce demo: %s (%.1f s)\n", all_ok ? "PASS, all data verified" : "FAIL", secs);
@@ -415,6 +619,24 @@ int main(int argc, char** argv) {
     app.add_flag("--inline-progress", cli.inline_progress,
                  "no engine thread: the application thread polls the device while it waits "
                  "(one busy thread per process; per side)");
+    app.add_flag("--mrc", cli.mrc,
+                 "MRC QPs (one QP sprayed over every plane) instead of RC: WRITE bw and lat only");
+    app.add_option("--planes", cli.planes,
+                   "MRC: use the device's first N ports as planes (default: all of them)")
+        ->check(CLI::Range(1u, kMaxPlanes));
+    app.add_option("--plane-down", cli.plane_down,
+                   "MRC client: K@SECONDS, take plane K out (Device::set_port_admin) that far into "
+                   "the run; repeatable")
+        ->take_all();
+    app.add_option("--plane-up", cli.plane_up,
+                   "MRC client: K@SECONDS, give plane K back that far into the run; repeatable")
+        ->take_all();
+    app.add_flag("--progress", cli.progress,
+                 "a progress line each second (per plane with --mrc); always on with -D");
+    app.add_option("--plane-rate", cli.plane_rate,
+                   "shape this side's transmit to GBPS per port, as a link of that speed would "
+                   "(planes, not the CPU, then bound an MRC run)")
+        ->check(CLI::Range(0.0, 1000.0));
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -444,11 +666,54 @@ int main(int argc, char** argv) {
     p.timeout = cli.timeout >= 0 ? static_cast<std::uint8_t>(cli.timeout) : 0xff;
     p.verify = cli.verify;
     p.json = cli.json;
-    p.progress = cli.duration > 0;
     p.inline_progress = cli.inline_progress;
     if (p.mode == Mode::lat && p.qps != 1) {
         std::fprintf(stderr, "droce-perf: latency tests use one QP (-q 1)\n");
         return 2;
+    }
+    p.progress = cli.duration > 0 || cli.progress;
+    p.mrc = cli.mrc;
+    if (!cli.mrc && (cli.planes || !cli.plane_down.empty() || !cli.plane_up.empty())) {
+        std::fprintf(stderr, "droce-perf: --planes, --plane-down and --plane-up need --mrc (an RC "
+                             "QP uses one port)\n");
+        return 2;
+    }
+    if (cli.mrc && p.op != Op::write) {
+        std::fprintf(stderr, "droce-perf: --mrc carries RDMA WRITE only (MRC has no READ, SEND or "
+                             "atomics): use --op write (--bw or --lat)\n");
+        return 2;
+    }
+    if (cli.mrc && cli.timeout >= 0 &&
+        (cli.timeout == 0 || cli.timeout > static_cast<int>(droce::mrc::kMaxTimeout))) {
+        std::fprintf(stderr,
+                     "droce-perf: --timeout with --mrc: 1..%u (ACK timeout 1.024 us x 2^T)\n",
+                     static_cast<unsigned>(droce::mrc::kMaxTimeout));
+        return 2;
+    }
+    if (cli.server && (!cli.plane_down.empty() || !cli.plane_up.empty())) {
+        std::fprintf(stderr, "droce-perf: --plane-down / --plane-up are client options\n");
+        return 2;
+    }
+    {
+        std::vector<PlaneEvent> evs;
+        for (int up = 0; up < 2; ++up)
+            for (const std::string& s : up ? cli.plane_up : cli.plane_down) {
+                PlaneEvent ev;
+                if (std::string e = parse_plane_event(s, up != 0, &ev); !e.empty()) {
+                    std::fprintf(stderr, "droce-perf: --plane-%s %s\n", up ? "up" : "down",
+                                 e.c_str());
+                    return 2;
+                }
+                evs.push_back(ev);
+            }
+        if (evs.size() > kMaxPlaneEvents) {
+            std::fprintf(stderr, "droce-perf: at most %u plane events\n", kMaxPlaneEvents);
+            return 2;
+        }
+        std::stable_sort(evs.begin(), evs.end(),
+                         [](const PlaneEvent& a, const PlaneEvent& b) { return a.at_s < b.at_s; });
+        p.num_events = static_cast<std::uint8_t>(evs.size());
+        std::copy(evs.begin(), evs.end(), p.events);
     }
     return run_remote(cli, p);
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -23,7 +24,7 @@ namespace droce::perf {
 namespace {
 
 constexpr std::uint32_t kMagic = 0x44525046; // "DRPF"
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2; ///< 2: QpInfo carries a GID per plane; Params MRC fields
 constexpr int kHandshakeMs = 30'000;
 constexpr std::uint64_t kStallNs = 20'000'000'000ull; ///< no progress for this long: the run failed
 constexpr std::uint64_t kWindowNs = 10'000'000ull;    ///< bandwidth peak window
@@ -106,6 +107,7 @@ bool accept_cqe(const rc::Cqe& c, unsigned nq, Result& r, unsigned& q, const cha
     if (c.status != rc::WcStatus::success) {
         r.ok = false;
         r.error = status_error(c);
+        ++r.error_cqes;
         return false;
     }
     q = static_cast<unsigned>(c.wr_id >> 32);
@@ -194,6 +196,126 @@ void finish_client(const Channel& ch, Device* inline_dev, const std::vector<std:
     if (!v.ok && r.error.empty()) r.error = std::string("server: ") + v.msg;
 }
 
+/**
+ * MRC, client side: applies the plane events (--plane-down / --plane-up) when they are due, with a
+ * control call from this thread (Device::set_port_admin; allowed while the engine runs), keeps the
+ * planes' byte counts at each event so that the report can give what every plane carried between
+ * events (phases), and writes the per-plane part of the progress lines. Reads mrc::plane_stats:
+ * relaxed atomics the engine writes, readable from any thread. Inert for RC.
+ */
+class PlaneWatch {
+  public:
+    PlaneWatch(Endpoint& ep, std::uint64_t start_ns) : ep_(ep), p_(ep.p_), start_(start_ns) {
+        if (!p_.mrc) return;
+        n_ = p_.planes;
+        snaps_.push_back(Snap{start_ns, tx(), 0, "start"});
+        prog_ = snaps_.back().tx;
+        prog_rtx_ = retransmits();
+        prog_ns_ = start_ns;
+    }
+
+    /** Applies the events due at @p now; @p done_bytes: bytes of the messages completed so far. */
+    void tick(std::uint64_t now, std::uint64_t done_bytes, Result& r) {
+        while (next_ < p_.num_events &&
+               static_cast<double>(now - start_) >= p_.events[next_].at_s * 1e9) {
+            const PlaneEvent& ev = p_.events[next_++];
+            const int e = ep_.dev_.set_port_admin(ev.plane, ev.up);
+            const double at = static_cast<double>(now - start_) / 1e9;
+            r.events.push_back(AppliedEvent{ev, at, e});
+            const std::string what =
+                "plane " + std::to_string(ev.plane) + (ev.up ? " up" : " down");
+            snaps_.push_back(Snap{now, tx(), done_bytes, what});
+            if (p_.progress) {
+                std::FILE* f = p_.json ? stderr : stdout;
+                std::fprintf(f, " [%5.1f s] %s: Device::set_port_admin(%u, %s)%s\n", at,
+                             what.c_str(), ev.plane, ev.up ? "true" : "false",
+                             e ? (" failed: " + std::string(std::strerror(e))).c_str() : "");
+                std::fflush(f);
+            }
+        }
+    }
+
+    /**
+     * "   per plane [Gb/s]: a b c d   retransmits +n" since the previous call (MRC), else "";
+     * @p sample (if given) gets the planes' rates.
+     */
+    std::string progress_text(std::uint64_t now, Sample* sample = nullptr) {
+        if (!p_.mrc) return {};
+        const auto cur = tx();
+        const std::uint64_t rtx = retransmits();
+        const double dt = static_cast<double>(now - prog_ns_);
+        std::string t = "   per plane [Gb/s]:";
+        char b[32];
+        for (unsigned p = 0; p < n_; ++p) {
+            const double g = dt > 0 ? static_cast<double>(cur[p] - prog_[p]) * 8.0 / dt : 0.0;
+            if (sample) sample->plane_gbps.push_back(g);
+            std::snprintf(b, sizeof b, " %6.2f", g);
+            t += b;
+        }
+        std::snprintf(b, sizeof b, "   retransmits +%" PRIu64, rtx - prog_rtx_);
+        t += b;
+        prog_ = cur;
+        prog_rtx_ = rtx;
+        prog_ns_ = now;
+        return t;
+    }
+
+    /** The phases between events, closed at @p end with @p done_bytes completed. */
+    void finish(std::uint64_t end, std::uint64_t done_bytes, Result& r) {
+        if (!p_.mrc) return;
+        snaps_.push_back(Snap{std::max(end, snaps_.back().t), tx(), done_bytes, "end"});
+        for (std::size_t i = 0; i + 1 < snaps_.size(); ++i) {
+            const Snap& a = snaps_[i];
+            const Snap& b = snaps_[i + 1];
+            const double dt = static_cast<double>(b.t - a.t);
+            if (dt <= 0) continue;
+            Phase ph;
+            ph.from_s = static_cast<double>(a.t - start_) / 1e9;
+            ph.to_s = static_cast<double>(b.t - start_) / 1e9;
+            ph.after = a.what;
+            for (unsigned p = 0; p < n_; ++p)
+                ph.plane_gbps.push_back(static_cast<double>(b.tx[p] - a.tx[p]) * 8.0 / dt);
+            ph.gbps = static_cast<double>(b.done - a.done) * 8.0 / dt;
+            r.phases.push_back(std::move(ph));
+        }
+    }
+
+  private:
+    using Bytes = std::array<std::uint64_t, kMaxPlanes>;
+    struct Snap {
+        std::uint64_t t = 0;
+        Bytes tx{};
+        std::uint64_t done = 0;
+        std::string what;
+    };
+    [[nodiscard]] Bytes tx() const {
+        Bytes v{};
+        for (const rc::Qp* qp : ep_.qps_)
+            for (unsigned p = 0; p < n_; ++p)
+                if (const mrc::PlaneStats* ps = mrc::plane_stats(*qp, p))
+                    v[p] += ps->tx_bytes.load(std::memory_order_relaxed);
+        return v;
+    }
+    [[nodiscard]] std::uint64_t retransmits() const {
+        std::uint64_t n = 0;
+        for (const rc::Qp* qp : ep_.qps_)
+            for (unsigned p = 0; p < n_; ++p)
+                if (const mrc::PlaneStats* ps = mrc::plane_stats(*qp, p))
+                    n += ps->retransmits.load(std::memory_order_relaxed);
+        return n;
+    }
+
+    Endpoint& ep_;
+    const Params& p_;
+    const std::uint64_t start_;
+    unsigned n_ = 0;
+    unsigned next_ = 0;
+    std::vector<Snap> snaps_;
+    Bytes prog_{};
+    std::uint64_t prog_rtx_ = 0;
+    std::uint64_t prog_ns_ = 0;
+};
+
 class Runner {
   public:
     Runner(Endpoint& ep, const Channel& ch)
@@ -254,6 +376,7 @@ class Runner {
             for (std::uint32_t i = 0; i < n; ++i)
                 if (c[i].status != rc::WcStatus::success) {
                     r.error = status_error(c[i]);
+                    ++r.error_cqes;
                     return false;
                 }
             if (reaped) *reaped += n;
@@ -273,7 +396,10 @@ class Runner {
         w.rkey = ep_.peer_[q].rkey;
         switch (p_.op) {
         case Op::write:
-            w.opcode = rc::WrOpcode::rdma_write;
+            // MRC latency: WRITE with immediate, whose receive completion says the whole message
+            // is placed (Params::mrc).
+            w.opcode = imm_lat() ? rc::WrOpcode::rdma_write_with_imm : rc::WrOpcode::rdma_write;
+            w.imm_data = static_cast<std::uint32_t>(k);
             w.remote_addr = ep_.remote_slot(q, remote_slot);
             break;
         case Op::read:
@@ -292,15 +418,22 @@ class Runner {
         return w;
     }
 
+    /** An MRC WRITE latency run: WRITE with immediate, the receiver waits for its completion. */
+    [[nodiscard]] bool imm_lat() const {
+        return p_.mrc && p_.op == Op::write && p_.mode == Mode::lat;
+    }
+
     Result client_bw();
     Result client_lat();
     Result server_bw();
     Result server_lat();
+    /** When the client's end-of-run message arrived (server), 0 before. */
+    std::uint64_t done_at_ = 0;
 
   private:
-    void progress_line(double secs, double gbps, double mpps) const {
+    void progress_line(double secs, double gbps, double mpps, const std::string& planes) const {
         std::FILE* f = p_.json ? stderr : stdout;
-        std::fprintf(f, " [%5.1f s] %10.2f Gb/s %10.4f Mpps\n", secs, gbps, mpps);
+        std::fprintf(f, " [%5.1f s] %10.2f Gb/s %10.4f Mpps%s\n", secs, gbps, mpps, planes.c_str());
         std::fflush(f);
     }
     bool wait_done(DoneMsg& d, Result& r, int timeout_ms) {
@@ -309,6 +442,7 @@ class Runner {
             r.error = "waiting for the client's end of run: " + (e.empty() ? "bad message" : e);
             return false;
         }
+        done_at_ = now();
         return true;
     }
     void send_verdict(const Result& r) {
@@ -352,11 +486,13 @@ Result Runner::client_bw() {
     std::vector<std::array<rc::SendWqe, kPostBatch>> batches(nq);
     for (unsigned q = 0; q < nq; ++q)
         batches[q].fill(wqe(q, 0, 0, 0));
+    PlaneWatch watch(ep_, start);
     Backoff bo;
     r.ok = true;
     while (r.ok) {
         const std::uint64_t t = now();
         if (!stop && (time_up(start))) stop = true;
+        watch.tick(t, total_done * msg_bytes, r);
         bool all_posted = true;
         for (unsigned q = 0; q < nq && r.ok; ++q) {
             std::uint32_t nb = 0;
@@ -435,8 +571,11 @@ Result Runner::client_bw() {
         if (p_.progress && t - last_progress_ns >= 1'000'000'000ull) {
             const double dt = static_cast<double>(t - last_progress_ns);
             const double m = static_cast<double>(total_done - prog_msgs);
-            progress_line(static_cast<double>(t - start) / 1e9, m * msg_bytes * 8.0 / dt,
-                          m * 1e3 / dt);
+            Sample smp;
+            smp.at_s = static_cast<double>(t - start) / 1e9;
+            smp.gbps = m * msg_bytes * 8.0 / dt;
+            progress_line(smp.at_s, smp.gbps, m * 1e3 / dt, watch.progress_text(t, &smp));
+            r.samples.push_back(std::move(smp));
             last_progress_ns = t;
             prog_msgs = total_done;
         }
@@ -456,6 +595,7 @@ Result Runner::client_bw() {
     }
     r.bw_peak_gbps = std::max(peak, r.bw_avg_gbps);
     r.verified = r.verify_errors == 0;
+    watch.finish(end, total_done * msg_bytes, r);
     finish_client(ch_, inline_dev(), done, r, 60'000);
     return r;
 }
@@ -573,7 +713,9 @@ Result Runner::client_lat() {
     std::uint64_t k = 0;
     rc::Cqe c[kPollBatch];
     std::uint64_t reaped = 0; // send completions seen
+    PlaneWatch watch(ep_, start);
     for (; r.ok && !time_up(start) && !count_up(k); ++k) {
+        watch.tick(now(), k * len, r);
         if (p_.op == Op::write || p_.op == Op::send) {
             if (p_.verify)
                 fill(src, 0, k, len);
@@ -593,7 +735,7 @@ Result Runner::client_lat() {
         }
         Backoff bo;
         std::uint64_t t1 = 0;
-        if (p_.op == Op::write) {
+        if (p_.op == Op::write && !imm_lat()) {
             const std::uint8_t want = pattern(0, k, len - 1);
             while (load_acquire(in + len - 1) != want) {
                 if (!reap_sends(r, &reaped)) break;
@@ -608,14 +750,15 @@ Result Runner::client_lat() {
                 r.ok = false;
             else if (!reap_sends(r, &reaped))
                 r.ok = false;
-        } else if (p_.op == Op::send) {
+        } else if (p_.op == Op::send || imm_lat()) {
             for (;;) {
                 const std::uint32_t n = dev_.poll_cq(ep_.rcq_, c, 1);
                 if (n) {
                     t1 = now();
-                    if (c[0].status != rc::WcStatus::success)
+                    if (c[0].status != rc::WcStatus::success) {
                         r.error = status_error(c[0]);
-                    else if (p_.verify && c[0].byte_len != len)
+                        ++r.error_cqes;
+                    } else if (p_.verify && c[0].byte_len != len)
                         ++r.verify_errors;
                     break;
                 }
@@ -636,7 +779,10 @@ Result Runner::client_lat() {
                 if (n) {
                     t1 = now();
                     ++reaped;
-                    if (c[0].status != rc::WcStatus::success) r.error = status_error(c[0]);
+                    if (c[0].status != rc::WcStatus::success) {
+                        r.error = status_error(c[0]);
+                        ++r.error_cqes;
+                    }
                     break;
                 }
                 if (now() - t0 > kStallNs) {
@@ -656,9 +802,10 @@ Result Runner::client_lat() {
                 sum += samples[i];
             const std::size_t n = samples.size() - prog_samples;
             std::FILE* f = p_.json ? stderr : stdout;
-            std::fprintf(f, " [%5.1f s] %8zu iterations, t_avg %.2f usec\n",
+            std::fprintf(f, " [%5.1f s] %8zu iterations, t_avg %.2f usec%s\n",
                          static_cast<double>(t1 - start) / 1e9, n,
-                         n ? sum / static_cast<double>(n) / 1e3 : 0.0);
+                         n ? sum / static_cast<double>(n) / 1e3 : 0.0,
+                         watch.progress_text(t1).c_str());
             std::fflush(f);
             last_progress_ns = t1;
             prog_samples = samples.size();
@@ -680,7 +827,9 @@ Result Runner::client_lat() {
     }
     r.messages = samples.size();
     r.bytes = r.messages * len;
-    r.seconds = static_cast<double>(now() - start) / 1e9;
+    const std::uint64_t t_fin = now();
+    r.seconds = static_cast<double>(t_fin - start) / 1e9;
+    watch.finish(t_fin, r.bytes, r);
     lat_stats(samples, r);
     r.verified = r.verify_errors == 0;
     std::vector<std::uint64_t> counts{k};
@@ -707,7 +856,7 @@ Result Runner::server_lat() {
             std::uint32_t spins = 0;
             std::uint32_t rlen = len;
             while (!arrived && r.ok) {
-                if (p_.op == Op::write) {
+                if (p_.op == Op::write && !imm_lat()) {
                     arrived = load_acquire(in + len - 1) == pattern(0, k, len - 1);
                 } else {
                     const std::uint32_t n = dev_.poll_cq(ep_.rcq_, c, 1);
@@ -716,6 +865,7 @@ Result Runner::server_lat() {
                         rlen = c[0].byte_len;
                         if (c[0].status != rc::WcStatus::success) {
                             r.error = status_error(c[0]);
+                            ++r.error_cqes;
                             r.ok = false;
                         }
                     }
@@ -737,7 +887,7 @@ Result Runner::server_lat() {
                 if (rlen != len) ++r.verify_errors;
                 r.verify_errors += check(in, 0, k, len);
             }
-            if (p_.op == Op::send && !post_recv(0, k + 1, 0, r)) {
+            if ((p_.op == Op::send || imm_lat()) && !post_recv(0, k + 1, 0, r)) {
                 r.ok = false;
                 break;
             }
@@ -788,8 +938,85 @@ const char* to_string(Mode m) noexcept {
     return m == Mode::bw ? "bw" : "lat";
 }
 
+mrc::MrcAttr mrc_attr(const Params& p, unsigned ports) noexcept {
+    mrc::MrcAttr a; // lib/mrc's defaults: 128 paths, MPR 16 x 128 PSNs, max_wimm 64, ...
+    // ACK timeout 1.024 us x 2^14 = 16.8 ms: far above any round trip here, short enough that a
+    // packet lost with nothing behind it costs little.
+    a.timeout = p.timeout != 0xff ? std::min<std::uint8_t>(p.timeout, mrc::kMaxTimeout) : 14;
+    // At most 128 packets in flight: bounds the queues the QP builds in front of the ports (the
+    // engine's transmit queues, a memif or PACKET_MMAP ring of 512 - 1024 slots, a shaped plane)
+    // in the absence of congestion control, and still covers the round trip of four planes here.
+    a.max_inflight = 128;
+    // Threads are scheduled, not clocked, and the planes queue independently: a packet may reach
+    // the peer milliseconds after one sent later on another plane (a fuller queue, a descheduled
+    // thread), far more than a wire reorders. With lib/mrc's 20 us a shaped demo plane saw
+    // hundreds of spurious retransmissions and its paths taken out; on a loaded 2-core host (load
+    // average 7) 3 ms still sent 12 000 - 14 000 packets again in the demo's 6 s, all of them
+    // duplicates at the receiver, and 10 ms 140 - 150. The ACK timeout (16.8 ms) still catches what
+    // RACK misses.
+    a.reorder_window_ns = 10'000'000;
+    // A probe must be answered within the interval, and it queues behind the data of its plane and
+    // waits for scheduled threads: at 1 ms, and at 5 ms on a loaded host, paths taken out never
+    // came back.
+    a.probe_interval_ns = 10'000'000;
+    // Loss detection takes paths out (ASSUMED_BAD) on the first loss it sees on them. On a host
+    // whose engine threads are descheduled now and then, late packets are far more often the
+    // scheduler than a broken path, and a loaded 2-core host had all the paths of two healthy
+    // planes taken out within seconds. So loss detection may take out at most one plane's worth
+    // of paths (with one plane, all but four); a plane that goes down is announced by its link
+    // state (the engine's link check, set_port_admin, the peer's port status) instead. The paths
+    // are split over every port of the device and lib/mrc's floor counts the GOOD paths of planes
+    // that are down too (ports beyond --planes), so it is set above those.
+    const unsigned nports = std::max(1u, ports);
+    const unsigned used = std::clamp<unsigned>(p.planes, 1, nports);
+    const unsigned per_plane = a.num_evs / nports;
+    const unsigned may_go = used > 1 ? per_plane : (per_plane > 4 ? per_plane - 4 : 0);
+    a.min_active_evs = static_cast<std::uint16_t>(
+        std::max<unsigned>(a.min_active_evs, a.num_evs - std::min<unsigned>(may_go, a.num_evs)));
+    return a;
+}
+
+void collect_mrc(const Endpoint& ep, Result& r) {
+    if (!ep.p_.mrc) return;
+    const unsigned n = ep.p_.planes;
+    r.planes.assign(n, PlaneFigures{});
+    std::array<std::uint64_t, mrc::kNumMrcCounters> sum{};
+    for (const rc::Qp* qp : ep.qps_) {
+        for (unsigned p = 0; p < n; ++p) {
+            const mrc::PlaneStats* ps = mrc::plane_stats(*qp, p);
+            if (!ps) continue;
+            PlaneFigures& f = r.planes[p];
+            f.tx_bytes += ps->tx_bytes.load(std::memory_order_relaxed);
+            f.tx_pkts += ps->tx_pkts.load(std::memory_order_relaxed);
+            f.retransmits += ps->retransmits.load(std::memory_order_relaxed);
+            f.rx_bytes += ps->rx_bytes.load(std::memory_order_relaxed);
+            f.rx_pkts += ps->rx_pkts.load(std::memory_order_relaxed);
+        }
+        if (const mrc::MrcCounters* c = mrc::counters(*qp))
+            for (std::size_t i = 0; i < mrc::kNumMrcCounters; ++i)
+                sum[i] += (*c)[static_cast<mrc::MrcCounter>(i)];
+    }
+    if (r.seconds > 0)
+        for (PlaneFigures& f : r.planes) {
+            f.tx_gbps = static_cast<double>(f.tx_bytes) * 8.0 / (r.seconds * 1e9);
+            f.rx_gbps = static_cast<double>(f.rx_bytes) * 8.0 / (r.seconds * 1e9);
+        }
+    r.mrc.clear();
+    for (std::size_t i = 0; i < mrc::kNumMrcCounters; ++i)
+        r.mrc.emplace_back(std::string(mrc::kMrcCounterNames[i]), sum[i]);
+}
+
 std::unique_ptr<Endpoint> Endpoint::create(Device& dev, const Params& p, bool server,
                                            std::string* err) {
+    if (p.mrc && p.op != Op::write) {
+        *err = "MRC carries RDMA WRITE only (no READ, SEND or atomics): use --op write";
+        return nullptr;
+    }
+    if (p.mrc && (p.planes < 1 || p.planes > std::min(dev.num_ports(), kMaxPlanes))) {
+        *err = std::to_string(p.planes) + " planes asked for; device " + dev.name() + " has " +
+               std::to_string(dev.num_ports()) + " port(s)";
+        return nullptr;
+    }
     std::unique_ptr<Endpoint> ep(new Endpoint(dev, p, server));
     const std::uint32_t msg = p.op == Op::atomic ? 8u : std::max<std::uint32_t>(p.size, 1u);
     ep->slot_bytes_ = (std::max<std::uint32_t>(msg, 8u) + 63u) & ~63u;
@@ -851,19 +1078,32 @@ std::unique_ptr<Endpoint> Endpoint::create(Device& dev, const Params& p, bool se
     }
     std::random_device rd;
     for (unsigned q = 0; q < p.qps; ++q) {
+        const rc::QpCap cap{sq, rq, 1, 1, 0};
         rc::Qp* qp =
-            dev.create_qp(ep->pd_, ep->scq_, ep->rcq_, rc::QpCap{sq, rq, 1, 1, 0}, false, &e);
+            p.mrc ? dev.create_qp(ep->pd_, ep->scq_, ep->rcq_, cap, false, &e, mrc::kMrcTransport)
+                  : dev.create_qp(ep->pd_, ep->scq_, ep->rcq_, cap, false, &e);
         if (!qp) {
             *err = "create_qp: " + std::string(std::strerror(e));
             return nullptr;
         }
         ep->qps_.push_back(qp);
+        if (p.mrc) {
+            Device::ControlSection cs(dev);
+            if (const int ae = mrc::set_attr(*qp, mrc_attr(p, dev.num_ports())); ae != 0) {
+                *err = "mrc::set_attr: " + std::string(std::strerror(ae));
+                return nullptr;
+            }
+        }
         ep->psn_.push_back(rd() & 0xffffffu);
     }
     return ep;
 }
 
 Endpoint::~Endpoint() {
+    // Ports this endpoint or the plane events took down are given back (the demo runs on).
+    if (p_.mrc)
+        for (unsigned port = 0; port < dev_.num_ports(); ++port)
+            if (!dev_.port_admin_up(port)) (void)dev_.set_port_admin(port, true);
     for (rc::Qp* qp : qps_)
         (void)dev_.destroy_qp(qp);
     (void)dev_.destroy_cq(scq_);
@@ -882,6 +1122,9 @@ QpInfo Endpoint::info(unsigned q) const noexcept {
     i.psn = psn_[q];
     const wire::Ipv6Addr& gid = dev_.port(0).gid;
     std::memcpy(i.gid, gid.data(), 16);
+    i.num_planes = static_cast<std::uint8_t>(std::min(dev_.num_ports(), kMaxPlanes));
+    for (unsigned p = 0; p < i.num_planes; ++p)
+        std::memcpy(i.plane_gid[p], dev_.port(p).gid.data(), 16);
     i.rkey = mr_->rkey;
     i.va = reinterpret_cast<std::uintptr_t>(buf_);
     i.len = buf_len_;
@@ -897,7 +1140,26 @@ std::string Endpoint::connect(const std::vector<QpInfo>& peer, const QpDefaults&
     for (const QpInfo& i : peer)
         if (i.len < buf_len_) return "the peer's buffer is smaller than this side's";
     path_mtu_ = std::min(p_.path_mtu ? p_.path_mtu : defaults.path_mtu, port_path_mtu);
+    if (p_.mrc)
+        for (const QpInfo& i : peer)
+            if (i.num_planes < p_.planes)
+                return "the peer's device has " + std::to_string(i.num_planes) + " port(s), " +
+                       std::to_string(p_.planes) + " planes asked for";
     for (unsigned q = 0; q < qps_.size(); ++q) {
+        if (p_.mrc) {
+            // The peer's GID on each plane; its MAC from the engine (static neighbour or ARP /
+            // ND on that port). Ports beyond the planes used are down for the run (below) and
+            // never carry a frame; their entry gets a MAC (this port's own) only so that the QP
+            // does not wait for a neighbour no one would answer there.
+            std::vector<rc::RemotePlane> rp(dev_.num_ports());
+            for (unsigned p = 0; p < rp.size(); ++p) {
+                const bool used = p < p_.planes;
+                std::memcpy(rp[p].gid.data(), peer[q].plane_gid[used ? p : 0], 16);
+                if (!used) rp[p].mac = dev_.port(p).mac;
+            }
+            if (const int e = dev_.set_remote_planes(qps_[q], rp); e != 0)
+                return "set_remote_planes: " + std::string(std::strerror(e));
+        }
         RcConnectParams c;
         c.qp_access_flags =
             rc::kAccessRemoteWrite | rc::kAccessRemoteRead | rc::kAccessRemoteAtomic;
@@ -921,9 +1183,15 @@ std::string Endpoint::connect(const std::vector<QpInfo>& peer, const QpDefaults&
             return "modify_qp " + std::string(to) + ": " + std::string(std::strerror(e));
         }
     }
+    if (p_.mrc) {
+        // Planes beyond the ones asked for: administratively down for the run (no MRC packet
+        // takes them; the destructor gives them back).
+        for (unsigned p = p_.planes; p < dev_.num_ports(); ++p)
+            (void)dev_.set_port_admin(p, false);
+    }
     // Receive WQEs: a SEND bandwidth server fills every slot; SEND latency uses slot 0 on both
-    // sides.
-    if (p_.op == Op::send) {
+    // sides, as does an MRC WRITE latency run (WRITE with immediate).
+    if (p_.op == Op::send || (p_.mrc && p_.op == Op::write && p_.mode == Mode::lat)) {
         Channel none;
         Runner run(*this, none);
         Result r;
@@ -945,7 +1213,12 @@ Result run_client(Endpoint& ep, const Channel& ch) {
 
 Result run_server(Endpoint& ep, const Channel& ch) {
     Runner run(ep, ch);
-    return ep.p_.mode == Mode::bw ? run.server_bw() : run.server_lat();
+    const std::uint64_t t0 = run.now();
+    Result r = ep.p_.mode == Mode::bw ? run.server_bw() : run.server_lat();
+    // The server's time: from its start to the client's end-of-run message.
+    if (r.seconds == 0 && run.done_at_ > t0)
+        r.seconds = static_cast<double>(run.done_at_ - t0) / 1e9;
+    return r;
 }
 
 namespace {
@@ -1000,7 +1273,8 @@ std::unique_ptr<Endpoint> handshake_server(Device& dev, Params* p, const QpDefau
     }
     if (h.p.qps < 1 || h.p.qps > kMaxQps || h.p.size > (1u << 30) ||
         (h.p.mode == Mode::lat && h.p.qps != 1) || static_cast<unsigned>(h.p.op) > 3 ||
-        h.p.tx_depth < 1 || h.p.tx_depth > 2048) {
+        h.p.tx_depth < 1 || h.p.tx_depth > 2048 || (h.p.mrc && h.p.op != Op::write) ||
+        (h.p.mrc && (h.p.planes < 1 || h.p.planes > kMaxPlanes))) {
         *err = "the client's parameters are out of range";
         return nullptr;
     }
@@ -1009,6 +1283,7 @@ std::unique_ptr<Endpoint> handshake_server(Device& dev, Params* p, const QpDefau
     p->json = json;
     p->progress = progress;
     p->inline_progress = inl; // per side: the server keeps its own
+    p->num_events = 0;        // plane events are the client's
     auto ep = Endpoint::create(dev, *p, true, err);
     if (!ep) return nullptr;
     if (std::string e = exchange(*ep, defaults, port_path_mtu, ch); !e.empty()) {

@@ -40,6 +40,7 @@
 #include "common/counters.h"
 #include "config/config.h"
 #include "engine/device.h"
+#include "mrc/mrc.h"
 
 namespace droce::perf {
 
@@ -50,6 +51,18 @@ enum class Mode : std::uint8_t { bw, lat };
 
 inline constexpr std::uint32_t kMaxQps = 64;
 inline constexpr std::uint64_t kMaxBufferBytes = 256ull << 20; ///< per side, all QPs
+/** Planes (device ports) an MRC QP sprays over, at most (Device: 1..4 ports). */
+inline constexpr unsigned kMaxPlanes = 4;
+/** --plane-down / --plane-up events per run, at most. */
+inline constexpr unsigned kMaxPlaneEvents = 16;
+
+/** A plane taken out or given back during a run (--plane-down K@S, --plane-up K@S): at at_s
+ *  seconds into the run the client calls Device::set_port_admin(plane, up) on its device. */
+struct PlaneEvent {
+    double at_s = 0;
+    std::uint8_t plane = 0; ///< 0-based port of the device
+    bool up = false;
+};
 
 /** What to measure; the client sends it to the server, which adopts it. Plain data. */
 struct Params {
@@ -71,16 +84,66 @@ struct Params {
      * thread runs. One busy thread per process instead of two. Per side (the server keeps its own).
      */
     bool inline_progress = false;
+    /**
+     * MRC QPs (lib/mrc: one QP sprayed over every plane) instead of RC. RDMA WRITE only; a WRITE
+     * latency run uses WRITE with immediate (the receiver waits for the immediate, which completes
+     * once the whole message is placed: multipath placement may write a message's last byte before
+     * the bytes ahead of it, so spinning on it would not do).
+     */
+    bool mrc = false;
+    /** MRC: planes used, the device's first N ports (1..kMaxPlanes); the rest are set
+     *  administratively down for the run on both sides. Resolved by the client (0 = all ports). */
+    std::uint8_t planes = 0;
+    std::uint8_t num_events = 0;             ///< events[0..num_events), by time (client)
+    PlaneEvent events[kMaxPlaneEvents] = {}; ///< plane down / up during the run (client)
 };
 
-/** One QP's connection data, exchanged out of band. */
+/**
+ * One QP's connection data, exchanged out of band. Version 2 appended the GID of every port of
+ * the sender's device (one per plane, for MRC's Device::set_remote_planes); gid stays port 0's.
+ */
 struct QpInfo {
     std::uint32_t qpn = 0;
     std::uint32_t psn = 0;
-    std::uint8_t gid[16] = {};
+    std::uint8_t gid[16] = {}; ///< port 0 (plane 0)
     std::uint32_t rkey = 0;
     std::uint64_t va = 0;
     std::uint64_t len = 0;
+    std::uint8_t num_planes = 0;                 ///< ports of the sender's device
+    std::uint8_t plane_gid[kMaxPlanes][16] = {}; ///< GID of port p; plane_gid[0] == gid
+};
+
+/** Traffic of one plane during a run (MRC: mrc::plane_stats summed over this side's QPs). */
+struct PlaneFigures {
+    std::uint64_t tx_bytes = 0; ///< payload of data packets sent, retransmissions included
+    std::uint64_t tx_pkts = 0;
+    std::uint64_t retransmits = 0;
+    std::uint64_t rx_bytes = 0; ///< payload of data packets received
+    std::uint64_t rx_pkts = 0;
+    double tx_gbps = 0; ///< tx_bytes over the run's time
+    double rx_gbps = 0;
+};
+
+/** The run between two plane events (MRC client): what each plane carried. */
+struct Phase {
+    double from_s = 0, to_s = 0;
+    std::string after;              ///< "start", or the event that began it: "plane 2 down"
+    std::vector<double> plane_gbps; ///< per plane, from plane_stats tx_bytes
+    double gbps = 0;                ///< completed messages (goodput)
+};
+
+/** One progress line (--progress, -D): the second before at_s. */
+struct Sample {
+    double at_s = 0;
+    double gbps = 0;                ///< completed messages
+    std::vector<double> plane_gbps; ///< MRC: what each plane sent (plane_stats tx_bytes)
+};
+
+/** A plane event as it was applied. */
+struct AppliedEvent {
+    PlaneEvent ev;
+    double at_s = 0; ///< when it was applied (seconds into the run)
+    int err = 0;     ///< set_port_admin's result
 };
 
 /** Results of one run on one side. */
@@ -97,7 +160,15 @@ struct Result {
     double bw_peak_gbps = 0, bw_avg_gbps = 0, msg_rate_mpps = 0;
     // latency, microseconds
     double t_min = 0, t_max = 0, t_typical = 0, t_avg = 0, t_stdev = 0, t_p99 = 0, t_p999 = 0;
-    CounterSnapshot counters; ///< engine counters of this side's device during the run
+    CounterSnapshot counters;     ///< engine counters of this side's device during the run
+    std::uint64_t error_cqes = 0; ///< completions with an error status
+    // MRC
+    std::vector<PlaneFigures> planes; ///< per plane used, this side's QPs
+    std::vector<Phase> phases;        ///< client: between plane events
+    std::vector<AppliedEvent> events; ///< client: plane events applied
+    std::vector<Sample> samples;      ///< client, bandwidth: the progress lines
+    std::vector<std::pair<std::string, std::uint64_t>>
+        mrc; ///< MRC counters of this side's QPs, summed (every counter)
     std::vector<std::pair<std::string, std::uint64_t>>
         impair; ///< impairment stage counters (delta)
 };
@@ -111,17 +182,19 @@ class Endpoint {
      */
     [[nodiscard]] static std::unique_ptr<Endpoint> create(Device& dev, const Params& p, bool server,
                                                           std::string* err);
-    /** Destroys QPs, CQs, MR, PD (engine stopped). */
+    /** Destroys QPs, CQs, MR, PD (engine stopped); MRC: sets every port administratively up. */
     ~Endpoint();
     Endpoint(const Endpoint&) = delete;
     Endpoint& operator=(const Endpoint&) = delete;
 
-    /** This side's data for QP @p q (its PSN, GID of port 1, rkey, buffer). */
+    /** This side's data for QP @p q (its PSN, GIDs of the ports, rkey, buffer). */
     [[nodiscard]] QpInfo info(unsigned q) const noexcept;
     /**
      * Moves every QP through INIT → RTR → RTS towards the peer's QPs (@p peer[q]); the peer's MAC
      * is left to the engine's neighbour resolution (static neighbour or ARP). Posts the receive
-     * WQEs a SEND run needs. Engine stopped. @return empty or the reason.
+     * WQEs a SEND run (or an MRC WRITE latency run) needs. MRC: gives each QP the peer's GID per
+     * plane (Device::set_remote_planes) and sets the ports beyond Params::planes administratively
+     * down (given back by the destructor). Engine stopped. @return empty or the reason.
      */
     [[nodiscard]] std::string connect(const std::vector<QpInfo>& peer, const QpDefaults& defaults,
                                       std::uint32_t port_path_mtu);
@@ -159,6 +232,16 @@ class Endpoint {
   private:
     Endpoint(Device& dev, const Params& p, bool server) : dev_(dev), p_(p), server_(server) {}
 };
+
+/** The MRC attributes droce-perf gives its QPs on a device of @p ports ports (real-time runs; see
+ *  perf.cc). */
+[[nodiscard]] mrc::MrcAttr mrc_attr(const Params& p, unsigned ports) noexcept;
+
+/**
+ * MRC: per-plane traffic and the MRC counters of @p ep's QPs into @p r (planes, mrc), with plane
+ * rates over r.seconds. Any thread, engine running or not (relaxed atomics).
+ */
+void collect_mrc(const Endpoint& ep, Result& r);
 
 /** Byte @p i of message @p k of QP @p q. */
 [[nodiscard]] inline std::uint8_t pattern(unsigned q, std::uint64_t k, std::uint64_t i) noexcept {

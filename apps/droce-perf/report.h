@@ -28,7 +28,18 @@ void print_table_head(std::FILE* f, Mode m);
 void print_table_row(std::FILE* f, const Params& p, const Result& r);
 /** "data verified: ..." and the engine counters that are not zero. */
 void print_footer(std::FILE* f, const Params& p, const Result& r, bool server);
-/** Everything as one JSON object. */
+/**
+ * MRC: the planes' figures (tx / rx per plane, share, retransmits), the rates between plane events,
+ * the story of the events (mrc_story, client) and the non-zero MRC counters.
+ */
+void print_mrc(std::FILE* f, const Params& p, const Result& r, bool server);
+/**
+ * MRC client: one line per plane event ("plane 2 down at 3.0 s: its traffic moved to planes
+ * 0,1,3 (5.98 Gb/s completed after it)") and a last one with the error completions and the
+ * retransmissions by cause.
+ */
+[[nodiscard]] std::vector<std::string> mrc_story(const Result& r);
+/** Everything as one JSON object (MRC: per-plane figures, phases, plane events, MRC counters). */
 [[nodiscard]] nlohmann::json to_json(const Params& p, const Result& r, bool server,
                                      const std::string& device, std::uint32_t path_mtu);
 /** The counters as a JSON object (every counter, zero included). */

@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "eth_port.h"
 
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -10,6 +15,7 @@
 #include <rte_dev.h>
 #include <rte_devargs.h>
 
+#include <rte_cycles.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
@@ -232,6 +238,15 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
     p->port_index_ = cfg.port_index;
     p->mtu_ = cfg.mtu;
     p->driver_name_ = info.driver_name ? info.driver_name : "";
+    if (p->driver_name_ == "net_af_packet") {
+        // DPDK 22.11's af_packet reports its link up whatever the interface does; ask the kernel
+        // (link_up()). The interface is in this process's network namespace, as the PMD's socket.
+        const std::string_view iface = devarg(info, "iface");
+        if (!iface.empty() && iface.size() < IFNAMSIZ) {
+            p->kernel_iface_ = std::string(iface);
+            p->ifflags_fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        }
+    }
     int socket = rte_eth_dev_socket_id(cfg.port_id);
     if (socket < 0) socket = SOCKET_ID_ANY;
 
@@ -383,6 +398,7 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
 }
 
 EthPort::~EthPort() {
+    if (ifflags_fd_ >= 0) ::close(ifflags_fd_);
     if (lsc_registered_) {
         // -EAGAIN while the callback runs on the interrupt thread: it is short, try again.
         for (int i = 0; i < 1000; ++i) {
@@ -552,7 +568,23 @@ std::uint16_t EthPort::rx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
 bool EthPort::link_up() const noexcept {
     rte_eth_link link{};
     if (rte_eth_link_get_nowait(port_id_, &link) != 0) return false;
-    return link.link_status == RTE_ETH_LINK_UP;
+    return link.link_status == RTE_ETH_LINK_UP && kernel_link_up();
+}
+
+bool EthPort::kernel_link_up() const noexcept {
+    if (ifflags_fd_ < 0) return true;
+    // At most one ioctl per millisecond: the engine asks every few hundred passes.
+    const std::uint64_t now = rte_get_tsc_cycles();
+    if (now < kernel_next_tsc_.load(std::memory_order_relaxed))
+        return kernel_up_.load(std::memory_order_relaxed);
+    kernel_next_tsc_.store(now + rte_get_tsc_hz() / 1000, std::memory_order_relaxed);
+    ifreq ifr{};
+    std::memcpy(ifr.ifr_name, kernel_iface_.data(), kernel_iface_.size());
+    bool up = true; // an interface that cannot be asked about is left to the PMD's word
+    if (::ioctl(ifflags_fd_, SIOCGIFFLAGS, &ifr) == 0)
+        up = (ifr.ifr_flags & IFF_UP) != 0 && (ifr.ifr_flags & IFF_RUNNING) != 0;
+    kernel_up_.store(up, std::memory_order_relaxed);
+    return up;
 }
 
 LinkEvent EthPort::poll_link() noexcept {

@@ -202,7 +202,10 @@ class EthPort final : public PortDriver {
     /** mtu + 14 (Ethernet header; no VLAN tag). */
     [[nodiscard]] std::uint32_t max_frame() const noexcept override { return mtu_ + 14; }
     /** rte_eth_link_get_nowait(): true while the link is up. May be a PMD call (an ioctl for tap /
-     *  af_packet): not per packet; use poll_link() in the engine loop. */
+     *  af_packet): not per packet; use poll_link() in the engine loop. net_af_packet: also the
+     *  kernel interface's IFF_UP and IFF_RUNNING (SIOCGIFFLAGS, at most once a millisecond), as
+     *  DPDK 22.11's PMD always says up: `ip link set vethX down` here, or on the veth's peer, is a
+     *  pulled cable. Any thread. */
     [[nodiscard]] bool link_up() const noexcept override;
     /**
      * Reports a link change since the last call: up (down→up), down (up→down) or none.
@@ -250,6 +253,7 @@ class EthPort final : public PortDriver {
         counters_[static_cast<unsigned>(c)] += by;
     }
     PktBuf* attach(rte_mbuf* m) noexcept;
+    [[nodiscard]] bool kernel_link_up() const noexcept;
     rte_mbuf* linearize(rte_mbuf* m) noexcept;
     friend struct EthPortAccess; // the LSC callback (eth_port.cc)
 
@@ -281,6 +285,11 @@ class EthPort final : public PortDriver {
     bool promiscuous_ = false;
     wire::MacAddr mac_{};
     std::string driver_name_;
+    // net_af_packet's interface, asked about by link_up() (kernel_link_up()).
+    std::string kernel_iface_;
+    int ifflags_fd_ = -1; ///< AF_INET datagram socket for SIOCGIFFLAGS, or -1
+    mutable std::atomic<std::uint64_t> kernel_next_tsc_{0};
+    mutable std::atomic<bool> kernel_up_{true};
 };
 
 } // namespace droce::dpdk

@@ -132,6 +132,11 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
                 }
                 drv = slot.stages.back().get();
             }
+            if (opts.tx_shaper) {
+                slot.shapers.push_back(
+                    std::make_unique<TxShaper>(*drv, rt->clock_, opts.tx_rate_gbps));
+                drv = slot.shapers.back().get();
+            }
             specs.push_back(PortSpec{drv, mac, pc.ip.addr, 4096});
             specs.back().mtu = path_mtu_cap(pc);
         }
@@ -175,6 +180,8 @@ Runtime::~Runtime() {
             }
         }
     for (auto& s : devices_)
+        s.shapers.clear();
+    for (auto& s : devices_)
         s.stages.clear();
     for (auto& s : devices_)
         s.eth.clear();
@@ -187,6 +194,11 @@ dpdk::EthPort& Runtime::eth_port(unsigned dev, unsigned port) noexcept {
 sim::ImpairedPort* Runtime::impair_stage(unsigned dev, unsigned port) noexcept {
     auto& st = devices_[dev].stages;
     return port < st.size() ? st[port].get() : nullptr;
+}
+
+TxShaper* Runtime::shaper(unsigned dev, unsigned port) noexcept {
+    auto& sh = devices_[dev].shapers;
+    return port < sh.size() ? sh[port].get() : nullptr;
 }
 
 std::uint32_t Runtime::max_path_mtu(unsigned dev, unsigned port) const noexcept {

@@ -4,7 +4,8 @@
  * droce::Runtime — brings up the droce devices of one config file on DPDK ports and owns them:
  *
  *     config file → load_config → eal_init (once per process) → probe_port + EthPort per port
- *       → [optional impairment stage, sim::ImpairedPort, on every port] → Device per [device]
+ *       → [optional impairment stage, sim::ImpairedPort, on every port]
+ *       → [optional transmit shaper, TxShaper, on every port] → Device per [device]
  *       (PortSpec from the port's mac / ip / mtu; [neighbors] as static neighbours)
  *
  * and runs their engines: one EngineThread per device, or one thread polling every device (best on
@@ -12,9 +13,10 @@
  * drivers/dpdk/README.md describes, in one place, for droce's apps (droce-perf, later droce-burnin
  * and the verbs layer).
  *
- * Ownership: the Runtime owns the EthPorts, the impairment stages, the Devices, the Clock and the
- * engine threads. Destruction order: engines stopped, devices destroyed, ports drained, stages
- * destroyed, EthPorts destroyed. The DPDK EAL stays initialised for the life of the process.
+ * Ownership: the Runtime owns the EthPorts, the impairment stages, the shapers, the Devices, the
+ * Clock and the engine threads. Destruction order: engines stopped, devices destroyed, ports
+ * drained, shapers and stages destroyed, EthPorts destroyed. The DPDK EAL stays initialised for the
+ * life of the process.
  *
  * Thread rules: every member function is control path, called from one thread. Device control calls
  * (create_qp, modify_qp ...) must be made while engines are stopped (stop_engines(), or before
@@ -33,6 +35,7 @@
 #include "config/config.h"
 #include "engine/device.h"
 #include "engine/engine_thread.h"
+#include "runtime/shaper.h"
 
 namespace droce {
 
@@ -69,6 +72,13 @@ struct RuntimeOptions {
      * would give it work waits to run. EngineMode::shared uses spin_polls only.
      */
     EngineThread::Options engine{20, 200'000, 100'000};
+    /**
+     * Puts a TxShaper (runtime/shaper.h) in front of every port (over the impairment stage when
+     * there is one), with tx_rate_gbps as its rate (0 = unlimited until set_rate()). The rate of a
+     * link, so that ports, not the CPU, bound what goes out; Runtime::shaper() reaches each one.
+     */
+    bool tx_shaper = false;
+    double tx_rate_gbps = 0;
 };
 
 /** How Runtime::start_engines() runs the devices. */
@@ -107,6 +117,9 @@ class Runtime {
     [[nodiscard]] dpdk::EthPort& eth_port(unsigned dev, unsigned port) noexcept;
     /** The impairment stage over port @p port of device @p dev, or nullptr without impair_spec. */
     [[nodiscard]] sim::ImpairedPort* impair_stage(unsigned dev, unsigned port) noexcept;
+    /** The transmit shaper in front of port @p port of device @p dev, or nullptr without
+     *  RuntimeOptions::tx_shaper. */
+    [[nodiscard]] TxShaper* shaper(unsigned dev, unsigned port) noexcept;
     /**
      * Largest RoCE path MTU (256..4096 bytes) that port @p port of device @p dev carries: the
      * largest power of two that fits its IP MTU with the IPv4/IPv6, UDP, BTH, RETH and ICRC
@@ -135,6 +148,7 @@ class Runtime {
         DeviceConfig cfg;
         std::vector<std::unique_ptr<dpdk::EthPort>> eth;
         std::vector<std::unique_ptr<sim::ImpairedPort>> stages; ///< empty without impair_spec
+        std::vector<std::unique_ptr<TxShaper>> shapers;         ///< empty without tx_shaper
         std::unique_ptr<Device> dev;
     };
     void shared_loop() noexcept;

@@ -1,8 +1,9 @@
 # Sourced (bash) by the tests that run two processes over net_memif. After
-#     tag=<unique, e.g. name$$>; memif_pair_setup CONFIG_DIR
+#     tag=<unique, e.g. name$$>; memif_pair_setup CONFIG_DIR [BASE]
 # $tmp is a fresh directory holding server.ini and client.ini: private copies of
-# CONFIG_DIR/memif-server.ini and memif-client.ini with their own memif socket and EAL file prefixes
-# (droce-$tag-s, droce-$tag-c), so that concurrent runs of any of these tests never meet. An EXIT
+# CONFIG_DIR/BASE-server.ini and BASE-client.ini (BASE: memif, the default, or memif4 for the
+# four-plane files) with their own memif socket and EAL file prefixes (droce-$tag-s,
+# droce-$tag-c), so that concurrent runs of any of these tests never meet. An EXIT
 # trap kills $server_pid (the caller sets it while a server runs) and removes $tmp and the EAL
 # runtime directories the two prefixes leave behind.
 memif_pair_cleanup() {
@@ -11,16 +12,16 @@ memif_pair_cleanup() {
 }
 
 memif_pair_setup() {
-    local cfg=$1 side
+    local cfg=$1 base=${2:-memif} side
     tmp=$(mktemp -d)
     runtime=${XDG_RUNTIME_DIR:-/var/run}/dpdk
     [ "$(id -u)" = 0 ] || runtime=${XDG_RUNTIME_DIR:-/tmp}/dpdk
     server_pid=
     trap memif_pair_cleanup EXIT
     for side in server client; do
-        sed -e "s|socket=/run/droce/memif.sock|socket=/run/droce/memif-$tag.sock|" \
-            -e "s|--file-prefix=droce-memif-$side|--file-prefix=droce-$tag-${side:0:1}|" \
-            "$cfg/memif-$side.ini" > "$tmp/$side.ini"
+        sed -e "s|socket=/run/droce/$base.sock|socket=/run/droce/memif-$tag.sock|" \
+            -e "s|--file-prefix=droce-$base-$side|--file-prefix=droce-$tag-${side:0:1}|" \
+            "$cfg/$base-$side.ini" > "$tmp/$side.ini"
     done
 }
 

@@ -111,8 +111,10 @@ TEST(Config, ShippedConfigsParse) {
         std::size_t ports;
     };
     for (const Want& w :
-         {Want{"demo.ini", 2, 2}, Want{"memif-server.ini", 1, 1}, Want{"memif-client.ini", 1, 1},
-          Want{"netns-a.ini", 1, 1}, Want{"netns-b.ini", 1, 1}}) {
+         {Want{"demo.ini", 2, 4}, Want{"memif-server.ini", 1, 1}, Want{"memif-client.ini", 1, 1},
+          Want{"netns-a.ini", 1, 1}, Want{"netns-b.ini", 1, 1}, Want{"memif4-server.ini", 1, 4},
+          Want{"memif4-client.ini", 1, 4}, Want{"netns4-a.ini", 1, 4},
+          Want{"netns4-b.ini", 1, 4}}) {
         std::string err;
         auto f = load_config(config_dir() + "/" + w.file, &err);
         ASSERT_TRUE(f) << err;
@@ -141,6 +143,31 @@ TEST(Config, ShippedConfigsParse) {
     ASSERT_TRUE(s && c) << err;
     EXPECT_NE(s->eal, c->eal); // different --file-prefix
     EXPECT_NE(s->ports[0].devargs.find("zero-copy=no"), std::string::npos);
+    // The four-plane files: plane N is port N on both sides, its own PMD instance, a static
+    // neighbour for each of the peer's planes.
+    for (const char* pair : {"memif4-server.ini|memif4-client.ini", "netns4-a.ini|netns4-b.ini"}) {
+        const std::string names(pair);
+        const std::string f0 = names.substr(0, names.find('|')),
+                          f1 = names.substr(names.find('|') + 1);
+        auto d0 = load_device_config(config_dir() + "/" + f0, &err);
+        auto d1 = load_device_config(config_dir() + "/" + f1, &err);
+        ASSERT_TRUE(d0 && d1) << err;
+        EXPECT_NE(d0->eal, d1->eal) << f0;
+        ASSERT_EQ(d0->neighbors.size(), 4u) << f0;
+        ASSERT_EQ(d1->neighbors.size(), 4u) << f1;
+        for (std::size_t p = 0; p < 4; ++p) {
+            const std::string pmd =
+                std::string(f0[0] == 'm' ? "net_memif" : "net_af_packet") + std::to_string(p) + ",";
+            EXPECT_EQ(d0->ports[p].devargs.rfind(pmd, 0), 0u) << f0 << " port" << p;
+            EXPECT_EQ(d1->ports[p].devargs.rfind(pmd, 0), 0u) << f1 << " port" << p;
+            EXPECT_EQ(to_string(d0->neighbors[p].mac), to_string(d1->ports[p].mac)) << f0;
+            EXPECT_EQ(to_string(d1->neighbors[p].mac), to_string(d0->ports[p].mac)) << f1;
+            if (f0[0] == 'n') {
+                EXPECT_EQ(d0->ports[p].mtu, 4200u);
+                EXPECT_NE(d0->ports[p].devargs.find("framesz=8192"), std::string::npos);
+            }
+        }
+    }
 }
 
 TEST(Config, BadMac) {

@@ -1,7 +1,8 @@
 #!/bin/bash
-# `droce-perf --demo`: two devices in one process over config/demo.ini's ring pair. Asserts exit 0
-# within the time bound, every bandwidth and latency row verified, the loss rows present with
-# retransmissions, and the final PASS line. EAL runtime files: the demo config uses --no-shconf.
+# `droce-perf --demo`: two devices in one process over config/demo.ini's four ring-pair planes.
+# Asserts exit 0 within the time bound, every RC bandwidth and latency row verified, the loss rows
+# present with retransmissions, the MRC part (plane 2 cut: no error completion, data verified, plane
+# 2 silent after the cut and the other three carrying on), and the final PASS line. EAL runtime files: the demo config uses --no-shconf.
 # usage: perf_demo_test.sh PATH/TO/droce-perf CONFIG_DIR
 set -u
 bin=$1
@@ -22,6 +23,31 @@ grep -q "FAILED" "$out" && fail "a row FAILED"
 # Loss rows: column 4 is retransmitted packets, column 3 frames the stage dropped; both must be > 0.
 awk '/With 1% loss/{loss=1} loss && /^ (write|read) / { if ($3 == 0 || $4 == 0) bad=1; rows++ }
      END { exit (rows == 2 && !bad) ? 0 : 1 }' "$out" || fail "loss rows without drops or retransmissions"
+# MRC: one QP over the four planes, plane 2 cut a third into the run. The cut is announced, so no
+# error completion; plane 2 carries nothing after it while the other three carry on (each plane is
+# shaped to the same rate, so the total falls to about three quarters; on a CPU-starved host the
+# total is bound by the CPU instead, so only "less than before, more than half" is asserted).
+grep -q "^ plane 2 down at [0-9.]* s: its traffic moved to planes 0,1,3 " "$out" ||
+    fail "MRC: no 'plane 2 down ... moved to planes 0,1,3' line"
+grep -q "^ 0 error completions;" "$out" || fail "MRC: error completions"
+grep -q "^ data            : verified, every byte" "$out" || fail "MRC: data not verified"
+python3 - "$out" <<'PY' || fail "MRC: per-plane figures before / after the cut"
+import re, sys
+txt = open(sys.argv[1]).read()
+def phase(name):
+    m = re.search(r"^ %s +[0-9.]+ - +[0-9.]+ s: +([0-9.]+) Gb/s completed; per plane \[Gb/s\] ([0-9. +]*)" % name,
+                  txt, re.M)
+    if not m: sys.exit("no '%s' line" % name)
+    return float(m.group(1)), [float(x) for x in m.group(2).split("+")]
+before, bp = phase("before the cut")
+after, ap = phase("after the cut")
+print("MRC: before %.2f Gb/s %s, after %.2f Gb/s %s, ratio %.2f" % (before, bp, after, ap, after / before))
+ok = len(bp) == 4 and len(ap) == 4 and all(x > 0 for x in bp)
+ok = ok and ap[2] < 0.02 * after and all(ap[i] > 0.15 * after for i in (0, 1, 3))
+ok = ok and 0.5 * before < after < 0.95 * before
+sys.exit(0 if ok else 1)
+PY
+
 # Errors are reported, with the file and line where there is one, and fail.
 bad=$(mktemp)
 trap 'rm -f "$out" "$bad"' EXIT

@@ -32,9 +32,9 @@ for want in "hca_id:.droce_a" "hca_id:.droce_b" "state:.*PORT_ACTIVE" "link_laye
             "GID\[ *0\]:.*::ffff:10.0.0.1, RoCE v2" "atomic_cap:.*ATOMIC_HCA" "vendor_id:.*0x0*2d0ce"; do
     grep -Eq "$want" "$tmp/devinfo" || fail "ibv_devinfo -v: no line matching '$want'"
 done
-[ "$(grep -Ec 'state:.*PORT_ACTIVE' "$tmp/devinfo")" = 4 ] || fail "ibv_devinfo: expected 4 active ports"
+[ "$(grep -Ec 'state:.*PORT_ACTIVE' "$tmp/devinfo")" = 8 ] || fail "ibv_devinfo: expected 8 active ports (2 devices x 4 planes)"
 grep -q . "$tmp/devinfo.err" && echo "-- ibv_devinfo stderr:" && head -5 "$tmp/devinfo.err"
-[ $failures = 0 ] && echo "== ibv_devinfo: droce_a, droce_b, 4 ports PORT_ACTIVE, RoCE v2 GIDs"
+[ $failures = 0 ] && echo "== ibv_devinfo: droce_a, droce_b, 8 ports PORT_ACTIVE, RoCE v2 GIDs"
 DROCE_CONFIG="$tmp/server.ini" timeout 60 ibv_devinfo > "$tmp/devinfo.s" 2>&1
 grep -q "hca_id:.droce_memif_s" "$tmp/devinfo.s" && grep -q PORT_ACTIVE "$tmp/devinfo.s" ||
     { fail "ibv_devinfo with DROCE_CONFIG"; cat "$tmp/devinfo.s"; }
