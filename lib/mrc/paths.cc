@@ -111,11 +111,19 @@ int pick_ctl_ev(State& s, const rc::TransportCtx& ctx, unsigned plane) noexcept 
     return -1;
 }
 
-void ev_lost(State& s, std::uint16_t ev, std::uint64_t now) noexcept {
+void ev_lost(State& s, std::uint16_t ev, std::uint64_t now, std::uint8_t usable) noexcept {
     Ev& e = s.evs[ev];
     ++e.losses;
     if (e.state != EvState::good) return;
-    if (s.good_evs <= s.attr.min_active_evs) {
+    // The floor counts paths that can carry traffic now: GOOD paths on a dead plane keep nothing
+    // alive.
+    std::uint32_t live = 0;
+    for (unsigned p = 0; p < s.num_planes; ++p) {
+        if (!(usable & (1u << p))) continue;
+        for (std::uint16_t k = 0; k < s.plane_ev_count[p]; ++k)
+            live += s.evs[s.plane_evs[p][k]].state == EvState::good;
+    }
+    if (live <= s.attr.min_active_evs) {
         s.count(MrcCounter::ev_floor_kept);
         return;
     }
@@ -160,13 +168,22 @@ std::uint32_t paths_run(rc::Qp& qp, State& s, rc::TransportCtx& ctx, std::uint64
             Ev& e = s.evs[i];
             if (e.state != EvState::assumed_bad) continue;
             if (e.probe_due_ns <= now && (usable & (1u << e.plane))) {
-                if (e.probe_out) e.probe_ok = 0; // unanswered within an interval: a failure
+                // Unanswered for four intervals: a failure (a reply only late, behind a queue,
+                // still counts while it is within that).
+                if (e.probe_out && now - e.probe_out_since_ns >= 4 * s.attr.probe_interval_ns) {
+                    e.probe_ok = 0;
+                    e.probe_out = false;
+                }
                 wire::MrcCtlFields& c = s.next_ctl();
                 c.path = i;
                 c.seq = ++s.probe_seq;
                 c.timestamp_ns = now;
                 if (!stage_ctl(qp, s, ctx, Opcode::MRC_PROBE, i, c)) break; // no room: next pass
                 e.probe_seq = c.seq;
+                if (!e.probe_out) {
+                    e.probe_first_seq = c.seq;
+                    e.probe_out_since_ns = now;
+                }
                 e.probe_out = true;
                 e.probe_due_ns = now + s.attr.probe_interval_ns;
                 s.count(MrcCounter::probes_sent);
@@ -198,7 +215,10 @@ void probe_reply_receive(State& s, const wire::ParsedFrame& pkt, std::uint64_t n
         return;
     }
     Ev& e = s.evs[ev];
-    if (e.state != EvState::assumed_bad || !e.probe_out || e.probe_seq != p->seq.get()) {
+    const std::uint32_t seq = p->seq.get();
+    if (e.state != EvState::assumed_bad || !e.probe_out ||
+        static_cast<std::int32_t>(seq - e.probe_first_seq) < 0 ||
+        static_cast<std::int32_t>(e.probe_seq - seq) < 0) {
         s.count(MrcCounter::stale_feedback);
         return;
     }

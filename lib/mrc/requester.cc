@@ -99,7 +99,7 @@ bool mark_delivered(State& s, Psn p, std::uint64_t now) noexcept {
  * after it on any plane arrived and a retransmission timeout (srtt + 4 rttvar, RFC 6298) plus the
  * reorder window passed since it left.
  */
-void detect_losses(State& s, std::uint64_t now) noexcept {
+void detect_losses(State& s, const rc::TransportCtx& ctx, std::uint64_t now) noexcept {
     s.rack_deadline_ns = 0;
     if (s.highest_sacked.distance_from(s.cum) <= 0 || s.rack_send_ns == 0) return;
     const std::uint64_t wait = s.srtt_ns + 4 * s.rttvar_ns + s.attr.reorder_window_ns;
@@ -110,7 +110,7 @@ void detect_losses(State& s, std::uint64_t now) noexcept {
         const bool overtaken = s.plane_delivered[plane] >= e.plane_seq + s.attr.reorder_pkts;
         const bool overdue = e.send_ns < s.rack_send_ns && now >= e.send_ns + wait;
         if (overtaken || overdue) {
-            ev_lost(s, e.ev, now);
+            ev_lost(s, e.ev, now, usable_planes(s, ctx));
             declare_lost(s, e, LossCause::rack);
         } else if (e.send_ns < s.rack_send_ns &&
                    (s.rack_deadline_ns == 0 || e.send_ns + wait < s.rack_deadline_ns)) {
@@ -402,7 +402,7 @@ void sack_receive(Qp& qp, State& s, const wire::ParsedFrame& pkt, rc::TransportC
         }
     }
     if (advanced) progress(s, now);
-    detect_losses(s, now);
+    detect_losses(s, ctx, now);
     (void)reap(qp, s, ctx);
 }
 
@@ -442,7 +442,7 @@ void nack_receive(Qp& qp, State& s, const wire::ParsedFrame& pkt, rc::TransportC
 }
 
 void requester_timer(Qp& qp, State& s, rc::TransportCtx& ctx, std::uint64_t now) noexcept {
-    if (s.rack_deadline_ns != 0 && now >= s.rack_deadline_ns) detect_losses(s, now);
+    if (s.rack_deadline_ns != 0 && now >= s.rack_deadline_ns) detect_losses(s, ctx, now);
     if (s.ack_deadline_ns == 0 || now < s.ack_deadline_ns) return;
     if (s.cum == s.next_psn) {
         s.ack_deadline_ns = 0;
@@ -469,7 +469,7 @@ void requester_timer(Qp& qp, State& s, rc::TransportCtx& ctx, std::uint64_t now)
     for (Psn p = s.cum; p != s.next_psn; ++p) {
         PsnEntry& e = s.entry(p);
         if (e.psn != p.value() || e.sacked || e.lost) continue;
-        ev_lost(s, e.ev, now);
+        ev_lost(s, e.ev, now, usable_planes(s, ctx));
         declare_lost(s, e, LossCause::timeout);
     }
     arm_ack_timer(s, now);

@@ -26,9 +26,11 @@ struct Ev {
     wire::PathHeaders hdr; ///< the plane's headers with this path's UDP source port / flow label
     std::uint8_t plane = 0;
     EvState state = EvState::good;
-    std::uint8_t probe_ok = 0; ///< probes answered in a row (ASSUMED_BAD paths)
-    bool probe_out = false;    ///< a probe is unanswered
-    std::uint32_t probe_seq = 0;
+    std::uint8_t probe_ok = 0;         ///< probes answered in a row (ASSUMED_BAD paths)
+    bool probe_out = false;            ///< a probe is unanswered
+    std::uint32_t probe_seq = 0;       ///< the latest probe sent
+    std::uint32_t probe_first_seq = 0; ///< the oldest probe still unanswered
+    std::uint64_t probe_out_since_ns = 0;
     std::uint64_t avoid_until_ns = 0; ///< skipped (congestion) until then
     std::uint64_t probe_due_ns = 0;
     std::uint64_t tx_pkts = 0;
@@ -179,8 +181,9 @@ void build_evs(rc::Qp& qp, State& s) noexcept;
 /** A path for a control packet (SACK, NACK, reply) toward plane @p plane, or another usable one.
  *  @return path index or -1. */
 [[nodiscard]] int pick_ctl_ev(State& s, const rc::TransportCtx& ctx, unsigned plane) noexcept;
-/** A loss on path @p ev: ASSUMED_BAD unless that would leave fewer than min_active_evs GOOD. */
-void ev_lost(State& s, std::uint16_t ev, std::uint64_t now) noexcept;
+/** A loss on path @p ev: ASSUMED_BAD unless that would leave fewer than min_active_evs GOOD paths
+ *  on the planes usable now (@p usable: planes up here and at the peer). */
+void ev_lost(State& s, std::uint16_t ev, std::uint64_t now, std::uint8_t usable) noexcept;
 /** Congestion on path @p ev (ECN echo, trim): skipped for ecn_avoid_ns. */
 void ev_avoid(State& s, std::uint16_t ev, std::uint64_t now) noexcept;
 /** Sends due probes and port status messages. @return packets staged. */

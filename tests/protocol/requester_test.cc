@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "rc/pacer.h"
 
 namespace {
 
@@ -364,12 +365,26 @@ TEST(Requester, PsnWindowLimit) {
 
 TEST(Requester, PacerHoldsPackets) {
     ProtocolHarness h;
-    auto b = make_buf(h, 10, 0);
-    h.post_send(make_wqe(WrOpcode::send, 1, *b, 10));
-    h.qp.pacer.next_send_ns = h.clock.now_ns() + 1000;
-    EXPECT_EQ(run(h), 0u);
-    h.clock.advance(1000);
+    auto b = make_buf(h, 1000, 0);
+    rc::pacer_set_rate_limit(h.qp, 1000); // 1 Gb/s: 8 ns per wire byte
+    for (std::uint64_t i = 0; i < 10; ++i)
+        h.post_send(make_wqe(WrOpcode::send, i, *b, 1000));
+    // A packet's wire length (1000 B + headers) takes longer than the 2 us burst credit: one goes,
+    // then one per wire length.
     EXPECT_EQ(run(h), 1u);
+    const std::uint64_t wire_ns = h.sent[0].size() * 8;
+    const std::uint64_t start = h.clock.now_ns();
+    for (std::uint32_t k = 1; k < 10; ++k) {
+        const std::uint64_t at = h.qp.pacer.next_send_ns;
+        ASSERT_GT(at, h.clock.now_ns());
+        h.clock.set(at - 1);
+        EXPECT_EQ(run(h), 0u) << "packet " << k << " sent before its time";
+        h.clock.set(at);
+        EXPECT_EQ(run(h), 1u) << "packet " << k;
+    }
+    // Nine more packets took nine wire lengths, less the burst credit of the first.
+    EXPECT_GE(h.clock.now_ns() - start, 9 * wire_ns - rc::kPacerBurstNs);
+    EXPECT_LE(h.clock.now_ns() - start, 9 * wire_ns);
 }
 
 TEST(Requester, SqdFinishesCurrentMessageOnly) {
