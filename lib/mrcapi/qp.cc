@@ -24,7 +24,10 @@
  */
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "internal.h"
 #include "rc/params.h"
@@ -339,6 +342,42 @@ void fill_verbs_attr(const mrc_qp* qp, ibv_qp_attr* v) noexcept {
     // are in mrc_qp_attr.
 }
 
+/**
+ * DROCE_MRC_STATS=1 (in the environment): mrc_destroy_qp prints what the QP did to stderr, one line
+ * per plane (data packets and payload bytes sent, retransmissions, data packets and bytes
+ * received) and one line of its non-zero MRC counters. The OCP API has no per-plane statistics;
+ * this lets a test or an operator see that every plane carried its share.
+ */
+void print_stats(const mrc_qp* qp) noexcept {
+    const char* env = std::getenv("DROCE_MRC_STATS");
+    if (!env || !*env || std::strcmp(env, "0") == 0) return;
+    const rc::Qp& q = *qp->native;
+    for (unsigned p = 0; p < qp->ctx->dev->num_ports(); ++p) {
+        const mrc::PlaneStats* ps = mrc::plane_stats(q, p);
+        if (!ps) return;
+        std::fprintf(
+            stderr,
+            "lib_mrc: %s QP 0x%06x plane %u: tx %llu pkts %llu bytes %llu retransmits, "
+            "rx %llu pkts %llu bytes\n",
+            qp->ctx->dev->name().c_str(), qp->qpn, p,
+            static_cast<unsigned long long>(ps->tx_pkts.load(std::memory_order_relaxed)),
+            static_cast<unsigned long long>(ps->tx_bytes.load(std::memory_order_relaxed)),
+            static_cast<unsigned long long>(ps->retransmits.load(std::memory_order_relaxed)),
+            static_cast<unsigned long long>(ps->rx_pkts.load(std::memory_order_relaxed)),
+            static_cast<unsigned long long>(ps->rx_bytes.load(std::memory_order_relaxed)));
+    }
+    if (const mrc::MrcCounters* c = mrc::counters(q)) {
+        std::string line;
+        for (std::size_t i = 0; i < mrc::kNumMrcCounters; ++i) {
+            const std::uint64_t v = (*c)[static_cast<mrc::MrcCounter>(i)];
+            if (v == 0) continue;
+            line += " " + std::string(mrc::kMrcCounterNames[i]) + "=" + std::to_string(v);
+        }
+        std::fprintf(stderr, "lib_mrc: %s QP 0x%06x counters:%s\n", qp->ctx->dev->name().c_str(),
+                     qp->qpn, line.c_str());
+    }
+}
+
 } // namespace
 
 /** Destroys every object @p ctx still holds: QPs, CQs, hints, channels (mrc_destroy_context). */
@@ -494,6 +533,7 @@ extern "C" int mrc_destroy_qp(mrc_qp* qp) {
     {
         Control ctl(ctx->ibv);
         if (!ctl.ok()) return fail_errno(EINVAL);
+        print_stats(qp);
         if (const int e = ctx->dev->destroy_qp(qp->native); e != 0) return fail_errno(e);
         // Its completions still in the CQs go with it (as with a hardware provider).
         purge_cq(qp->init.send_cq, qp->qpn);
