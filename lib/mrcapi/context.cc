@@ -13,26 +13,51 @@
  * reads the record, so an event of an object destroyed meanwhile is dropped, never handed out as a
  * dangling pointer.
  */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <type_traits>
 
 #include "internal.h"
 #include "rc/params.h"
-#include "verbs/droce_private.h"
 
 using namespace droce;
 using namespace droce::mrcapi;
 
 namespace droce::mrcapi {
 
-Control::Control(ibv_context* ctx) noexcept : ctx_(ctx), ok_(droce_verbs_control_begin(ctx) == 0) {}
+const VerbsPrivate& verbs_private() noexcept {
+    static const VerbsPrivate vp = [] {
+        VerbsPrivate v;
+        // The libibverbs.so.1 the process has loaded (the program links it); else the default
+        // search order.
+        void* h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+        if (!h) h = dlopen("libibverbs.so.1", RTLD_NOW);
+        if (!h) return v;
+        const auto find = [h](auto& fn, const char* name) {
+            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
+                dlvsym(h, name, "DROCE_PRIVATE_1"));
+        };
+        find(v.device, "droce_verbs_device");
+        find(v.device_config, "droce_verbs_device_config");
+        find(v.pd, "droce_verbs_pd");
+        find(v.control_begin, "droce_verbs_control_begin");
+        find(v.control_end, "droce_verbs_control_end");
+        if (!v.ok()) v = VerbsPrivate{};
+        return v; // the handle stays open: the library is in use for the process's lifetime
+    }();
+    return vp;
+}
+
+Control::Control(ibv_context* ctx) noexcept
+    : ctx_(ctx), ok_(verbs_private().ok() && verbs_private().control_begin(ctx) == 0) {}
 
 Control::~Control() {
-    if (ok_) droce_verbs_control_end(ctx_);
+    if (ok_) verbs_private().control_end(ctx_);
 }
 
 namespace {
@@ -105,7 +130,7 @@ int query_device(ibv_context* context, mrc_context* mcontext, mrc_device_attr* a
                  int* supported) noexcept {
     if (!context || !attr || !supported) return fail_neg(EINVAL);
     if (mcontext && (!is_live(mcontext) || mcontext->ibv != context)) return fail_neg(EINVAL);
-    if (!droce_verbs_device(context)) {
+    if (!verbs_private().ok() || !verbs_private().device(context)) {
         // Not an open droce context: no MRC here.
         std::memset(attr, 0, sizeof *attr);
         *supported = 0;
@@ -170,8 +195,10 @@ extern "C" mrc_context* mrc_create_context(ibv_context* vcontext, mrc_context_at
             vendor > static_cast<std::uint32_t>(MRC_VENDOR_API_CURRENT_VERSION))
             return fail<mrc_context>(EINVAL);
     }
-    Device* dev = droce_verbs_device(vcontext);
-    const DeviceConfig* cfg = droce_verbs_device_config(vcontext);
+    // Not droce's libibverbs: no MRC device at all.
+    if (!verbs_private().ok()) return fail<mrc_context>(ENODEV);
+    Device* dev = verbs_private().device(vcontext);
+    const DeviceConfig* cfg = verbs_private().device_config(vcontext);
     if (!dev || !cfg) return fail<mrc_context>(EINVAL); // not an open droce context
     auto* c = new (std::nothrow) mrc_context;
     if (!c) return fail<mrc_context>(ENOMEM);

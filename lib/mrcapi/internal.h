@@ -6,10 +6,10 @@
  * share. Not installed.
  *
  * How lib_mrc sits on droce:
- *  - Devices, verbs contexts, PDs and MRs are droce's libibverbs.so.1's (lib/verbs). lib_mrc links
- *    it and reaches the droce objects behind the verbs handles through its droce-private entry
- *    points (verbs/droce_private.h): the Device of an ibv_context, the mem::Pd of an ibv_pd, the
- *    device's config, and control sections.
+ *  - Devices, verbs contexts, PDs and MRs are droce's libibverbs.so.1's (lib/verbs). lib_mrc
+ * reaches the droce objects behind the verbs handles through its droce-private entry points
+ *    (verbs/droce_private.h, found at run time: VerbsPrivate): the Device of an ibv_context, the
+ *    mem::Pd of an ibv_pd, the device's config, and control sections.
  *  - CQs, completion channels and MRC QPs are lib_mrc's own, made with the native API on that
  *    Device: Device::create_cq, Device::create_qp(..., mrc::kMrcTransport), mrc::set_attr,
  *    Device::set_remote_planes, Device::modify_qp, post_send / post_recv / poll_cq. The MRC
@@ -44,6 +44,7 @@
 #include "engine/device.h"
 #include "mrc/mrc.h"
 #include "rc/qp.h"
+#include "verbs/droce_private.h"
 
 namespace droce::mrcapi {
 
@@ -62,6 +63,27 @@ class SpinLock {
   private:
     std::atomic<bool> locked_{false};
 };
+
+/**
+ * The droce-private entry points of droce's libibverbs.so.1 (verbs/droce_private.h, version node
+ * DROCE_PRIVATE_1), looked up when lib_mrc first needs them (dlvsym) rather than linked: a program
+ * builds against lib_mrc.so and the system's libibverbs (the OCP example's makefile links
+ * -libverbs from pkg-config), and runs with droce's libibverbs.so.1 first on LD_LIBRARY_PATH. With
+ * another libibverbs loaded the pointers are null: no device does MRC (mrc_query_device says
+ * unsupported, mrc_create_context fails with ENODEV).
+ */
+struct VerbsPrivate {
+    decltype(&droce_verbs_device) device = nullptr;
+    decltype(&droce_verbs_device_config) device_config = nullptr;
+    decltype(&droce_verbs_pd) pd = nullptr;
+    decltype(&droce_verbs_control_begin) control_begin = nullptr;
+    decltype(&droce_verbs_control_end) control_end = nullptr;
+    [[nodiscard]] bool ok() const noexcept {
+        return device && device_config && pd && control_begin && control_end;
+    }
+};
+/** The entry points (resolved once, thread-safe). */
+const VerbsPrivate& verbs_private() noexcept;
 
 /** A control section of the verbs layer on a context's device (droce_verbs_control_begin). */
 class Control {

@@ -31,7 +31,6 @@
 
 #include "internal.h"
 #include "rc/params.h"
-#include "verbs/droce_private.h"
 #include "wire/ipv6.h"
 
 using namespace droce;
@@ -483,7 +482,8 @@ extern "C" mrc_qp* mrc_create_qp(mrc_context* mrc_ctx, mrc_qp_init_attr* a) {
     const auto ver = static_cast<std::uint32_t>(a->protocol_version);
     if (ver & (ver - 1)) return fail<mrc_qp>(EINVAL); // more than one version asked
     if (ver != 0 && ver != MRC_PROTOCOL_VERSION_1) return fail<mrc_qp>(EOPNOTSUPP);
-    mem::Pd* pd = droce_verbs_pd(a->pd); // before the control section (it takes the mutex)
+    // Before the control section (it takes the verbs layer's mutex).
+    mem::Pd* pd = verbs_private().ok() ? verbs_private().pd(a->pd) : nullptr;
     if (!pd) return fail<mrc_qp>(EINVAL);
     auto* qp = new (std::nothrow) mrc_qp;
     if (!qp) return fail<mrc_qp>(ENOMEM);
