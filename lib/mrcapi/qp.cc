@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "internal.h"
 #include "rc/params.h"
@@ -295,6 +296,26 @@ int modify_locked(mrc_qp* qp, const ibv_qp_attr* vattr, std::uint32_t vmask,
     return 0;
 }
 
+/**
+ * The MRC attributes lib_mrc's QPs start from: the transport's defaults (mrc::MrcAttr), with loss
+ * detection sized for real time on ordinary hosts, where two processes' engine threads may wait
+ * milliseconds for a core, rather than for the sim fabric's microsecond round trips the native
+ * defaults suit:
+ *  - reorder_window_ns 1 ms (native 20 us): the time-based loss rule (a later packet arrived and
+ *    srtt + 4 rttvar + the window passed) otherwise declares packets lost that are only late
+ *    (seen on a loaded 2-core host: 256 "lost" packets that all arrived, as duplicates);
+ *  - probe_interval_ns 10 ms (native 250 us): a probe reply counts only if it comes back before
+ *    the path's next probe, so an interval shorter than the round trip keeps an ASSUMED_BAD path
+ *    bad for ever (seen on the same host: two of four planes never came back).
+ * The OCP API has no attribute for either.
+ */
+mrc::MrcAttr real_time_attr(const rc::Qp& q) noexcept {
+    mrc::MrcAttr a = *mrc::get_attr(q);
+    a.reorder_window_ns = 1'000'000;
+    a.probe_interval_ns = 10'000'000;
+    return a;
+}
+
 void fill_mrc_attr(const mrc_qp* qp, mrc_qp_attr* m) noexcept {
     const mrc::MrcAttr& a = *mrc::get_attr(*qp->native);
     std::memset(m, 0, sizeof *m);
@@ -344,8 +365,9 @@ void fill_verbs_attr(const mrc_qp* qp, ibv_qp_attr* v) noexcept {
 /**
  * DROCE_MRC_STATS=1 (in the environment): mrc_destroy_qp prints what the QP did to stderr, one line
  * per plane (data packets and payload bytes sent, retransmissions, data packets and bytes
- * received) and one line of its non-zero MRC counters. The OCP API has no per-plane statistics;
- * this lets a test or an operator see that every plane carried its share.
+ * received), one line of its non-zero MRC counters and one of the device's own non-zero counters
+ * (drops before any QP, link changes). The OCP API has no per-plane statistics; this lets a test
+ * or an operator see that every plane carried its share.
  */
 void print_stats(const mrc_qp* qp) noexcept {
     const char* env = std::getenv("DROCE_MRC_STATS");
@@ -375,6 +397,15 @@ void print_stats(const mrc_qp* qp) noexcept {
         std::fprintf(stderr, "lib_mrc: %s QP 0x%06x counters:%s\n", qp->ctx->dev->name().c_str(),
                      qp->qpn, line.c_str());
     }
+    // The device's own counters (drops before any QP, link changes), for the same reader.
+    std::string dev_line;
+    qp->ctx->dev->counter_registry().for_each([&](std::string_view scope, std::string_view name,
+                                                  std::uint64_t v) {
+        if (v == 0 || scope.substr(0, 3) == "qp/") return;
+        dev_line += " " + std::string(scope) + "/" + std::string(name) + "=" + std::to_string(v);
+    });
+    std::fprintf(stderr, "lib_mrc: %s device counters:%s\n", qp->ctx->dev->name().c_str(),
+                 dev_line.c_str());
 }
 
 } // namespace
@@ -506,6 +537,7 @@ extern "C" mrc_qp* mrc_create_qp(mrc_context* mrc_ctx, mrc_qp_init_attr* a) {
                                                  a->sq_sig_all != 0, &err, mrc::kMrcTransport);
         else
             err = EINVAL;
+        if (qp->native) (void)mrc::set_attr(*qp->native, real_time_attr(*qp->native));
     }
     if (!qp->native) {
         delete qp;
