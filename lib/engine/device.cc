@@ -24,6 +24,7 @@ Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
     live_qps_.reserve(rc::kMaxQp); // create_qp inserts without allocating
     active_.reserve(rc::kMaxQp);   // activate() appends without allocating
     active_flag_.assign(rc::kMaxQp, 0);
+    err_seen_.assign(rc::kMaxQp, 0);
     for (const PortSpec& ps : ports_) {
         port_mtu_.push_back(ps.mtu);
         if (wire::is_ipv4_mapped(ps.gid)) {
@@ -230,6 +231,7 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
         return nullptr;
     }
     qp->qpn = rc::kFirstQpn + static_cast<std::uint32_t>(slot - qps_.begin());
+    err_seen_[static_cast<std::size_t>(slot - qps_.begin())] = 0;
     rc::Qp* raw = qp.get();
     *slot = std::move(qp);
     // QPN order; never reallocates (capacity kMaxQp reserved in the constructor).
@@ -399,6 +401,9 @@ int Device::modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) no
     const int err = qp->transport->modify(qp, attr, mask, port_mtu_, ctx_);
     if (err != 0) return err;
     if (mask & (rc::kQpAv | rc::kQpDestQpn | rc::kQpPort)) set_path(*qp);
+    // ERR reached by the application's own modify raises no QP fatal event (on_qp_fatal); RESET
+    // re-arms it.
+    err_seen_[qp->qpn - rc::kFirstQpn] = qp->state == QpState::err;
     // The engine is between passes (the section): its schedule may be changed here directly. A
     // QP that moved (to RTS with WQEs waiting, to ERR with WQEs to flush) runs on the next pass.
     sync_timer(*qp);

@@ -140,6 +140,13 @@ class Device {
      * on the control path before the engine runs; it must not block.
      */
     std::function<void(unsigned port, bool up)> on_link_change;
+    /**
+     * Called on the engine thread, once, when a QP goes to ERR by itself (retries exhausted, a
+     * fatal NAK, a remote access error: what raises IBV_EVENT_QP_FATAL), never when modify_qp
+     * moves it there; the QP's error completions are already in its CQs. Set it on the control
+     * path (inside a ControlSection); it must not block nor make control calls.
+     */
+    std::function<void(rc::Qp& qp)> on_qp_fatal;
 
     /**
      * The peer's address on each plane, for a QP of a multiplane transport (MRC): entry p is the
@@ -395,6 +402,9 @@ class Device {
      */
     std::vector<std::uint32_t> active_;
     std::vector<std::uint8_t> active_flag_; ///< per slot: on active_
+    /** Per slot: the QP's ERR state was reported to on_qp_fatal or came from modify_qp (no report).
+     *  Engine and control path inside a section. */
+    std::vector<std::uint8_t> err_seen_;
     TimerHeap timers_{rc::kMaxQp};
     static constexpr std::uint32_t kDoorbellWords = rc::kMaxQp / 64;
     /** Doorbell bits, one per QP slot, set by application threads, taken by the engine; the summary

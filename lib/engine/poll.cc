@@ -121,6 +121,12 @@ std::uint32_t Device::poll() noexcept {
         rc::Qp& qp = *qps_[slot];
         work += qp.transport->run(qp, ctx_, kBurst, &wait_release);
         sync_timer(qp);
+        // A QP that failed by itself (in receive, a timer or its run) is active this pass: report
+        // it once (IBV_EVENT_QP_FATAL).
+        if (qp.state == QpState::err && !err_seen_[slot]) [[unlikely]] {
+            err_seen_[slot] = 1;
+            if (on_qp_fatal) on_qp_fatal(qp);
+        }
         if (qp.transport->has_work(qp)) {
             ++i;
             continue;

@@ -172,6 +172,14 @@ struct EvInfo {
  * @return 0, EINVAL (not an MRC QP, a value out of range) or EBUSY (not in RESET or INIT).
  */
 int set_attr(rc::Qp& qp, const MrcAttr& attr) noexcept;
+/**
+ * Sets only the requester's attributes of @p qp (an MRC QP) — mpr, max_wimm, timeout, linear_cnt,
+ * exp_cnt; the other fields of @p attr are not looked at — in RESET, INIT or RTR, before it sends
+ * (the OCP API gives them with the modify to RTS, when set_attr no longer may). The requester
+ * starts from them at RTS. Control path, inside the device's ControlSection.
+ * @return 0, EINVAL (not an MRC QP, a value out of range) or EBUSY (RTS or later).
+ */
+int set_requester_attr(rc::Qp& qp, const MrcAttr& attr) noexcept;
 /** The QP's MRC attributes. @return nullptr when @p qp is not an MRC QP. */
 [[nodiscard]] const MrcAttr* get_attr(const rc::Qp& qp) noexcept;
 

@@ -179,6 +179,25 @@ int set_attr(Qp& qp, const MrcAttr& attr) noexcept {
     return 0;
 }
 
+int set_requester_attr(Qp& qp, const MrcAttr& attr) noexcept {
+    if (!is_mrc(qp)) return EINVAL;
+    State& s = state(qp);
+    MrcAttr a = s.attr;
+    a.mpr = attr.mpr;
+    a.max_wimm = attr.max_wimm;
+    a.timeout = attr.timeout;
+    a.linear_cnt = attr.linear_cnt;
+    a.exp_cnt = attr.exp_cnt;
+    if (!valid(a)) return EINVAL;
+    if (qp.state != rc::QpState::reset && qp.state != rc::QpState::init &&
+        qp.state != rc::QpState::rtr)
+        return EBUSY;
+    // The requester reads them when it starts (requester_reset at RTS) and as it sends: nothing
+    // else to rebuild.
+    s.attr = a;
+    return 0;
+}
+
 const MrcAttr* get_attr(const Qp& qp) noexcept {
     return is_mrc(qp) ? &state(qp).attr : nullptr;
 }

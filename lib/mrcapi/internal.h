@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * Internal header of lib_mrc (lib/mrcapi): the objects behind the OCP MRC API's opaque handles
+ * (struct mrc_context, mrc_cq, mrc_comp_channel, mrc_qp, mrc_qp_hint) and what the source files
+ * share. Not installed.
+ *
+ * How lib_mrc sits on droce:
+ *  - Devices, verbs contexts, PDs and MRs are droce's libibverbs.so.1's (lib/verbs). lib_mrc
+ * reaches the droce objects behind the verbs handles through its droce-private entry points
+ *    (verbs/droce_private.h, found at run time: VerbsPrivate): the Device of an ibv_context, the
+ *    mem::Pd of an ibv_pd, the device's config, and control sections.
+ *  - CQs, completion channels and MRC QPs are lib_mrc's own, made with the native API on that
+ *    Device: Device::create_cq, Device::create_qp(..., mrc::kMrcTransport), mrc::set_attr,
+ *    Device::set_remote_planes, Device::modify_qp, post_send / post_recv / poll_cq. The MRC
+ *    transport (lib/mrc) is linked into lib_mrc (the verbs library does not carry it); the engine
+ *    threads of the verbs library's runtime run it through the QP's transport table.
+ *  - lib/engine and lib/rc are linked into lib_mrc as well (static libraries, hidden symbols): the
+ *    native calls run lib_mrc's copy of that code on the objects the verbs library's runtime owns.
+ *    Both copies come from one build and keep no global state, so either runs on the same objects.
+ *
+ * Thread rules:
+ *  - Control calls (create, modify, destroy, query) hold the verbs layer's control section of the
+ *    device (droce_verbs_control_begin/end: the provider mutex, so one control thread at a time in
+ *    the process, and the device's engine between passes). No ibv_* call and no droce_verbs_*
+ *    accessor other than control_end may be made inside one (the mutex is not recursive).
+ *  - mrc_post_send / mrc_post_recv take the QP's send / receive spinlock, mrc_poll_cq the CQ's:
+ *    the native rings have one producer and one consumer, the API allows any thread.
+ *  - Engine-thread hooks (Device::on_link_change, Device::on_qp_fatal, Cq::notify) only write
+ *    records into pipes; the lists they read change only inside the device's control section.
+ */
+#pragma once
+
+#include <mrc.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "config/config.h"
+#include "engine/device.h"
+#include "mrc/mrc.h"
+#include "rc/qp.h"
+#include "verbs/droce_private.h"
+
+namespace droce::mrcapi {
+
+/** A test-and-test-and-set spinlock for one queue's application side (short sections). */
+class SpinLock {
+  public:
+    void lock() noexcept {
+        for (;;) {
+            if (!locked_.exchange(true, std::memory_order_acquire)) return;
+            while (locked_.load(std::memory_order_relaxed))
+                __builtin_ia32_pause();
+        }
+    }
+    void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+
+  private:
+    std::atomic<bool> locked_{false};
+};
+
+/**
+ * The droce-private entry points of droce's libibverbs.so.1 (verbs/droce_private.h, version node
+ * DROCE_PRIVATE_1), looked up when lib_mrc first needs them (dlvsym) rather than linked: a program
+ * builds against lib_mrc.so and the system's libibverbs (the OCP example's makefile links
+ * -libverbs from pkg-config), and runs with droce's libibverbs.so.1 first on LD_LIBRARY_PATH. With
+ * another libibverbs loaded the pointers are null: no device does MRC (mrc_query_device says
+ * unsupported, mrc_create_context fails with ENODEV).
+ */
+struct VerbsPrivate {
+    decltype(&droce_verbs_device) device = nullptr;
+    decltype(&droce_verbs_device_config) device_config = nullptr;
+    decltype(&droce_verbs_pd) pd = nullptr;
+    decltype(&droce_verbs_control_begin) control_begin = nullptr;
+    decltype(&droce_verbs_control_end) control_end = nullptr;
+    [[nodiscard]] bool ok() const noexcept {
+        return device && device_config && pd && control_begin && control_end;
+    }
+};
+/** The entry points (resolved once, thread-safe). */
+const VerbsPrivate& verbs_private() noexcept;
+
+/** A control section of the verbs layer on a context's device (droce_verbs_control_begin). */
+class Control {
+  public:
+    explicit Control(ibv_context* ctx) noexcept;
+    ~Control();
+    Control(const Control&) = delete;
+    Control& operator=(const Control&) = delete;
+    /** False when the context was not an open droce context (then nothing is held). */
+    [[nodiscard]] bool ok() const noexcept { return ok_; }
+
+  private:
+    ibv_context* ctx_;
+    bool ok_;
+};
+
+/** An asynchronous event as it travels through a context's pipe. */
+struct AsyncRecord {
+    std::uint32_t type = 0;   ///< enum ibv_event_type
+    std::uint32_t port = 0;   ///< 1-based, port events
+    std::uint32_t handle = 0; ///< QPN (QP events) or CQ number (CQ events)
+};
+
+/** Per device: the MRC contexts on it, read by the engine hooks lib_mrc installs on the Device. */
+struct DeviceEntry {
+    Device* dev = nullptr;
+    /** Changed only inside the device's control section; read by the engine thread's hooks. */
+    std::vector<mrc_context*> contexts;
+};
+
+/** Writes @p r into the async pipe of every MRC context of @p e (engine thread or control). */
+void post_to_contexts(const DeviceEntry& e, const AsyncRecord& r) noexcept;
+/** Writes @p r into @p ctx's async pipe (any thread). */
+void post_async(mrc_context* ctx, const AsyncRecord& r) noexcept;
+
+/** Sets errno to @p err and returns nullptr (creators). */
+template <typename T>
+inline T* fail(int err) noexcept {
+    errno = err;
+    return nullptr;
+}
+/** Sets errno to @p err and returns -1 ("-1 on failure, errno set"). */
+inline int fail_neg(int err) noexcept {
+    errno = err;
+    return -1;
+}
+/** Sets errno to @p err and returns it ("errors like ibv_*": an errno number). */
+inline int fail_errno(int err) noexcept {
+    if (err != 0) errno = err;
+    return err;
+}
+
+/** The back-off of an application polling an empty CQ (yields the core now and then). */
+void note_poll(std::uint32_t got) noexcept;
+
+/** Removes every completion of QP @p qpn from @p cq (inside a control section). */
+void purge_cq(mrc_cq* cq, std::uint32_t qpn) noexcept;
+
+/** Destroys what a context still holds (mrc_destroy_context). Control section not held. */
+void destroy_context_objects(mrc_context* ctx) noexcept;
+
+} // namespace droce::mrcapi
+
+/** The MRC context: one verbs context's MRC side, the parent of every other object. */
+struct mrc_context {
+    ibv_context* ibv = nullptr;
+    droce::Device* dev = nullptr;
+    const droce::DeviceConfig* cfg = nullptr;
+    droce::mrcapi::DeviceEntry* entry = nullptr;
+    std::uint32_t api_version = 0;    ///< the application's MRC_API_VER_USED (0: not stated)
+    std::uint32_t vendor_version = 0; ///< its MRC_VENDOR_API_VER_USED (0: not stated)
+    int async_rfd = -1;               ///< read end of the async event pipe (blocking)
+    int async_wfd = -1;               ///< write end (non-blocking)
+    /** The objects of the context, for cleanup and event lookup; guarded by mu. */
+    std::mutex mu;
+    std::vector<mrc_comp_channel*> channels;
+    std::vector<mrc_cq*> cqs;
+    std::vector<mrc_qp*> qps;
+    std::vector<mrc_qp_hint*> hints;
+};
+
+/** A completion channel: a pipe the engine writes a CQ's number into when an armed CQ fires. */
+struct mrc_comp_channel {
+    mrc_context* ctx = nullptr;
+    int rfd =
+        -1; ///< read end, mrc_get_comp_channel_fd (blocking unless the application changes it)
+    int wfd = -1;             ///< write end (non-blocking), written by the engine thread
+    std::mutex mu;            ///< guards cqs
+    std::vector<mrc_cq*> cqs; ///< CQs attached, to map an event's CQ number back
+};
+
+/** A completion queue: a native rc::Cq of the context's device. */
+struct mrc_cq {
+    mrc_context* ctx = nullptr;
+    droce::rc::Cq* native = nullptr;
+    mrc_comp_channel* channel = nullptr;
+    void* cq_context = nullptr;
+    std::uint32_t cqn = 0;
+    droce::mrcapi::SpinLock lock;   ///< consumer side of the ring
+    bool overflow_reported = false; ///< IBV_EVENT_CQ_ERR sent (under lock)
+    /** Completion events handed out (mrc_get_cq_event) and acknowledged (mrc_ack_cq_events). */
+    std::mutex ev_mu;
+    std::condition_variable ev_cv;
+    std::uint64_t events_got = 0;
+    std::uint64_t events_acked = 0;
+    std::atomic<int> qp_refs{0}; ///< QPs using it
+};
+
+/** A QP hint: stored attributes, no effect on droce beyond mrc_query_qp_hint. */
+struct mrc_qp_hint {
+    mrc_context* ctx = nullptr;
+    mrc_qp_hint_attr attr{};
+    std::atomic<int> refs{0}; ///< QPs that name it
+};
+
+/** An MRC QP: a native rc::Qp run by the MRC transport. */
+struct mrc_qp {
+    mrc_context* ctx = nullptr;
+    droce::rc::Qp* native = nullptr;
+    std::uint32_t qpn = 0;
+    mrc_qp_init_attr init{}; ///< as created (cap as granted, protocol version as chosen)
+    /** MRC attributes droce keeps beside the transport's (hint, profiles, cap bits, vendor bytes).
+     *  Control path (inside a control section). */
+    mrc_qp_hint* hint = nullptr;
+    std::uint64_t ev_profile_id = 0;
+    std::uint64_t cc_profile_id = 0;
+    std::uint32_t cap = 0;
+    std::uint8_t vendor_cfg[MRC_MAX_VENDOR_CFG_SIZE] = {};
+    droce::mrcapi::SpinLock sq_lock;
+    droce::mrcapi::SpinLock rq_lock;
+    static constexpr std::uint32_t kScratch = 16;
+    std::unique_ptr<droce::rc::SendWqe[]> scratch; ///< mrc_post_send conversion buffer
+};
