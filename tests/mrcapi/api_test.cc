@@ -541,7 +541,7 @@ TEST_F(MrcApi, ModifyRules) {
     EXPECT_EQ(errno, EOPNOTSUPP);
     // Missing what INIT needs, a port that does not exist, NULL attributes.
     EXPECT_EQ(mrc_modify_qp(q, &v, IBV_QP_STATE | IBV_QP_PKEY_INDEX, nullptr, 0), EINVAL);
-    v.port_num = 3;
+    v.port_num = 5; // demo.ini's devices have four ports
     EXPECT_EQ(mrc_modify_qp(q, &v, init_mask | IBV_QP_PORT, nullptr, 0), EINVAL);
     EXPECT_EQ(mrc_modify_qp(q, nullptr, init_mask, nullptr, 0), EINVAL);
     EXPECT_EQ(mrc_modify_qp(nullptr, &v, init_mask, nullptr, 0), EINVAL);
@@ -672,17 +672,17 @@ TEST_F(MrcApi, ModifyRules) {
 
 TEST_F(MrcApi, PlanesFromOneGid) {
     connect_pair();
-    // The application gave the peer's port-1 GID (10.0.0.x); plane 1 (10.0.1.0/24) reaches the
-    // peer at the same host part: 10.0.1.x.
+    // The application gave the peer's port-1 GID (10.0.0.x); plane p (10.0.p.0/24) reaches the
+    // peer at the same host part: 10.0.p.x.
     for (int i = 0; i < 2; ++i) {
         const droce::rc::Qp& n = *qp[i]->native;
-        ASSERT_EQ(n.num_paths, 2);
-        const auto want0 = droce::wire::ipv4_mapped({10, 0, 0, static_cast<std::uint8_t>(2 - i)});
-        const auto want1 = droce::wire::ipv4_mapped({10, 0, 1, static_cast<std::uint8_t>(2 - i)});
-        EXPECT_EQ(n.paths[0].hdr.dst_ip, want0) << "side " << i;
-        EXPECT_EQ(n.paths[1].hdr.dst_ip, want1) << "side " << i;
-        EXPECT_EQ(n.paths[0].port, 0);
-        EXPECT_EQ(n.paths[1].port, 1);
+        ASSERT_EQ(n.num_paths, 4); // demo.ini: four planes
+        for (std::uint8_t p = 0; p < 4; ++p) {
+            const auto want =
+                droce::wire::ipv4_mapped({10, 0, p, static_cast<std::uint8_t>(2 - i)});
+            EXPECT_EQ(n.paths[p].hdr.dst_ip, want) << "side " << i << " plane " << int(p);
+            EXPECT_EQ(n.paths[p].port, p);
+        }
     }
 }
 
