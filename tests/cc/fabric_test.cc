@@ -263,5 +263,26 @@ TEST(DcqcnFabric, FlowsShareABottleneckFairlyWithoutLoss) {
     }
 }
 
+TEST(DcqcnFabric, ALateFlowConvergesToItsShare) {
+    Incast t(2, bottleneck(), cc::profile_by_name("paper"));
+    t.running[1] = false;
+    const std::vector<double> alone = t.run_for(20'000'000);
+    EXPECT_GT(alone[0], 0.9 * kLinkGbps * 4096.0 / 4154.0) << "one flow should fill the link";
+    t.running[1] = true; // joins at line rate
+    std::uint64_t converged_ns = 0;
+    for (int k = 0; k < 100 && converged_ns == 0; ++k) {
+        const std::vector<double> g = t.run_for(1'000'000);
+        if (g[1] > 0.4 * (g[0] + g[1])) converged_ns = (k + 1) * 1'000'000ull;
+    }
+    ASSERT_GT(converged_ns, 0u) << "the late flow never reached 40 % of the bottleneck";
+    const std::vector<double> g = t.run_for(20'000'000);
+    std::printf("late flow: within %.0f ms at >= 40 %%, then %.2f + %.2f Gb/s (Jain %.4f), drops "
+                "%llu\n",
+                converged_ns / 1e6, g[0], g[1], jain(g),
+                static_cast<unsigned long long>(t.drops()));
+    EXPECT_GE(jain(g), 0.98);
+    EXPECT_EQ(t.drops(), 0u);
+}
+
 } // namespace
 } // namespace droce::test
