@@ -37,41 +37,7 @@ void cq_notify(void* notify_ctx, rc::Cq&) noexcept {
     [[maybe_unused]] ssize_t r = write(cq->channel->wfd, &cq->cqn, sizeof cq->cqn);
 }
 
-void to_wc(const rc::Cqe& e, ibv_wc* wc) noexcept {
-    std::memset(wc, 0, sizeof *wc);
-    wc->wr_id = e.wr_id;
-    wc->status = static_cast<ibv_wc_status>(e.status);
-    wc->opcode = static_cast<ibv_wc_opcode>(e.opcode);
-    wc->vendor_err = e.vendor_err;
-    wc->byte_len = e.byte_len;
-    wc->imm_data = htobe32(e.imm_data); // MRC carries no SEND with invalidate
-    wc->qp_num = e.qp_num;
-    wc->src_qp = e.src_qp;
-    wc->wc_flags = e.wc_flags;
-    wc->pkey_index = e.pkey_index;
-    wc->slid = e.slid;
-    wc->sl = e.sl;
-    wc->dlid_path_bits = e.dlid_path_bits;
-}
-
-/**
- * After kYieldAfter empty polls in a row on one thread, give the core away once: on a host with
- * fewer cores than busy threads the engine thread that would produce the completion otherwise
- * waits for the poller's whole time slice (the verbs layer does the same, lib/verbs/cq.cc).
- */
-constexpr std::uint32_t kYieldAfter = 256;
-thread_local std::uint32_t empty_polls = 0;
-
 } // namespace
-
-void note_poll(std::uint32_t got) noexcept {
-    if (got) {
-        empty_polls = 0;
-    } else if (++empty_polls >= kYieldAfter) {
-        empty_polls = 0;
-        sched_yield();
-    }
-}
 
 void purge_cq(mrc_cq* cq, std::uint32_t qpn) noexcept {
     // Inside a control section: the engine (the ring's producer) is between passes, so this thread
@@ -207,7 +173,7 @@ extern "C" int mrc_poll_cq(mrc_cq* cq, int num_entries, ibv_wc* wc) {
             std::min<std::uint32_t>(kChunk, static_cast<std::uint32_t>(num_entries - done));
         const std::uint32_t got = cq->ctx->dev->poll_cq(cq->native, buf, want);
         for (std::uint32_t i = 0; i < got; ++i)
-            to_wc(buf[i], &wc[done + static_cast<int>(i)]);
+            verbs::wc_from_cqe(buf[i], &wc[done + static_cast<int>(i)]);
         done += static_cast<int>(got);
         if (got < want) break;
     }

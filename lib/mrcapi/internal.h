@@ -45,6 +45,7 @@
 #include "mrc/mrc.h"
 #include "rc/qp.h"
 #include "verbs/droce_private.h"
+#include "verbs/wr_convert.h"
 
 namespace droce::mrcapi {
 
@@ -136,8 +137,7 @@ inline int fail_errno(int err) noexcept {
     return err;
 }
 
-/** The back-off of an application polling an empty CQ (yields the core now and then). */
-void note_poll(std::uint32_t got) noexcept;
+using verbs::note_poll; // the empty-poll back-off (verbs/wr_convert.h)
 
 /** Removes every completion of QP @p qpn from @p cq (inside a control section). */
 void purge_cq(mrc_cq* cq, std::uint32_t qpn) noexcept;

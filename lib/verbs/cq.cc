@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "provider.h"
+#include "wr_convert.h"
 
 namespace droce::verbs {
 namespace {
@@ -29,44 +30,6 @@ void cq_notify(void* notify_ctx, rc::Cq&) noexcept {
     // Non-blocking: with 8192 unread events (64 KiB pipe) further events are dropped rather than
     // stalling the engine; an application that reads its events never gets there.
     [[maybe_unused]] ssize_t r = write(ch->wfd, &cq, sizeof cq);
-}
-
-void to_wc(const rc::Cqe& e, ibv_wc* wc) noexcept {
-    wc->wr_id = e.wr_id;
-    wc->status = static_cast<ibv_wc_status>(e.status);
-    wc->opcode = static_cast<ibv_wc_opcode>(e.opcode);
-    wc->vendor_err = e.vendor_err;
-    wc->byte_len = e.byte_len;
-    if (e.wc_flags & rc::kWcWithInv)
-        wc->invalidated_rkey = e.imm_data;
-    else
-        wc->imm_data = htobe32(e.imm_data);
-    wc->qp_num = e.qp_num;
-    wc->src_qp = e.src_qp;
-    wc->wc_flags = e.wc_flags;
-    wc->pkey_index = e.pkey_index;
-    wc->slid = e.slid;
-    wc->sl = e.sl;
-    wc->dlid_path_bits = e.dlid_path_bits;
-}
-
-/**
- * Back-off of an application that polls an empty CQ: after kYieldAfter empty polls in a row on one
- * thread, give the core away once (sched_yield). On a host with fewer cores than busy threads (two
- * processes, each with an engine thread and a busy-polling application, on 2 cores) the engine
- * thread that would produce the completion otherwise waits for the poller's whole time slice
- * (milliseconds per message: ibv_rc_pingpong measured 27 ms per iteration without it). droce-perf's
- * Backoff does the same. On an idle core sched_yield returns at once.
- */
-constexpr std::uint32_t kYieldAfter = 256;
-thread_local std::uint32_t empty_polls = 0;
-inline void note_poll(std::uint32_t got) noexcept {
-    if (got) {
-        empty_polls = 0;
-    } else if (++empty_polls >= kYieldAfter) {
-        empty_polls = 0;
-        sched_yield();
-    }
 }
 
 /**
@@ -86,7 +49,7 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
             std::min<std::uint32_t>(kChunk, static_cast<std::uint32_t>(num_entries - done));
         const std::uint32_t got = cq->ctx->dev->poll_cq(cq->native, buf, want);
         for (std::uint32_t i = 0; i < got; ++i)
-            to_wc(buf[i], &wc[done + static_cast<int>(i)]);
+            wc_from_cqe(buf[i], &wc[done + static_cast<int>(i)]);
         done += static_cast<int>(got);
         if (got < want) break;
     }

@@ -16,6 +16,7 @@
 
 #include "provider.h"
 #include "rc/params.h"
+#include "wr_convert.h"
 
 namespace droce::verbs {
 namespace {
@@ -204,19 +205,7 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     rc::RecvWqe r;
     qp->rq_lock.lock();
     for (; wr; wr = wr->next) {
-        if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > rc::kMaxSge ||
-            (wr->num_sge > 0 && !wr->sg_list)) {
-            rc = EINVAL;
-            break;
-        }
-        r.wr_id = wr->wr_id;
-        r.num_sge = static_cast<std::uint32_t>(wr->num_sge);
-        std::uint32_t len = 0;
-        for (int i = 0; i < wr->num_sge; ++i) {
-            r.sg_list[i] = rc::Sge{wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey};
-            len += wr->sg_list[i].length;
-        }
-        r.length = len;
+        if ((rc = recv_wqe_from(*wr, r)) != 0) break;
         std::uint32_t bad = 0;
         if ((rc = qp->ctx->dev->post_recv(qp->native, &r, 1, &bad)) != 0) break;
     }
