@@ -158,7 +158,8 @@ struct PlaneStats {
 /** A snapshot of one path. */
 struct EvInfo {
     std::uint16_t udp_sport = 0;
-    std::uint8_t plane = 0; ///< 0-based device port
+    std::uint32_t flow_label = 0; ///< IPv6 paths; the low 20 bits
+    std::uint8_t plane = 0;       ///< 0-based device port
     EvState state = EvState::good;
     std::uint64_t avoid_until_ns = 0; ///< skipped for congestion until then (ECN echo, trim)
     std::uint64_t tx_pkts = 0;
@@ -168,7 +169,8 @@ struct EvInfo {
 /**
  * Sets the MRC attributes of @p qp (an MRC QP) in RESET or INIT, before RTR, as mrc_modify_qp with
  * the MRC mask does; the path set is rebuilt. Control path: call inside the device's
- * ControlSection (mrc::Device-level wrapper: Device::ControlSection section(dev)).
+ * ControlSection (mrc::Device-level wrapper: Device::ControlSection section(dev)). Paths given by
+ * set_evs are dropped: num_evs paths from ev_base again.
  * @return 0, EINVAL (not an MRC QP, a value out of range) or EBUSY (not in RESET or INIT).
  */
 int set_attr(rc::Qp& qp, const MrcAttr& attr) noexcept;
@@ -192,11 +194,54 @@ int set_requester_attr(rc::Qp& qp, const MrcAttr& attr) noexcept;
 /** Paths of the QP; @p out gets up to out.size() entries. Engine quiescent (ControlSection) or the
  *  engine thread. @return paths written. */
 std::size_t ev_snapshot(const rc::Qp& qp, std::span<EvInfo> out) noexcept;
+/** Path @p ev of the QP into @p out (the engine thread, or the engine quiescent). @return false
+ *  when @p qp is not an MRC QP or has no such path. */
+bool ev_info(const rc::Qp& qp, std::uint32_t ev, EvInfo& out) noexcept;
 /**
  * Sets path @p ev DENIED (@p deny) or back to GOOD (OCP mrc_ctl EV state). Control path.
  * @return 0 or EINVAL.
  */
 int set_ev_denied(rc::Qp& qp, std::uint32_t ev, bool deny) noexcept;
+/**
+ * One path given explicitly (an entry of an OCP MRC controller EV profile, mrc_ctl_ev: a value
+ * bound to a port). droce puts an EV in the UDP source port and, on IPv6 paths, the flow label.
+ */
+struct EvSpec {
+    std::uint16_t udp_sport = 0;
+    std::uint32_t flow_label = 0; ///< IPv6 paths only, low 20 bits used
+    std::uint8_t plane = 0;       ///< 0-based device port
+    bool denied = false;          ///< starts DENIED (never used until set GOOD)
+};
+/**
+ * Replaces the QP's path set by @p evs (instead of num_evs paths from ev_base spread over the
+ * ports): num_evs becomes evs.size(); every path starts GOOD (or DENIED). min_active_evs is
+ * lowered to evs.size() when above it. In RESET, INIT or RTR, before the QP sends. Control path
+ * (the device's ControlSection).
+ * @return 0; EINVAL (not an MRC QP, no path or more than kMaxEvs, a plane >= kMaxPlanes of the
+ *         transmit stage); EBUSY (RTS or later: the requester has packets on the old paths).
+ */
+int set_evs(rc::Qp& qp, std::span<const EvSpec> evs) noexcept;
+/**
+ * Changes the value of path @p ev in place (OCP MRC_CTL_EV_OP_REPLACE_EV on an ONLINE profile):
+ * its packets from now on carry @p udp_sport / @p flow_label; its plane and state stay. Any QP
+ * state. Control path. @return 0 or EINVAL (not an MRC QP, @p ev out of range).
+ */
+int replace_ev(rc::Qp& qp, std::uint32_t ev, std::uint16_t udp_sport,
+               std::uint32_t flow_label) noexcept;
+/**
+ * Sets min_active_evs (OCP ev_min_active) in any state: loss detection leaves at least this many
+ * GOOD paths. Control path. @return 0 or EINVAL (not an MRC QP, more than num_evs).
+ */
+int set_min_active_evs(rc::Qp& qp, std::uint16_t min_active) noexcept;
+/**
+ * Called on the engine thread when a path changes state by itself: GOOD -> ASSUMED_BAD (a loss) or
+ * ASSUMED_BAD -> GOOD (probes answered). The OCP MRC controller's EV events come from it. Must not
+ * block, allocate or throw (it runs inside the engine's pass).
+ */
+using EvEventFn = void (*)(void* user, std::uint16_t ev, EvState state) noexcept;
+/** Installs (or, with nullptr, removes) @p fn for @p qp. Control path. No effect on RC QPs. */
+void set_ev_event_hook(rc::Qp& qp, EvEventFn fn, void* user) noexcept;
+
 /** WRITE with immediate the responder holds right now (arrived, not yet completed) and the most
  *  it ever held: the max_wimm_dest bound is kept when max <= max_wimm_dest. */
 struct WimmUse {

@@ -35,17 +35,23 @@ void build_evs(rc::Qp& qp, State& s) noexcept {
     s.bad_evs = 0;
     for (std::uint16_t i = 0; i < s.num_evs; ++i) {
         Ev& e = s.evs[i];
-        const auto plane = static_cast<std::uint8_t>(i % planes);
+        const EvSpec* spec = s.explicit_evs ? &s.ev_specs[i] : nullptr;
+        // A path on a port the QP does not span (fewer remote planes than the profile names) rides
+        // the plane of the same number modulo what exists.
+        const auto plane = static_cast<std::uint8_t>(spec ? spec->plane % planes : i % planes);
         if (!same_shape) e = Ev{};
+        if (!same_shape && spec && spec->denied) e.state = EvState::denied;
         e.plane = plane;
         e.hdr = qp.paths[plane].hdr;
-        e.hdr.udp_sport = static_cast<std::uint16_t>(s.attr.ev_base + i);
+        e.hdr.udp_sport = spec ? spec->udp_sport : static_cast<std::uint16_t>(s.attr.ev_base + i);
         // ECN-capable (ECT(0)): MRC tells congestion (a CE mark: avoid the path a while) from
         // failure (a loss: retire it), so switches must be able to mark its packets.
         e.hdr.tos = static_cast<std::uint8_t>((e.hdr.tos & ~3u) | 2u);
         // The IPv6 flow label carries the entropy value too (OCP MRC STEV: EV bits spread over the
         // flow label and the UDP source port), so ECMP on either field follows the path.
-        if (e.hdr.ipv6) e.hdr.flow_label = (e.hdr.flow_label & 0xff000u) | i;
+        if (e.hdr.ipv6)
+            e.hdr.flow_label =
+                spec ? spec->flow_label & 0xfffffu : (e.hdr.flow_label & 0xff000u) | i;
         s.plane_evs[plane][s.plane_ev_count[plane]++] = i;
         if (e.state == EvState::good) ++s.good_evs;
         if (e.state == EvState::assumed_bad) ++s.bad_evs;
@@ -135,6 +141,7 @@ void ev_lost(State& s, std::uint16_t ev, std::uint64_t now, std::uint8_t usable)
     ++s.bad_evs;
     if (s.next_probe_ns == 0 || e.probe_due_ns < s.next_probe_ns) s.next_probe_ns = e.probe_due_ns;
     s.count(MrcCounter::ev_assumed_bad);
+    s.ev_event(ev, EvState::assumed_bad);
 }
 
 void ev_avoid(State& s, std::uint16_t ev, std::uint64_t now) noexcept {
@@ -230,6 +237,7 @@ void probe_reply_receive(State& s, const wire::ParsedFrame& pkt, std::uint64_t n
     ++s.good_evs;
     --s.bad_evs;
     s.count(MrcCounter::ev_restored);
+    s.ev_event(ev, EvState::good);
     (void)now;
 }
 

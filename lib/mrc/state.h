@@ -76,6 +76,11 @@ struct State final : rc::TransportState {
     // ---- paths (paths.cc)
     std::array<Ev, kMaxEvs> evs{};
     std::uint16_t num_evs = 0;
+    /** Paths given by set_evs (explicit_evs), else num_evs paths from attr.ev_base. */
+    std::array<EvSpec, kMaxEvs> ev_specs{};
+    bool explicit_evs = false;
+    EvEventFn ev_hook = nullptr; ///< set_ev_event_hook
+    void* ev_hook_user = nullptr;
     std::uint8_t num_planes = 0;
     std::array<std::array<std::uint16_t, kMaxEvs>, kMaxPlanes> plane_evs{};
     std::array<std::uint16_t, kMaxPlanes> plane_ev_count{};
@@ -149,6 +154,9 @@ struct State final : rc::TransportState {
     std::uint32_t ctl_next = 0;
 
     void count(MrcCounter c, std::uint64_t n = 1) noexcept { counters.inc(c, n); }
+    void ev_event(std::uint16_t ev, EvState to) const noexcept {
+        if (ev_hook != nullptr) ev_hook(ev_hook_user, ev, to);
+    }
     PsnEntry& entry(Psn p) noexcept { return psn[p.value() & kWindowMask]; }
     wire::MrcCtlFields& next_ctl() noexcept {
         wire::MrcCtlFields& c = ctl[ctl_next++ % kCtlSlots];

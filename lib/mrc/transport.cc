@@ -174,6 +174,7 @@ int set_attr(Qp& qp, const MrcAttr& attr) noexcept {
     if (qp.state != rc::QpState::reset && qp.state != rc::QpState::init) return EBUSY;
     State& s = state(qp);
     s.attr = attr;
+    s.explicit_evs = false; // num_evs paths from ev_base again (set_evs after this call)
     build_evs(qp, s);
     requester_reset(s, s.next_psn, qp.sq.consumer_index());
     return 0;
@@ -214,15 +215,27 @@ const PlaneStats* plane_stats(const Qp& qp, unsigned plane) noexcept {
     return is_mrc(qp) && plane < kMaxPlanes ? &state(qp).planes[plane] : nullptr;
 }
 
+namespace {
+EvInfo info_of(const Ev& e) noexcept {
+    return EvInfo{e.hdr.udp_sport,  e.hdr.flow_label, e.plane, e.state,
+                  e.avoid_until_ns, e.tx_pkts,        e.losses};
+}
+} // namespace
+
 std::size_t ev_snapshot(const Qp& qp, std::span<EvInfo> out) noexcept {
     if (!is_mrc(qp)) return 0;
     const State& s = state(qp);
     const std::size_t n = std::min<std::size_t>(out.size(), s.num_evs);
     for (std::size_t i = 0; i < n; ++i) {
-        const Ev& e = s.evs[i];
-        out[i] = EvInfo{e.hdr.udp_sport, e.plane, e.state, e.avoid_until_ns, e.tx_pkts, e.losses};
+        out[i] = info_of(s.evs[i]);
     }
     return n;
+}
+
+bool ev_info(const Qp& qp, std::uint32_t ev, EvInfo& out) noexcept {
+    if (!is_mrc(qp) || ev >= state(qp).num_evs) return false;
+    out = info_of(state(qp).evs[ev]);
+    return true;
 }
 
 int set_ev_denied(Qp& qp, std::uint32_t ev, bool deny) noexcept {
@@ -235,6 +248,53 @@ int set_ev_denied(Qp& qp, std::uint32_t ev, bool deny) noexcept {
     e.state = deny ? EvState::denied : EvState::good;
     if (e.state == EvState::good) ++s.good_evs;
     return 0;
+}
+
+int set_evs(Qp& qp, std::span<const EvSpec> evs) noexcept {
+    if (!is_mrc(qp) || evs.empty() || evs.size() > kMaxEvs) return EINVAL;
+    for (const EvSpec& e : evs)
+        if (e.plane >= kMaxPlanes) return EINVAL;
+    if (qp.state != rc::QpState::reset && qp.state != rc::QpState::init &&
+        qp.state != rc::QpState::rtr)
+        return EBUSY;
+    State& s = state(qp);
+    std::copy(evs.begin(), evs.end(), s.ev_specs.begin());
+    s.explicit_evs = true;
+    s.attr.num_evs = static_cast<std::uint16_t>(evs.size());
+    s.attr.min_active_evs = std::min(s.attr.min_active_evs, s.attr.num_evs);
+    s.num_evs = 0; // a new shape: every path starts afresh
+    build_evs(qp, s);
+    return 0;
+}
+
+int replace_ev(Qp& qp, std::uint32_t ev, std::uint16_t udp_sport,
+               std::uint32_t flow_label) noexcept {
+    if (!is_mrc(qp)) return EINVAL;
+    State& s = state(qp);
+    if (ev >= s.num_evs) return EINVAL;
+    Ev& e = s.evs[ev];
+    e.hdr.udp_sport = udp_sport;
+    if (e.hdr.ipv6) e.hdr.flow_label = flow_label & 0xfffffu;
+    if (s.explicit_evs) {
+        s.ev_specs[ev].udp_sport = udp_sport;
+        s.ev_specs[ev].flow_label = flow_label;
+    }
+    return 0;
+}
+
+int set_min_active_evs(Qp& qp, std::uint16_t min_active) noexcept {
+    if (!is_mrc(qp)) return EINVAL;
+    State& s = state(qp);
+    if (min_active > s.attr.num_evs) return EINVAL;
+    s.attr.min_active_evs = min_active;
+    return 0;
+}
+
+void set_ev_event_hook(Qp& qp, EvEventFn fn, void* user) noexcept {
+    if (!is_mrc(qp)) return;
+    State& s = state(qp);
+    s.ev_hook = fn;
+    s.ev_hook_user = user;
 }
 
 WimmUse wimm_dest_use(const Qp& qp) noexcept {

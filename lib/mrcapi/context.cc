@@ -79,10 +79,20 @@ std::vector<mrc_context*>& live_contexts() noexcept {
     static auto* v = new std::vector<mrc_context*>;
     return *v;
 }
-bool is_live(mrc_context* c) noexcept {
+} // namespace
+
+bool context_is_live(mrc_context* c) noexcept {
     std::lock_guard<std::mutex> g(contexts_mu());
     return std::find(live_contexts().begin(), live_contexts().end(), c) != live_contexts().end();
 }
+
+DeviceEntry* find_entry(Device* dev) noexcept {
+    for (DeviceEntry* e : device_entries())
+        if (e->dev == dev) return e;
+    return nullptr;
+}
+
+namespace {
 
 /** The entry of @p dev, hooked on first use. Inside a Control of a context of @p dev. */
 DeviceEntry* entry_of(Device* dev) {
@@ -129,7 +139,8 @@ void fill_device_attr(mrc_device_attr* attr) noexcept {
 int query_device(ibv_context* context, mrc_context* mcontext, mrc_device_attr* attr,
                  int* supported) noexcept {
     if (!context || !attr || !supported) return fail_neg(EINVAL);
-    if (mcontext && (!is_live(mcontext) || mcontext->ibv != context)) return fail_neg(EINVAL);
+    if (mcontext && (!context_is_live(mcontext) || mcontext->ibv != context))
+        return fail_neg(EINVAL);
     if (!verbs_private().ok() || !verbs_private().device(context)) {
         // Not an open droce context: no MRC here.
         std::memset(attr, 0, sizeof *attr);
@@ -231,11 +242,12 @@ extern "C" mrc_context* mrc_create_context(ibv_context* vcontext, mrc_context_at
         std::lock_guard<std::mutex> g(contexts_mu());
         live_contexts().push_back(c);
     }
+    start_control_server(vcontext->device);
     return c;
 }
 
 extern "C" int mrc_destroy_context(mrc_context* mrc_ctx) {
-    if (!mrc_ctx || !is_live(mrc_ctx)) return fail_neg(EINVAL);
+    if (!mrc_ctx || !context_is_live(mrc_ctx)) return fail_neg(EINVAL);
     {
         std::lock_guard<std::mutex> g(contexts_mu());
         std::erase(live_contexts(), mrc_ctx);

@@ -148,7 +148,8 @@ extern "C" mrc_cq* mrc_create_cq(mrc_context* mrc_ctx, int cqe, void* cq_context
 }
 
 extern "C" int mrc_poll_cq(mrc_cq* cq, int num_entries, ibv_wc* wc) {
-    if (!cq || (num_entries > 0 && !wc)) return fail_neg(EINVAL);
+    // An EV event CQ holds EV events, read with mrc_ctl_poll_ev_event.
+    if (!cq || !cq->native || (num_entries > 0 && !wc)) return fail_neg(EINVAL);
     if (num_entries <= 0) return 0;
     constexpr std::uint32_t kChunk = 16;
     rc::Cqe buf[kChunk];
@@ -191,7 +192,9 @@ extern "C" int mrc_destroy_cq(mrc_cq* cq) {
         cq->ev_cv.wait(g, [cq] { return cq->events_acked >= cq->events_got; });
     }
     mrc_context* ctx = cq->ctx;
-    {
+    if (cq->ev_events) {
+        destroy_ev_event_cq(cq);
+    } else {
         Control ctl(ctx->ibv);
         if (!ctl.ok()) return fail_errno(EINVAL);
         if (const int e = ctx->dev->destroy_cq(cq->native); e != 0) return fail_errno(e);
@@ -210,6 +213,10 @@ extern "C" int mrc_destroy_cq(mrc_cq* cq) {
 
 extern "C" int mrc_req_notify_cq(mrc_cq* cq, int solicited_only) {
     if (!cq) return fail_errno(EINVAL);
+    if (cq->ev_events) { // an EV event CQ: the next event queued rings the channel
+        cq->ev_events->armed.store(true, std::memory_order_release);
+        return 0;
+    }
     // Without a channel the arming has no visible effect (no hook), as with verbs. release: the
     // arming is published after whatever the application did before (its last poll).
     cq->native->armed.store(solicited_only ? rc::Cq::kArmSolicited : rc::Cq::kArmNext,

@@ -32,7 +32,9 @@
 #pragma once
 
 #include <mrc.h>
+#include <mrc_ctl.h>
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -108,15 +110,113 @@ struct AsyncRecord {
     std::uint32_t handle = 0; ///< QPN (QP events) or CQ number (CQ events)
 };
 
+/** An EV format profile (mrc_ctl_modify_ev_fmt_profile). */
+struct FmtProfile {
+    mrc_ctl_profile_state state = MRC_CTL_PROFILE_INIT;
+    mrc_ctl_ev_fmt_mode mode{};
+    bool mode_set = false;
+    std::vector<std::uint8_t> widths; ///< format field widths, bits
+    bool fields_set = false;
+};
+
+/** One entry of an EV profile's EV array. */
+struct EvSlot {
+    std::uint32_t value = 0; ///< the EV (before expansion by the profile's fields)
+    std::uint8_t port = 0;   ///< 1-based; 0 = unpopulated
+    bool denied = false;
+};
+
+/** An EV profile (mrc_ctl_modify_ev_profile). Profile 0 is droce's default (AUTO) path set and has
+ *  no entry. */
+struct EvProfile {
+    mrc_ctl_profile_state state = MRC_CTL_PROFILE_INIT;
+    mrc_ctl_ev_mode mode{};
+    std::uint64_t fmt_id = 0;
+    std::uint32_t count = 0;
+    std::uint32_t min_active = 0;
+    int event_mask = 0;
+    bool mode_set = false, fmt_set = false, count_set = false;
+    std::vector<mrc_ctl_ev_field> fields;
+    std::vector<EvSlot> evs; ///< count entries once OFFLINE (EXP: unpopulated; GEN: generated)
+};
+
+/** A congestion control profile (mrc_ctl_modify_cc_profile). */
+struct CcProfile {
+    mrc_ctl_profile_state state = MRC_CTL_PROFILE_INIT;
+    int algorithm = -1; ///< index into the algorithm table (ctl.cc); -1: not set
+    bool algorithm_set = false;
+};
+
+/** EV event CQs one device feeds at most. */
+inline constexpr std::size_t kMaxEvEventCqs = 8;
+
+/**
+ * The controller state of one device in this process (OCP MRC controller API, mrc_ctl.h). droce
+ * has no firmware shared by processes: each process that opens the device runs its own engine, so
+ * profiles, EV event CQs and port admin states are the calling process's. Changed only inside
+ * the device's control section; the engine thread reads ev_cqs (EV events) and nothing else.
+ */
+struct Controller {
+    std::vector<std::pair<std::uint64_t, FmtProfile>> fmt;
+    std::vector<std::pair<std::uint64_t, EvProfile>> ev;
+    std::vector<std::pair<std::uint64_t, CcProfile>> cc;
+    int default_event_mask = 0; ///< profile 0's event mask
+    std::array<mrc_cq*, kMaxEvEventCqs> ev_cqs{};
+};
+
 /** Per device: the MRC contexts on it, read by the engine hooks lib_mrc installs on the Device. */
 struct DeviceEntry {
     Device* dev = nullptr;
     /** Changed only inside the device's control section; read by the engine thread's hooks. */
     std::vector<mrc_context*> contexts;
+    Controller ctl;
 };
+
+/**
+ * The EV events of an EV event CQ (mrc_ctl_create_ev_event_cq): a pipe of EvEventRecord. The
+ * engine thread writes (the EV hook) and so does the control path inside a control section (the
+ * engine is between passes then): one writer at a time. An event that finds cqe records queued
+ * (or the pipe full) is dropped and counted; the next one delivered carries the count
+ * (MRC_CTL_OPT_CAP_EV_EVENT_PRECISE_DROP_CNT).
+ */
+struct EvEventQueue {
+    struct Record {
+        std::uint64_t profile_id;
+        mrc_ctl_ev ev;
+        std::uint32_t drop_count;
+        std::uint32_t state; ///< enum mrc_ctl_ev_state
+    };
+    int rfd = -1, wfd = -1; ///< both non-blocking
+    int capacity = 0;       ///< cqe
+    std::atomic<int> queued{0};
+    std::uint32_t dropped = 0;      ///< writer side: events lost since the last one queued
+    std::atomic<bool> armed{false}; ///< mrc_req_notify_cq
+    SpinLock read_lock;             ///< mrc_ctl_poll_ev_event callers
+    /** Queues one event (the single writer); rings the CQ's channel when armed. */
+    void push(mrc_cq* cq, std::uint64_t profile_id, const mrc_ctl_ev& ev,
+              std::uint32_t state) noexcept;
+};
+
+/** Applies EV profile @p id (0: droce's default) to @p qp: its paths, min_active, event mask.
+ *  Inside a control section; @p qp before RTS. @return 0 or an errno number. */
+int apply_ev_profile(mrc_qp* qp, std::uint64_t id) noexcept;
+/** Applies CC profile @p id (0: the device's default) to @p qp. Inside a control section.
+ *  @return 0 or an errno number. */
+int apply_cc_profile(mrc_qp* qp, std::uint64_t id) noexcept;
+/** Installs the EV event hook on a new MRC QP. Inside a control section. */
+void install_ev_hook(mrc_qp* qp) noexcept;
+/** Opens the process's control socket for droce-mrcctl (once; ctl_server.cc), serving the
+ *  device @p device. */
+void start_control_server(ibv_device* device) noexcept;
+/** Detaches an EV event CQ from its device and closes its pipe (mrc_destroy_cq). */
+void destroy_ev_event_cq(mrc_cq* cq) noexcept;
 
 /** Writes @p r into the async pipe of every MRC context of @p e (engine thread or control). */
 void post_to_contexts(const DeviceEntry& e, const AsyncRecord& r) noexcept;
+/** The entry of @p dev if an MRC context was ever made on it, else nullptr. Inside a Control. */
+[[nodiscard]] DeviceEntry* find_entry(Device* dev) noexcept;
+/** True while @p c is a context mrc_create_context made and nobody destroyed (any thread). */
+[[nodiscard]] bool context_is_live(mrc_context* c) noexcept;
 /** Writes @p r into @p ctx's async pipe (any thread). */
 void post_async(mrc_context* ctx, const AsyncRecord& r) noexcept;
 
@@ -155,8 +255,12 @@ struct mrc_context {
     droce::mrcapi::DeviceEntry* entry = nullptr;
     std::uint32_t api_version = 0;    ///< the application's MRC_API_VER_USED (0: not stated)
     std::uint32_t vendor_version = 0; ///< its MRC_VENDOR_API_VER_USED (0: not stated)
-    int async_rfd = -1;               ///< read end of the async event pipe (blocking)
-    int async_wfd = -1;               ///< write end (non-blocking)
+    /** The controller API 1.0.1 is in use on this context (mrc_ctl_query_device_ex was called with
+     *  it, as the OCP header asks of 1.0.1 callers): its EV events carry their state. Else the
+     *  1.0.0 layout of struct mrc_ctl_ev_event, which has no state field. */
+    bool ctl_api_101 = false;
+    int async_rfd = -1; ///< read end of the async event pipe (blocking)
+    int async_wfd = -1; ///< write end (non-blocking)
     /** The objects of the context, for cleanup and event lookup; guarded by mu. */
     std::mutex mu;
     std::vector<mrc_comp_channel*> channels;
@@ -178,7 +282,8 @@ struct mrc_comp_channel {
 /** A completion queue: a native rc::Cq of the context's device. */
 struct mrc_cq {
     mrc_context* ctx = nullptr;
-    droce::rc::Cq* native = nullptr;
+    droce::rc::Cq* native = nullptr;                        ///< null for an EV event CQ
+    std::unique_ptr<droce::mrcapi::EvEventQueue> ev_events; ///< an EV event CQ's queue
     mrc_comp_channel* channel = nullptr;
     void* cq_context = nullptr;
     std::uint32_t cqn = 0;
@@ -210,6 +315,11 @@ struct mrc_qp {
     mrc_qp_hint* hint = nullptr;
     std::uint64_t ev_profile_id = 0;
     std::uint64_t cc_profile_id = 0;
+    /** What the EV hook (engine thread) needs, set by apply_ev_profile inside a control section:
+     *  the profile's event mask, its EV value of each path (empty for profile 0: the UDP source
+     *  port is the value) and its format (the port-only UDP format for profile 0). */
+    int ctl_event_mask = 0;
+    std::vector<std::uint32_t> ctl_ev_values;
     std::uint32_t cap = 0;
     std::uint8_t vendor_cfg[MRC_MAX_VENDOR_CFG_SIZE] = {};
     droce::mrcapi::SpinLock sq_lock;

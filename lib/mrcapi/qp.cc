@@ -196,10 +196,6 @@ int modify_locked(mrc_qp* qp, const ibv_qp_attr* vattr, std::uint32_t vmask,
         if (mattr->cap & ~kCapKnown) return EINVAL;
         if (mattr->cap & MRC_QP_CAP_DYNAMIC_MPR) return EOPNOTSUPP; // no dynamic MPR on droce
     }
-    // Profiles are set up by a controller (mrc_ctl), which droce does not implement: only 0, "no
-    // profile" (droce's own path set, no congestion control), can be named.
-    if ((mmask & MRC_QP_EV_PROFILE_ID) && mattr->profile.ev_profile_id != 0) return EOPNOTSUPP;
-    if ((mmask & MRC_QP_CC_PROFILE_ID) && mattr->profile.cc_profile_id != 0) return EOPNOTSUPP;
     if ((mmask & MRC_QP_VENDOR_CFG) && !all_zero(mattr->vendor_cfg, sizeof mattr->vendor_cfg))
         return EOPNOTSUPP; // droce has no vendor configuration
     if ((mmask & MRC_QP_HINT) && mattr->qp_hint && mattr->qp_hint->ctx != qp->ctx) return EINVAL;
@@ -230,6 +226,38 @@ int modify_locked(mrc_qp* qp, const ibv_qp_attr* vattr, std::uint32_t vmask,
             (void)(before_rtr ? mrc::set_attr(q, old_attr) : mrc::set_requester_attr(q, old_attr));
     };
 
+    // ---- profiles a controller set up (mrc_ctl; 0: droce's own paths, the device's CC). set_attr
+    // above rebuilt the paths from num_evs: a QP on an EV profile gets the profile's again.
+    const std::uint64_t old_ev_profile = qp->ev_profile_id;
+    const std::uint64_t ev_profile =
+        (mmask & MRC_QP_EV_PROFILE_ID) ? mattr->profile.ev_profile_id : qp->ev_profile_id;
+    if ((mmask & MRC_QP_EV_PROFILE_ID) || (attr_changed && before_rtr && ev_profile != 0)) {
+        if (const int e = apply_ev_profile(qp, ev_profile); e != 0) {
+            restore_attr();
+            return e;
+        }
+        qp->ev_profile_id = ev_profile;
+    }
+    if (mmask & MRC_QP_CC_PROFILE_ID) {
+        if (const int e = apply_cc_profile(qp, mattr->profile.cc_profile_id); e != 0) {
+            if (ev_profile != old_ev_profile) {
+                (void)apply_ev_profile(qp, old_ev_profile);
+                qp->ev_profile_id = old_ev_profile;
+            }
+            restore_attr();
+            return e;
+        }
+    }
+
+    // What a failure below undoes: the attributes, then the EV profile's paths on top of them.
+    const auto restore_attr_and_profile = [&] {
+        restore_attr();
+        if (qp->ev_profile_id != old_ev_profile || (attr_changed && before_rtr)) {
+            (void)apply_ev_profile(qp, old_ev_profile);
+            qp->ev_profile_id = old_ev_profile;
+        }
+    };
+
     // ---- the peer's address on every plane, from the AV's GID
     const auto old_planes = q.remote_planes;
     const std::uint8_t old_num_planes = q.num_remote_planes;
@@ -241,7 +269,7 @@ int modify_locked(mrc_qp* qp, const ibv_qp_attr* vattr, std::uint32_t vmask,
             planes[p].gid =
                 p < qp->ctx->cfg->ports.size() ? peer_on_plane(qp->ctx->cfg->ports[p], dgid) : dgid;
         if (const int e = dev.set_remote_planes(&q, planes); e != 0) {
-            restore_attr();
+            restore_attr_and_profile();
             return e;
         }
     }
@@ -271,7 +299,7 @@ int modify_locked(mrc_qp* qp, const ibv_qp_attr* vattr, std::uint32_t vmask,
             if (vmask & IBV_QP_AV)
                 (void)dev.set_remote_planes(
                     &q, std::span<const rc::RemotePlane>(old_planes.data(), old_num_planes));
-            restore_attr();
+            restore_attr_and_profile();
             return e;
         }
     }
@@ -282,7 +310,6 @@ int modify_locked(mrc_qp* qp, const ibv_qp_attr* vattr, std::uint32_t vmask,
         release_hint(qp->hint);
         qp->hint = mattr->qp_hint;
     }
-    if (mmask & MRC_QP_EV_PROFILE_ID) qp->ev_profile_id = mattr->profile.ev_profile_id;
     if (mmask & MRC_QP_CC_PROFILE_ID) qp->cc_profile_id = mattr->profile.cc_profile_id;
     if (mmask & MRC_QP_CAP) qp->cap = mattr->cap;
     if (mmask & MRC_QP_VENDOR_CFG)
@@ -530,6 +557,7 @@ extern "C" mrc_qp* mrc_create_qp(mrc_context* mrc_ctx, mrc_qp_init_attr* a) {
     cap.max_recv_sge = a->cap.max_recv_sge;
     cap.max_inline_data = a->cap.max_inline_data;
     int err = 0;
+    qp->ctx = mrc_ctx; // before the EV hook can run
     {
         Control ctl(mrc_ctx->ibv);
         if (ctl.ok())
@@ -537,7 +565,10 @@ extern "C" mrc_qp* mrc_create_qp(mrc_context* mrc_ctx, mrc_qp_init_attr* a) {
                                                  a->sq_sig_all != 0, &err, mrc::kMrcTransport);
         else
             err = EINVAL;
-        if (qp->native) (void)mrc::set_attr(*qp->native, real_time_attr(*qp->native));
+        if (qp->native) {
+            (void)mrc::set_attr(*qp->native, real_time_attr(*qp->native));
+            install_ev_hook(qp);
+        }
     }
     if (!qp->native) {
         delete qp;
@@ -548,7 +579,6 @@ extern "C" mrc_qp* mrc_create_qp(mrc_context* mrc_ctx, mrc_qp_init_attr* a) {
     a->cap.max_send_sge = qp->native->cap.max_send_sge;
     a->cap.max_recv_sge = qp->native->cap.max_recv_sge;
     a->cap.max_inline_data = qp->native->cap.max_inline_data;
-    qp->ctx = mrc_ctx;
     qp->qpn = qp->native->qpn;
     qp->init = *a;
     qp->init.protocol_version = MRC_PROTOCOL_VERSION_1;

@@ -130,7 +130,10 @@ int query_port_impl(ibv_context* context, uint8_t port_num, ibv_port_attr* attr,
     // went down reports DOWN (and raised IBV_EVENT_PORT_ERR).
     const bool up = c->dev->port(p).driver && c->dev->port(p).driver->link_up();
     const bool lost = c->vdev->link_lost[p].load(std::memory_order_relaxed);
-    a.state = (up || !lost) ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+    // A port the MRC controller disabled (mrc_ctl_modify_port, Device::set_port_admin) is DOWN
+    // whatever its link, as the OCP controller API requires.
+    const bool admin_up = c->dev->port_admin_up(p);
+    a.state = admin_up && (up || !lost) ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
     const std::uint32_t max_path = provider().runtime->max_path_mtu(c->vdev->index, p);
     // rc::Mtu numbers path MTUs as ibv_mtu does (rc/params.h).
     a.max_mtu = static_cast<ibv_mtu>(rc::mtu_from_bytes(max_path));
@@ -151,7 +154,7 @@ int query_port_impl(ibv_context* context, uint8_t port_num, ibv_port_attr* attr,
     a.init_type_reply = 0;
     a.active_width = 2;  // 4x
     a.active_speed = 32; // EDR lane rate: a nominal figure, droce's real rate depends on the host
-    a.phys_state = up ? 5 : (lost ? 3 : 2); // LinkUp / Disabled / Polling
+    a.phys_state = !admin_up ? 3 : up ? 5 : (lost ? 3 : 2); // Disabled / LinkUp / Polling
     a.link_layer = IBV_LINK_LAYER_ETHERNET;
     a.flags = 0;
     a.port_cap_flags2 = 0;
@@ -310,6 +313,10 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
                 opts.engine = EngineThread::Options{static_cast<std::uint32_t>(sp),
                                                     static_cast<std::uint32_t>(yi), sl};
         }
+        // DROCE_IMPAIR=spec puts an impairment stage (loss, reorder, ECN marking, ...; the syntax
+        // of sim::parse_impair_spec) on every port, for programs that cannot ask for one: how a
+        // user sees an unmodified application ride out loss (MRC paths going ASSUMED_BAD and back).
+        if (const char* im = std::getenv("DROCE_IMPAIR"); im && *im) opts.impair_spec = im;
         p.runtime = Runtime::create(p.config_path, opts, &err);
         if (!p.runtime) {
             std::fprintf(stderr, "droce: %s\n", err.c_str());

@@ -4,7 +4,8 @@
 # their own memif sockets and EAL file prefixes, the server started first, then the client; a sweep
 # of WRITE sizes 1 B .. 1 MiB, WRITE with immediate as each size's end signal, every byte checked by
 # the server. Passes when both exit 0, every size is verified, and the client's MRC QP spread its
-# packets over all four planes with the peer's address derived on planes 2-4.
+# packets over all four planes with the peer's address derived on planes 2-4. Then a second run
+# (-P 2): port 2 taken down through the controller API mid-run, three phases verified.
 # usage: example_test.sh MRC_BENCH VERBS_LIBDIR MRCAPI_LIBDIR SOURCE_DIR
 set -u
 bench=$1
@@ -71,5 +72,31 @@ for p in 0 1 2 3; do
         fail "plane $p: the server received ${rx[$p]:-0} of $rx_total data packets"
 done
 echo "== data packets received per plane: ${rx[0]:-0} ${rx[1]:-0} ${rx[2]:-0} ${rx[3]:-0} of $rx_total"
+
+# The same pair again with -P 2: three verified phases of 1 MiB WRITEs, the client taking its port 2
+# down through the controller API (mrc_ctl_modify_port) half-way through the second and back up
+# before the third. No error, every phase verified, a rate for each.
+DROCE_CONFIG="$tmp/server.ini" timeout 50 "$bench" -d droce_mrc4_s -p $tcp_port -n 400 -s 1048576 \
+    -P 2 > "$tmp/server2.out" 2>&1 &
+server_pid=$!
+wait_tcp_listener $tcp_port "$server_pid" || fail "the server never listened (phases)"
+DROCE_CONFIG="$tmp/client.ini" timeout 50 "$bench" -d droce_mrc4_c -p $tcp_port -n 400 -s 1048576 \
+    -P 2 127.0.0.1 > "$tmp/client2.out" 2>&1
+crc=$?
+[ $crc = 0 ] || kill "$server_pid" 2>/dev/null
+wait "$server_pid"
+src_rc=$?
+server_pid=
+echo "---- client (port 2 down mid-run)"
+cat "$tmp/client2.out"
+echo "---- server"
+cat "$tmp/server2.out"
+echo "----"
+[ $crc = 0 ] || fail "phases: client exited $crc"
+[ $src_rc = 0 ] || fail "phases: server exited $src_rc"
+phases=$(grep -Ec '^ [123] +.* 1048576 +400 +[0-9.]+ +yes$' "$tmp/client2.out")
+[ "$phases" = 3 ] || fail "expected 3 verified phases, got $phases"
+grep -q "client: 0 phases failed verification" "$tmp/client2.out" || fail "phases: client verdict"
+grep -q "port 2 down after 200" "$tmp/client2.out" || fail "phase 2 did not take port 2 down"
 echo "failures: $failures"
 [ $failures = 0 ]

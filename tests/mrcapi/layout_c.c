@@ -121,6 +121,19 @@ const mrcapi_fn mrcapi_app_functions[] = {
 const size_t mrcapi_app_function_count =
     sizeof mrcapi_app_functions / sizeof mrcapi_app_functions[0];
 
+/* Every controller function, by address: lib_mrc.so must define them all too. */
+const mrcapi_fn mrcapi_ctl_functions[] = {
+    (mrcapi_fn)mrc_ctl_query_device_ex,       (mrcapi_fn)mrc_ctl_query_device,
+    (mrcapi_fn)mrc_ctl_query_version,         (mrcapi_fn)mrc_ctl_query_port,
+    (mrcapi_fn)mrc_ctl_modify_port,           (mrcapi_fn)mrc_ctl_modify_ev_fmt_profile,
+    (mrcapi_fn)mrc_ctl_query_ev_fmt_profile,  (mrcapi_fn)mrc_ctl_modify_ev_profile,
+    (mrcapi_fn)mrc_ctl_query_ev_profile,      (mrcapi_fn)mrc_ctl_modify_cc_profile,
+    (mrcapi_fn)mrc_ctl_query_cc_profile,      (mrcapi_fn)mrc_ctl_create_ev_event_cq,
+    (mrcapi_fn)mrc_ctl_poll_ev_event,         (mrcapi_fn)mrc_ctl_ep_batch_send_wait,
+};
+const size_t mrcapi_ctl_function_count =
+    sizeof mrcapi_ctl_functions / sizeof mrcapi_ctl_functions[0];
+
 /* The "no EV" entry is a usable C initialiser. */
 int mrcapi_ev_unpopulated_ok(void) {
     struct mrc_ctl_ev e = MRC_CTL_EV_UNPOPULATED;

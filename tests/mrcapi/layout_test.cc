@@ -5,7 +5,7 @@
  * layout_checks.h (sizes, alignments, offsets, enum values, version macros) as C++ sees it and as C
  * sees it (layout_c.c), against the values the OCP headers give; the prototypes are checked by
  * layout_c.c's redeclarations, and its table of function addresses links only when lib_mrc.so
- * defines every application function.
+ * defines every application and controller function.
  */
 #include <mrc_ctl.h>
 
@@ -31,6 +31,8 @@ extern const std::size_t mrcapi_layout_c_count;
 using mrcapi_fn = void (*)();
 extern const mrcapi_fn mrcapi_app_functions[];
 extern const std::size_t mrcapi_app_function_count;
+extern const mrcapi_fn mrcapi_ctl_functions[];
+extern const std::size_t mrcapi_ctl_function_count;
 int mrcapi_ev_unpopulated_ok();
 }
 
@@ -57,6 +59,12 @@ TEST(MrcApiLayout, EveryApplicationFunctionLinks) {
     ASSERT_EQ(mrcapi_app_function_count, 27u);
     for (std::size_t i = 0; i < mrcapi_app_function_count; ++i)
         EXPECT_NE(mrcapi_app_functions[i], nullptr) << i;
+}
+
+TEST(MrcApiLayout, EveryControllerFunctionLinks) {
+    ASSERT_EQ(mrcapi_ctl_function_count, 14u);
+    for (std::size_t i = 0; i < mrcapi_ctl_function_count; ++i)
+        EXPECT_NE(mrcapi_ctl_functions[i], nullptr) << i;
 }
 
 TEST(MrcApiLayout, VersionSelection) {

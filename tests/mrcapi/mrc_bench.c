@@ -20,12 +20,18 @@
  *      every byte of the receive area against the pattern, and answers over TCP;
  *   4. the client prints size, iterations, Gb/s, million messages per second and the verdict.
  * Exit status 0 only when every size was verified.
+ *
+ * With -P PORT (both sides) the sweep is replaced by three phases of the largest size: all ports
+ * up; port PORT taken down through the controller API (mrc_ctl_modify_port, droce's mrc_ctl.h) by
+ * the client once half of the phase's WRITEs completed; the port back up. Each phase is verified
+ * and its throughput printed: the QP goes on, without error, on the planes that are left.
  */
 #include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>
 #include <getopt.h>
 #include <mrc.h>
+#include <mrc_ctl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdint.h>
@@ -56,6 +62,8 @@ struct bench {
     size_t min_size;
     size_t max_size;
     enum ibv_mtu mtu;
+    int plane_down;    /* -P: the 1-based port the client takes down mid-run (0: the sweep) */
+    uint64_t down_at;  /* WRITEs completed in the current phase before the port goes down */
 
     struct ibv_context* ctx;
     struct ibv_pd* pd;
@@ -286,6 +294,14 @@ static int wait_one(struct mrc_cq* cq, struct ibv_wc* wc) {
     }
 }
 
+/* Takes port b->plane_down out of service (@up 0) or back (@up 1): the controller API. */
+static int set_port(struct bench* b, int up) {
+    struct mrc_ctl_port_attr a;
+    memset(&a, 0, sizeof a);
+    a.port_admin_state = up ? MRC_CTL_PORT_ADMIN_ENABLED : MRC_CTL_PORT_ADMIN_DISABLED;
+    return mrc_ctl_modify_port(b->mctx, (uint8_t)b->plane_down, &a, MRC_CTL_PORT_ADMIN_STATE);
+}
+
 static int client_size(struct bench* b, size_t size, double* secs) {
     for (size_t i = 0; i < size; ++i)
         send_area(b)[i] = pattern(i, size);
@@ -311,6 +327,10 @@ static int client_size(struct bench* b, size_t size, double* secs) {
             }
             /* A signaled WRITE completes the unsignaled ones before it too. */
             completed = wc[k].wr_id + 1;
+        }
+        if (b->down_at && completed >= b->down_at) {
+            b->down_at = 0;
+            if (set_port(b, 0)) return die("mrc_ctl_modify_port (down)");
         }
     }
     *secs = now_s() - t0;
@@ -382,6 +402,39 @@ static int sweep(struct bench* b) {
     return failures != 0;
 }
 
+/* -P: three verified phases of the largest size, the client's port going down in the second. */
+static int phases(struct bench* b) {
+    int failures = 0;
+    const size_t size = b->max_size;
+    if (b->server_ip)
+        printf("\n %-8s %-28s %-10s %-10s %-12s %s\n", "phase", "ports", "size", "iters", "Gb/s",
+               "verified");
+    for (int ph = 1; ph <= 3; ++ph) {
+        if (b->server_ip) {
+            char what[64];
+            if (ph == 1) snprintf(what, sizeof what, "all up");
+            if (ph == 2) snprintf(what, sizeof what, "port %d down after %d", b->plane_down, b->iters / 2);
+            if (ph == 3) {
+                if (set_port(b, 1)) return die("mrc_ctl_modify_port (up)");
+                snprintf(what, sizeof what, "port %d back up", b->plane_down);
+            }
+            b->down_at = ph == 2 ? (uint64_t)(b->iters / 2) : 0;
+            double secs = 0;
+            if (client_size(b, size, &secs)) return 1;
+            char verdict = 0;
+            if (xfer(b->sock, &verdict, 1, 0)) return die("server's answer");
+            printf(" %-8d %-28s %-10zu %-10d %-12.3f %s\n", ph, what, size, b->iters,
+                   (double)size * b->iters * 8 / secs / 1e9, verdict == 'Y' ? "yes" : "NO");
+            fflush(stdout);
+            failures += verdict != 'Y';
+        } else {
+            failures += server_size(b, size) != 0;
+        }
+    }
+    printf("%s: %d phases failed verification\n", b->server_ip ? "client" : "server", failures);
+    return failures != 0;
+}
+
 static void cleanup(struct bench* b) {
     if (b->qp) mrc_destroy_qp(b->qp);
     if (b->scq) mrc_destroy_cq(b->scq);
@@ -396,7 +449,7 @@ static void cleanup(struct bench* b) {
 
 static void usage(void) {
     fprintf(stderr, "usage: mrc_bench -d DEVICE [-p TCP_PORT] [-g GID_INDEX] [-m MTU] [-n ITERS]\n"
-                    "                 [-S MIN_SIZE] [-s MAX_SIZE] [SERVER_IP]\n");
+                    "                 [-S MIN_SIZE] [-s MAX_SIZE] [-P PORT] [SERVER_IP]\n");
 }
 
 int main(int argc, char** argv) {
@@ -409,7 +462,7 @@ int main(int argc, char** argv) {
     b.max_size = 1 << 20;
     b.mtu = IBV_MTU_4096;
     int c;
-    while ((c = getopt(argc, argv, "d:p:g:m:n:S:s:h")) != -1) {
+    while ((c = getopt(argc, argv, "d:p:g:m:n:S:s:P:h")) != -1) {
         switch (c) {
         case 'd':
             b.dev_name = optarg;
@@ -428,6 +481,9 @@ int main(int argc, char** argv) {
             break;
         case 's':
             b.max_size = strtoull(optarg, NULL, 0);
+            break;
+        case 'P':
+            b.plane_down = atoi(optarg);
             break;
         case 'm':
             switch (atoi(optarg)) {
@@ -463,7 +519,7 @@ int main(int argc, char** argv) {
     }
     int rc = open_device(&b);
     if (rc == 0) rc = connect_qp(&b);
-    if (rc == 0) rc = sweep(&b);
+    if (rc == 0) rc = b.plane_down ? phases(&b) : sweep(&b);
     cleanup(&b);
     return rc;
 }

@@ -8,9 +8,13 @@
  * status). Applications name the profiles a controller set up when they modify their QPs
  * (mrc_qp_attr.profile).
  *
- * DECLARATIONS ONLY: droce's lib_mrc.so does not define any mrc_ctl_* function yet, so a program
- * that calls one does not link against it. The types are here so that programs which include this
- * header (and their structs) build, and so that tests/mrcapi/layout_test pins the ABI now.
+ * droce implements it in lib_mrc.so for the device of the calling process: droce has no firmware
+ * shared between processes, each process that opens the device runs its own engine, so profiles,
+ * EV event CQs and port states belong to the process that sets them (droce-mrcctl reaches a running
+ * process through its control socket). What droce does not implement: SRv6 EV formats and the
+ * NSCC CC algorithm (EOPNOTSUPP), PORT_STATUS_UPDATE endpoint operations (EOPNOTSUPP: droce's MRC
+ * QPs send port status themselves), vendor configuration other than all zeros (EOPNOTSUPP). See
+ * README.md, "MRC API".
  *
  * Profile states, for every kind of profile: INIT (created, not configured) -> OFFLINE (configured,
  * not in use, may be changed) -> ONLINE (in use; only some changes allowed) -> OFFLINE -> INIT.

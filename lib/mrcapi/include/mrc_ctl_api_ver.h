@@ -6,8 +6,6 @@
  * minor in 23..16, subminor in 15..0) and the same rules: MRC_CTL_API_VER_USED (and
  * MRC_CTL_VENDOR_API_VER_USED), defined by the program before the include or left to default to
  * the current version; too new or too old stops the build, the oldest supported one warns.
- *
- * droce declares the controller API but does not implement it yet (README.md, "MRC API").
  */
 #ifndef DROCE_MRC_CTL_API_VER_H
 #define DROCE_MRC_CTL_API_VER_H
