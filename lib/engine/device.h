@@ -315,7 +315,16 @@ class Device {
                     const wire::Ipv6Addr& dgid, const wire::MacAddr& dmac) noexcept;
     void resolve_paths() noexcept;
     void check_links() noexcept;
-    bool queue_raw(unsigned port, std::span<const std::uint8_t> frame) noexcept;
+    /**
+     * Copies the ready-made @p frame (ARP / ND, connectionless MRC endpoint frames) into a buffer
+     * of port @p port and queues it for the next flush_tx(); counts @p sent in the device block.
+     * Engine thread, or the control path inside a ControlSection. During a pass raw frames keep
+     * off the queue slots reserved for the transmit stage (tx_stage_room_): when no slot is left
+     * the port is flushed once, and if that frees none the frame is refused.
+     * @return false (tx_no_buffer counted) when no slot or buffer is left, or the frame is larger
+     * than a buffer.
+     */
+    bool queue_raw(unsigned port, std::span<const std::uint8_t> frame, Counter sent) noexcept;
 
     static constexpr unsigned kBurst = 32;
     /** Packets per port per pass the transmit stage may take. */
@@ -361,6 +370,9 @@ class Device {
     std::vector<wire::Ipv6Addr> own_ipv6_;
     std::vector<TxQueue> tx_;
     std::vector<TxBufCache> tx_cache_;
+    /** Per port: queue slots the transmit stage was promised by open_tx_stage() and has not yet
+     *  filled (build_staged() sets it back to 0), which queue_raw() must leave free. */
+    std::vector<std::uint16_t> tx_stage_room_;
     TxStage stage_;
     CaptureHook capture_;
     LoopbackQueue loopback_;

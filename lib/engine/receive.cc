@@ -88,7 +88,8 @@ void Device::receive(PktBuf& buf, bool looped) noexcept {
         else if (buf.port < responders_.size()) {
             std::array<std::uint8_t, kNeighMaxReply> reply{};
             const NeighRx nr = responders_[buf.port].handle_frame(buf.frame(), reply);
-            if (nr.reply_len > 0) queue_raw(buf.port, std::span(reply.data(), nr.reply_len));
+            if (nr.reply_len > 0)
+                queue_raw(buf.port, std::span(reply.data(), nr.reply_len), Counter::neigh_tx);
         }
         return;
     }
