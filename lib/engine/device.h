@@ -250,6 +250,9 @@ class Device {
      * simply never answered (the caller's timeout). The destination MAC comes from the neighbour
      * table; when it is unknown an ARP request / Neighbor Solicitation goes out on the port and the
      * call returns EAGAIN (call again later: the engine learns the answer as it runs).
+     * The RTT includes the time each engine takes to notice a frame: a busy-polling engine adds
+     * about a pass; a responder engine thread napping when idle up to its max_sleep_ns (this
+     * device's engine is woken by the call when it naps).
      *
      * Control path: takes a ControlSection (waits for the engine to be between passes, a few
      * microseconds), so it must not be called from inside poll() (on_link_change, on_qp_fatal);

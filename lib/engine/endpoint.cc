@@ -117,6 +117,9 @@ int Device::send_ep_probe(const EpProbeRequest& req) noexcept {
         return ENOBUFS;
     }
     flush_tx(req.port);
+    // An engine thread napping in sleep_until_doorbell() would notice the reply only when its nap
+    // ends (up to EngineThread's max_sleep_ns) and add that to the RTT: wake it to poll.
+    if (asleep_.load(std::memory_order_seq_cst)) ring_doorbell();
     return 0;
 }
 
