@@ -54,6 +54,11 @@ namespace droce {
     X(tx_zc_copied)                /* packets meant to go by reference but copied (no segment buffer, memory the PMD cannot reach) */ \
     X(neigh_tx)                    /* ARP / ND requests and replies sent by the engine */ \
     X(loopback_pkts)               /* packets to a QP of the same device, passed through the loopback queue */ \
+    X(ep_probes_sent)              /* EV probes (MRC_PROBE to QP1) sent by send_ep_probe */ \
+    X(ep_probe_replies_sent)       /* MRC_PROBE_REPLY sent in answer to a peer's EV probe */ \
+    X(ep_probe_replies_rcvd)       /* MRC_PROBE_REPLY to QP1 received and queued for take_ep_replies */ \
+    X(ep_probe_replies_dropped)    /* MRC_PROBE_REPLY to QP1 dropped: the reply ring was full */ \
+    X(ep_dropped_bad_version)      /* MRC_PROBE / MRC_PROBE_REPLY to QP1 with a PETH version droce does not know */ \
     X(link_downed)                 /* a port's link went down (mlx5 link_downed) */ \
     X(link_upped)                  /* a port's link came (back) up */ \
     X(flushed_wqes)                /* WQEs completed with WR_FLUSH_ERR */ \

@@ -20,7 +20,8 @@ using namespace rc; // the engine runs the RC transport: Qp, WrOpcode, QpState .
 
 Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
     : name_(std::move(name)), clock_(&clock), ports_(std::move(ports)), tx_(ports_.size()),
-      tx_cache_(ports_.size()), mrs_(rc::kMaxMr), neigh_(clock, 256), qps_(rc::kMaxQp) {
+      tx_cache_(ports_.size()), tx_stage_room_(ports_.size(), 0), mrs_(rc::kMaxMr),
+      neigh_(clock, 256), qps_(rc::kMaxQp) {
     live_qps_.reserve(rc::kMaxQp); // create_qp inserts without allocating
     active_.reserve(rc::kMaxQp);   // activate() appends without allocating
     active_flag_.assign(rc::kMaxQp, 0);
@@ -436,7 +437,7 @@ void Device::resolve_paths() noexcept {
             if (l.send_request) {
                 std::array<std::uint8_t, kNeighMaxReply> req{};
                 const std::size_t n = responders_[path.port].build_request(path.hdr.dst_ip, req);
-                if (n) queue_raw(path.port, std::span(req.data(), n));
+                if (n) queue_raw(path.port, std::span(req.data(), n), Counter::neigh_tx);
             }
         }
         if (all) {

@@ -24,12 +24,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/counter_registry.h"
 #include "common/counters.h"
+#include "common/spsc_ring.h"
 #include "engine/neigh.h"
 #include "engine/timer_heap.h"
 #include "mem/mr.h"
@@ -47,6 +49,38 @@ struct PortSpec {
     std::uint32_t mtu = 4096; ///< largest path MTU in bytes this port allows (256..4096)
     /** Line rate in Mb/s, where DCQCN starts and returns to (0 = unknown: 100 Gb/s). */
     double line_rate_mbps = 0;
+};
+
+/**
+ * One connectionless EV probe to send (Device::send_ep_probe): the engine side of the OCP MRC
+ * controller API's endpoint operation MRC_CTL_EP_OP_EV_PROBE (mrc_ctl.h, struct mrc_ctl_ep_req).
+ * It goes from (sgid, port) to dgid's QP1 (wire::kMrcEndpointQpn) on the entropy value given by
+ * udp_sport (and flow_label on IPv6); no QP is involved on either side.
+ */
+struct EpProbeRequest {
+    std::uint16_t req_id = 0; ///< echoed (PETH.path): mrc_ctl_ep_req.req_id
+    std::uint32_t nonce = 0;  ///< echoed (PETH.seq): lets the caller ignore stale / forged replies
+    unsigned port = 0;        ///< 0-based device port it leaves by (OCP port - 1)
+    wire::Ipv6Addr sgid{};    ///< source GID: must be the GID of that port (EINVAL otherwise)
+    wire::Ipv6Addr dgid{};    ///< destination GID (IPv4-mapped = IPv4 frame, as set_path does)
+    std::uint16_t udp_sport = 0;    ///< the EV: UDP source port, any value
+    std::uint32_t flow_label = 0;   ///< IPv6 only, low 20 bits used; ignored for IPv4
+    std::uint8_t traffic_class = 0; ///< IP TOS / traffic class byte (ECN bits forced to ECT(0))
+};
+
+/**
+ * A reply the engine received to one of this device's EV probes (mrc_ctl_ep_rsp). The fields come
+ * from the echo: a peer or an attacker can send a reply nobody asked for, which is why the caller
+ * matches req_id and nonce against its probes in flight.
+ */
+struct EpProbeReply {
+    std::uint16_t req_id = 0; ///< the echoed PETH.path
+    std::uint32_t nonce = 0;  ///< the echoed PETH.seq
+    std::uint8_t port = 0;    ///< 0-based port it arrived on (mrc_ctl_ep_rsp.port is this + 1)
+    /** ns: the device clock when the reply was received minus the echoed send timestamp; 0 when
+     *  that timestamp lies in the future (a forged reply). Includes the responder's service time
+     *  (mrc_ctl_ep_rsp.adj_svc_time = 0). */
+    std::uint64_t rtt_ns = 0;
 };
 
 /** The IPv4-mapped GID of a.b.c.d (wire::ipv4_mapped). */
@@ -203,6 +237,50 @@ class Device {
     /** Ends what begin_control() started. */
     void end_control() noexcept;
 
+    // ---- connectionless endpoint operations (OCP MRC controller API) ----
+    /** Replies to EV probes held until take_ep_replies() (a power of two); more are dropped. */
+    static constexpr std::uint32_t kEpReplyDepth = 256;
+    /**
+     * Sends one connectionless EV probe (OCP MRC mrc_ctl.h, mrc_ctl_ep_batch_send_wait with
+     * MRC_CTL_EP_OP_EV_PROBE): an MRC_PROBE with PETH {path = req_id, seq = nonce, timestamp_ns =
+     * the device clock now} from port @p req.port's MAC and GID to @p req.dgid's QP1
+     * (wire::kMrcEndpointQpn), UDP source port @p req.udp_sport, flow label (IPv6), traffic class
+     * with ECN = ECT(0), TTL / hop limit 64. The peer's engine answers at once with an
+     * MRC_PROBE_REPLY that take_ep_replies() returns. Nothing is retried: a lost probe or reply is
+     * simply never answered (the caller's timeout). The destination MAC comes from the neighbour
+     * table; when it is unknown an ARP request / Neighbor Solicitation goes out on the port and the
+     * call returns EAGAIN (call again later: the engine learns the answer as it runs).
+     * The RTT includes the time each engine takes to notice a frame: a busy-polling engine adds
+     * about a pass; a responder engine thread napping when idle up to its max_sleep_ns (this
+     * device's engine is woken by the call when it naps).
+     *
+     * Control path: takes a ControlSection (waits for the engine to be between passes, a few
+     * microseconds), so it must not be called from inside poll() (on_link_change, on_qp_fatal);
+     * calls are serialised by the caller like the other control calls. The frame is queued and
+     * handed to the port's driver before returning (the capture seam sees it on this thread).
+     * Allocates nothing.
+     *
+     * @return 0: sent (ep_probes_sent counted);
+     *  EINVAL: port out of range, sgid not that port's GID, sgid and dgid of different families
+     *   (IPv4-mapped vs IPv6), or dgid not a unicast address of another host (unspecified,
+     *   multicast, or one of this device's own GIDs);
+     *  ENETDOWN: the port is administratively down (set_port_admin) or its link is down;
+     *  EAGAIN: dgid's MAC is being resolved (a request is out or was just sent): retry later;
+     *  EHOSTUNREACH: resolution failed (nobody answered max_probes requests; not asked again for
+     *   NeighParams::failed_hold_ns) or the neighbour table has no room;
+     *  ENOBUFS: no transmit buffer or queue slot on the port (tx_no_buffer counted).
+     */
+    int send_ep_probe(const EpProbeRequest& req) noexcept;
+    /**
+     * Moves up to out.size() received EV probe replies, oldest first, into @p out.
+     * Any thread, concurrently with the engine; but one consumer at a time (the caller serialises
+     * calls, e.g. with its lock): it is the consumer side of a single-producer single-consumer
+     * ring the engine fills. Replies that found the ring full (kEpReplyDepth waiting) were dropped
+     * (ep_probe_replies_dropped). Allocates nothing.
+     * @return how many replies were written to out[0 .. n).
+     */
+    std::size_t take_ep_replies(std::span<EpProbeReply> out) noexcept;
+
     // ---- datapath, application side ----
     /**
      * Posts @p n send WQEs (ibv_post_send). Stops at the first bad one.
@@ -304,6 +382,12 @@ class Device {
      */
     [[nodiscard]] bool dst_mac_accepted(const wire::ParsedFrame& pkt, bool roce, unsigned port,
                                         bool looped) const noexcept;
+    /**
+     * An MRC frame to QP1 (wire::kMrcEndpointQpn) that passed the receive filter, on port @p port
+     * (endpoint.cc): answers an MRC_PROBE, queues an MRC_PROBE_REPLY for take_ep_replies(), drops
+     * (and counts) the rest. Engine thread.
+     */
+    void receive_endpoint(const wire::ParsedFrame& pkt, unsigned port) noexcept;
     /** True when the destination IP of the RoCE frame @p pkt is one of the ports' GIDs. */
     [[nodiscard]] bool dst_ip_is_gid(const wire::ParsedFrame& pkt) const noexcept;
     void flush_tx(unsigned port) noexcept;
@@ -315,7 +399,16 @@ class Device {
                     const wire::Ipv6Addr& dgid, const wire::MacAddr& dmac) noexcept;
     void resolve_paths() noexcept;
     void check_links() noexcept;
-    bool queue_raw(unsigned port, std::span<const std::uint8_t> frame) noexcept;
+    /**
+     * Copies the ready-made @p frame (ARP / ND, connectionless MRC endpoint frames) into a buffer
+     * of port @p port and queues it for the next flush_tx(); counts @p sent in the device block.
+     * Engine thread, or the control path inside a ControlSection. During a pass raw frames keep
+     * off the queue slots reserved for the transmit stage (tx_stage_room_): when no slot is left
+     * the port is flushed once, and if that frees none the frame is refused.
+     * @return false (tx_no_buffer counted) when no slot or buffer is left, or the frame is larger
+     * than a buffer.
+     */
+    bool queue_raw(unsigned port, std::span<const std::uint8_t> frame, Counter sent) noexcept;
 
     static constexpr unsigned kBurst = 32;
     /** Packets per port per pass the transmit stage may take. */
@@ -361,6 +454,9 @@ class Device {
     std::vector<wire::Ipv6Addr> own_ipv6_;
     std::vector<TxQueue> tx_;
     std::vector<TxBufCache> tx_cache_;
+    /** Per port: queue slots the transmit stage was promised by open_tx_stage() and has not yet
+     *  filled (build_staged() sets it back to 0), which queue_raw() must leave free. */
+    std::vector<std::uint16_t> tx_stage_room_;
     TxStage stage_;
     CaptureHook capture_;
     LoopbackQueue loopback_;
@@ -369,6 +465,8 @@ class Device {
     CounterRegistry registry_;
     wire::ParseCounters parse_counters_;
     rc::TransportCtx ctx_;
+    /** EV probe replies: the engine (receive_endpoint) produces, take_ep_replies() consumes. */
+    SpscRing<EpProbeReply> ep_replies_{kEpReplyDepth};
     NeighTable neigh_;
     std::vector<NeighResponder> responders_; ///< one per port
     std::vector<bool> link_was_up_;

@@ -2,7 +2,8 @@
 /**
  * @file
  * The receive path, in the fixed receive order: frame parse and ICRC
- * (lib/wire), the receive filter (destination MAC, then destination IP), demux by destination QPN,
+ * (lib/wire), the receive filter (destination MAC, then destination IP), connectionless MRC
+ * endpoint operations to QP1 (endpoint.cc), demux by destination QPN,
  * the source check, then the responder (requests) or the completer (ACKs, NAKs, READ and atomic
  * responses). Frames that are not RoCE go to the neighbour responder (ARP, IPv6 ND). Looped-back
  * frames enter here too. Engine thread only.
@@ -88,7 +89,8 @@ void Device::receive(PktBuf& buf, bool looped) noexcept {
         else if (buf.port < responders_.size()) {
             std::array<std::uint8_t, kNeighMaxReply> reply{};
             const NeighRx nr = responders_[buf.port].handle_frame(buf.frame(), reply);
-            if (nr.reply_len > 0) queue_raw(buf.port, std::span(reply.data(), nr.reply_len));
+            if (nr.reply_len > 0)
+                queue_raw(buf.port, std::span(reply.data(), nr.reply_len), Counter::neigh_tx);
         }
         return;
     }
@@ -96,6 +98,14 @@ void Device::receive(PktBuf& buf, bool looped) noexcept {
     // QPN space that is not ours either.
     if (!dst_ip_is_gid(pkt)) {
         counters_.inc(Counter::rx_dropped_dst_ip);
+        return;
+    }
+    // Connectionless MRC endpoint operations (EV probes) go to QP1, which is no data QP: they are
+    // answered or queued here, before the QP lookup (endpoint.cc). Other opcodes to QP1 find no QP
+    // below.
+    if (pkt.bth->dest_qp() == wire::kMrcEndpointQpn &&
+        wire::transport_of(pkt.bth->opcode()) == wire::Transport::mrc) {
+        receive_endpoint(pkt, buf.port);
         return;
     }
     const bool cnp = pkt.bth->opcode() == wire::Opcode::CNP;

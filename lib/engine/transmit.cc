@@ -31,6 +31,7 @@ void Device::open_tx_stage() noexcept {
                                              static_cast<std::uint16_t>(kTxBatch - c.count)));
         const std::uint32_t queue_room = tx_[p].count < kTxBatch ? kTxBatch - tx_[p].count : 0;
         room[p] = std::min<std::uint32_t>(c.count, queue_room);
+        tx_stage_room_[p] = static_cast<std::uint16_t>(room[p]);
     }
     stage_.open(std::span(room.data(), ports_.size()), LoopbackQueue::kDepth - loopback_.size());
 }
@@ -66,6 +67,7 @@ void Device::build_staged() noexcept {
         }
     }
     stage_.clear();
+    std::fill(tx_stage_room_.begin(), tx_stage_room_.end(), std::uint16_t{0});
 }
 
 void Device::set_capture(CaptureHook hook) noexcept {
@@ -107,12 +109,15 @@ void Device::flush_tx(unsigned port) noexcept {
     q.count = static_cast<std::uint16_t>(q.count - sent);
 }
 
-bool Device::queue_raw(unsigned port, std::span<const std::uint8_t> frame) noexcept {
-    // Neighbour frames use the slots above kTxBatch, which the transmit stage never counts on.
+bool Device::queue_raw(unsigned port, std::span<const std::uint8_t> frame, Counter sent) noexcept {
+    // Raw frames use the slots the transmit stage was not promised this pass (at least the
+    // kTxQueueDepth - kTxBatch above kTxBatch): build_staged() appends up to tx_stage_room_ frames
+    // without checking, so a burst of ARP requests or EV probes must not take those.
     TxQueue& q = tx_[port];
-    if (q.count == kTxQueueDepth) flush_tx(port);
+    const unsigned limit = kTxQueueDepth - tx_stage_room_[port];
+    if (q.count >= limit) flush_tx(port);
     PktBuf* buf = nullptr;
-    if (q.count == kTxQueueDepth || ports_[port].driver->alloc_bulk(&buf, 1) != 1) {
+    if (q.count >= limit || ports_[port].driver->alloc_bulk(&buf, 1) != 1) {
         counters_.inc(Counter::tx_no_buffer);
         return false;
     }
@@ -125,7 +130,7 @@ bool Device::queue_raw(unsigned port, std::span<const std::uint8_t> frame) noexc
     buf->port = static_cast<std::uint8_t>(port);
     if (capture_.fn) capture_.fn(capture_.ctx, *buf, CaptureDir::tx);
     q.pending[q.count++] = buf;
-    counters_.inc(Counter::neigh_tx);
+    counters_.inc(sent);
     return true;
 }
 

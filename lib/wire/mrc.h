@@ -24,7 +24,8 @@
  *    RDMA WRITE with immediate.
  *  - MRC_SACK (0xC2): SETH. Cumulative PSN plus a 256-bit bitmap of PSNs received beyond it.
  *  - MRC_NACK (0xC3): NETH. One PSN the responder could not accept, with the reason.
- *  - MRC_PROBE (0xC4) / MRC_PROBE_REPLY (0xC5): PETH. A path probe and its echo.
+ *  - MRC_PROBE (0xC4) / MRC_PROBE_REPLY (0xC5): PETH. A path probe and its echo: to a QP's
+ *    peer QP (a QP's own path probes), or to kMrcEndpointQpn (connectionless EV probes).
  *  - MRC_PORT_STATUS (0xC6): EPETH. The sender's port (plane) status mask (OCP MRC endpoint
  *    operation PORT_STATUS_UPDATE).
  * All multi-byte fields are big-endian. Every MRC packet ends with the ICRC as any RoCEv2 packet.
@@ -43,6 +44,17 @@ inline constexpr std::uint8_t kMrcVersion = 1;
 inline constexpr std::uint32_t kMprUnit = 128;
 /** Bits of the SACK bitmap. */
 inline constexpr std::uint32_t kSackBits = 256;
+/**
+ * Destination QP of connectionless MRC endpoint operations (OCP MRC controller API, mrc_ctl.h
+ * endpoint operations: MRC_CTL_EP_OP_EV_PROBE): QP1, the endpoint's management QP, as
+ * connectionless CM MADs are (IBTA Vol 1 chapter 12: CM MADs go to QP1, the GSI), never a data QP
+ * (from rc::kFirstQpn). An EV probe is MRC_PROBE to QP1 and its answer MRC_PROBE_REPLY to QP1, both
+ * with the PETH: PETH.path = the caller's req_id, PETH.seq = a nonce, PETH.timestamp_ns = the
+ * prober's clock when sent; the responder echoes all three, and sends the reply from the probe's
+ * destination address back to its source with the same UDP source port (the EV), flow label and
+ * traffic class, so that the reply's RTT measures that EV's path.
+ */
+inline constexpr std::uint32_t kMrcEndpointQpn = 1;
 
 /** MDETH flags. */
 enum MdethFlags : std::uint8_t {
