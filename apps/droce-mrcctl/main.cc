@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -100,11 +101,14 @@ void print_list(const json& r, bool evs) {
                     p.at("link").get<std::string>().c_str(),
                     p.at("gid").get<std::string>().c_str());
     for (const json& q : r.at("qps")) {
+        std::string qp_state = q.at("state").get<std::string>(); // IBTA spells them RTS, ERR
+        for (char& ch : qp_state)
+            ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
         std::map<std::string, int> states;
         for (const json& e : q.at("evs"))
             ++states[e.at("state").get<std::string>()];
         std::printf("QP 0x%06x %-5s EV profile %llu, CC profile %llu: %zu EVs",
-                    q.at("qpn").get<unsigned>(), q.at("state").get<std::string>().c_str(),
+                    q.at("qpn").get<unsigned>(), qp_state.c_str(),
                     static_cast<unsigned long long>(q.at("ev_profile").get<std::uint64_t>()),
                     static_cast<unsigned long long>(q.at("cc_profile").get<std::uint64_t>()),
                     q.at("evs").size());

@@ -204,7 +204,10 @@ const MrcAttr* get_attr(const Qp& qp) noexcept {
 }
 
 bool is_mrc(const Qp& qp) noexcept {
-    return qp.transport == &kMrcTransport && qp.transport_state != nullptr;
+    // By family, not by table address: lib_mrc.so carries its own copy of this library, whose
+    // table is another object with the same meaning.
+    return qp.transport != nullptr && qp.transport->family == wire::Transport::mrc &&
+           qp.transport_state != nullptr;
 }
 
 const MrcCounters* counters(const Qp& qp) noexcept {

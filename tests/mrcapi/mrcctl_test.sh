@@ -28,7 +28,7 @@ fail() {
     failures=$((failures + 1))
 }
 ctl() { # ctl ARGS...: droce-mrcctl against the server, its output in $out, its status in $rc
-    out=$("$mrcctl" --pid "$server_pid" "$@" 2>&1)
+    out=$("$mrcctl" --pid "$bench_pid" "$@" 2>&1)
     rc=$?
     echo "\$ droce-mrcctl $*"
     echo "$out"
@@ -38,16 +38,22 @@ ctl() { # ctl ARGS...: droce-mrcctl against the server, its output in $out, its 
 "$mrcctl" --pid 1 list > /dev/null 2>&1 && fail "a process with no control socket answered"
 
 DROCE_CONFIG="$tmp/server.ini" timeout 90 "$bench" -d droce_memif4_s -p $tcp_port -n 6000 \
-    -S 1048576 -s 1048576 > "$tmp/server.out" 2>&1 &
+    -S 1048576 -s 1048576 -m 1024 > "$tmp/server.out" 2>&1 &
 server_pid=$!
+# The control socket is named after mrc_bench's PID, the child of `timeout`.
+for i in $(seq 1 100); do
+    bench_pid=$(pgrep -P "$server_pid" | head -1)
+    [ -n "$bench_pid" ] && break
+    sleep 0.05
+done
 wait_tcp_listener $tcp_port "$server_pid" || fail "the server never listened"
 DROCE_CONFIG="$tmp/client.ini" timeout 90 "$bench" -d droce_memif4_c -p $tcp_port -n 6000 \
-    -S 1048576 -s 1048576 127.0.0.1 > "$tmp/client.out" 2>&1 &
+    -S 1048576 -s 1048576 -m 1024 127.0.0.1 > "$tmp/client.out" 2>&1 &
 client_pid=$!
-# The QP is up once the client printed its QP line.
-for i in $(seq 1 200); do
-    grep -q "local QPN" "$tmp/client.out" 2>/dev/null && break
-    sleep 0.05
+# Ready once the server's QP is in RTS (its stdout is a file, fully buffered: ask the process).
+for i in $(seq 1 400); do
+    "$mrcctl" --pid "$bench_pid" list 2>/dev/null | grep -Eq '^QP 0x[0-9a-f]+ RTS ' && break
+    sleep 0.025
 done
 
 ctl list
