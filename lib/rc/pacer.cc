@@ -19,6 +19,9 @@ void update_rate(Qp& qp) noexcept {
     // paced at RC even at the line (a burst of a whole window would otherwise leave at once).
     if (p.dcqcn != nullptr && (p.rp.limited() || p.line_rate_mbps > 0)) r = p.rp.rate_mbps();
     if (p.rate_limit_mbps > 0 && (r == 0 || p.rate_limit_mbps < r)) r = p.rate_limit_mbps;
+    if (r != p.rate_mbps && r > 0 && p.gap_bytes != 0)
+        p.next_send_ns = p.gap_from_ns +
+                         static_cast<std::uint64_t>(static_cast<double>(p.gap_bytes) * 8000.0 / r);
     p.rate_mbps = r;
     qp.counters.set(Counter::rp_current_rate_mbps,
                     static_cast<std::uint64_t>(r > 0 ? r : line_of(p)));
@@ -29,6 +32,8 @@ void update_rate(Qp& qp) noexcept {
 void pacer_reset(Qp& qp) noexcept {
     Pacer& p = qp.pacer;
     p.next_send_ns = 0;
+    p.gap_from_ns = 0;
+    p.gap_bytes = 0;
     p.np = cc::DcqcnNp{};
     if (p.dcqcn) p.rp.init(*p.dcqcn, line_of(p));
     update_rate(qp);
@@ -56,6 +61,8 @@ void pacer_sent(Qp& qp, std::uint64_t wire_bytes, std::uint64_t now_ns) noexcept
     // Idle time earns credit up to kPacerBurstNs: a burst never exceeds that much time's worth.
     const std::uint64_t earliest = now_ns > kPacerBurstNs ? now_ns - kPacerBurstNs : 0;
     const std::uint64_t from = std::max(p.next_send_ns, earliest);
+    p.gap_from_ns = from;
+    p.gap_bytes = wire_bytes;
     p.next_send_ns =
         from + static_cast<std::uint64_t>(static_cast<double>(wire_bytes) * 8000.0 / p.rate_mbps);
 }

@@ -220,9 +220,15 @@ struct RemotePlane {
  */
 struct Pacer {
     std::uint64_t next_send_ns = 0; ///< earliest time the next packet may leave; 0 = no pacing
-    double rate_mbps = 0;           ///< the rate in force (0 = unpaced)
-    double rate_limit_mbps = 0;     ///< IBV_QP_RATE_LIMIT (0 = none)
-    double line_rate_mbps = 0;      ///< the QP's port (0 = unknown: DCQCN starts at 100 Gb/s)
+    /** The gap before next_send_ns: it started at gap_from_ns and is gap_bytes wire bytes long at
+     *  the rate in force. A rate change re-times the gap at the new rate at once, as a NIC's rate
+     *  limiter does: a QP cut to rpg_min_rate (1 Mb/s: 33 ms for a 4 KB packet) would otherwise
+     *  sit out that gap after DCQCN had long raised its rate again. */
+    std::uint64_t gap_from_ns = 0;
+    std::uint64_t gap_bytes = 0;
+    double rate_mbps = 0;       ///< the rate in force (0 = unpaced)
+    double rate_limit_mbps = 0; ///< IBV_QP_RATE_LIMIT (0 = none)
+    double line_rate_mbps = 0;  ///< the QP's port (0 = unknown: DCQCN starts at 100 Gb/s)
     /** DCQCN profile of this QP (reaction and notification point), or null: DCQCN off. Points at a
      *  profile that outlives the QP (cc::profile_by_name, or the device's). */
     const cc::DcqcnProfile* dcqcn = nullptr;

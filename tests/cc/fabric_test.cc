@@ -238,11 +238,11 @@ TEST(DcqcnFabric, PacerHoldsARateLimitedQpToItsRate) {
 }
 
 TEST(DcqcnFabric, FlowsShareABottleneckFairlyWithoutLoss) {
-    // The paper's profile. 16 flows do not meet the goal yet: the sim marks on enqueue, so the
-    // marks of the queue the first line-rate burst builds keep arriving for a queue's drain time,
-    // drive every flow to rpg_min_rate together and the synchronised recovery overflows the
-    // buffer (README, DCQCN). ConnectX's profile reacts and recovers faster and is not fair here.
-    for (const std::uint32_t n : {2u, 4u, 8u}) {
+    // The paper's profile. (ConnectX's profile reacts and recovers faster and is not fair at this
+    // bottleneck: DcqcnFabric.NvidiaProfileAtTheSameBottleneck prints its figures.) With 16 flows
+    // the marks of the queue the first line-rate burst builds drive every flow down to
+    // rpg_min_rate; this passes only because the pacer re-times its gap when the rate rises.
+    for (const std::uint32_t n : {2u, 4u, 8u, 16u}) {
         Incast t(n, bottleneck(), cc::profile_by_name("paper"));
         (void)t.run_for(20'000'000); // converge
         const std::vector<double> g = t.run_for(40'000'000);
@@ -261,6 +261,45 @@ TEST(DcqcnFabric, FlowsShareABottleneckFairlyWithoutLoss) {
         EXPECT_EQ(t.drops(), 0u) << n << " flows";
         EXPECT_GT(cnps, 0u);
     }
+}
+
+TEST(DcqcnFabric, NvidiaProfileAtTheSameBottleneck) {
+    // Figures only (README, DCQCN): ConnectX's defaults (byte counter 32 KB, timer 300 us) were
+    // set for 100 Gb/s fabrics; at this 10 Gb/s RED queue they are not fair. What must hold: the
+    // QPs react (CNPs handled) and the link is used.
+    for (const std::uint32_t n : {2u, 4u, 8u, 16u}) {
+        Incast t(n, bottleneck(), cc::profile_by_name("nvidia"));
+        (void)t.run_for(20'000'000);
+        const std::vector<double> g = t.run_for(40'000'000);
+        const double util =
+            std::accumulate(g.begin(), g.end(), 0.0) / (kLinkGbps * 4096.0 / 4154.0);
+        std::uint64_t cnps = 0;
+        for (rc::Qp* q : t.send_qp)
+            cnps += q->counters[Counter::rp_cnp_handled];
+        std::printf(
+            "nvidia %2u flows: Jain %.4f, utilisation %.3f, %llu CNPs handled, drops %llu\n", n,
+            jain(g), util, static_cast<unsigned long long>(cnps),
+            static_cast<unsigned long long>(t.drops()));
+        EXPECT_GT(cnps, 0u);
+        EXPECT_GE(util, 0.5) << n << " flows";
+    }
+}
+
+TEST(DcqcnFabric, PacerRetimesItsGapWhenTheRateRises) {
+    // A QP cut to 1 Mb/s after a 4 KB packet would wait 33 ms for its next one; once DCQCN (here:
+    // the rate limit, the same path through update_rate) raises the rate, the gap is re-timed.
+    sim::LinkConfig l;
+    l.bandwidth_gbps = 100;
+    Incast t(1, l, nullptr);
+    ASSERT_EQ(t.dev[1]->set_qp_rate_limit(t.send_qp[0], 1), 0); // 1 Mb/s
+    const rc::Pacer& p = t.send_qp[0]->pacer;
+    for (int i = 0; i < 100 && p.gap_bytes == 0; ++i)
+        t.step(); // until one packet is out (a step with work does not move the clock)
+    ASSERT_GT(p.next_send_ns, t.clock.now_ns() + 10'000'000);
+    ASSERT_EQ(t.dev[1]->set_qp_rate_limit(t.send_qp[0], 10'000), 0); // 10 Gb/s
+    EXPECT_LT(p.next_send_ns, t.clock.now_ns() + 10'000) << "the old gap still holds the QP back";
+    const std::vector<double> g = t.run_for(1'000'000);
+    EXPECT_GT(g[0], 5.0) << "the QP did not resume at its new rate";
 }
 
 TEST(DcqcnFabric, ALateFlowConvergesToItsShare) {
