@@ -423,6 +423,12 @@ const LinkStats& Fabric::link_stats(std::uint32_t from, std::uint32_t to,
     return impl_->link(i.from, i.to, i.plane).stats;
 }
 
+std::uint64_t Fabric::egress_backlog_bytes(std::uint32_t from, std::uint32_t to,
+                                           std::uint32_t plane) const noexcept {
+    const LinkIndex i = clamp(*this, from, to, plane);
+    return impl_->link(i.from, i.to, i.plane).backlog(impl_->clock->now_ns());
+}
+
 const PortStats& Fabric::port_stats(std::uint32_t endpoint, std::uint32_t plane) const noexcept {
     const LinkIndex i = clamp(*this, endpoint, endpoint, plane);
     return impl_->pstats(i.from, i.plane);

@@ -295,6 +295,13 @@ class Fabric {
     /** Counters of one directed link. */
     [[nodiscard]] const LinkStats& link_stats(std::uint32_t from, std::uint32_t to,
                                               std::uint32_t plane) const noexcept;
+    /**
+     * Bytes queued on the egress of directed link (@p from, @p to, @p plane) and not yet
+     * serialised, now: with shared_egress, the queue of port (@p to, @p plane) that every link into
+     * it shares (what RED marks on). 0 with infinite bandwidth.
+     */
+    [[nodiscard]] std::uint64_t egress_backlog_bytes(std::uint32_t from, std::uint32_t to,
+                                                     std::uint32_t plane) const noexcept;
     /** Counters of one port. */
     [[nodiscard]] const PortStats& port_stats(std::uint32_t endpoint,
                                               std::uint32_t plane) const noexcept;

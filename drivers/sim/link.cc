@@ -286,6 +286,12 @@ std::uint64_t serialisation_ps(std::uint32_t len, double gbps) noexcept {
 
 } // namespace
 
+std::uint64_t Link::backlog(std::uint64_t now_ns) const noexcept {
+    const std::uint64_t now_ps = now_ns > ctx_->t0_ns ? (now_ns - ctx_->t0_ns) * 1000u : 0;
+    const std::uint64_t busy = shared_busy_ps_ != nullptr ? *shared_busy_ps_ : own_busy_ps_;
+    return backlog_bytes(busy, now_ps, config.bandwidth_gbps);
+}
+
 void Link::drop(PktBuf* b, LinkCounter why) noexcept {
     stats.inc(why);
     ctx_->pool->release(b);

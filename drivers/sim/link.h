@@ -263,6 +263,10 @@ struct Link {
      */
     void share_egress(std::uint64_t* busy_until_ps) noexcept { shared_busy_ps_ = busy_until_ps; }
 
+    /** Bytes in the link's egress queue (shared or its own) not yet serialised at @p now_ns; 0
+     *  with infinite bandwidth. */
+    [[nodiscard]] std::uint64_t backlog(std::uint64_t now_ns) const noexcept;
+
     LinkConfig config;
     /** Probability that an ECT frame RED did not mark is marked CE anyway (the stage's flat
      *  marking); 0 on a fabric link. */

@@ -116,6 +116,10 @@ std::uint32_t Device::poll() noexcept {
         }
     }
     // 2. The active QPs: flush, reap, responder output, requester; then leave the list when done.
+    // Who goes first turns every pass, as a NIC's send arbiter does: when a port's stage fills in a
+    // pass, the QPs late in the list would otherwise find it full every time and starve (seen: of
+    // two QPs sharing a shaped port, the second sent nothing while the first had data).
+    if (active_.size() > 1) std::rotate(active_.begin(), active_.begin() + 1, active_.end());
     for (std::uint32_t i = 0; i < active_.size();) {
         const std::uint32_t slot = active_[i];
         rc::Qp& qp = *qps_[slot];
