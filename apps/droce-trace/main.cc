@@ -44,6 +44,7 @@ int run_read(const ReadOptions& opts) {
         return kExitFile;
     }
     RawFrame raw;
+    CnpCauses cnp_causes; // --explain: why each CNP was sent, from the frames before it
     for (;;) {
         const CaptureFile::Status st = capture.next(raw, error);
         if (st == CaptureFile::Status::end) break;
@@ -53,9 +54,16 @@ int run_read(const ReadOptions& opts) {
             return kExitFile;
         }
         const DecodedFrame frame = decode_frame(raw);
-        const std::string line = opts.json      ? format_json(frame, opts.explain).dump()
-                                 : opts.explain ? format_explained(frame)
-                                                : format_text(frame);
+        const std::string why = opts.explain ? cnp_causes.observe(frame) : std::string();
+        std::string line;
+        if (opts.json) {
+            nlohmann::ordered_json j = format_json(frame, opts.explain);
+            if (!why.empty()) j["why"] = why;
+            line = j.dump();
+        } else {
+            line = opts.explain ? format_explained(frame) : format_text(frame);
+            if (!why.empty()) line += "\n    why         " + why;
+        }
         if (!write_out(line)) {
             std::fprintf(stderr, "droce-trace: cannot write the output\n");
             return kExitFile;

@@ -925,4 +925,81 @@ std::string format_explained(const DecodedFrame& d) {
     return out;
 }
 
+namespace {
+
+/** "src>dst" of a frame's IP addresses, in the order given, or empty when it has no IP header. */
+std::string direction_key(const wire::ParsedFrame& p, bool reversed) {
+    std::string a, b;
+    if (p.ipv4 != nullptr) {
+        a.assign(reinterpret_cast<const char*>(p.ipv4->src.data()), 4);
+        b.assign(reinterpret_cast<const char*>(p.ipv4->dst.data()), 4);
+    } else if (p.ipv6 != nullptr) {
+        a.assign(reinterpret_cast<const char*>(p.ipv6->src.data()), 16);
+        b.assign(reinterpret_cast<const char*>(p.ipv6->dst.data()), 16);
+    } else {
+        return {};
+    }
+    return reversed ? b + '>' + a : a + '>' + b;
+}
+
+unsigned ecn_of(const wire::ParsedFrame& p) {
+    if (p.ipv4 != nullptr) return p.ipv4->tos & 3u;
+    if (p.ipv6 != nullptr) return p.ipv6->traffic_class() & 3u;
+    return 0;
+}
+
+std::string hex(std::uint32_t v, int width) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "0x%0*x", width, v);
+    return buf;
+}
+
+} // namespace
+
+CnpCauses::Marks& CnpCauses::at(const std::string& key) {
+    for (auto& [k, m] : directions_)
+        if (k == key) return m;
+    directions_.emplace_back(key, Marks{});
+    return directions_.back().second;
+}
+
+std::string CnpCauses::observe(const DecodedFrame& d) {
+    if (d.kind != FrameKind::roce || d.parsed.bth == nullptr) return {};
+    const wire::ParsedFrame& p = d.parsed;
+    const wire::OpcodeInfo& info = wire::opcode_info(p.bth->opcode());
+    if (!info.is(OpFlags::cnp)) {
+        if (ecn_of(p) != 3u) return {};
+        Marks& m = at(direction_key(p, false));
+        m.last_frame = d.raw.index;
+        m.last_what = std::string(wire::to_string(p.bth->opcode())) + " PSN " +
+                      hex(p.bth->psn().value(), 6) + " to QP " + hex(p.bth->dest_qp(), 6);
+        ++m.since_cnp;
+        return {};
+    }
+    // A CNP from B to A answers the marks on A -> B.
+    Marks& m = at(direction_key(p, true));
+    ++m.cnps;
+    std::string s;
+    if (m.last_frame == 0) {
+        s = "no ECN-CE marked packet toward this CNP's sender is in the capture before it: the "
+            "mark it answers was not captured (the capture started later, or saw only one "
+            "direction).";
+    } else if (m.since_cnp == 0) {
+        s = "no new CE mark since this direction's previous CNP: the notification point answers "
+            "each marked packet once its min_time_between_cnps has passed, so this one answers "
+            "frame #" +
+            std::to_string(m.last_frame) + " (" + m.last_what + ") again or a mark not captured.";
+    } else {
+        s = "the receiver got ECN-CE marked packets from this CNP's destination: " +
+            std::to_string(m.since_cnp) + " since the previous CNP of this direction, the latest " +
+            "frame #" + std::to_string(m.last_frame) + " (" + m.last_what +
+            "). A switch marked them because its queue toward the receiver was building; the "
+            "receiver (DCQCN notification point) tells QP " +
+            hex(p.bth->dest_qp(), 6) +
+            " to slow down, and the sender's reaction point cuts its rate by alpha / 2.";
+    }
+    m.since_cnp = 0;
+    return s;
+}
+
 } // namespace droce::trace

@@ -54,4 +54,31 @@ struct Explanation {
 /** The minimum RNR timer of @p code (0..31) in milliseconds, as text: "1.28 ms", "655.36 ms". */
 [[nodiscard]] std::string format_rnr_timer(std::uint8_t code);
 
+/**
+ * Why each CNP in a capture was sent: the DCQCN notification point (the receiver of ECN-CE marked
+ * packets) sends one CNP back to the sending QP for the marks it saw, at most one per QP per
+ * min_time_between_cnps (RoCEv2 Annex A17.9; DCQCN, SIGCOMM'15 Sec. 3). Fed every frame of a
+ * capture in order, it remembers per direction (source IP -> destination IP) the latest CE-marked
+ * RoCE packet and how many came since the previous CNP for that direction; a CNP from B to A is
+ * about the packets A sent to B. Not thread safe; allocates.
+ */
+class CnpCauses {
+  public:
+    /**
+     * Takes @p frame (capture order). For a CNP returns the sentence that explains it (the marked
+     * packet it answers, or that none was seen in the capture); for anything else an empty string.
+     */
+    std::string observe(const DecodedFrame& frame);
+
+  private:
+    struct Marks {
+        std::uint64_t last_frame = 0; ///< RawFrame::index of the latest CE-marked packet
+        std::string last_what;        ///< "RDMA WRITE MIDDLE PSN 0x.. to QP 0x.."
+        std::uint64_t since_cnp = 0;  ///< CE-marked packets since the last CNP of this direction
+        std::uint64_t cnps = 0;       ///< CNPs seen for this direction
+    };
+    std::vector<std::pair<std::string, Marks>> directions_;
+    Marks& at(const std::string& key);
+};
+
 } // namespace droce::trace

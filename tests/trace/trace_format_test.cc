@@ -441,3 +441,59 @@ TEST(TraceRobustness, PrefixesAndCorruptionsFormat) {
 
 } // namespace
 } // namespace droce::trace::test
+
+namespace droce::trace::test {
+namespace {
+
+/** The reverse of test_path(): B (10.0.0.2) back to A (10.0.0.1). */
+wire::PathHeaders reverse_path() {
+    wire::PathHeaders p = test_path();
+    std::swap(p.src_mac, p.dst_mac);
+    std::swap(p.src_ip, p.dst_ip);
+    return p;
+}
+
+TEST(TraceCnp, WhyEachCnpWasSent) {
+    CnpCauses causes;
+    std::vector<std::vector<std::uint8_t>> frames;
+    const auto feed = [&](const std::vector<std::uint8_t>& bytes, std::uint64_t index) {
+        RawFrame r = raw_of(bytes);
+        r.index = index;
+        return causes.observe(decode_frame(r));
+    };
+    wire::PacketFields cnp{};
+    cnp.opcode = wire::Opcode::CNP;
+    cnp.becn = true;
+    cnp.pkey = 0xffff;
+    cnp.dest_qp = 0x11; // A's sending QP
+    // 1. A CNP with no mark before it in the capture.
+    EXPECT_PRED2(contains, feed(build(cnp, 0, reverse_path()), 1), "no ECN-CE marked packet");
+    // 2. Two WRITEs A -> B, the second marked CE by a switch; one unmarked B -> A (other way).
+    wire::PacketFields w{};
+    w.opcode = wire::Opcode::RC_RDMA_WRITE_ONLY;
+    w.dest_qp = 0x12;
+    w.psn = wire::Psn(5);
+    w.rkey = 0x100;
+    w.dma_len = 64;
+    wire::PathHeaders ce = test_path();
+    EXPECT_EQ(feed(build(w, 64, ce), 2), "");
+    ce.tos = 3; // CE
+    w.psn = wire::Psn(6);
+    EXPECT_EQ(feed(build(w, 64, ce), 3), "");
+    wire::PathHeaders back_ce = reverse_path();
+    back_ce.tos = 3;
+    EXPECT_EQ(feed(build(w, 64, back_ce), 4), ""); // marked, but in the other direction
+    // 3. B's CNP to A's QP 0x11 answers frame 3 (not frame 4).
+    const std::string why = feed(build(cnp, 0, reverse_path()), 5);
+    EXPECT_PRED2(contains, why, "1 since the previous CNP");
+    EXPECT_PRED2(contains, why, "frame #3");
+    EXPECT_PRED2(contains, why, "PSN 0x000006 to QP 0x000012");
+    EXPECT_PRED2(contains, why, "tells QP 0x000011 to slow down");
+    // 4. Another CNP with no new mark: it says so.
+    EXPECT_PRED2(contains, feed(build(cnp, 0, reverse_path()), 6), "no new CE mark");
+    // 5. A's CNP to B answers frame 4.
+    EXPECT_PRED2(contains, feed(build(cnp, 0, test_path()), 7), "frame #4");
+}
+
+} // namespace
+} // namespace droce::trace::test
