@@ -36,6 +36,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -362,6 +363,11 @@ void start_control_server(ibv_device* device) noexcept {
                                     static_cast<long>(getpid()));
         const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
         if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(fd, 4) != 0) {
+            // EADDRINUSE: another process (any user may bind an abstract name) holds the name.
+            std::fprintf(stderr,
+                         "droce: no control socket droce-mrcctl.%ld (%s): droce-mrcctl cannot "
+                         "reach this process\n",
+                         static_cast<long>(getpid()), std::strerror(errno));
             close(fd);
             return;
         }
