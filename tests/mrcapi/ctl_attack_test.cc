@@ -302,6 +302,89 @@ TEST_F(MrcCtlAttack, ExplicitArrayFollowsTheModeBackAndForth) {
     EXPECT_EQ(mrc_ctl_modify_ev_fmt_profile(mctx[0], 80, &f, MRC_CTL_EV_FMT_PROFILE_STATE), 0);
 }
 
+// ---------------------------------------------------------------- bad arguments
+
+TEST_F(MrcCtlAttack, BadArgumentsAreRefusedWithTheDocumentedErrno) {
+    // EV event CQs: eight per device, the ninth ENOSPC; polls of 0 entries return 0, negative
+    // counts -EINVAL.
+    std::vector<mrc_cq*> cqs;
+    for (int i = 0; i < 8; ++i) {
+        cqs.push_back(mrc_ctl_create_ev_event_cq(mctx[0], 4, nullptr, nullptr, 0));
+        ASSERT_NE(cqs.back(), nullptr) << i;
+    }
+    errno = 0;
+    EXPECT_EQ(mrc_ctl_create_ev_event_cq(mctx[0], 4, nullptr, nullptr, 0), nullptr);
+    EXPECT_EQ(errno, ENOSPC);
+    mrc_ctl_ev_event ev{};
+    EXPECT_EQ(mrc_ctl_poll_ev_event(cqs[0], 0, nullptr), 0);
+    EXPECT_EQ(mrc_ctl_poll_ev_event(cqs[0], -1, &ev), -EINVAL);
+    for (mrc_cq* c : cqs)
+        EXPECT_EQ(mrc_destroy_cq(c), 0);
+    mrc_cq* again = mrc_ctl_create_ev_event_cq(mctx[0], 4, nullptr, nullptr, 0);
+    ASSERT_NE(again, nullptr) << "slots freed by destroy";
+    EXPECT_EQ(mrc_destroy_cq(again), 0);
+
+    // EV profile ops: NULL entries with a count, a negative count, too many fields.
+    mrc_ctl_ev_profile_attr a{};
+    a.ev_op.op = MRC_CTL_EV_OP_MODIFY_EV_STATE;
+    a.ev_op.entries = nullptr;
+    a.ev_op.entry_count = 1 << 30;
+    errno = 0;
+    EXPECT_EQ(mrc_ctl_modify_ev_profile(mctx[0], 0, &a, MRC_CTL_EV_PROFILE_EV_OP), -1);
+    EXPECT_EQ(errno, EINVAL);
+    a.ev_op.entry_count = -1;
+    errno = 0;
+    EXPECT_EQ(mrc_ctl_modify_ev_profile(mctx[0], 0, &a, MRC_CTL_EV_PROFILE_EV_OP), -1);
+    EXPECT_EQ(errno, EINVAL);
+    mrc_ctl_ev_field fields[9] = {};
+    a = {};
+    a.profile_state = MRC_CTL_PROFILE_OFFLINE;
+    a.ev_mode = MRC_CTL_EV_MODE_AUTO;
+    a.ev_fields_op.op = MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS;
+    a.ev_fields_op.fields = fields;
+    a.ev_fields_op.field_count = 9;
+    errno = 0;
+    EXPECT_EQ(mrc_ctl_modify_ev_profile(mctx[0], UINT64_MAX, &a,
+                                        MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE |
+                                            MRC_CTL_EV_PROFILE_EV_FIELDS_OP),
+              -1);
+    EXPECT_EQ(errno, E2BIG);
+    a.ev_fields_op.field_count = 0;
+    a.ev_count = 257;
+    errno = 0;
+    EXPECT_EQ(mrc_ctl_modify_ev_profile(mctx[0], UINT64_MAX, &a,
+                                        MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE |
+                                            MRC_CTL_EV_PROFILE_COUNT),
+              -1);
+    EXPECT_EQ(errno, E2BIG);
+    mrc_ctl_ev_profile_attr q{};
+    ASSERT_EQ(mrc_ctl_query_ev_profile(mctx[0], UINT64_MAX, &q, MRC_CTL_EV_PROFILE_STATE), 0);
+    EXPECT_EQ(q.profile_state, MRC_CTL_PROFILE_INIT) << "a refused call left a profile behind";
+
+    // Endpoint batches: no request, too many, no response array, a DSCP over 63.
+    mrc_ctl_ep_req req[257] = {};
+    mrc_ctl_ep_rsp rsp[257] = {};
+    int got = 0;
+    for (const int n : {0, -1, 257}) {
+        errno = 0;
+        EXPECT_EQ(
+            mrc_ctl_ep_batch_send_wait(mctx[0], 0, MRC_CTL_EP_OP_EV_PROBE, req, n, 1000, rsp, &got),
+            -1)
+            << n;
+        EXPECT_EQ(errno, EINVAL) << n;
+    }
+    errno = 0;
+    EXPECT_EQ(
+        mrc_ctl_ep_batch_send_wait(mctx[0], 0, MRC_CTL_EP_OP_EV_PROBE, req, 1, 1000, nullptr, &got),
+        -1);
+    EXPECT_EQ(errno, EINVAL);
+    errno = 0;
+    EXPECT_EQ(
+        mrc_ctl_ep_batch_send_wait(mctx[0], 64, MRC_CTL_EP_OP_EV_PROBE, req, 1, 1000, rsp, &got),
+        -1);
+    EXPECT_EQ(errno, EINVAL);
+}
+
 // ---------------------------------------------------------------- a closed verbs context
 
 TEST_F(MrcCtlAttack, ContextOfAClosedDeviceIsRefused) {
