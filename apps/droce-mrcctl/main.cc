@@ -62,8 +62,21 @@ json call(long pid, const json& req) {
                      std::strerror(errno));
         std::exit(2);
     }
+    // An abstract name is anyone's to bind: talk only to a process of this user (or root), as the
+    // server only listens to them.
+    ucred cred{};
+    socklen_t cred_len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||
+        (cred.uid != getuid() && cred.uid != 0)) {
+        std::fprintf(stderr, "droce-mrcctl: process %ld: the socket belongs to another user\n",
+                     pid);
+        std::exit(2);
+    }
+    // A process that never answers (stopped, or busy) does not hang the tool for ever.
+    const timeval tv{30, 0};
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     const std::string out = req.dump() + "\n";
-    if (write(fd, out.data(), out.size()) != static_cast<ssize_t>(out.size())) {
+    if (send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) {
         std::fprintf(stderr, "droce-mrcctl: write: %s\n", std::strerror(errno));
         std::exit(2);
     }
@@ -71,6 +84,11 @@ json call(long pid, const json& req) {
     char buf[65536];
     for (;;) {
         const ssize_t r = read(fd, buf, sizeof buf);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            std::fprintf(stderr, "droce-mrcctl: process %ld did not answer\n", pid);
+            std::exit(2);
+        }
         if (r <= 0) break;
         reply.append(buf, static_cast<std::size_t>(r));
     }
@@ -143,7 +161,7 @@ int main(int argc, char** argv) {
     CLI::App* port = app.add_subcommand("port", "take a port (plane) down or bring it up");
     int port_num = 0;
     std::string updown;
-    port->add_option("PORT", port_num, "1-based port")->required();
+    port->add_option("PORT", port_num, "1-based port")->required()->check(CLI::Range(1, 255));
     port->add_option("STATE", updown, "down or up")
         ->required()
         ->check(CLI::IsMember({"down", "up"}));
@@ -155,7 +173,7 @@ int main(int argc, char** argv) {
     CLI::App* allow = app.add_subcommand("allow", "set a DENIED EV back to GOOD");
     for (CLI::App* s : {deny, allow}) {
         s->add_option("VALUE", ev_value, "the EV (profile 0: the UDP source port)")->required();
-        s->add_option("PORT", ev_port, "its 1-based port")->required();
+        s->add_option("PORT", ev_port, "its 1-based port")->required()->check(CLI::Range(1, 255));
         s->add_option("--profile", profile, "EV profile (0: droce's own paths)");
     }
 
@@ -163,7 +181,9 @@ int main(int argc, char** argv) {
     std::string dgid;
     std::uint32_t probe_ev = 0xc000;
     int count = 1, timeout_ms = 100;
-    probe->add_option("PORT", ev_port, "1-based port to send from")->required();
+    probe->add_option("PORT", ev_port, "1-based port to send from")
+        ->required()
+        ->check(CLI::Range(1, 255));
     probe->add_option("DGID", dgid, "destination IPv4 or IPv6 address (its GID)")->required();
     probe->add_option("--ev", probe_ev, "first EV (UDP source port); one more per probe");
     probe->add_option("--count", count, "probes (1..64), one EV each")->check(CLI::Range(1, 64));
@@ -189,40 +209,46 @@ int main(int argc, char** argv) {
         pid = pids[0];
     }
 
-    if (*list) {
-        const json r = call(pid, {{"cmd", "list"}});
-        check(r, "list");
-        if (as_json)
-            std::printf("%s\n", r.dump(2).c_str());
-        else
-            print_list(r, show_evs);
-    } else if (*port) {
-        check(call(pid, {{"cmd", "port"}, {"port", port_num}, {"up", updown == "up"}}), "port");
-        std::printf("port %d %s\n", port_num, updown.c_str());
-    } else if (*deny || *allow) {
-        const bool d = static_cast<bool>(*deny);
-        check(call(pid, {{"cmd", "ev_state"},
-                         {"profile", profile},
-                         {"value", ev_value},
-                         {"port", ev_port},
-                         {"deny", d}}),
-              d ? "deny" : "allow");
-        std::printf("EV 0x%x on port %d: %s\n", ev_value, ev_port, d ? "DENIED" : "GOOD");
-    } else if (*probe) {
-        const json r = call(pid, {{"cmd", "probe"},
-                                  {"port", ev_port},
-                                  {"dgid", dgid},
-                                  {"ev", probe_ev},
-                                  {"count", count},
-                                  {"timeout_ms", timeout_ms}});
-        check(r, "probe");
-        for (const json& rep : r.at("replies"))
-            std::printf("reply from %s: ev 0x%x port %d rtt %u ns\n", dgid.c_str(),
-                        rep.at("ev").get<unsigned>(), rep.at("port").get<int>(),
-                        rep.at("rtt_ns").get<unsigned>());
-        const std::size_t got = r.at("replies").size();
-        std::printf("%d probes, %zu replies\n", r.at("sent").get<int>(), got);
-        return got == static_cast<std::size_t>(r.at("sent").get<int>()) ? 0 : 1;
+    try {
+        if (*list) {
+            const json r = call(pid, {{"cmd", "list"}});
+            check(r, "list");
+            if (as_json)
+                std::printf("%s\n", r.dump(2).c_str());
+            else
+                print_list(r, show_evs);
+        } else if (*port) {
+            check(call(pid, {{"cmd", "port"}, {"port", port_num}, {"up", updown == "up"}}), "port");
+            std::printf("port %d %s\n", port_num, updown.c_str());
+        } else if (*deny || *allow) {
+            const bool d = static_cast<bool>(*deny);
+            check(call(pid, {{"cmd", "ev_state"},
+                             {"profile", profile},
+                             {"value", ev_value},
+                             {"port", ev_port},
+                             {"deny", d}}),
+                  d ? "deny" : "allow");
+            std::printf("EV 0x%x on port %d: %s\n", ev_value, ev_port, d ? "DENIED" : "GOOD");
+        } else if (*probe) {
+            const json r = call(pid, {{"cmd", "probe"},
+                                      {"port", ev_port},
+                                      {"dgid", dgid},
+                                      {"ev", probe_ev},
+                                      {"count", count},
+                                      {"timeout_ms", timeout_ms}});
+            check(r, "probe");
+            for (const json& rep : r.at("replies"))
+                std::printf("reply from %s: ev 0x%x port %d rtt %u ns\n", dgid.c_str(),
+                            rep.at("ev").get<unsigned>(), rep.at("port").get<int>(),
+                            rep.at("rtt_ns").get<unsigned>());
+            const std::size_t got = r.at("replies").size();
+            std::printf("%d probes, %zu replies\n", r.at("sent").get<int>(), got);
+            return got == static_cast<std::size_t>(r.at("sent").get<int>()) ? 0 : 1;
+        }
+    } catch (const std::exception& e) { // a reply of another shape than asked
+        std::fprintf(stderr, "droce-mrcctl: process %ld sent an unexpected reply (%s)\n", pid,
+                     e.what());
+        return 2;
     }
     return 0;
 }

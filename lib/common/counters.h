@@ -59,6 +59,9 @@ namespace droce {
     X(ep_probe_replies_rcvd)       /* MRC_PROBE_REPLY to QP1 received and queued for take_ep_replies */ \
     X(ep_probe_replies_dropped)    /* MRC_PROBE_REPLY to QP1 dropped: the reply ring was full */ \
     X(ep_dropped_bad_version)      /* MRC_PROBE / MRC_PROBE_REPLY to QP1 with a PETH version droce does not know */ \
+    X(ep_dropped_port_down)        /* MRC_PROBE / MRC_PROBE_REPLY to QP1 on a port administratively down (set_port_admin): not answered */ \
+    X(ep_dropped_bad_source)       /* MRC_PROBE from no single host (group source MAC; unspecified, multicast, broadcast, loopback or own source IP): not answered */ \
+    X(ep_probes_rate_limited)      /* MRC_PROBE not answered: more than Device::kEpReplyBurst at once or kEpReplyRate a second */ \
     X(link_downed)                 /* a port's link went down (mlx5 link_downed) */ \
     X(link_upped)                  /* a port's link came (back) up */ \
     X(flushed_wqes)                /* WQEs completed with WR_FLUSH_ERR */ \

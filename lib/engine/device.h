@@ -241,6 +241,14 @@ class Device {
     /** Replies to EV probes held until take_ep_replies() (a power of two); more are dropped. */
     static constexpr std::uint32_t kEpReplyDepth = 256;
     /**
+     * MRC_PROBE answered at most: kEpReplyBurst at once (a full mrc_ctl_ep_batch_send_wait batch
+     * is 256), then kEpReplyRate a second. Anyone on the link may send probes, each costing an
+     * engine pass's time and a transmit slot the data path shares: a flood is answered at this rate
+     * and the rest dropped (ep_probes_rate_limited). A reply is never larger than its probe.
+     */
+    static constexpr std::uint32_t kEpReplyBurst = 256;
+    static constexpr std::uint64_t kEpReplyRate = 100'000;
+    /**
      * Sends one connectionless EV probe (OCP MRC mrc_ctl.h, mrc_ctl_ep_batch_send_wait with
      * MRC_CTL_EP_OP_EV_PROBE): an MRC_PROBE with PETH {path = req_id, seq = nonce, timestamp_ns =
      * the device clock now} from port @p req.port's MAC and GID to @p req.dgid's QP1
@@ -467,6 +475,11 @@ class Device {
     rc::TransportCtx ctx_;
     /** EV probe replies: the engine (receive_endpoint) produces, take_ep_replies() consumes. */
     SpscRing<EpProbeReply> ep_replies_{kEpReplyDepth};
+    /** Token bucket of the probes answered (receive_endpoint; engine thread). */
+    std::uint64_t ep_reply_tokens_ = kEpReplyBurst;
+    std::uint64_t ep_reply_refill_ns_ = 0;
+    /** Takes one reply token at @p now_ns; false when the bucket is empty. */
+    bool take_ep_reply_token(std::uint64_t now_ns) noexcept;
     NeighTable neigh_;
     std::vector<NeighResponder> responders_; ///< one per port
     std::vector<bool> link_was_up_;

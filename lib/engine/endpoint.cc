@@ -48,6 +48,17 @@ bool is_unicast_gid(const wire::Ipv6Addr& gid) noexcept {
     return gid != wire::Ipv6Addr{} && gid[0] != 0xff; // ::, ff00::/8 (RFC 4291 §2.7)
 }
 
+/** True for a source address a reply may go back to: one host, not loopback. */
+bool is_reply_address(const wire::Ipv6Addr& gid) noexcept {
+    if (!is_unicast_gid(gid)) return false;
+    if (wire::is_ipv4_mapped(gid)) {
+        const wire::Ipv4Addr v4 = wire::ipv4_of_mapped(gid);
+        return v4[0] != 127 && v4[0] != 0; // 127.0.0.0/8, 0.0.0.0/8 (RFC 1122 §3.2.1.3)
+    }
+    constexpr wire::Ipv6Addr kLoopback{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    return gid != kLoopback;
+}
+
 /** The PETH fields of an EV probe or its reply (host order). */
 wire::MrcCtlFields peth_fields(std::uint16_t req_id, std::uint32_t nonce,
                                std::uint64_t timestamp_ns) noexcept {
@@ -123,10 +134,34 @@ int Device::send_ep_probe(const EpProbeRequest& req) noexcept {
     return 0;
 }
 
+bool Device::take_ep_reply_token(std::uint64_t now_ns) noexcept {
+    constexpr std::uint64_t kInterval = 1'000'000'000ull / kEpReplyRate;
+    if (now_ns > ep_reply_refill_ns_) {
+        const std::uint64_t add = (now_ns - ep_reply_refill_ns_) / kInterval;
+        if (add >= kEpReplyBurst) {
+            ep_reply_tokens_ = kEpReplyBurst;
+            ep_reply_refill_ns_ = now_ns;
+        } else if (add > 0) {
+            ep_reply_tokens_ = std::min<std::uint64_t>(kEpReplyBurst, ep_reply_tokens_ + add);
+            ep_reply_refill_ns_ += add * kInterval;
+        }
+    }
+    if (ep_reply_tokens_ == 0) return false;
+    --ep_reply_tokens_;
+    return true;
+}
+
 void Device::receive_endpoint(const wire::ParsedFrame& pkt, unsigned port) noexcept {
     const wire::Opcode op = pkt.bth->opcode();
     if (op != wire::Opcode::MRC_PROBE && op != wire::Opcode::MRC_PROBE_REPLY) {
         counters_.inc(Counter::rx_dropped_bad_qp); // no other MRC operation is connectionless
+        return;
+    }
+    // A port the controller took out of service (set_port_admin) neither answers probes (its
+    // paths would look good to the prober, and the reply would leave by a disabled port) nor
+    // takes replies.
+    if (port >= ports_.size() || !admin_up_[port]) {
+        counters_.inc(Counter::ep_dropped_port_down);
         return;
     }
     const wire::Peth* peth = pkt.peth(); // both opcodes carry one (parse_frame checked the length)
@@ -153,6 +188,21 @@ void Device::receive_endpoint(const wire::ParsedFrame& pkt, unsigned port) noexc
     // MRC_PROBE: answer at once on the port it came by, back to where it came from, on the same
     // EV (UDP source port, flow label) and DSCP, echoing the PETH. The receive filter accepted the
     // frame for this port's MAC and one of our GIDs, which become the reply's source.
+    // Only to one other host: a probe "from" a group MAC or a broadcast, multicast, unspecified,
+    // loopback or own address would have the reply sent to every host of the link or to ourselves
+    // (RFC 1122 §3.2.2: no answer to such sources).
+    const wire::Ipv6Addr src_ip = pkt.ipv4 ? wire::ipv4_mapped(pkt.ipv4->src) : pkt.ipv6->src;
+    bool own = false;
+    for (const PortSpec& ps : ports_)
+        own |= ps.gid == src_ip;
+    if (is_group_mac(pkt.eth->src) || own || !is_reply_address(src_ip)) {
+        counters_.inc(Counter::ep_dropped_bad_source);
+        return;
+    }
+    if (!take_ep_reply_token(clock_->now_ns())) {
+        counters_.inc(Counter::ep_probes_rate_limited);
+        return;
+    }
     wire::PathHeaders h;
     h.src_mac = pkt.eth->dst;
     h.dst_mac = pkt.eth->src;

@@ -367,6 +367,12 @@ int check_fields(const std::vector<mrc_ctl_ev_field>& fields, const FmtProfile* 
     return 0;
 }
 
+/** A profile state the caller may name: INIT, OFFLINE or ONLINE, nothing else of the enum's
+ *  underlying type (a value outside it would be stored and leave the profile stuck in no state). */
+bool is_profile_state(mrc_ctl_profile_state s) noexcept {
+    return s == MRC_CTL_PROFILE_INIT || s == MRC_CTL_PROFILE_OFFLINE || s == MRC_CTL_PROFILE_ONLINE;
+}
+
 bool vendor_cfg_zero(const std::uint8_t* cfg) noexcept {
     return std::all_of(cfg, cfg + MRC_CTL_MAX_VENDOR_CFG_SIZE,
                        [](std::uint8_t b) { return b == 0; });
@@ -506,7 +512,9 @@ int modify_ev_profile(DeviceEntry& e, std::uint64_t id, mrc_ctl_ev_profile_attr&
     }
     // The EV array follows the shape: explicit entries start unpopulated (OCP), generated ones
     // are made from the fields.
-    if (p.mode == MRC_CTL_EV_MODE_EXP && p.count != old_count) p.evs.assign(p.count, EvSlot{});
+    // (EXP after AUTO, which has no array, gets its count of unpopulated entries back.)
+    if (p.mode == MRC_CTL_EV_MODE_EXP && (p.count != old_count || p.evs.size() != p.count))
+        p.evs.assign(p.count, EvSlot{});
     if (p.mode == MRC_CTL_EV_MODE_GEN && p.count_set) generate(p, std::max(1u, e.dev->num_ports()));
     if (p.mode == MRC_CTL_EV_MODE_AUTO) p.evs.clear();
     if (mask & MRC_CTL_EV_PROFILE_EV_OP) {
@@ -519,6 +527,7 @@ int modify_ev_profile(DeviceEntry& e, std::uint64_t id, mrc_ctl_ev_profile_attr&
 
     if (mask & MRC_CTL_EV_PROFILE_STATE) {
         const mrc_ctl_profile_state to = a.profile_state;
+        if (!is_profile_state(to)) return EINVAL;
         if (to != from) {
             const bool step = (from == MRC_CTL_PROFILE_INIT && to == MRC_CTL_PROFILE_OFFLINE) ||
                               (from == MRC_CTL_PROFILE_OFFLINE && to != MRC_CTL_PROFILE_OFFLINE) ||
@@ -742,6 +751,11 @@ extern "C" int mrc_ctl_modify_port(mrc_context* context, uint8_t port_num, mrc_c
     if (attr->port_admin_state != MRC_CTL_PORT_ADMIN_ENABLED &&
         attr->port_admin_state != MRC_CTL_PORT_ADMIN_DISABLED)
         return fail_neg(EINVAL);
+    // A control section as every other call takes: one control thread at a time (the control
+    // socket's thread and the application's may both call this), and EINVAL for an MRC context
+    // whose verbs context was closed.
+    Control ctl(context->ibv);
+    if (!ctl.ok()) return fail_neg(EINVAL);
     const int r =
         e->dev->set_port_admin(port_num - 1u, attr->port_admin_state == MRC_CTL_PORT_ADMIN_ENABLED);
     return r == 0 ? 0 : fail_neg(r);
@@ -810,6 +824,7 @@ extern "C" int mrc_ctl_modify_ev_fmt_profile(mrc_context* mrc_ctx, uint64_t id,
     }
     if (mask & MRC_CTL_EV_FMT_PROFILE_STATE) {
         const mrc_ctl_profile_state to = attr->profile_state;
+        if (!is_profile_state(to)) return fail_neg(EINVAL);
         if (to != from) {
             const bool step = (from == MRC_CTL_PROFILE_INIT && to == MRC_CTL_PROFILE_OFFLINE) ||
                               (from == MRC_CTL_PROFILE_OFFLINE && to != MRC_CTL_PROFILE_OFFLINE) ||
@@ -1018,6 +1033,7 @@ extern "C" int mrc_ctl_modify_cc_profile(mrc_context* mrc_ctx, uint64_t id,
     if ((mask & MRC_CTL_CC_PROFILE_CONFIG) && attr->cc_config) return fail_neg(EINVAL);
     if (mask & MRC_CTL_CC_PROFILE_STATE) {
         const mrc_ctl_profile_state to = attr->profile_state;
+        if (!is_profile_state(to)) return fail_neg(EINVAL);
         if (to != from) {
             const bool step = (from == MRC_CTL_PROFILE_INIT && to == MRC_CTL_PROFILE_OFFLINE) ||
                               (from == MRC_CTL_PROFILE_OFFLINE && to != MRC_CTL_PROFILE_OFFLINE) ||
@@ -1066,8 +1082,13 @@ extern "C" mrc_cq* mrc_ctl_create_ev_event_cq(mrc_context* mrc_ctx, int cqe, voi
                                               mrc_comp_channel* channel, int comp_vector) {
     DeviceEntry* e = entry_of_ctx(mrc_ctx);
     if (!e) return nullptr;
-    if (cqe <= 0 || cqe > 65536 || comp_vector < 0 || comp_vector >= mrc_ctx->ibv->num_comp_vectors)
-        return fail<mrc_cq>(EINVAL);
+    if (cqe <= 0 || cqe > 65536 || comp_vector < 0) return fail<mrc_cq>(EINVAL);
+    {
+        // The verbs context may have been closed (and freed): look at it only once it is known
+        // to be open.
+        Control ctl(mrc_ctx->ibv);
+        if (!ctl.ok() || comp_vector >= mrc_ctx->ibv->num_comp_vectors) return fail<mrc_cq>(EINVAL);
+    }
     if (channel && channel->ctx != mrc_ctx) return fail<mrc_cq>(EINVAL);
     auto* cq = new (std::nothrow) mrc_cq;
     if (!cq) return fail<mrc_cq>(ENOMEM);
@@ -1213,7 +1234,14 @@ extern "C" int mrc_ctl_ep_batch_send_wait(mrc_context* mrc_ctx, uint8_t req_tc,
     while (outstanding > 0) {
         for (std::size_t i = 0; i < probes.size() && unsent > 0; ++i) {
             if (sent[i]) continue;
-            const int r = dev.send_ep_probe(probes[i]);
+            int r;
+            {
+                // Serialised with the process's other control calls (the neighbour table and the
+                // port's transmit queue are the control path's while it runs), and refused once
+                // the verbs context is closed.
+                Control ctl(mrc_ctx->ibv);
+                r = ctl.ok() ? dev.send_ep_probe(probes[i]) : EINVAL;
+            }
             if (r == EAGAIN || r == ENOBUFS) continue; // the address is being resolved: again
             if (r != 0) return fail_neg(r);
             sent[i] = true;

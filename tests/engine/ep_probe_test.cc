@@ -566,5 +566,143 @@ TEST(EpProbe, OtherMrcOpcodesToQp1AreBadQp) {
     EXPECT_EQ(t.count(0, Counter::ep_probe_replies_rcvd), 0u);
 }
 
+// ---------------------------------------------------------------- hostile probes (attack review)
+
+/** @p fr (built by frame_b_to_a) with another source MAC and / or source IP, ICRC repaired. */
+std::vector<std::uint8_t> with_source(std::vector<std::uint8_t> fr, const wire::MacAddr* mac,
+                                      const wire::Ipv6Addr* ip) {
+    wire::ParsedFrame pf;
+    EXPECT_EQ(wire::parse_frame(fr, pf), wire::RejectReason::ok);
+    const std::size_t l3 = pf.l3_offset;
+    const bool ipv6 = pf.ipv6 != nullptr;
+    if (mac) std::memcpy(fr.data() + 6, mac->data(), 6); // Ethernet source
+    if (ip) {
+        if (ipv6) {
+            std::memcpy(fr.data() + l3 + 8, ip->data(), 16);
+        } else {
+            std::memcpy(fr.data() + l3 + 12, ip->data() + 12, 4);
+            // IPv4 header checksum again.
+            fr[l3 + 10] = fr[l3 + 11] = 0;
+            std::uint32_t sum = 0;
+            for (std::size_t i = 0; i < 20; i += 2)
+                sum += static_cast<std::uint32_t>(fr[l3 + i] << 8 | fr[l3 + i + 1]);
+            while (sum >> 16)
+                sum = (sum & 0xffff) + (sum >> 16);
+            fr[l3 + 10] = static_cast<std::uint8_t>(~sum >> 8);
+            fr[l3 + 11] = static_cast<std::uint8_t>(~sum);
+        }
+    }
+    const std::size_t end = fr.size() - 4;
+    wire::store_icrc(fr.data() + end,
+                     wire::icrc_compute(std::span(fr.data() + l3, end - l3), ipv6));
+    EXPECT_EQ(wire::parse_frame(fr, pf), wire::RejectReason::ok) << "frame not repaired";
+    return fr;
+}
+
+TEST(EpProbe, ProbesFromNoSingleHostAreNotAnswered) {
+    for (const bool ipv6 : {false, true}) {
+        EpPair t(ipv6);
+        // A well-formed probe is answered (the injection path works).
+        t.inject(1, 0, t.frame_b_to_a(0, Opcode::MRC_PROBE, 1, 1, 1));
+        ASSERT_TRUE(t.run_until([&] { return t.count(0, Counter::ep_probe_replies_sent) == 1; }));
+        // Sources a reply must not go to: the whole link (group MAC, broadcast / multicast IP),
+        // nobody (unspecified), loopback, or A itself (A's own GID: the reply would be A's).
+        const wire::MacAddr bcast{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+        const wire::MacAddr mcast{0x01, 0x00, 0x5e, 0x00, 0x00, 0x01};
+        std::vector<wire::Ipv6Addr> ips;
+        if (ipv6) {
+            ips.push_back(wire::Ipv6Addr{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
+            ips.push_back(wire::Ipv6Addr{});
+            ips.push_back(wire::Ipv6Addr{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
+        } else {
+            ips.push_back(gid_from_ipv4(255, 255, 255, 255));
+            ips.push_back(gid_from_ipv4(224, 0, 0, 1));
+            ips.push_back(gid_from_ipv4(0, 0, 0, 0));
+            ips.push_back(gid_from_ipv4(127, 0, 0, 1));
+        }
+        ips.push_back(t.gid(0, 0)); // A's own address on this plane
+        ips.push_back(t.gid(0, 2)); // and on another
+        std::uint64_t bad = 0;
+        for (const wire::MacAddr* m : {&bcast, &mcast}) {
+            t.inject(1, 0, with_source(t.frame_b_to_a(0, Opcode::MRC_PROBE, 2, 2, 2), m, nullptr));
+            ++bad;
+        }
+        for (const wire::Ipv6Addr& ip : ips) {
+            t.inject(1, 0,
+                     with_source(t.frame_b_to_a(0, Opcode::MRC_PROBE, 3, 3, 3), nullptr, &ip));
+            ++bad;
+        }
+        ASSERT_TRUE(t.run_until([&] { return t.count(0, Counter::ep_dropped_bad_source) == bad; }))
+            << "ipv6 " << ipv6 << ": dropped " << t.count(0, Counter::ep_dropped_bad_source);
+        t.run_for(100'000);
+        EXPECT_EQ(t.count(0, Counter::ep_probe_replies_sent), 1u) << "ipv6 " << ipv6;
+        EXPECT_EQ(t.sent_with(0, Opcode::MRC_PROBE_REPLY).size(), 1u);
+        // A spoofed but unicast source elsewhere is answered (as an ICMP echo would be), to the
+        // MAC the probe came from: no amplification, one reply of the probe's size.
+        const wire::Ipv6Addr other =
+            ipv6 ? wire::Ipv6Addr{0x20, 0x01, 0x0d, 0xb8, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9}
+                 : gid_from_ipv4(192, 0, 2, 9);
+        const auto spoofed =
+            with_source(t.frame_b_to_a(0, Opcode::MRC_PROBE, 4, 4, 4), nullptr, &other);
+        t.inject(1, 0, spoofed);
+        ASSERT_TRUE(t.run_until([&] { return t.count(0, Counter::ep_probe_replies_sent) == 2; }));
+        const auto replies = t.sent_with(0, Opcode::MRC_PROBE_REPLY);
+        ASSERT_EQ(replies.size(), 2u);
+        EXPECT_LE(t.sent[0].back().size(), spoofed.size());
+        EXPECT_EQ(replies[1].eth->dst, sim::Fabric::mac(1, 0));
+    }
+}
+
+TEST(EpProbe, PortAdministrativelyDownNeitherAnswersNorTakesReplies) {
+    EpPair t;
+    ASSERT_EQ(t.dev[0]->set_port_admin(2, false), 0);
+    t.inject(1, 2, t.frame_b_to_a(2, Opcode::MRC_PROBE, 1, 1, 1));
+    t.inject(1, 2, t.frame_b_to_a(2, Opcode::MRC_PROBE_REPLY, 1, 1, 0));
+    ASSERT_TRUE(t.run_until([&] { return t.count(0, Counter::ep_dropped_port_down) == 2; }));
+    t.run_for(100'000);
+    EXPECT_EQ(t.count(0, Counter::ep_probe_replies_sent), 0u);
+    EXPECT_TRUE(t.sent_with(0, Opcode::MRC_PROBE_REPLY).empty()) << "a reply left a disabled port";
+    EXPECT_TRUE(t.take().empty());
+    // Port 3 is up: answered there; port 2 back up: answered again.
+    t.inject(1, 3, t.frame_b_to_a(3, Opcode::MRC_PROBE, 2, 2, 2));
+    ASSERT_TRUE(t.run_until([&] { return t.count(0, Counter::ep_probe_replies_sent) == 1; }));
+    ASSERT_EQ(t.dev[0]->set_port_admin(2, true), 0);
+    t.inject(1, 2, t.frame_b_to_a(2, Opcode::MRC_PROBE, 3, 3, 3));
+    ASSERT_TRUE(t.run_until([&] { return t.count(0, Counter::ep_probe_replies_sent) == 2; }));
+}
+
+TEST(EpProbe, AProbeFloodIsAnsweredAtABoundedRate) {
+    EpPair t;
+    // 2,000 probes from B's address as fast as the link takes them (~8 us of 10 Gb/s each 40
+    // frames): a burst's worth is answered at once, the rest at kEpReplyRate, the others dropped.
+    constexpr std::uint64_t kFlood = 2000;
+    const auto probe = t.frame_b_to_a(1, Opcode::MRC_PROBE, 7, 7, 7);
+    const std::uint64_t t0 = t.clock.now_ns();
+    for (std::uint64_t i = 0; i < kFlood; ++i) {
+        t.inject(1, 1, probe);
+        if (i % 256 == 255) t.run_for(10'000); // let A drain its receive ring
+    }
+    ASSERT_TRUE(t.run_until([&] {
+        return t.count(0, Counter::ep_probe_replies_sent) +
+                   t.count(0, Counter::ep_probes_rate_limited) +
+                   t.count(0, Counter::tx_no_buffer) >=
+               kFlood;
+    })) << "sent "
+        << t.count(0, Counter::ep_probe_replies_sent) << " limited "
+        << t.count(0, Counter::ep_probes_rate_limited);
+    const std::uint64_t elapsed = t.clock.now_ns() - t0;
+    const std::uint64_t allowed =
+        Device::kEpReplyBurst + elapsed * Device::kEpReplyRate / 1'000'000'000ull + 1;
+    EXPECT_LE(t.count(0, Counter::ep_probe_replies_sent), allowed) << "elapsed " << elapsed;
+    EXPECT_GT(t.count(0, Counter::ep_probes_rate_limited), 0u);
+    EXPECT_GE(t.count(0, Counter::ep_probe_replies_sent), Device::kEpReplyBurst);
+    // Later, the bucket full again: answered.
+    const std::uint64_t before = t.count(0, Counter::ep_probe_replies_sent);
+    t.run_for(10'000'000);
+    t.inject(1, 1, probe);
+    ASSERT_TRUE(
+        t.run_until([&] { return t.count(0, Counter::ep_probe_replies_sent) == before + 1; }));
+}
+
 } // namespace
 } // namespace droce::test
