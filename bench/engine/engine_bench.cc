@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "cc/dcqcn.h"
 #include "engine/connect.h"
 #include "engine/device.h"
 #include "sim/fabric.h"
@@ -38,13 +39,19 @@ struct Rig {
 
     std::vector<rc::Qp*> idle; ///< QPs in RTS that never carry traffic (BM_EngineWrite64BIdleQps)
 
-    explicit Rig(std::size_t bytes, std::uint32_t idle_qps = 0) : src(bytes, 0x5a), dst(bytes, 0) {
-        for (std::uint32_t e = 0; e < 2; ++e)
-            dev[e] = std::make_unique<Device>(
-                "droce" + std::to_string(e), clock,
-                std::vector<PortSpec>{
-                    PortSpec{&fabric.port(e, 0), sim::Fabric::mac(e, 0),
-                             gid_from_ipv4(10, 0, 0, static_cast<std::uint8_t>(e + 1)), 4096}});
+    /** @p dcqcn: DCQCN on every QP (with the ports' line rate known, 100 Gb/s, so the pacer runs
+     *  at the line even without congestion: the cost measured), or null: off. */
+    explicit Rig(std::size_t bytes, std::uint32_t idle_qps = 0,
+                 const cc::DcqcnProfile* dcqcn = nullptr)
+        : src(bytes, 0x5a), dst(bytes, 0) {
+        for (std::uint32_t e = 0; e < 2; ++e) {
+            PortSpec ps{&fabric.port(e, 0), sim::Fabric::mac(e, 0),
+                        gid_from_ipv4(10, 0, 0, static_cast<std::uint8_t>(e + 1)), 4096};
+            if (dcqcn) ps.line_rate_mbps = 100'000;
+            dev[e] = std::make_unique<Device>("droce" + std::to_string(e), clock,
+                                              std::vector<PortSpec>{ps});
+            dev[e]->set_dcqcn(dcqcn);
+        }
         mem::Pd* pd[2];
         int err = 0;
         for (int e = 0; e < 2; ++e) {
@@ -87,8 +94,9 @@ struct Rig {
 
 /** Posts RDMA WRITEs of @p size, every 16th signaled, keeping the SQ full, for the benchmark's
  * iterations. */
-void run_writes(benchmark::State& state, std::size_t size, std::uint32_t idle_qps = 0) {
-    Rig rig(size, idle_qps);
+void run_writes(benchmark::State& state, std::size_t size, std::uint32_t idle_qps = 0,
+                const cc::DcqcnProfile* dcqcn = nullptr) {
+    Rig rig(size, idle_qps, dcqcn);
     if (rig.idle.size() != idle_qps) {
         state.SkipWithError("could not create the idle QPs");
         return;
@@ -148,6 +156,11 @@ void run_writes(benchmark::State& state, std::size_t size, std::uint32_t idle_qp
 void BM_EngineWrite64B(benchmark::State& state) {
     run_writes(state, 64);
 }
+/** The same with DCQCN on (NVIDIA profile) and no congestion: what the reaction point, the
+ *  pacer at line rate and the NP checks cost per message (DCQCN issue: >= 0.95 of the above). */
+void BM_EngineWrite64BDcqcn(benchmark::State& state) {
+    run_writes(state, 64, 0, cc::profile_by_name("nvidia"));
+}
 void BM_EngineWrite64KiB(benchmark::State& state) {
     run_writes(state, 64 * 1024);
 }
@@ -195,6 +208,7 @@ void BM_FabricOnly4170B(benchmark::State& state) {
 
 BENCHMARK(BM_FabricOnly124B)->MinTime(1.0);
 BENCHMARK(BM_EngineWrite64B)->MinTime(1.0);
+BENCHMARK(BM_EngineWrite64BDcqcn)->MinTime(1.0);
 BENCHMARK(BM_EngineWrite64BIdleQps)->MinTime(1.0);
 BENCHMARK(BM_FabricOnly4170B)->MinTime(1.0);
 BENCHMARK(BM_EngineWrite64KiB)->MinTime(1.0);

@@ -9,7 +9,8 @@
 #                 four replies, each with an RTT;
 #   port 3 up     list shows it up again;
 #   errors        a port the device lacks and an EV nobody uses are refused with their errno.
-# The run itself must finish verified. About 10 s.
+# The run itself (20 GB, long enough for the commands on a loaded host) must finish verified.
+# About 15 s (30 s loaded).
 # usage: mrcctl_test.sh MRC_BENCH DROCE_MRCCTL VERBS_LIBDIR MRCAPI_LIBDIR CONFIG_DIR
 set -u
 bench=$1
@@ -37,7 +38,7 @@ ctl() { # ctl ARGS...: droce-mrcctl against the server, its output in $out, its 
 # Nothing to talk to yet.
 "$mrcctl" --pid 1 list > /dev/null 2>&1 && fail "a process with no control socket answered"
 
-DROCE_CONFIG="$tmp/server.ini" timeout 90 "$bench" -d droce_memif4_s -p $tcp_port -n 6000 \
+DROCE_CONFIG="$tmp/server.ini" timeout 150 "$bench" -d droce_memif4_s -p $tcp_port -n 20000 \
     -S 1048576 -s 1048576 -m 1024 > "$tmp/server.out" 2>&1 &
 server_pid=$!
 # The control socket is named after mrc_bench's PID, the child of `timeout`.
@@ -47,7 +48,7 @@ for i in $(seq 1 100); do
     sleep 0.05
 done
 wait_tcp_listener $tcp_port "$server_pid" || fail "the server never listened"
-DROCE_CONFIG="$tmp/client.ini" timeout 90 "$bench" -d droce_memif4_c -p $tcp_port -n 6000 \
+DROCE_CONFIG="$tmp/client.ini" timeout 150 "$bench" -d droce_memif4_c -p $tcp_port -n 20000 \
     -S 1048576 -s 1048576 -m 1024 127.0.0.1 > "$tmp/client.out" 2>&1 &
 client_pid=$!
 # Ready once the server's QP is in RTS (its stdout is a file, fully buffered: ask the process).

@@ -1,0 +1,38 @@
+#!/usr/bin/python3
+"""Plots bench/cc/dcqcn_bench's JSON: for each profile and flow count, every flow's DCQCN rate
+(Gb/s, left axis) and the bottleneck queue (KB, right axis, grey) over time, with Kmin and Kmax.
+Usage: plot.py JSON PNG"""
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+doc = json.load(open(sys.argv[1]))
+cases = doc["cases"]
+fig, axes = plt.subplots(2, 2, figsize=(12, 7), sharex=True)
+for ax, c in zip(axes.flat, cases):
+    t = [s["t_ms"] for s in c["samples"]]
+    n = c["flows"]
+    for f in range(n):
+        ax.plot(t, [s["rate_gbps"][f] for s in c["samples"]], linewidth=0.8)
+    ax.set_ylim(0, 10.5)
+    ax.set_ylabel("flow rate RC (Gb/s)")
+    q = ax.twinx()
+    q.plot(t, [s["queue_kb"] for s in c["samples"]], color="0.4", linewidth=0.6, alpha=0.6)
+    q.axhline(40, color="0.6", linestyle=":", linewidth=0.8)
+    q.axhline(160, color="0.6", linestyle=":", linewidth=0.8)
+    q.set_ylim(0, 400)
+    q.set_ylabel("queue (KB), Kmin/Kmax dotted", color="0.4")
+    conv = c["convergence_ms"]
+    ax.set_title(f"{c['profile']}, {n} flows: Jain {c['jain']:.3f}, util {c['utilisation']:.2f}, "
+                 f"converged {'never' if conv is None else f'{conv:.1f} ms'}, drops {c['drops']}",
+                 fontsize=9)
+for ax in axes[1]:
+    ax.set_xlabel("time (ms, virtual clock)")
+fig.suptitle("DCQCN on droce's sim fabric: N flows from line rate into one 10 Gb/s RED port")
+fig.tight_layout()
+fig.savefig(sys.argv[2], dpi=100)
+print("wrote", sys.argv[2])
