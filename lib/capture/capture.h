@@ -130,6 +130,13 @@ class Capture {
     /** Figures so far (counters read with relaxed loads). Any thread. */
     [[nodiscard]] CaptureStats stats() const noexcept;
     [[nodiscard]] const std::string& path() const noexcept { return path_; }
+    /** The devices captured, in interface order. */
+    [[nodiscard]] std::vector<const Device*> devices() const {
+        std::vector<const Device*> v;
+        for (const auto& s : sources_)
+            v.push_back(s->dev);
+        return v;
+    }
     /** Bytes kept per frame (the effective snap length: the slot size). */
     [[nodiscard]] std::uint32_t snaplen() const noexcept { return slot_bytes_; }
 
