@@ -63,7 +63,9 @@ struct Cli {
     unsigned planes = 0;
     std::vector<std::string> plane_down, plane_up;
     bool progress = false;
-    double plane_rate = -1; ///< -1: not given
+    double plane_rate = -1;    ///< -1: not given
+    std::string capture;       ///< --capture FILE: pcapng of every frame (lib/capture)
+    std::uint32_t snaplen = 0; ///< --snaplen N: bytes kept per captured frame; 0 = whole frames
 };
 
 /** "K@SECONDS" → event; empty on success, else the reason. */
@@ -148,6 +150,8 @@ int run_remote(const Cli& cli, Params p) {
     RuntimeOptions ro;
     ro.impair_spec = cli.impair;
     ro.devices = {cli.device};
+    ro.capture_path = cli.capture;
+    ro.capture_snaplen = cli.snaplen;
     ro.tx_shaper = cli.plane_rate > 0;
     ro.tx_rate_gbps = cli.plane_rate;
     std::string err;
@@ -437,6 +441,8 @@ int run_demo(const Cli& cli) {
     ro.impair_spec =
         cli.impair.empty() ? "loss=0,seed=11" : cli.impair; // a stage on every port, idle for now
     ro.devices = {0, 1};
+    ro.capture_path = cli.capture; // both devices, one file
+    ro.capture_snaplen = cli.snaplen;
     ro.tx_shaper = true; // unlimited until the MRC part
     ro.tx_rate_gbps = 0;
     std::string err;
@@ -637,6 +643,12 @@ int main(int argc, char** argv) {
                    "shape this side's transmit to GBPS per port, as a link of that speed would "
                    "(planes, not the CPU, then bound an MRC run)")
         ->check(CLI::Range(0.0, 1000.0));
+    app.add_option("--capture", cli.capture,
+                   "write every frame this side's device(s) send and receive to a pcapng file "
+                   "(Wireshark; the count of frames, and of frames dropped from it, on stderr)");
+    app.add_option("--snaplen", cli.snaplen,
+                   "with --capture: bytes kept of each frame (default: whole frames)")
+        ->check(CLI::Range(64u, 65535u));
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

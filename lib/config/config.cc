@@ -214,7 +214,8 @@ bool classify(std::string_view name, SectionId* id) noexcept {
     return true;
 }
 
-constexpr const char* kDeviceKeys[] = {"name", "eal", "clock", "dcqcn"};
+constexpr const char* kDeviceKeys[] = {"name",  "eal",     "clock",
+                                       "dcqcn", "capture", "capture_snaplen"};
 constexpr const char* kPortKeys[] = {"devargs", "mac", "ip", "mtu"};
 constexpr const char* kQpKeys[] = {"path_mtu",  "timeout",       "retry_cnt",
                                    "rnr_retry", "min_rnr_timer", "max_rd_atomic"};
@@ -450,6 +451,19 @@ bool Loader::build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d
             return fail(line_of(dsec, "dcqcn"), dsec, "dcqcn",
                         quote(c) + " is not off, nvidia or paper");
         d->dcqcn = std::string(c);
+    }
+    if (const char* cap = get(cfg, dsec, "capture")) {
+        const std::string_view c(cap);
+        if (std::any_of(c.begin(), c.end(), [](char ch) { return ch == ' ' || ch == '\t'; }))
+            return fail(line_of(dsec, "capture"), dsec, "capture",
+                        quote(c) + ": a file name without whitespace");
+        d->capture = std::string(c);
+    }
+    {
+        std::uint64_t v = 0;
+        bool present = false;
+        if (!get_uint(cfg, dsec, "capture_snaplen", 64, 65535, &v, &present)) return false;
+        if (present) d->capture_snaplen = static_cast<std::uint32_t>(v);
     }
     // [portN]
     unsigned nports = 0;

@@ -13,7 +13,8 @@
  * ... The two forms do not mix. Devices are numbered 0..3 and ports 0..3 without gaps.
  *  - [device]  name (required: 1..63 of [A-Za-z0-9_.-]), eal (EAL arguments, one string split on
  *    whitespace; only the first device of a file may set it: one process, one EAL), clock (tsc |
- * virtual, default tsc).
+ * virtual, default tsc), dcqcn (off | nvidia | paper), capture (a pcapng file: capture every frame,
+ * no whitespace), capture_snaplen (64..65535 bytes kept per frame, default whole frames).
  *  - [portN]   devargs (required: PMD devargs, no whitespace), mac (required: xx:xx:xx:xx:xx:xx,
  *    unicast, not zero), ip (required: IPv4 or IPv6 address with /prefix), mtu (IP MTU in bytes,
  *    576..9600, default 1500).
@@ -90,6 +91,12 @@ struct DeviceConfig {
     /** DCQCN for the device's QPs: "off" (default), "nvidia" (ConnectX defaults) or "paper"
      *  (SIGCOMM'15), the profiles of cc/dcqcn.h. */
     std::string dcqcn = "off";
+    /** Live capture of every frame the device sends and receives to this pcapng file (relative
+     *  to the working directory; created or truncated); empty = none. Devices of one file that
+     *  name the same file share it (lib/capture). */
+    std::string capture;
+    /** Bytes kept per captured frame, 64..65535; 0 (the default) = whole frames. */
+    std::uint32_t capture_snaplen = 0;
 };
 
 /** Everything in one file. */

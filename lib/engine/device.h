@@ -117,6 +117,9 @@ class Device {
      * QP (listed by create_qp, unlisted by destroy_qp). Readable from any thread.
      */
     [[nodiscard]] const CounterRegistry& counter_registry() const noexcept { return registry_; }
+    /** The same registry, for a component that lists its own block for this device (the capture
+     *  writer's "capture" block): add before counting into it, remove before freeing it. */
+    [[nodiscard]] CounterRegistry& counter_registry() noexcept { return registry_; }
     [[nodiscard]] const wire::ParseCounters& rx_parse_counters() const noexcept {
         return parse_counters_;
     }
@@ -337,18 +340,38 @@ class Device {
     /** Direction of a frame shown to the capture seam. */
     enum class CaptureDir : std::uint8_t { rx, tx };
     /**
+     * One frame as the capture seam sees it. The frame on the wire is head ++ payload spans ++
+     * trailer: a frame built whole has everything in head (payload and trailer empty); a frame
+     * sent by reference (zero-copy) has its headers in head, its payload in the application's
+     * registered memory (payload) and its pad and ICRC in trailer. Every span is valid only
+     * during the hook's call (the buffer goes to a driver right after).
+     */
+    struct CaptureFrame {
+        std::span<const std::uint8_t> head;
+        std::span<const std::span<const std::uint8_t>> payload;
+        std::span<const std::uint8_t> trailer;
+        std::uint32_t wire_len = 0; ///< bytes of the whole frame: head + payload + trailer
+        std::uint8_t port = 0;      ///< 0-based port (plane) the frame leaves by / arrived on
+        CaptureDir dir = CaptureDir::rx;
+        /** Through the loopback queue (a QP of this device to another of its QPs): shown once as
+         *  tx when built and once as rx when received; it never reaches the port's wire. */
+        bool loopback = false;
+    };
+    /**
      * The capture seam: when set, @p fn sees every frame the device sends (built from the transmit
-     * stage, by reference or copied, neighbour frames) or receives (from a port or the loopback
-     * queue, before any check), on the engine thread, with PktBuf::port saying which port. It must
-     * not keep the buffer, block or allocate; a by-reference frame shows only its headers in
-     * frame() (PktBuf::ext_len says how many bytes follow in other segments). Null fn = off (one
-     * predictable branch per frame).
+     * stage, by reference or copied, neighbour and endpoint frames) or receives (from a port or
+     * the loopback queue, before any check), on the engine thread (or a control call's thread
+     * inside its ControlSection, for queue_raw frames of send_ep_probe). It must not keep the
+     * spans, block, lock or allocate. Null fn = off: one predictable branch per frame.
      */
     struct CaptureHook {
-        void (*fn)(void* ctx, const PktBuf& frame, CaptureDir dir) noexcept = nullptr;
+        void (*fn)(void* ctx, const CaptureFrame& frame) noexcept = nullptr;
         void* ctx = nullptr;
     };
-    /** Sets or clears (fn null) the capture seam. Control path. */
+    /**
+     * Sets or clears (fn null) the capture seam. Control path: takes a ControlSection, so when it
+     * returns the engine no longer calls the previous hook (its ctx may be freed).
+     */
     void set_capture(CaptureHook hook) noexcept;
 
   private:
@@ -356,7 +379,13 @@ class Device {
     void build_staged() noexcept;
     bool send_by_reference(unsigned port, const wire::PathHeaders& path,
                            std::span<const std::span<const std::uint8_t>> payload,
-                           const wire::PacketFields& f, PktBuf* buf, TxRef* ref) noexcept;
+                           const wire::PacketFields& f, PktBuf* buf, TxRef* ref,
+                           wire::SplitFrame& sf) noexcept;
+    /** Shows @p buf (frame() whole, or the headers of a by-reference frame whose @p payload and
+     *  @p trailer follow) to the capture hook. Called only when capture_.fn is set. */
+    void capture(const PktBuf& buf, CaptureDir dir, bool loopback,
+                 std::span<const std::span<const std::uint8_t>> payload = {},
+                 std::span<const std::uint8_t> trailer = {}) const noexcept;
     int post_send_wqes(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n,
                        std::uint32_t* bad) noexcept;
     int post_recv_wqes(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n,

@@ -43,9 +43,10 @@ void Device::build_staged() noexcept {
             c.bufs[--c.count]; // reserved by open_tx_stage(): the stage's room ensures one
         buf->port = pkt.port;
         buf->ext_len = 0;
-        const bool by_ref =
-            pkt.ref != nullptr && !pkt.loopback &&
-            send_by_reference(pkt.port, *pkt.path, pkt.payload_spans(), pkt.fields, buf, pkt.ref);
+        wire::SplitFrame sf;
+        const bool by_ref = pkt.ref != nullptr && !pkt.loopback &&
+                            send_by_reference(pkt.port, *pkt.path, pkt.payload_spans(), pkt.fields,
+                                              buf, pkt.ref, sf);
         if (!by_ref) {
             const std::size_t len =
                 wire::build_frame(*pkt.path, pkt.fields, pkt.payload_spans(), buf->room());
@@ -57,7 +58,12 @@ void Device::build_staged() noexcept {
             buf->len = static_cast<std::uint32_t>(len);
         }
         pkt.counters->inc(Counter::sent_pkts);
-        if (capture_.fn) capture_.fn(capture_.ctx, *buf, CaptureDir::tx);
+        if (capture_.fn) {
+            if (by_ref)
+                capture(*buf, CaptureDir::tx, false, pkt.payload_spans(), sf.trailer_bytes());
+            else
+                capture(*buf, CaptureDir::tx, pkt.loopback);
+        }
         if (pkt.loopback) {
             loopback_.bufs[loopback_.tail++ % LoopbackQueue::kDepth] = buf;
             pkt.counters->inc(Counter::loopback_pkts);
@@ -75,15 +81,32 @@ void Device::set_capture(CaptureHook hook) noexcept {
     capture_ = hook;
 }
 
+void Device::capture(const PktBuf& buf, CaptureDir dir, bool loopback,
+                     std::span<const std::span<const std::uint8_t>> payload,
+                     std::span<const std::uint8_t> trailer) const noexcept {
+    CaptureFrame f;
+    f.head = buf.frame();
+    f.payload = payload;
+    f.trailer = trailer;
+    std::size_t len = f.head.size() + trailer.size();
+    for (auto s : payload)
+        len += s.size();
+    f.wire_len = static_cast<std::uint32_t>(len);
+    f.port = buf.port;
+    f.dir = dir;
+    f.loopback = loopback;
+    capture_.fn(capture_.ctx, f);
+}
+
 bool Device::send_by_reference(unsigned port, const wire::PathHeaders& path,
                                std::span<const std::span<const std::uint8_t>> payload,
-                               const wire::PacketFields& f, PktBuf* buf, TxRef* ref) noexcept {
+                               const wire::PacketFields& f, PktBuf* buf, TxRef* ref,
+                               wire::SplitFrame& sf) noexcept {
     // zc_min_payload_ was chosen when the device was set up: UINT32_MAX on ports that copy.
     std::size_t len = 0;
     for (auto s : payload)
         len += s.size();
     if (len < zc_min_payload_[port]) return false;
-    wire::SplitFrame sf;
     if (!wire::build_frame_split(path, f, payload, buf->room(), sf)) return false;
     buf->len = static_cast<std::uint32_t>(sf.header_len);
     if (!ports_[port].driver->attach_payload(buf, payload, sf.trailer_bytes(), ref)) {
@@ -128,7 +151,7 @@ bool Device::queue_raw(unsigned port, std::span<const std::uint8_t> frame, Count
     std::memcpy(buf->data, frame.data(), frame.size());
     buf->len = static_cast<std::uint32_t>(frame.size());
     buf->port = static_cast<std::uint8_t>(port);
-    if (capture_.fn) capture_.fn(capture_.ctx, *buf, CaptureDir::tx);
+    if (capture_.fn) capture(*buf, CaptureDir::tx, false);
     q.pending[q.count++] = buf;
     counters_.inc(sent);
     return true;

@@ -160,11 +160,71 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
         }
         rt->devices_.push_back(std::move(slot));
     }
+    // Live capture: RuntimeOptions::capture_path for every device, else the config's files (the
+    // devices naming one file share it; its snap length is the first such device's).
+    std::vector<std::pair<std::string, std::vector<unsigned>>> files;
+    for (unsigned i = 0; i < rt->devices_.size(); ++i) {
+        const std::string& f =
+            opts.capture_path.empty() ? rt->devices_[i].cfg.capture : opts.capture_path;
+        if (f.empty()) continue;
+        auto it = std::find_if(files.begin(), files.end(), [&](auto& x) { return x.first == f; });
+        if (it == files.end())
+            files.push_back({f, {i}});
+        else
+            it->second.push_back(i);
+    }
+    for (const auto& [f, devs] : files) {
+        capture::CaptureOptions co;
+        co.snaplen = opts.capture_snaplen ? opts.capture_snaplen
+                                          : rt->devices_[devs.front()].cfg.capture_snaplen;
+        co.ring_slots = opts.capture_ring_slots;
+        if (e = rt->start_capture(f, co, devs); !e.empty()) {
+            *err = e;
+            return nullptr;
+        }
+    }
     return rt;
+}
+
+std::string Runtime::start_capture(const std::string& path, const capture::CaptureOptions& opts,
+                                   const std::vector<unsigned>& devices) {
+    std::vector<Device*> devs;
+    for (unsigned i = 0; i < devices_.size(); ++i)
+        if (devices.empty() || std::find(devices.begin(), devices.end(), i) != devices.end())
+            devs.push_back(devices_[i].dev.get());
+    for (unsigned i : devices)
+        if (i >= devices_.size()) return "capture " + path + ": no device " + std::to_string(i);
+    for (const auto& c : captures_)
+        for (Device* d : devs)
+            for (const Device* cd : c->devices())
+                if (cd == d)
+                    return "capture " + path + ": device " + d->name() + " is captured to " +
+                           c->path() + " already";
+    std::string err;
+    auto c = capture::Capture::start(path, devs, opts, &err);
+    if (!c) return err;
+    captures_.push_back(std::move(c));
+    return "";
+}
+
+capture::CaptureStats Runtime::stop_capture(bool report) noexcept {
+    capture::CaptureStats sum;
+    for (auto& c : captures_) {
+        const capture::CaptureStats st = c->stop();
+        if (report) std::fprintf(stderr, "droce: %s\n", capture::describe(c->path(), st).c_str());
+        sum.frames += st.frames;
+        sum.dropped += st.dropped;
+        sum.truncated += st.truncated;
+        sum.bytes += st.bytes;
+        if (!sum.error) sum.error = st.error;
+    }
+    captures_.clear();
+    return sum;
 }
 
 Runtime::~Runtime() {
     stop_engines();
+    (void)stop_capture();
     // Devices first: they stop referencing the ports. Then give back frames still sitting in rx
     // queues (a ring-pair peer's ring holds mbufs of the other port's pool), then the stages, then
     // the EthPorts.

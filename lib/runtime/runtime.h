@@ -13,8 +13,12 @@
  * drivers/dpdk/README.md describes, in one place, for droce's apps (droce-perf, later droce-burnin
  * and the verbs layer).
  *
+ * Capture: the config's `capture` keys or RuntimeOptions::capture_path start a live capture
+ * (lib/capture) when the devices are up; start_capture() / stop_capture() switch it later.
+ *
  * Ownership: the Runtime owns the EthPorts, the impairment stages, the shapers, the Devices, the
- * Clock and the engine threads. Destruction order: engines stopped, devices destroyed, ports
+ * Clock, the captures and the engine threads. Destruction order: engines stopped, captures
+ * stopped (reported on stderr), devices destroyed, ports
  * drained, shapers and stages destroyed, EthPorts destroyed. The DPDK EAL stays initialised for the
  * life of the process.
  *
@@ -31,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "capture/capture.h"
 #include "common/clock.h"
 #include "config/config.h"
 #include "engine/device.h"
@@ -79,6 +84,17 @@ struct RuntimeOptions {
      */
     bool tx_shaper = false;
     double tx_rate_gbps = 0;
+    /**
+     * Live capture of every device to this pcapng file (lib/capture), overriding the config's
+     * `capture` keys; empty: the config decides (devices naming the same file share it).
+     * DROCE_CAPTURE in the verbs library and droce-perf --capture set it.
+     */
+    std::string capture_path;
+    /** Bytes kept per captured frame (64..65535), overriding `capture_snaplen`; 0 = the config's
+     *  (whole frames when it sets none). */
+    std::uint32_t capture_snaplen = 0;
+    /** Frames that may wait for the capture writer, per device (capture::CaptureOptions). */
+    std::uint32_t capture_ring_slots = 4096;
 };
 
 /** How Runtime::start_engines() runs the devices. */
@@ -142,6 +158,31 @@ class Runtime {
         return !threads_.empty() || shared_.joinable();
     }
 
+    /**
+     * Starts capturing every frame of the devices @p devices (indices; empty = all) to the pcapng
+     * file @p path (capture::Capture::start: one interface per device port). For the telemetry
+     * command that switches capture at run time, and for create() (config keys,
+     * RuntimeOptions::capture_path). Control path; the engines may be running (each device's hook
+     * is set inside its ControlSection).
+     * @return "" or one line: "capture FILE: reason" (the file cannot be written, bad snap length,
+     *  a device already captured, no such device).
+     */
+    std::string start_capture(const std::string& path, const capture::CaptureOptions& opts,
+                              const std::vector<unsigned>& devices = {});
+    /**
+     * Stops every capture: the devices' hooks are cleared, the writers write what their rings
+     * hold, the files are closed. When @p report, one line per file on stderr (droce:
+     * capture FILE: N frames, M dropped (ring full), ...). Control path; no-op when none runs.
+     * @return the figures summed over the files.
+     */
+    capture::CaptureStats stop_capture(bool report = true) noexcept;
+    /** True while a capture runs. */
+    [[nodiscard]] bool capturing() const noexcept { return !captures_.empty(); }
+    /** The running captures (live figures: Capture::stats()). */
+    [[nodiscard]] const std::vector<std::unique_ptr<capture::Capture>>& captures() const noexcept {
+        return captures_;
+    }
+
   private:
     Runtime();
     struct DeviceSlot {
@@ -156,6 +197,8 @@ class Runtime {
     ConfigFile file_;
     Clock clock_;
     std::vector<DeviceSlot> devices_;
+    /** Running captures, one per file; stopped before the devices are destroyed. */
+    std::vector<std::unique_ptr<capture::Capture>> captures_;
     std::vector<std::unique_ptr<EngineThread>> threads_;
     std::thread shared_;
     std::atomic<bool> shared_stop_{false};

@@ -44,10 +44,14 @@ std::uint64_t guid_from_mac(const wire::MacAddr& m) noexcept {
 
 void stop_all_engines_at_exit() {
     // Runs from exit(): the application may not have closed its contexts (perftest does not). Stop
-    // the engine threads so nothing polls ports while the process tears down; leave the rest.
+    // the engine threads so nothing polls ports while the process tears down, and the captures so
+    // their files are complete; leave the rest.
     Provider& p = provider();
     if (!p.mu.try_lock()) return; // a control verb is running on another thread: leave it
-    if (p.runtime) p.runtime->stop_engines();
+    if (p.runtime) {
+        p.runtime->stop_engines();
+        p.runtime->stop_capture(); // DROCE_CAPTURE: write what the rings hold, close the file
+    }
     p.mu.unlock();
 }
 
@@ -317,6 +321,20 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
         // of sim::parse_impair_spec) on every port, for programs that cannot ask for one: how a
         // user sees an unmodified application ride out loss (MRC paths going ASSUMED_BAD and back).
         if (const char* im = std::getenv("DROCE_IMPAIR"); im && *im) opts.impair_spec = im;
+        // DROCE_CAPTURE=FILE writes every frame of every device to a pcapng file (lib/capture),
+        // DROCE_CAPTURE_SNAPLEN=N keeps N bytes of each (64..65535; default whole frames). The
+        // runtime lives until exit, so the file is complete once the process exits
+        // (stop_all_engines_at_exit stops the capture and reports its counts on stderr).
+        if (const char* cf = std::getenv("DROCE_CAPTURE"); cf && *cf) opts.capture_path = cf;
+        if (const char* sl = std::getenv("DROCE_CAPTURE_SNAPLEN"); sl && *sl) {
+            std::uint64_t v = 0;
+            if (!parse_uint(sl, capture::Capture::kMinSnaplen, capture::Capture::kMaxSnaplen, &v)) {
+                std::fprintf(stderr,
+                             "droce: DROCE_CAPTURE_SNAPLEN=%s is not a number in 64..65535\n", sl);
+                return fail<ibv_context>(EINVAL);
+            }
+            opts.capture_snaplen = static_cast<std::uint32_t>(v);
+        }
         p.runtime = Runtime::create(p.config_path, opts, &err);
         if (!p.runtime) {
             std::fprintf(stderr, "droce: %s\n", err.c_str());

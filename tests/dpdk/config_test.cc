@@ -258,6 +258,24 @@ TEST(Config, DeviceKeys) {
     EXPECT_EQ(dp->dcqcn, "paper");
 }
 
+TEST(Config, CaptureKeys) {
+    std::string err;
+    TempFile none(kGood);
+    auto d0 = load_device_config(none.path(), &err);
+    ASSERT_TRUE(d0) << err;
+    EXPECT_EQ(d0->capture, "");
+    EXPECT_EQ(d0->capture_snaplen, 0u);
+    TempFile c(edit(5, "capture = out/x.pcapng\ncapture_snaplen = 128"));
+    auto d = load_device_config(c.path(), &err);
+    ASSERT_TRUE(d) << err;
+    EXPECT_EQ(d->capture, "out/x.pcapng");
+    EXPECT_EQ(d->capture_snaplen, 128u);
+    expect_refused(edit(5, "capture_snaplen = 63"), 5, {"[device] capture_snaplen", "64..65535"});
+    expect_refused(edit(5, "capture_snaplen = 70000"), 5, {"[device] capture_snaplen"});
+    expect_refused(edit(5, "capture = a b.pcapng"), 5, {"[device] capture", "whitespace"});
+    expect_refused(edit(7, "capture = x.pcapng", true), 7, {"[port0] capture", "unknown key"});
+}
+
 TEST(Config, SeveralDevices) {
     const std::string two =
         "[device0]\nname = a\neal = --no-huge\n"                                      // 1-3

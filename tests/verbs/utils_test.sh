@@ -48,7 +48,7 @@ pingpong() {
         > "$tmp/$name.server" 2>&1 &
     server_pid=$!
     wait_tcp_listener $tcp_port "$server_pid"
-    DROCE_CONFIG="$tmp/client.ini" timeout 60 ibv_rc_pingpong -d droce_memif_c -g 0 -p $tcp_port -c "$@" 127.0.0.1 \
+    env ${PP_CLIENT_ENV:-} DROCE_CONFIG="$tmp/client.ini" timeout 60 ibv_rc_pingpong -d droce_memif_c -g 0 -p $tcp_port -c "$@" 127.0.0.1 \
         > "$tmp/$name.client" 2>&1
     local crc=$?
     [ $crc = 0 ] || kill "$server_pid" 2>/dev/null
@@ -80,5 +80,19 @@ pingpong size4096 -s 4096 -n 200
 pingpong size65536 -s 65536 -n 50
 pingpong events -s 4096 -n 200 -e
 pingpong wr-api -s 4096 -n 200 -N
+# DROCE_CAPTURE: the client writes every frame to a pcapng file, reports the count at exit, and
+# tshark reads the file (RoCE frames decoded as InfiniBand BTH, none malformed).
+PP_CLIENT_ENV="DROCE_CAPTURE=$tmp/pp.pcapng" pingpong capture -s 4096 -n 20
+if ! grep -q "droce: capture $tmp/pp.pcapng: [1-9][0-9]* frames, 0 dropped" "$tmp/capture.client"; then
+    fail "DROCE_CAPTURE: no report line"; tail -3 "$tmp/capture.client"
+elif command -v tshark > /dev/null; then
+    bth=$(tshark -n -r "$tmp/pp.pcapng" -Y infiniband.bth 2>/dev/null | wc -l)
+    bad=$(tshark -n -r "$tmp/pp.pcapng" -Y '_ws.malformed' 2>/dev/null | wc -l)
+    if [ "$bth" -lt 40 ] || [ "$bad" != 0 ]; then
+        fail "DROCE_CAPTURE: tshark found $bth BTH frames, $bad malformed"
+    else
+        echo "== DROCE_CAPTURE: $(grep -m1 'droce: capture' "$tmp/capture.client" | sed "s|$tmp/||"); tshark: $bth BTH frames"
+    fi
+fi
 echo "failures: $failures"
 [ $failures = 0 ]
