@@ -90,6 +90,9 @@ CounterSnapshot delta(const CounterSnapshot& after, const CounterSnapshot& befor
     CounterSnapshot d;
     for (std::size_t i = 0; i < kNumCounters; ++i)
         d.v[i] = after.v[i] - before.v[i];
+    // A gauge is reported as it stands at the end, not as a difference.
+    const auto gauge = static_cast<std::size_t>(Counter::rp_current_rate_mbps);
+    d.v[gauge] = after.v[gauge];
     return d;
 }
 

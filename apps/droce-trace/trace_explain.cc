@@ -964,15 +964,31 @@ CnpCauses::Marks& CnpCauses::at(const std::string& key) {
 }
 
 std::string CnpCauses::observe(const DecodedFrame& d) {
-    if (d.kind != FrameKind::roce || d.parsed.bth == nullptr) return {};
     const wire::ParsedFrame& p = d.parsed;
-    const wire::OpcodeInfo& info = wire::opcode_info(p.bth->opcode());
+    // A frame cut by the capture's snap length is rejected by the parser (its IP length exceeds
+    // what was captured), but its mark still counts: find its UDP header and BTH behind the IP
+    // header, if they were captured.
+    const wire::Bth* bth = p.bth;
+    if (bth == nullptr && d.kind == FrameKind::rejected && d.raw.bytes.size() < d.raw.wire_length &&
+        (p.ipv4 != nullptr || p.ipv6 != nullptr)) {
+        const auto* l3 = p.ipv4 != nullptr ? reinterpret_cast<const std::uint8_t*>(p.ipv4)
+                                           : reinterpret_cast<const std::uint8_t*>(p.ipv6);
+        const bool udp = p.ipv4 != nullptr ? p.ipv4->protocol == 17 : p.ipv6->next_header == 17;
+        const std::size_t l3_len = p.ipv4 != nullptr ? p.ipv4->header_length() : 40;
+        const std::uint8_t* at = l3 + l3_len;
+        const std::uint8_t* end = d.raw.bytes.data() + d.raw.bytes.size();
+        if (udp && at + sizeof(wire::UdpHdr) + sizeof(wire::Bth) <= end &&
+            reinterpret_cast<const wire::UdpHdr*>(at)->dst_port.get() == wire::kRoceV2Port)
+            bth = reinterpret_cast<const wire::Bth*>(at + sizeof(wire::UdpHdr));
+    }
+    if (bth == nullptr || (d.kind != FrameKind::roce && d.kind != FrameKind::rejected)) return {};
+    const wire::OpcodeInfo& info = wire::opcode_info(bth->opcode());
     if (!info.is(OpFlags::cnp)) {
         if (ecn_of(p) != 3u) return {};
         Marks& m = at(direction_key(p, false));
         m.last_frame = d.raw.index;
-        m.last_what = std::string(wire::to_string(p.bth->opcode())) + " PSN " +
-                      hex(p.bth->psn().value(), 6) + " to QP " + hex(p.bth->dest_qp(), 6);
+        m.last_what = std::string(wire::to_string(bth->opcode())) + " PSN " +
+                      hex(bth->psn().value(), 6) + " to QP " + hex(bth->dest_qp(), 6);
         ++m.since_cnp;
         return {};
     }
@@ -995,8 +1011,9 @@ std::string CnpCauses::observe(const DecodedFrame& d) {
             "frame #" + std::to_string(m.last_frame) + " (" + m.last_what +
             "). A switch marked them because its queue toward the receiver was building; the "
             "receiver (DCQCN notification point) tells QP " +
-            hex(p.bth->dest_qp(), 6) +
-            " to slow down, and the sender's reaction point cuts its rate by alpha / 2.";
+            hex(bth->dest_qp(), 6) +
+            " to slow down; the sender's reaction point cuts its rate by alpha / 2 (at most once "
+            "per rate_reduce_monitor_period).";
     }
     m.since_cnp = 0;
     return s;

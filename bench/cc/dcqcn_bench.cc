@@ -69,15 +69,15 @@ nlohmann::json run_case(const char* profile, std::uint32_t flows) {
     std::printf("P7 %-6s %2u flows: Jain %.4f, utilisation %.3f, converged %s%.1f ms, drops %llu, "
                 "marks %llu, CNPs %llu\n",
                 profile, flows, jain(goodput), util, converged_ms < 0 ? "never (" : "",
-                converged_ms < 0 ? 60.0 : converged_ms,
-                static_cast<unsigned long long>(t.drops()),
+                converged_ms < 0 ? 60.0 : converged_ms, static_cast<unsigned long long>(t.drops()),
                 static_cast<unsigned long long>(t.marks()), static_cast<unsigned long long>(cnps));
     return {{"profile", profile},
             {"flows", flows},
             {"jain", jain(goodput)},
             {"utilisation", util},
             {"goodput_gbps", goodput},
-            {"convergence_ms", converged_ms < 0 ? nlohmann::json(nullptr) : nlohmann::json(converged_ms)},
+            {"convergence_ms",
+             converged_ms < 0 ? nlohmann::json(nullptr) : nlohmann::json(converged_ms)},
             {"drops", t.drops()},
             {"marks", t.marks()},
             {"cnps_handled", cnps},

@@ -216,7 +216,7 @@ bool classify(std::string_view name, SectionId* id) noexcept {
 
 constexpr const char* kDeviceKeys[] = {"name",  "eal",     "clock",
                                        "dcqcn", "capture", "capture_snaplen"};
-constexpr const char* kPortKeys[] = {"devargs", "mac", "ip", "mtu"};
+constexpr const char* kPortKeys[] = {"devargs", "mac", "ip", "mtu", "line_rate_gbps"};
 constexpr const char* kQpKeys[] = {"path_mtu",  "timeout",       "retry_cnt",
                                    "rnr_retry", "min_rnr_timer", "max_rd_atomic"};
 
@@ -506,6 +506,8 @@ bool Loader::build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d
         bool present = false;
         if (!get_uint(cfg, psec, "mtu", 576, 9600, &v, &present)) return false;
         if (present) pc.mtu = static_cast<std::uint32_t>(v);
+        if (!get_uint(cfg, psec, "line_rate_gbps", 1, 800, &v, &present)) return false;
+        if (present) pc.line_rate_mbps = static_cast<double>(v) * 1000.0;
         d->ports.push_back(pc);
     }
     // [qp]

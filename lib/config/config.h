@@ -61,6 +61,9 @@ struct PortConfig {
     IpAddr ip;                   ///< the port's address = its GID
     std::uint8_t prefix_len = 0; ///< 0..32 (IPv4) or 0..128 (IPv6)
     std::uint32_t mtu = 1500;    ///< IP MTU in bytes
+    /** The port's line rate in Mb/s (`line_rate_gbps`), where DCQCN starts and the pacer's ceiling
+     *  when DCQCN is on; 0 = unknown (DCQCN starts at 100 Gb/s and paces only below it). */
+    double line_rate_mbps = 0;
 };
 
 /** Defaults for new QPs (ibv_modify_qp attribute names and units). */

@@ -139,6 +139,7 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
             }
             specs.push_back(PortSpec{drv, mac, pc.ip.addr, 4096});
             specs.back().mtu = path_mtu_cap(pc);
+            specs.back().line_rate_mbps = pc.line_rate_mbps;
         }
         slot.dev = std::make_unique<Device>(dc.name, rt->clock_, specs);
         if (dc.dcqcn != "off") slot.dev->set_dcqcn(cc::profile_by_name(dc.dcqcn));

@@ -22,9 +22,7 @@
 #include "runtime/shaper.h"
 #include "sim/fabric.h"
 
-
 namespace droce::test {
-
 
 inline constexpr double kLinkGbps = 10.0;
 inline constexpr std::size_t kMsg = 64 * 1024;

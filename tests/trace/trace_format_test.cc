@@ -493,6 +493,16 @@ TEST(TraceCnp, WhyEachCnpWasSent) {
     EXPECT_PRED2(contains, feed(build(cnp, 0, reverse_path()), 6), "no new CE mark");
     // 5. A's CNP to B answers frame 4.
     EXPECT_PRED2(contains, feed(build(cnp, 0, test_path()), 7), "frame #4");
+    // 6. A marked packet cut by the capture's snap length (80 of its bytes) still counts.
+    w.psn = wire::Psn(9);
+    std::vector<std::uint8_t> cut = build(w, 1024, ce);
+    RawFrame r = raw_of(cut);
+    r.index = 8;
+    r.bytes = std::span<const std::uint8_t>(cut.data(), 80);
+    EXPECT_EQ(causes.observe(decode_frame(r)), "");
+    const std::string why_cut = feed(build(cnp, 0, reverse_path()), 9);
+    EXPECT_PRED2(contains, why_cut, "frame #8");
+    EXPECT_PRED2(contains, why_cut, "PSN 0x000009");
 }
 
 } // namespace
