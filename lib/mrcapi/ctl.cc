@@ -63,6 +63,18 @@ constexpr std::uint32_t kMaxUdpWidth = 16; ///< UDP format: the source port only
 constexpr std::uint32_t kMaxFields = 8;    ///< format and EV fields per profile
 constexpr int kMaxEpRequests = 256;        ///< requests in one mrc_ctl_ep_batch_send_wait
 constexpr int kEventStates = MRC_CTL_EV_GOOD | MRC_CTL_EV_ASSUMED_BAD;
+/** Every attribute mask bit the API defines, per kind of profile. */
+constexpr int kEvProfileMask = MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_CUR_STATE |
+                               MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_FMT_ID |
+                               MRC_CTL_EV_PROFILE_COUNT | MRC_CTL_EV_PROFILE_MIN_ACTIVE |
+                               MRC_CTL_EV_PROFILE_EVENT_MASK | MRC_CTL_EV_PROFILE_EV_OP |
+                               MRC_CTL_EV_PROFILE_EV_FIELDS_OP | MRC_CTL_EV_PROFILE_VENDOR_CFG;
+constexpr int kFmtProfileMask = MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_CUR_STATE |
+                                MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP |
+                                MRC_CTL_EV_FMT_VENDOR_CFG;
+constexpr int kCcProfileMask = MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_CUR_STATE |
+                               MRC_CTL_CC_PROFILE_ALGORITHM | MRC_CTL_CC_PROFILE_CONFIG |
+                               MRC_CTL_CC_PROFILE_VENDOR_CFG;
 
 /** CC algorithms, as mrc_ctl_device_attr.cc.algorithms lists them (NULL-terminated). */
 const char* kAlgorithms[] = {"dcqcn", "dcqcn-paper", nullptr};
@@ -373,6 +385,14 @@ bool is_profile_state(mrc_ctl_profile_state s) noexcept {
     return s == MRC_CTL_PROFILE_INIT || s == MRC_CTL_PROFILE_OFFLINE || s == MRC_CTL_PROFILE_ONLINE;
 }
 
+/** The OCP profile state machine, for every kind of profile: INIT -> OFFLINE -> ONLINE ->
+ *  OFFLINE -> INIT (and OFFLINE -> INIT); staying where it is is no step. */
+bool state_step_ok(mrc_ctl_profile_state from, mrc_ctl_profile_state to) noexcept {
+    return to == from || (from == MRC_CTL_PROFILE_INIT && to == MRC_CTL_PROFILE_OFFLINE) ||
+           (from == MRC_CTL_PROFILE_OFFLINE && to != MRC_CTL_PROFILE_OFFLINE) ||
+           (from == MRC_CTL_PROFILE_ONLINE && to == MRC_CTL_PROFILE_OFFLINE);
+}
+
 bool vendor_cfg_zero(const std::uint8_t* cfg) noexcept {
     return std::all_of(cfg, cfg + MRC_CTL_MAX_VENDOR_CFG_SIZE,
                        [](std::uint8_t b) { return b == 0; });
@@ -438,12 +458,7 @@ int ev_op_modify(DeviceEntry& e, std::uint64_t id, EvProfile& p, mrc_ctl_ev_prof
 }
 
 int modify_ev_profile(DeviceEntry& e, std::uint64_t id, mrc_ctl_ev_profile_attr& a, int mask) {
-    constexpr int kKnown = MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_CUR_STATE |
-                           MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_FMT_ID |
-                           MRC_CTL_EV_PROFILE_COUNT | MRC_CTL_EV_PROFILE_MIN_ACTIVE |
-                           MRC_CTL_EV_PROFILE_EVENT_MASK | MRC_CTL_EV_PROFILE_EV_OP |
-                           MRC_CTL_EV_PROFILE_EV_FIELDS_OP | MRC_CTL_EV_PROFILE_VENDOR_CFG;
-    if (mask & ~kKnown) return EINVAL;
+    if (mask & ~kEvProfileMask) return EINVAL;
     if ((mask & MRC_CTL_EV_PROFILE_EV_OP) && (mask & MRC_CTL_EV_PROFILE_EV_FIELDS_OP))
         return EINVAL;
     if ((mask & MRC_CTL_EV_PROFILE_VENDOR_CFG) && !vendor_cfg_zero(a.vendor_cfg)) return EOPNOTSUPP;
@@ -528,12 +543,7 @@ int modify_ev_profile(DeviceEntry& e, std::uint64_t id, mrc_ctl_ev_profile_attr&
     if (mask & MRC_CTL_EV_PROFILE_STATE) {
         const mrc_ctl_profile_state to = a.profile_state;
         if (!is_profile_state(to)) return EINVAL;
-        if (to != from) {
-            const bool step = (from == MRC_CTL_PROFILE_INIT && to == MRC_CTL_PROFILE_OFFLINE) ||
-                              (from == MRC_CTL_PROFILE_OFFLINE && to != MRC_CTL_PROFILE_OFFLINE) ||
-                              (from == MRC_CTL_PROFILE_ONLINE && to == MRC_CTL_PROFILE_OFFLINE);
-            if (!step) return EINVAL;
-        }
+        if (!state_step_ok(from, to)) return EINVAL;
         if (to == MRC_CTL_PROFILE_OFFLINE && from == MRC_CTL_PROFILE_INIT) {
             // To OFFLINE: mode, and for non-AUTO modes a format and a count (OCP).
             if (!p.mode_set) return EINVAL;
@@ -767,10 +777,7 @@ extern "C" int mrc_ctl_modify_ev_fmt_profile(mrc_context* mrc_ctx, uint64_t id,
                                              mrc_ctl_ev_fmt_profile_attr* attr, int mask) {
     DeviceEntry* e = entry_of_ctx(mrc_ctx);
     if (!e) return -1;
-    constexpr int kKnown = MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_CUR_STATE |
-                           MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP |
-                           MRC_CTL_EV_FMT_VENDOR_CFG;
-    if (!attr || (mask & ~kKnown)) return fail_neg(EINVAL);
+    if (!attr || (mask & ~kFmtProfileMask)) return fail_neg(EINVAL);
     if ((mask & MRC_CTL_EV_FMT_VENDOR_CFG) && !vendor_cfg_zero(attr->vendor_cfg))
         return fail_neg(EOPNOTSUPP);
     Control ctl(mrc_ctx->ibv);
@@ -825,12 +832,7 @@ extern "C" int mrc_ctl_modify_ev_fmt_profile(mrc_context* mrc_ctx, uint64_t id,
     if (mask & MRC_CTL_EV_FMT_PROFILE_STATE) {
         const mrc_ctl_profile_state to = attr->profile_state;
         if (!is_profile_state(to)) return fail_neg(EINVAL);
-        if (to != from) {
-            const bool step = (from == MRC_CTL_PROFILE_INIT && to == MRC_CTL_PROFILE_OFFLINE) ||
-                              (from == MRC_CTL_PROFILE_OFFLINE && to != MRC_CTL_PROFILE_OFFLINE) ||
-                              (from == MRC_CTL_PROFILE_ONLINE && to == MRC_CTL_PROFILE_OFFLINE);
-            if (!step) return fail_neg(EINVAL);
-        }
+        if (!state_step_ok(from, to)) return fail_neg(EINVAL);
         if (to == MRC_CTL_PROFILE_OFFLINE && !p.mode_set) return fail_neg(EINVAL);
         if (to == MRC_CTL_PROFILE_ONLINE && !p.fields_set) return fail_neg(EINVAL);
         if (from == MRC_CTL_PROFILE_ONLINE && to == MRC_CTL_PROFILE_OFFLINE) {
@@ -851,10 +853,7 @@ extern "C" int mrc_ctl_query_ev_fmt_profile(mrc_context* mrc_ctx, uint64_t id,
                                             mrc_ctl_ev_fmt_profile_attr* attr, int mask) {
     DeviceEntry* e = entry_of_ctx(mrc_ctx);
     if (!e) return -1;
-    constexpr int kKnown = MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_CUR_STATE |
-                           MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP |
-                           MRC_CTL_EV_FMT_VENDOR_CFG;
-    if (!attr || (mask & ~kKnown)) return fail_neg(EINVAL);
+    if (!attr || (mask & ~kFmtProfileMask)) return fail_neg(EINVAL);
     if ((mask & MRC_CTL_EV_FMT_PROFILE_OP) && attr->ev_fmt_op.op != MRC_CTL_EV_FMT_OP_QUERY_FIELDS)
         return fail_neg(EINVAL); // OCP: MODIFY_FIELDS is not a query
     Control ctl(mrc_ctx->ibv);
@@ -902,12 +901,7 @@ extern "C" int mrc_ctl_query_ev_profile(mrc_context* mrc_ctx, uint64_t id,
                                         mrc_ctl_ev_profile_attr* attr, int mask) {
     DeviceEntry* e = entry_of_ctx(mrc_ctx);
     if (!e) return -1;
-    constexpr int kKnown = MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_CUR_STATE |
-                           MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_FMT_ID |
-                           MRC_CTL_EV_PROFILE_COUNT | MRC_CTL_EV_PROFILE_MIN_ACTIVE |
-                           MRC_CTL_EV_PROFILE_EVENT_MASK | MRC_CTL_EV_PROFILE_EV_OP |
-                           MRC_CTL_EV_PROFILE_EV_FIELDS_OP | MRC_CTL_EV_PROFILE_VENDOR_CFG;
-    if (!attr || (mask & ~kKnown)) return fail_neg(EINVAL);
+    if (!attr || (mask & ~kEvProfileMask)) return fail_neg(EINVAL);
     if ((mask & MRC_CTL_EV_PROFILE_EV_OP) && (mask & MRC_CTL_EV_PROFILE_EV_FIELDS_OP))
         return fail_neg(EINVAL);
     if ((mask & MRC_CTL_EV_PROFILE_EV_OP) && attr->ev_op.op != MRC_CTL_EV_OP_QUERY_EV_STATE &&
@@ -1004,10 +998,7 @@ extern "C" int mrc_ctl_modify_cc_profile(mrc_context* mrc_ctx, uint64_t id,
                                          mrc_ctl_cc_profile_attr* attr, int mask) {
     DeviceEntry* e = entry_of_ctx(mrc_ctx);
     if (!e) return -1;
-    constexpr int kKnown = MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_CUR_STATE |
-                           MRC_CTL_CC_PROFILE_ALGORITHM | MRC_CTL_CC_PROFILE_CONFIG |
-                           MRC_CTL_CC_PROFILE_VENDOR_CFG;
-    if (!attr || (mask & ~kKnown) || id == 0) return fail_neg(EINVAL);
+    if (!attr || (mask & ~kCcProfileMask) || id == 0) return fail_neg(EINVAL);
     if ((mask & MRC_CTL_CC_PROFILE_VENDOR_CFG) && !vendor_cfg_zero(attr->vendor_cfg))
         return fail_neg(EOPNOTSUPP);
     Control ctl(mrc_ctx->ibv);
@@ -1034,12 +1025,7 @@ extern "C" int mrc_ctl_modify_cc_profile(mrc_context* mrc_ctx, uint64_t id,
     if (mask & MRC_CTL_CC_PROFILE_STATE) {
         const mrc_ctl_profile_state to = attr->profile_state;
         if (!is_profile_state(to)) return fail_neg(EINVAL);
-        if (to != from) {
-            const bool step = (from == MRC_CTL_PROFILE_INIT && to == MRC_CTL_PROFILE_OFFLINE) ||
-                              (from == MRC_CTL_PROFILE_OFFLINE && to != MRC_CTL_PROFILE_OFFLINE) ||
-                              (from == MRC_CTL_PROFILE_ONLINE && to == MRC_CTL_PROFILE_OFFLINE);
-            if (!step) return fail_neg(EINVAL);
-        }
+        if (!state_step_ok(from, to)) return fail_neg(EINVAL);
         if (to == MRC_CTL_PROFILE_OFFLINE && from == MRC_CTL_PROFILE_INIT && !p.algorithm_set)
             return fail_neg(EINVAL);
         if (from == MRC_CTL_PROFILE_ONLINE && to == MRC_CTL_PROFILE_OFFLINE &&
@@ -1057,10 +1043,7 @@ extern "C" int mrc_ctl_query_cc_profile(mrc_context* mrc_ctx, uint64_t id,
                                         mrc_ctl_cc_profile_attr* attr, int mask) {
     DeviceEntry* e = entry_of_ctx(mrc_ctx);
     if (!e) return -1;
-    constexpr int kKnown = MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_CUR_STATE |
-                           MRC_CTL_CC_PROFILE_ALGORITHM | MRC_CTL_CC_PROFILE_CONFIG |
-                           MRC_CTL_CC_PROFILE_VENDOR_CFG;
-    if (!attr || (mask & ~kKnown)) return fail_neg(EINVAL);
+    if (!attr || (mask & ~kCcProfileMask)) return fail_neg(EINVAL);
     Control ctl(mrc_ctx->ibv);
     if (!ctl.ok()) return fail_neg(EINVAL);
     const CcProfile p = lookup_or_init(e->ctl.cc, id);

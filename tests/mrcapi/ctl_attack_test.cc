@@ -24,15 +24,6 @@ using json = nlohmann::json;
 
 class MrcCtlAttack : public MrcApi {
   protected:
-    void TearDown() override {
-        for (int i = 0; i < 2; ++i) {
-            mrc_ctl_port_attr pa{};
-            pa.port_admin_state = MRC_CTL_PORT_ADMIN_ENABLED;
-            for (std::uint8_t p = 1; p <= 4; ++p)
-                if (mctx[i]) (void)mrc_ctl_modify_port(mctx[i], p, &pa, MRC_CTL_PORT_ADMIN_STATE);
-        }
-        MrcApi::TearDown();
-    }
     bool port_enabled(std::uint8_t p) {
         mrc_ctl_port_attr pa{};
         EXPECT_EQ(mrc_ctl_query_port(mctx[0], p, &pa, MRC_CTL_PORT_ADMIN_STATE), 0);

@@ -24,16 +24,6 @@ namespace mrc = droce::mrc;
 
 class MrcCtl : public MrcApi {
   protected:
-    void TearDown() override {
-        // Every port back up, whatever a failed test left behind (the state is the process's).
-        for (int i = 0; i < 2; ++i) {
-            mrc_ctl_port_attr pa{};
-            pa.port_admin_state = MRC_CTL_PORT_ADMIN_ENABLED;
-            for (std::uint8_t p = 1; p <= 4; ++p)
-                if (mctx[i]) (void)mrc_ctl_modify_port(mctx[i], p, &pa, MRC_CTL_PORT_ADMIN_STATE);
-        }
-        MrcApi::TearDown();
-    }
     /** A format profile @p id: @p mode with @p widths, brought ONLINE. */
     void fmt_online(std::uint64_t id, mrc_ctl_ev_fmt_mode mode, std::vector<std::uint8_t> widths) {
         std::vector<mrc_ctl_ev_fmt_field> f;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <mrc.h>
+#include <mrc_ctl.h>
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -106,9 +107,14 @@ class MrcApi : public ::testing::Test {
     }
     void TearDown() override {
         for (int i = 0; i < 2; ++i) {
-            if (mctx[i]) {
-                EXPECT_EQ(mrc_destroy_context(mctx[i]), 0);
-            }
+            if (!mctx[i]) continue;
+            // Every port back up, whatever a test (or a failed one) left: the controller state is
+            // the process's, shared by every test.
+            mrc_ctl_port_attr pa{};
+            pa.port_admin_state = MRC_CTL_PORT_ADMIN_ENABLED;
+            for (std::uint8_t p = 1; p <= 4; ++p)
+                (void)mrc_ctl_modify_port(mctx[i], p, &pa, MRC_CTL_PORT_ADMIN_STATE);
+            EXPECT_EQ(mrc_destroy_context(mctx[i]), 0);
         }
     }
 
