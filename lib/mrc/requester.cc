@@ -144,11 +144,9 @@ bool reap(Qp& qp, State& s, rc::TransportCtx& ctx) noexcept {
         }
         if (w.state != WqeState::sent || w.last_psn.distance_from(s.cum) >= 0) return false;
         if (!qp.tx_released(idx)) return true;
-        if (qp.sq_sig_all || (w.send_flags & rc::kSendSignaled))
-            rc::push_send_cqe(qp, w, WcStatus::success, w.length);
         if (w.opcode == WrOpcode::rdma_write_with_imm && s.wimm_inflight > 0) --s.wimm_inflight;
-        w.state = WqeState::completed;
-        qp.sq.release();
+        rc::complete_send_wqe(qp, qp.sq_sig_all || (w.send_flags & rc::kSendSignaled),
+                              WcStatus::success, w.length);
     }
     return false;
 }

@@ -659,11 +659,9 @@ bool completer_reap(Qp& qp) noexcept {
     const std::uint32_t end = clamp_first_unacked_wqe(qp);
     for (std::uint32_t idx = qp.sq.consumer_index(); idx != end; ++idx) {
         if (!qp.tx_released(idx)) return true; // a driver still holds its payload: not reusable yet
-        SendWqe& w = qp.sq.slot(idx);
-        if (qp.sq_sig_all || (w.send_flags & kSendSignaled))
-            push_send_cqe(qp, w, WcStatus::success, is_atomic(w) ? 8u : w.length);
-        w.state = WqeState::completed;
-        qp.sq.release();
+        const SendWqe& w = qp.sq.slot(idx);
+        complete_send_wqe(qp, qp.sq_sig_all || (w.send_flags & kSendSignaled), WcStatus::success,
+                          is_atomic(w) ? 8u : w.length);
     }
     return false;
 }

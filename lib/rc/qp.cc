@@ -44,14 +44,20 @@ WcOpcode wc_opcode_of(WrOpcode op) noexcept {
     return WcOpcode::send;
 }
 
-void push_send_cqe(Qp& qp, const SendWqe& w, WcStatus status, std::uint32_t byte_len) noexcept {
+void complete_send_wqe(Qp& qp, bool cqe, WcStatus status, std::uint32_t byte_len) noexcept {
+    SendWqe& w = qp.sq.slot(qp.sq.consumer_index());
     Cqe c{};
     c.wr_id = w.wr_id;
     c.status = status;
     c.opcode = wc_opcode_of(w.opcode);
     c.byte_len = byte_len;
     c.qp_num = qp.qpn;
-    if (qp.send_cq) cq_push(*qp.send_cq, c);
+    w.state = WqeState::completed;
+    // The slot is the application's again before the completion says so: an application that
+    // posts as soon as it polls a completion (ibv_rc_pingpong, one-WQE SQ) must find it free
+    // (with the CQE first it sometimes got ENOMEM: "Couldn't post send").
+    qp.sq.release();
+    if (cqe && qp.send_cq) cq_push(*qp.send_cq, c);
 }
 
 void qp_enter_error(Qp& qp, TransportCtx& /*ctx*/) noexcept {
@@ -68,22 +74,20 @@ void qp_enter_error(Qp& qp, TransportCtx& /*ctx*/) noexcept {
     while (qp.sq.ready() > 0) {
         const std::uint32_t idx = qp.sq.consumer_index();
         if (!qp.tx_released(idx)) break;
-        SendWqe& w = qp.sq.slot(idx);
+        const SendWqe& w = qp.sq.slot(idx);
         if (w.state == WqeState::acked) {
-            if (qp.sq_sig_all || (w.send_flags & kSendSignaled))
-                push_send_cqe(qp, w, WcStatus::success,
+            complete_send_wqe(qp, qp.sq_sig_all || (w.send_flags & kSendSignaled),
+                              WcStatus::success,
                               w.opcode == WrOpcode::atomic_cmp_and_swp ||
                                       w.opcode == WrOpcode::atomic_fetch_and_add
                                   ? 8u
                                   : w.length);
         } else if (w.state == WqeState::error_due) {
-            push_send_cqe(qp, w, w.status);
+            complete_send_wqe(qp, true, w.status, 0);
         } else {
-            push_send_cqe(qp, w, WcStatus::wr_flush_err);
             qp.counters.inc(Counter::flushed_wqes);
+            complete_send_wqe(qp, true, WcStatus::wr_flush_err, 0);
         }
-        w.state = WqeState::completed;
-        qp.sq.release();
     }
     qp.req.next_wqe = qp.sq.consumer_index();
     while (qp.rq.ready() > 0) {
@@ -93,9 +97,9 @@ void qp_enter_error(Qp& qp, TransportCtx& /*ctx*/) noexcept {
         c.status = WcStatus::wr_flush_err;
         c.opcode = WcOpcode::recv;
         c.qp_num = qp.qpn;
-        if (qp.recv_cq) cq_push(*qp.recv_cq, c);
         qp.counters.inc(Counter::flushed_wqes);
         qp.rq.release();
+        if (qp.recv_cq) cq_push(*qp.recv_cq, c);
     }
     qp.resp.have_recv_wqe = false;
 }

@@ -58,10 +58,13 @@ struct Cq {
 [[nodiscard]] WcOpcode wc_opcode_of(WrOpcode op) noexcept;
 
 /**
- * Pushes the send completion of @p w (wr_id, opcode from wc_opcode_of, @p status, @p byte_len, QPN)
- * on the QP's send CQ. Whether to complete at all (signaled, error) is the caller's decision.
+ * Completes the WQE at the SQ's consumer index: marks it completed, releases its slot to the
+ * application, then (when @p cqe) pushes its completion (wr_id, opcode from wc_opcode_of,
+ * @p status, @p byte_len, QPN) on the QP's send CQ. In that order, so that an application which
+ * posts as soon as it sees the completion finds the slot free. Whether to complete with a CQE
+ * (signaled, error) is the caller's decision. Engine thread.
  */
-void push_send_cqe(Qp& qp, const SendWqe& w, WcStatus status, std::uint32_t byte_len = 0) noexcept;
+void complete_send_wqe(Qp& qp, bool cqe, WcStatus status, std::uint32_t byte_len) noexcept;
 
 /**
  * Pushes @p cqe on @p cq. Returns false (and marks the CQ overflowed) when the ring is full.

@@ -412,11 +412,11 @@ bool complete_recv(Qp& qp, const Cqe& proto, bool solicited = false) noexcept {
     c.wr_id = w.wr_id;
     c.qp_num = qp.qpn;
     c.src_qp = qp.attr.dest_qp_num;
-    const bool ok = qp.recv_cq == nullptr || cq_push(*qp.recv_cq, c, solicited);
+    // The slot is the application's again before the completion says so (complete_send_wqe).
     qp.rq.release();
     qp.resp.have_recv_wqe = false;
     qp.resp.recv_offset = 0;
-    return ok;
+    return qp.recv_cq == nullptr || cq_push(*qp.recv_cq, c, solicited);
 }
 
 void handle_error(Qp& qp, TransportCtx& ctx, RespError e, Psn offending_psn) noexcept {

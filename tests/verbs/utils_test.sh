@@ -59,7 +59,7 @@ pingpong() {
     if [ $crc != 0 ] || [ $src != 0 ] || grep -qi "fail\|error" "$tmp/$name.client" "$tmp/$name.server" ||
        ! grep -q "iters in" "$tmp/$name.client" || ! grep -q "iters in" "$tmp/$name.server"; then
         fail "ibv_rc_pingpong $name: client $crc server $src"
-        tail -8 "$tmp/$name.client" "$tmp/$name.server"
+        tail -n 8 "$tmp/$name.client" "$tmp/$name.server"
         return
     fi
     echo "== ibv_rc_pingpong $name: $(grep 'iters in' "$tmp/$name.client")"
