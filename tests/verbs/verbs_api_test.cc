@@ -616,7 +616,9 @@ TEST_F(Pair, RateLimitPacesTheQp) {
         std::printf("rate limit %.0f Gb/s: %.3f Gb/s on the wire\n", gbps, got);
         ASSERT_GT(got, 0) << "WRITEs failed";
         EXPECT_LE(got, gbps * 1.05) << "the QP ran faster than its limit";
-        if (unpaced >= 1.25 * gbps) EXPECT_GE(got, gbps * 0.6) << "the limit is not what paces it";
+        if (unpaced >= 1.25 * gbps) {
+            EXPECT_GE(got, gbps * 0.6) << "the limit is not what paces it";
+        }
     }
     ibv_qp_attr at{};
     at.rate_limit = 0; // no limit again
