@@ -353,9 +353,13 @@ RoutableResult check_routable(Prober& pr, const Identity& local, const Identity&
             pl.why = "link down";
         else if (pl.sent == 0 && err[p])
             pl.why = "send_ep_probe: " + std::string(std::strerror(err[p]));
-        else if (!enough)
-            pl.why = std::to_string(pl.answered) + " of " + std::to_string(want) + " answered";
-        else if (!fast) {
+        else if (pl.answered == 0)
+            pl.why = "no answer";
+        else if (!enough) {
+            char b[64];
+            std::snprintf(b, sizeof b, "fewer than %.0f %% answered", o.min_answered * 100);
+            pl.why = b;
+        } else if (!fast) {
             char b[96];
             std::snprintf(b, sizeof b, "RTT up to %.1f us, above %.1f us", pl.rtt_max_us,
                           o.max_rtt_ms * 1e3);
@@ -474,11 +478,12 @@ void judge_bandwidth(BandwidthRun& b, const BandwidthRun* all, const Options& o,
     }
     if (b.error_cqes) why.push_back(std::to_string(b.error_cqes) + " error completion(s)");
     if (o.verify && !b.verified) why.emplace_back("data differ at the peer");
-    if (b.plane_out < 0) {
-        for (unsigned k = 0; k < b.plane_gbps.size(); ++k)
-            if (b.plane_bytes[k] == 0)
-                why.push_back("plane " + std::to_string(k) + " carried nothing");
-    } else {
+    // Every plane that is up carries a share: a plane that carried nothing is dead, however much
+    // the others made up for it.
+    for (unsigned k = 0; k < b.plane_bytes.size(); ++k)
+        if (static_cast<int>(k) != b.plane_out && b.plane_bytes[k] == 0)
+            why.push_back("plane " + std::to_string(k) + " carried nothing");
+    if (b.plane_out >= 0) {
         const auto k = static_cast<unsigned>(b.plane_out);
         if (k < b.plane_bytes.size() && b.plane_bytes[k] != 0)
             why.push_back("plane " + std::to_string(k) + " (down) sent " +

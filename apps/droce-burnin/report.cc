@@ -129,7 +129,7 @@ void print_report(std::FILE* f, const Report& r) {
     for (const BandwidthRun& b : r.out)
         print_bandwidth(f, b, r.planes);
 
-    std::fprintf(f, "\ndroce-burnin: %s (%u of %u checks failed; %.1f s)\n",
+    std::fprintf(f, "\ndroce-burnin: %s (%u of %u checks not passed; %.1f s)\n",
                  r.ok() ? "PASS" : "FAIL", r.failed(), r.checks(), r.seconds);
 }
 
