@@ -35,6 +35,13 @@ struct Command {
     std::uint32_t kind = done;
 };
 
+/** Server → client, the answer to Command::done: what the peer's engine did with the probes. */
+struct PeerCountersMsg {
+    std::uint32_t magic = kMagic;
+    std::uint32_t pad = 0;
+    PeerCounters c;
+};
+
 /** Server → client after a bandwidth run: what each plane delivered on the server. */
 struct BandwidthReply {
     std::uint32_t magic = kMagic;
@@ -622,7 +629,12 @@ Report run_client(Runtime& rt, const Channel& ch, const Options& o, const std::s
     }
     Command c;
     c.kind = Command::done;
-    (void)ch.send(&c, sizeof c);
+    PeerCountersMsg pc;
+    if (ch.send(&c, sizeof c).empty() && ch.recv(&pc, sizeof pc, kChannelMs).empty() &&
+        pc.magic == kMagic) {
+        rep.peer_counters = pc.c;
+        rep.have_peer_counters = true;
+    }
     rep.seconds = ms_since(t0) / 1e3;
     return rep;
 }
@@ -632,6 +644,7 @@ std::string serve(Runtime& rt, const Channel& ch, bool verbose) {
     const DeviceConfig& dc = rt.device_config(0);
     Identity peer;
     const Identity mine = identity_of(rt);
+    const CounterSnapshot before = dev.total_counters();
     if (std::string e = exchange_identity(ch, mine, &peer, false); !e.empty())
         return "side channel: " + e;
     if (verbose)
@@ -644,7 +657,24 @@ std::string serve(Runtime& rt, const Channel& ch, bool verbose) {
         if (std::string e = ch.recv(&c, sizeof c, 3'600'000); !e.empty())
             return e == "peer closed the connection" ? std::string() : "side channel: " + e;
         if (c.magic != kMagic) return "side channel: bad message";
-        if (c.kind == Command::done) return {};
+        if (c.kind == Command::done) {
+            const CounterSnapshot now = dev.total_counters();
+            PeerCountersMsg pc;
+            auto d = [&](Counter k) { return now[k] - before[k]; };
+            pc.c.rx_dropped_dst_mac = d(Counter::rx_dropped_dst_mac);
+            pc.c.rx_dropped_dst_ip = d(Counter::rx_dropped_dst_ip);
+            pc.c.ep_probe_replies_sent = d(Counter::ep_probe_replies_sent);
+            pc.c.ep_probes_rate_limited = d(Counter::ep_probes_rate_limited);
+            pc.c.ep_dropped_port_down = d(Counter::ep_dropped_port_down);
+            if (verbose)
+                std::fprintf(stderr,
+                             "droce-burnin: this engine answered %" PRIu64
+                             " MRC_PROBEs; dropped %" PRIu64 " frames for another port's MAC "
+                             "(rx_dropped_dst_mac)\n",
+                             pc.c.ep_probe_replies_sent, pc.c.rx_dropped_dst_mac);
+            (void)ch.send(&pc, sizeof pc);
+            return {};
+        }
         if (c.kind != Command::bandwidth) return "side channel: unknown command";
         rt.stop_engines();
         perf::Params p;

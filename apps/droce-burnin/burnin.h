@@ -266,6 +266,19 @@ void judge_bandwidth(BandwidthRun& run, const BandwidthRun* all, const Options& 
 
 // ---- the two sides -------------------------------------------------------------------------
 
+/**
+ * What the peer's engine did during the session (its counters' deltas): the frames its receive
+ * filter dropped (probes that went down a cable to another plane land in rx_dropped_dst_mac) and
+ * the probes it answered.
+ */
+struct PeerCounters {
+    std::uint64_t rx_dropped_dst_mac = 0;
+    std::uint64_t rx_dropped_dst_ip = 0;
+    std::uint64_t ep_probe_replies_sent = 0;
+    std::uint64_t ep_probes_rate_limited = 0;
+    std::uint64_t ep_dropped_port_down = 0;
+};
+
 /** Everything the client found. */
 struct Report {
     Identity local, peer;
@@ -278,6 +291,8 @@ struct Report {
     BandwidthRun all;
     std::vector<BandwidthRun> out; ///< one per plane
     std::string bandwidth_skipped; ///< why the bandwidth checks did not run, or empty
+    PeerCounters peer_counters;    ///< sent by the peer at the end of the session
+    bool have_peer_counters = false;
     double seconds = 0;
     [[nodiscard]] bool ok() const;
     /** Checks that failed (a skipped check counts: the host is not shown ready). */

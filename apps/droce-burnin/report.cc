@@ -114,6 +114,11 @@ void print_report(std::FILE* f, const Report& r) {
     }
     std::fprintf(f, "       %" PRIu64 " MRC_PROBEs sent, %" PRIu64 " answered\n", c.probes_sent,
                  c.replies);
+    if (r.have_peer_counters)
+        std::fprintf(f,
+                     "       the peer's engine (whole session): %" PRIu64
+                     " MRC_PROBEs answered, %" PRIu64 " frames dropped for another port's MAC\n",
+                     r.peer_counters.ep_probe_replies_sent, r.peer_counters.rx_dropped_dst_mac);
 
     std::fprintf(f, "[%s] routable:\n", to_string(r.routable.status));
     for (const PlaneRoute& p : r.routable.planes) {
@@ -179,6 +184,12 @@ nlohmann::json report_json(const Report& r) {
     rt["planes"] = planes;
     j["routable"] = rt;
 
+    if (r.have_peer_counters)
+        j["peer_counters"] = {{"rx_dropped_dst_mac", r.peer_counters.rx_dropped_dst_mac},
+                              {"rx_dropped_dst_ip", r.peer_counters.rx_dropped_dst_ip},
+                              {"ep_probe_replies_sent", r.peer_counters.ep_probe_replies_sent},
+                              {"ep_probes_rate_limited", r.peer_counters.ep_probes_rate_limited},
+                              {"ep_dropped_port_down", r.peer_counters.ep_dropped_port_down}};
     j["bandwidth_all"] = bandwidth_json(r.all);
     nlohmann::json out = nlohmann::json::array();
     for (const BandwidthRun& b : r.out)

@@ -15,7 +15,9 @@
 # (at 0.5 Gb/s a host at load average 12 was CPU-bound already: a plane out then cost less than its
 # share), so the test states --min-fraction 0.4 and a plane-out window of 0.5 - 0.95 (the defaults,
 # 0.85 and 0.65 - 0.85, are for a host with cores to spare). Every process runs under `timeout`;
-# the trap kills what is left and removes the copies. About 10 - 20 s.
+# the trap kills what is left and removes the copies. Every scenario also checks, from the peer's
+# counters, that the probes sent down a cable to another plane were dropped by the peer's MAC filter
+# (rx_dropped_dst_mac) and that it answered at least what the client counted. About 10 - 20 s.
 # usage: burnin_memif_test.sh PATH/TO/droce-burnin CONFIG_DIR pass|swapped|down
 set -u
 bin=$1
@@ -87,6 +89,20 @@ for b in [all_] + out:
         b["plane_out"], b["status"], b["gbps"], b["expected_gbps"], b["ratio"], b.get("ratio_to_all", 0),
         " ".join("%.2f" % g for g in b["plane_gbps"]), b["why"]))
 need(src == 0, "server exit %d" % src)
+pc = r.get("peer_counters")
+need(pc is not None, "no counters from the peer")
+pc = pc or {"rx_dropped_dst_mac": 0, "ep_probe_replies_sent": 0}
+print("  peer: %d MRC_PROBEs answered, %d frames dropped by its MAC filter" % (
+    pc["ep_probe_replies_sent"], pc["rx_dropped_dst_mac"]))
+# The design the cabling check rests on: a probe down a cable to another plane carries that
+# plane's MAC and is dropped by the receiving port's filter, never answered. Three rounds from
+# every port with a link to every peer plane: 3 x (planes reached x 3 other planes) at least.
+answered = cab["replies"] + sum(p["answered"] for p in rt["planes"])
+need(pc["ep_probe_replies_sent"] >= answered, "the peer answered %d, the client counted %d" % (
+    pc["ep_probe_replies_sent"], answered))
+links = sum(1 for p in cab["ports"] if p["link_up"])
+need(pc["rx_dropped_dst_mac"] >= 3 * links * 3, "the peer dropped %d for another MAC, expected %d" % (
+    pc["rx_dropped_dst_mac"], 3 * links * 3))
 need(r["planes"] == 4 and len(out) == 4, "not four planes")
 status = lambda x: x["status"]
 if scenario == "pass":
