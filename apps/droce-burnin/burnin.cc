@@ -655,7 +655,9 @@ std::string serve(Runtime& rt, const Channel& ch, bool verbose) {
         // The client probes for a while before its first command: no timeout shorter than its
         // whole run.
         if (std::string e = ch.recv(&c, sizeof c, 3'600'000); !e.empty())
-            return e == "peer closed the connection" ? std::string() : "side channel: " + e;
+            return e == "peer closed the connection"
+                       ? "the client left before the end of the session"
+                       : "side channel: " + e;
         if (c.magic != kMagic) return "side channel: bad message";
         if (c.kind == Command::done) {
             const CounterSnapshot now = dev.total_counters();
