@@ -11,13 +11,14 @@
 #             both ends): exit 1, cabling and routable FAIL for plane 3 only, the all-planes run FAIL
 #             with plane 3 carrying nothing, the plane-out runs of planes 0..2 FAIL.
 # Thresholds: each client port shaped to 0.2 Gb/s. On a loaded 2-core host the engine threads wait
-# for a CPU longer than the shaper's 1 ms of credit, and shaped planes reach 0.6 - 0.9 of their rate
-# (at 0.5 Gb/s a host at load average 12 was CPU-bound already: a plane out then cost less than its
-# share), so the test states --min-fraction 0.4 and a plane-out window of 0.5 - 0.95 (the defaults,
-# 0.85 and 0.65 - 0.85, are for a host with cores to spare). Every process runs under `timeout`;
-# the trap kills what is left and removes the copies. Every scenario also checks, from the peer's
-# counters, that the probes sent down a cable to another plane were dropped by the peer's MAC filter
-# (rx_dropped_dst_mac) and that it answered at least what the client counted. About 10 - 20 s.
+# for a CPU longer than the shaper's 1 ms of credit: runs at load average 7 - 12 reached 0.53 - 0.76
+# of the expected goodput (at 0.5 Gb/s a host at load average 12 was CPU-bound already, and a plane
+# out then cost less than its share). So the test states --min-fraction 0.3 and a plane-out window
+# of 0.5 - 0.95; the defaults, 0.85 and 0.65 - 0.85, are for a host with cores to spare (the logic
+# of both is tested exactly in burnin-cabling). Every scenario also checks, from the peer's
+# counters, that the probes sent down a cable to another plane were dropped by the peer's MAC
+# filter (rx_dropped_dst_mac) and that it answered at least what the client counted. Every process
+# runs under `timeout`; the trap kills what is left and removes the copies. About 10 - 20 s.
 # usage: burnin_memif_test.sh PATH/TO/droce-burnin CONFIG_DIR pass|swapped|down
 set -u
 bin=$1
@@ -57,7 +58,7 @@ for i in $(seq 1 300); do
     sleep 0.1
 done
 timeout 70 "$bin" 127.0.0.1 -c "$tmp/client.ini" -p "$tcp_port" --json --plane-rate 0.2 -D 1.5 \
-    --probes 10 --min-fraction 0.4 --out-low 0.5 --out-high 0.95 \
+    --probes 10 --min-fraction 0.3 --out-low 0.5 --out-high 0.95 \
     > "$tmp/client.json" 2> "$tmp/client.err"
 crc=$?
 wait "$server_pid"
