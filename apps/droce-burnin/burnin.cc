@@ -444,6 +444,8 @@ BandwidthRun run_bandwidth(Runtime& rt, const Channel& ch, const Options& o, uns
     b.seconds = r.seconds;
     b.gbps = r.bw_avg_gbps;
     b.error_cqes = r.error_cqes;
+    for (const auto& [name, v] : r.mrc)
+        if (v) b.mrc_counters.emplace_back(name, v);
     for (const perf::PlaneFigures& f : r.planes) {
         b.plane_gbps.push_back(f.tx_gbps);
         b.plane_bytes.push_back(f.tx_bytes);

@@ -245,6 +245,9 @@ struct BandwidthRun {
     std::uint64_t retransmits = 0;
     std::uint64_t error_cqes = 0;
     bool verified = false; ///< with Options::verify: every byte right on the peer
+    /** The MRC counters of the client's QPs that are not zero (retransmissions by cause, SACKs,
+     *  port status sent ...), as droce-perf reports them. */
+    std::vector<std::pair<std::string, std::uint64_t>> mrc_counters;
 };
 
 /**

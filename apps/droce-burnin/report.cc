@@ -66,6 +66,10 @@ nlohmann::json bandwidth_json(const BandwidthRun& b) {
     j["retransmits"] = b.retransmits;
     j["error_completions"] = b.error_cqes;
     j["verified"] = b.verified;
+    nlohmann::json m = nlohmann::json::object();
+    for (const auto& [name, v] : b.mrc_counters)
+        m[name] = v;
+    j["mrc_counters"] = m;
     return j;
 }
 
