@@ -619,6 +619,14 @@ Report run_client(Runtime& rt, const Channel& ch, const Options& o, const std::s
                 run_bandwidth(rt, ch, o, rep.planes, static_cast<int>(k), &channel_ok));
             judge_bandwidth(rep.out.back(), &rep.all, rep.opts, rep.planes);
         }
+        // A run that broke the side channel ends the session: the runs after it are not made.
+        for (unsigned k = static_cast<unsigned>(rep.out.size()); rep.planes > 1 && k < rep.planes;
+             ++k) {
+            BandwidthRun b;
+            b.plane_out = static_cast<int>(k);
+            b.why = "the session with the peer broke off";
+            rep.out.push_back(b);
+        }
     } else {
         rep.all.status = Status::skip;
         rep.all.why = rep.bandwidth_skipped;
