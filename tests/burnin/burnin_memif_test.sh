@@ -36,8 +36,11 @@ swapped)
     # socket and the other way round.
     sed -i -e '/^\[port1\]/,/^\[port2\]/ s/,id=1,/,id=2,/' \
         -e '/^\[port2\]/,/^\[port3\]/ s/,id=2,/,id=1,/' "$tmp/client.ini"
-    grep -q 'net_memif1,role=client,id=2,' "$tmp/client.ini" &&
-        grep -q 'net_memif2,role=client,id=1,' "$tmp/client.ini" || { echo "FAIL: sed"; exit 1; }
+    if ! grep -q 'net_memif1,role=client,id=2,' "$tmp/client.ini" ||
+        ! grep -q 'net_memif2,role=client,id=1,' "$tmp/client.ini"; then
+        echo "FAIL: sed"
+        exit 1
+    fi
     ;;
 down)
     sed -i -e '/^\[port3\]/,/^\[qp\]/ s/,id=3,/,id=7,/' "$tmp/server.ini"
@@ -52,7 +55,7 @@ esac
 timeout 80 "$bin" --server -c "$tmp/server.ini" -p "$tcp_port" \
     > "$tmp/server.out" 2> "$tmp/server.err" &
 server_pid=$!
-for i in $(seq 1 300); do
+for _ in $(seq 1 300); do
     grep -q "waiting for a client" "$tmp/server.err" 2>/dev/null && break
     kill -0 "$server_pid" 2>/dev/null || break
     sleep 0.1
