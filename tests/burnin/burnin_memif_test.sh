@@ -11,14 +11,15 @@
 #             both ends): exit 1, cabling and routable FAIL for plane 3 only, the all-planes run FAIL
 #             with plane 3 carrying nothing, the plane-out runs of planes 0..2 FAIL.
 # Thresholds: each client port shaped to 0.2 Gb/s. On a loaded 2-core host the engine threads wait
-# for a CPU longer than the shaper's 1 ms of credit: runs at load average 7 - 12 reached 0.53 - 0.76
-# of the expected goodput (at 0.5 Gb/s a host at load average 12 was CPU-bound already, and a plane
-# out then cost less than its share). So the test states --min-fraction 0.3 and a plane-out window
-# of 0.5 - 0.95; the defaults, 0.85 and 0.65 - 0.85, are for a host with cores to spare (the logic
-# of both is tested exactly in burnin-cabling). Every scenario also checks, from the peer's
-# counters, that the probes sent down a cable to another plane were dropped by the peer's MAC
-# filter (rx_dropped_dst_mac) and that it answered at least what the client counted. Every process
-# runs under `timeout`; the trap kills what is left and removes the copies. About 10 - 20 s.
+# for a CPU longer than the shaper's 1 ms of credit: runs at load average 7 - 12 reached 0.51 - 0.76
+# of the expected goodput, and the plane-out runs 0.60 - 0.87 of the all-planes figure (at 0.5 Gb/s
+# a host at load average 12 was CPU-bound already, and a plane out then cost less than its share).
+# So the test states --min-fraction 0.3 and a plane-out window of 0.45 - 0.95; the defaults, 0.85
+# and 0.65 - 0.85, are for a host with cores to spare (the logic of both is tested exactly in
+# burnin-cabling). Every scenario also checks, from the peer's counters, that the probes sent down
+# a cable to another plane were dropped by the peer's MAC filter (rx_dropped_dst_mac) and that it
+# answered at least what the client counted. Every process runs under `timeout`; the trap kills
+# what is left and removes the copies. About 10 - 20 s.
 # usage: burnin_memif_test.sh PATH/TO/droce-burnin CONFIG_DIR pass|swapped|down
 set -u
 bin=$1
@@ -61,7 +62,7 @@ for _ in $(seq 1 300); do
     sleep 0.1
 done
 timeout 70 "$bin" 127.0.0.1 -c "$tmp/client.ini" -p "$tcp_port" --json --plane-rate 0.2 -D 1.5 \
-    --probes 10 --min-fraction 0.3 --out-low 0.5 --out-high 0.95 \
+    --probes 10 --min-fraction 0.3 --out-low 0.45 --out-high 0.95 \
     > "$tmp/client.json" 2> "$tmp/client.err"
 crc=$?
 wait "$server_pid"
@@ -122,7 +123,7 @@ if scenario == "pass":
              "plane %d out carried traffic" % k)
         need(all(b["plane_tx_bytes"][j] > 0 for j in range(4) if j != k),
              "plane %d out: another plane idle" % k)
-        need(0.5 <= b["ratio_to_all"] <= 0.95, "plane %d out: ratio %.2f" % (k, b["ratio_to_all"]))
+        need(0.45 <= b["ratio_to_all"] <= 0.95, "plane %d out: ratio %.2f" % (k, b["ratio_to_all"]))
 elif scenario == "swapped":
     need(crc == 1 and r["ok"] is False, "client exit %d" % crc)
     need(status(cab) == "FAIL" and cab["miswired"], "cabling not FAIL")
