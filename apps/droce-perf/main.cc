@@ -23,7 +23,6 @@
 #include <cstdlib>
 #include <thread>
 
-#include "dpdk/eth_port.h"
 #include "perf.h"
 #include "report.h"
 #include "runtime/runtime.h"
