@@ -23,7 +23,6 @@
 #include <cstdlib>
 #include <thread>
 
-#include "dpdk/eth_port.h"
 #include "perf.h"
 #include "report.h"
 #include "runtime/runtime.h"
@@ -113,29 +112,6 @@ sim::LinkStats stage_stats(Runtime& rt, unsigned dev) {
             for (std::size_t i = 0; i < sim::kNumLinkCounters; ++i)
                 s.v[i] += st->stats().v[i];
     return s;
-}
-
-/**
- * Server, at the end: waits for the client to go (its end of the out-of-band connection closes when
- * it exits, up to 10 s) and then for this side's memif links to go down (up to 2 s), before the
- * ports are torn down. DPDK 22.11's net_memif handles a peer's disconnect on the EAL interrupt
- * thread; when that ran while this thread closed the ports, the server crashed in it now and then
- * (seen with four memif interfaces on one socket, every few runs). The client needs no wait: the
- * server is still up while the client tears down.
- */
-void wait_for_client_exit(Runtime& rt, const Channel& ch) {
-    char byte = 0;
-    (void)ch.recv(&byte, 1, 10'000); // "peer closed the connection" once the client has exited
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    for (;;) {
-        bool up = false;
-        for (unsigned port = 0; port < rt.device(0).num_ports(); ++port)
-            if (rt.eth_port(0, port).driver_name() == "net_memif" && rt.eth_port(0, port).link_up())
-                up = true;
-        if (!up || std::chrono::steady_clock::now() > until) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the handler's last steps
 }
 
 bool passed(const Params& p, const Result& r) {
