@@ -71,6 +71,7 @@ struct Pkt {
     bool seth = false;
     std::uint32_t cum = 0;
     std::vector<PsnRange> holes;
+    bool sack_cut = false; ///< the capture cut this SACK inside its bitmap
     bool neth = false;
     std::uint8_t reason = 0;
     std::uint32_t npsn = 0;
@@ -302,7 +303,11 @@ struct FlowExplainer::Impl {
         if (const wire::Seth* h = p.seth()) {
             k.seth = true;
             k.cum = h->cum_psn.get() & wire::Psn::kMask;
-            k.holes = sack_holes(*h);
+            // A SACK cut inside its bitmap by the snap length: the zeros behind the cut are not
+            // holes, so report none rather than invent them.
+            const auto* seth_end = reinterpret_cast<const std::uint8_t*>(h) + sizeof(wire::Seth);
+            k.sack_cut = seth_end > bytes.data() + raw.bytes.size();
+            if (!k.sack_cut) k.holes = sack_holes(*h);
         }
         if (const wire::Neth* h = p.neth()) {
             k.neth = true;
@@ -762,13 +767,21 @@ class Narrator {
                   std::to_string(nack->second) + ")";
         } else if (hole != holed_.end()) {
             cause = "sack_hole";
-            why = "selective repeat: the SACK of frame #" + std::to_string(hole->second) +
-                  " reported them missing while later PSNs had arrived (a hole), so only they "
-                  "are resent, on another path";
+            why =
+                "selective repeat: the SACK of frame #" + std::to_string(hole->second) +
+                " reported these PSNs missing while later ones had arrived (a hole), so only these "
+                "are resent, on another path";
         } else {
             cause = "timeout";
             why = "no SACK covered them in time: the requester's ACK timer ran out "
                   "(MRC: linear-then-exponential timeout)";
+            if (sacks_cut_ > 0) {
+                cause = "timeout_or_sack_hole";
+                why = "no SACK in the capture reported them missing, but the capture's snap "
+                      "length cut the SACK bitmaps (" +
+                      std::to_string(sacks_cut_) +
+                      " so far), so a hole or the ACK timer: the capture cannot tell";
+            }
         }
         mark_lost(k.psn, k.t);
         if (!(retx_.open && retx_.cause == cause)) {
@@ -795,6 +808,7 @@ class Narrator {
             run_.have_ack = true;
             run_.ack_psn = k.cum;
             if (!k.holes.empty()) ++run_.sacks_with_holes;
+            if (k.sack_cut) ++sacks_cut_;
             for (const PsnRange& r : k.holes)
                 for (std::uint32_t i = 0; i < r.count() && i < 4096; ++i)
                     holed_.insert_or_assign((r.first + i) & wire::Psn::kMask, k.frame);
@@ -1182,6 +1196,7 @@ class Narrator {
     std::unordered_map<std::uint32_t, std::uint64_t> nacked_;  ///< PSN -> MRC NACK frame
     std::vector<Silence> silences_;
     std::vector<std::size_t> cnp_events_;
+    std::uint64_t sacks_cut_ = 0; ///< SACKs whose bitmap the snap length cut
 };
 
 } // namespace
