@@ -846,9 +846,9 @@ class Narrator {
         const wire::AethKind kind = static_cast<wire::AethKind>(k.syndrome >> 5);
         const std::uint8_t code = k.syndrome & 0x1fu;
         if (kind == wire::AethKind::ack) {
-            ++o_.acks;
             close_retx();
             touch_run(k);
+            if (!k.info->is(OpFlags::read)) ++o_.acks;
             if (k.info->is(OpFlags::read)) {
                 ++run_.read_resp;
                 if (!have_max_ || dist(k.psn, max_psn_) > 0) {
