@@ -76,8 +76,10 @@ struct Pkt {
     std::uint8_t reason = 0;
     std::uint32_t npsn = 0;
     std::uint8_t port_mask = 0;
-    bool arrived = false; ///< its inbound twin is in the capture
-    bool outbound = false;
+    bool outbound = false, inbound = false; ///< the capture's direction flags
+    std::uint64_t key = 0;                  ///< twin_key(): equal for the copies of one packet
+    bool arrival_known = false; ///< an outbound request whose received copies are captured too
+    bool lost_on_wire = false;  ///< ... and this copy is one that was not received
 };
 
 std::string ip_text(const wire::ParsedFrame& p, bool src) {
@@ -187,8 +189,7 @@ struct Conn {
 struct FlowExplainer::Impl {
     std::vector<Conn> conns;
     std::map<std::string, std::size_t> by_key;
-    /** Outbound copies not yet matched with an inbound twin: key -> (conn, pkt index). */
-    std::unordered_map<std::uint64_t, std::vector<std::pair<std::size_t, std::size_t>>> pending;
+    std::vector<Pkt> all;     ///< every RoCEv2 packet, in file order, until place_all()
     std::vector<Pkt> orphans; ///< responses and CNPs no connection claimed (kept for counts)
     std::uint64_t frames = 0, roce = 0, twins = 0;
     bool directions = false;
@@ -204,7 +205,17 @@ struct FlowExplainer::Impl {
         std::string key = tn + "|" + std::to_string(k.qpn);
         if (!mrc) key += "|" + k.src + ">" + k.dst;
         auto it = by_key.find(key);
-        if (it != by_key.end()) return it->second;
+        if (it != by_key.end()) {
+            // A PSN far from every PSN this QPN carried is a new QP that got the number back
+            // (QPNs are reused, start PSNs are random): a new connection. A go-back-N never goes
+            // back further than the window of a few thousand packets.
+            constexpr std::int32_t kNewQpGap = 1 << 16;
+            const Conn& old = conns[it->second];
+            if (!old.any_psn ||
+                (dist(k.psn, old.psn_hi) <= kNewQpGap && dist(k.psn, old.psn_lo) >= -kNewQpGap))
+                return it->second;
+            by_key.erase(it);
+        }
         Conn c;
         c.mrc = mrc;
         c.out.transport = tn;
@@ -219,37 +230,43 @@ struct FlowExplainer::Impl {
 
     /** The connection a response, CNP or port status belongs to, or SIZE_MAX. */
     std::size_t conn_for_reply(const Pkt& k, bool mrc) {
-        // Already named: the requester's QPN is this packet's destination.
-        for (std::size_t i = 0; i < conns.size(); ++i) {
-            const Conn& c = conns[i];
-            if (c.out.requester_qpn != k.qpn) continue;
-            if (!c.mrc && k.role != Role::cnp &&
-                (c.out.requester_ip != k.dst || c.out.responder_ip != k.src))
-                continue;
-            return i;
-        }
-        if (k.role == Role::port_status) {
-            // Sent by the requester to the responder's QPN.
-            for (std::size_t i = 0; i < conns.size(); ++i)
-                if (conns[i].mrc && conns[i].out.responder_qpn == k.qpn) return i;
-        }
-        // Not yet named: a connection (same transport, reversed addresses for RC) whose PSNs
-        // this packet acknowledges; else the one last active.
+        // The requester's QPN is this packet's destination, but the requests do not carry it, and
+        // a QPN comes back when a QP is destroyed and another created: among the connections of
+        // the same transport (RC: the reversed addresses) whose requester QPN is this one or not
+        // yet known, the latest whose PSNs this packet acknowledges; without a PSN (CNP, port
+        // status, probe reply), the latest already named, else the latest.
+        const bool has_psn = k.aeth || k.seth || k.neth;
         std::uint32_t psn = k.psn;
         if (k.seth) psn = (k.cum - 1) & wire::Psn::kMask;
         if (k.neth) psn = k.npsn;
-        std::size_t best = SIZE_MAX;
-        for (std::size_t i = 0; i < conns.size(); ++i) {
+        std::size_t named = SIZE_MAX, unnamed = SIZE_MAX;
+        for (std::size_t i = conns.size(); i-- > 0;) {
             const Conn& c = conns[i];
-            if (c.out.requester_qpn) continue;
+            if (c.out.requester_qpn && *c.out.requester_qpn != k.qpn) continue;
+            if (k.role == Role::port_status) {
+                // Sent by either end: to the responder's QPN by the requester, or to the
+                // requester's.
+                if (!c.mrc) continue;
+                if (c.out.responder_qpn == k.qpn || c.out.requester_qpn == k.qpn) return i;
+                if (unnamed == SIZE_MAX) unnamed = i;
+                continue;
+            }
             if (c.mrc != mrc && k.role != Role::cnp) continue;
             if (!c.mrc && (c.out.requester_ip != k.dst || c.out.responder_ip != k.src)) continue;
-            if (c.any_psn && dist(psn, c.psn_lo) >= -1 && dist(psn, c.psn_hi) <= 1) {
-                best = i;
-                break;
+            if (has_psn) {
+                if (c.any_psn && dist(psn, c.psn_lo) >= -1 && dist(psn, c.psn_hi) <= 1) {
+                    named = i;
+                    break;
+                }
+                continue;
             }
-            if (best == SIZE_MAX || c.last_t > conns[best].last_t) best = i;
+            if (c.out.requester_qpn) {
+                if (named == SIZE_MAX) named = i;
+            } else if (unnamed == SIZE_MAX) {
+                unnamed = i;
+            }
         }
+        const std::size_t best = named != SIZE_MAX ? named : unnamed;
         if (best != SIZE_MAX && k.role != Role::port_status) conns[best].out.requester_qpn = k.qpn;
         return best;
     }
@@ -324,22 +341,53 @@ struct FlowExplainer::Impl {
         } else {
             k.role = Role::request;
         }
-        // An inbound copy of a packet whose outbound copy is in the capture: the same packet
-        // arriving. Matched with the latest unmatched copy, so that a resend's arrival is not
-        // credited to the copy that was lost before it.
-        const std::uint64_t key = twin_key(p, bytes.subspan(0, raw.bytes.size()), raw.wire_length);
-        if (raw.direction == kDirInbound) {
-            auto it = pending.find(key);
-            if (it != pending.end() && !it->second.empty()) {
-                auto [ci, pi] = it->second.back();
-                it->second.pop_back();
-                Pkt& twin = conns[ci].pkts[pi];
-                twin.arrived = true;
-                if (twin.role == Role::request) conns[ci].arrival_known = true;
-                ++twins;
-                return;
+        k.key = twin_key(p, bytes.subspan(0, raw.bytes.size()), raw.wire_length);
+        k.inbound = raw.direction == kDirInbound;
+        all.push_back(std::move(k));
+    }
+
+    /**
+     * Drops the second copy of every packet captured at both ends and gives the rest to their
+     * connections, in file order. Which copy stays: the one on the requester's side (a request as
+     * it was sent, a response as it was received), so that a connection's story is told by one
+     * device's clock and in its order. (Two devices' frames in one file need not be in time order
+     * between the devices, nor their clocks agree to the microsecond.) Copies are matched by
+     * content, not by time: a request sent n times and received m < n times lost n - m copies,
+     * taken to be its first ones (a loss is what makes a sender repeat itself).
+     */
+    void place_all() {
+        std::unordered_map<std::uint64_t, std::uint32_t> out_n, in_n;
+        for (const Pkt& k : all)
+            ++(k.inbound ? in_n : k.outbound ? out_n : in_n)[k.key];
+        std::unordered_map<std::uint64_t, std::uint32_t> seen_out, dropped_in;
+        for (Pkt& k : all) {
+            const bool sender_side = k.role == Role::request || k.role == Role::port_status;
+            if (k.outbound) {
+                const std::uint32_t outs = out_n[k.key];
+                const std::uint32_t ins = in_n.count(k.key) ? in_n[k.key] : 0;
+                if (ins > 0 && !sender_side) {
+                    ++twins; // a response as its responder sent it: its received copy stays
+                    continue;
+                }
+                if (sender_side && ins > 0) {
+                    k.arrival_known = true;
+                    // The first outs - ins copies are the ones that did not arrive.
+                    k.lost_on_wire = seen_out[k.key]++ < (outs > ins ? outs - ins : 0);
+                }
+            } else if (k.inbound && out_n.count(k.key) != 0) {
+                if (sender_side) {
+                    ++twins; // a request as received: its sent copy stays
+                    continue;
+                }
             }
+            place(std::move(k));
         }
+        all.clear();
+    }
+
+    void place(Pkt&& k) {
+        const wire::Transport tr = wire::transport_of(k.op);
+        const bool mrc = tr == wire::Transport::mrc;
         std::size_t ci;
         if (k.role == Role::request && k.op != wire::Opcode::MRC_PROBE) {
             ci = conn_for_request(k, mrc, tr);
@@ -366,7 +414,7 @@ struct FlowExplainer::Impl {
         }
         c.last_t = k.t;
         if (k.role == Role::request) c.requester_ips.insert(k.src);
-        if (raw.direction == kDirOutbound) pending[key].emplace_back(ci, c.pkts.size());
+        if (k.arrival_known && k.role == Role::request) c.arrival_known = true;
         c.pkts.push_back(std::move(k));
     }
 };
@@ -415,14 +463,8 @@ class Narrator {
         close_retx();
         flush_port_status();
         cnp_rates();
-        if (c_.arrival_known) {
-            for (std::size_t m = 0; m < o_.marks.size(); ++m) {
-                const Pkt& k = *req_[m];
-                if (!k.arrived && k.outbound && o_.marks[m].kind != kMarkLost) {
-                    o_.marks[m].kind = kMarkLost;
-                }
-            }
-        }
+        for (std::size_t m = 0; m < o_.marks.size(); ++m)
+            if (req_[m]->lost_on_wire) o_.marks[m].kind = kMarkLost;
         for (const FlowMark& m : o_.marks)
             if (m.kind == kMarkLost) ++o_.lost;
     }
@@ -679,6 +721,9 @@ class Narrator {
             run_.psn_last = k.psn;
             ++run_.ops[short_op(k)];
             if (c_.mrc) ++run_.planes[k.plane];
+            if (have_new_ && dist(k.psn, last_new_) > 1) span_[last_new_] = dist(k.psn, last_new_);
+            last_new_ = k.psn;
+            have_new_ = true;
             max_psn_ = k.psn;
             have_max_ = true;
         }
@@ -690,7 +735,12 @@ class Narrator {
     }
 
     void on_rc_retx(const Pkt& k) {
-        const bool next_in_pass = have_pass_ && dist(k.psn, pass_psn_) == 1 && !trig_.armed;
+        // The next request of the pass: one PSN on, or a READ request's span on (a READ request
+        // takes as many PSNs as its response has packets).
+        const auto sp = span_.find(pass_psn_);
+        const std::int32_t step = dist(k.psn, pass_psn_);
+        const bool next_in_pass =
+            have_pass_ && !trig_.armed && step >= 1 && step <= (sp == span_.end() ? 1 : sp->second);
         pass_psn_ = k.psn;
         have_pass_ = true;
         if (next_in_pass && retx_.open) {
@@ -914,10 +964,11 @@ class Narrator {
                     got_text = "PSN " + std::to_string(o_.marks[j].psn) + " (frame #" +
                                std::to_string(o_.marks[j].frame) + ", the next packet sent after " +
                                "PSN " + std::to_string(expected) + ")";
+                    // The requests sent in the gap (a READ request stands for its whole span).
                     for (std::uint32_t q = expected;
                          dist(q, o_.marks[j].psn) < 0 && missing.size() < 4096;
                          q = (q + 1) & wire::Psn::kMask)
-                        missing.push_back(q);
+                        if (q == expected || last_copy_.count(q) != 0) missing.push_back(q);
                     break;
                 }
             }
@@ -1192,8 +1243,11 @@ class Narrator {
     std::uint32_t last_ack_psn_ = 0;
     std::unordered_map<std::uint32_t, std::size_t> last_copy_; ///< PSN -> index in marks
     std::unordered_map<std::uint32_t, int> plane_of_;          ///< PSN -> plane of its last copy
-    std::unordered_map<std::uint32_t, std::uint64_t> holed_;   ///< PSN -> SACK frame missing it
-    std::unordered_map<std::uint32_t, std::uint64_t> nacked_;  ///< PSN -> MRC NACK frame
+    std::unordered_map<std::uint32_t, std::int32_t> span_; ///< request PSN -> PSNs it takes (> 1)
+    bool have_new_ = false;
+    std::uint32_t last_new_ = 0; ///< PSN of the latest first-copy request
+    std::unordered_map<std::uint32_t, std::uint64_t> holed_;  ///< PSN -> SACK frame missing it
+    std::unordered_map<std::uint32_t, std::uint64_t> nacked_; ///< PSN -> MRC NACK frame
     std::vector<Silence> silences_;
     std::vector<std::size_t> cnp_events_;
     std::uint64_t sacks_cut_ = 0; ///< SACKs whose bitmap the snap length cut
@@ -1209,6 +1263,7 @@ void FlowExplainer::add(const RawFrame& frame) {
 }
 
 FlowStory FlowExplainer::finish(const std::string& file) {
+    impl_->place_all();
     FlowStory s;
     s.file = file;
     s.frames = impl_->frames;
