@@ -345,6 +345,8 @@ ol.story li { margin: 2px 0; } .fr { color: #777; display: inline-block; min-wid
 .tm { color: #777; display: inline-block; min-width: 7em; text-align: right; margin-right: 1em; }
 .k { display: inline-block; min-width: 7em; font-weight: 600; }
 .k-nak, .k-error_nak, .k-mrc_nack { color: #d62728; } .k-retransmit { color: #b35900; }
+table.index { border-collapse: collapse; font-size: 13px; margin: 6px 0 4px; }
+table.index td, table.index th { border: 1px solid #ddd; padding: 1px 8px; text-align: right; }
 .k-rnr_nak { color: #6a3d9a; } .k-cnp { color: #e6550d; } .k-plane_down { color: #111; }
 )CSS";
 
@@ -451,6 +453,24 @@ std::string story_html(const FlowStory& s, const StoryOptions& opts) {
         std::to_string(s.roce_frames) + " RoCEv2, " + std::to_string(s.connections.size()) +
         " connection(s). Time runs left to right, PSN upward: a straight rising "
         "line is a connection sending in order; a step back down is a resend.</p>\n";
+    // An index first: a capture of a whole demo holds dozens of connections.
+    page += "<table class=\"index\">\n<tr><th>connection</th><th>transport</th><th>requester "
+            "QP</th><th>responder QP</th><th>packets</th><th>resent</th><th>lost</th><th>NAKs</th>"
+            "<th>RNR NAKs</th><th>CNPs</th><th>planes down</th></tr>\n";
+    id = 0;
+    for (const FlowConnection& c : s.connections) {
+        ++id;
+        if (!story_selects(c, opts)) continue;
+        const auto cell = [](std::uint64_t v) { return "<td>" + std::to_string(v) + "</td>"; };
+        page += "<tr><td><a href=\"#conn-" + std::to_string(id) + "\">" + std::to_string(id) +
+                "</a></td><td>" + html_escape(c.transport) + "</td><td>" +
+                (c.requester_qpn ? qpn_hex(*c.requester_qpn) : std::string("?")) + "</td><td>" +
+                (c.transport != "?" ? qpn_hex(c.responder_qpn) : std::string("?")) + "</td>" +
+                cell(c.requests) + cell(c.retransmissions) + cell(c.lost) +
+                cell(c.naks + c.error_naks + c.mrc_nacks) + cell(c.rnr_naks) + cell(c.cnps) +
+                cell(c.plane_downs) + "</tr>\n";
+    }
+    page += "</table>\n";
     page += body;
     page += "<script type=\"application/json\" id=\"flow-data\">" + json + "</script>\n<script>" +
             kScript + "</script>\n</body>\n</html>\n";
