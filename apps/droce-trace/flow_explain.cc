@@ -462,6 +462,7 @@ class Narrator {
         flush_run();
         close_retx();
         flush_port_status();
+        close_cnp_episode();
         cnp_rates();
         for (std::size_t m = 0; m < o_.marks.size(); ++m)
             if (req_[m]->lost_on_wire) o_.marks[m].kind = kMarkLost;
@@ -994,34 +995,60 @@ class Narrator {
                "NAK sequence error: expected PSN " + std::to_string(expected));
     }
 
+    /** CNPs come in episodes (one per min_time_between_cnps while the marks last): those less
+     *  than kCnpEpisodeGap apart are one event, and one marker. */
+    static constexpr std::int64_t kCnpEpisodeGap = 2'000'000; // ns
+
     void on_cnp(const Pkt& k) {
         ++o_.cnps;
-        flush_run();
-        close_retx();
-        FlowEvent& e =
-            event(FlowEventKind::cnp, k,
-                  "CNP to QP " + qpn_text(k.qpn) +
-                      " (RoCEv2 Annex A17.9): the responder's side saw ECN-CE marked packets of "
-                      "this connection and tells the requester to slow down; its DCQCN reaction "
-                      "point cuts the rate.");
-        cnp_events_.push_back(o_.events.size() - 1);
-        marker(k.t, have_max_ ? psn_off(max_psn_) : 0, "cnp", "CNP");
-        (void)e;
+        if (cnp_ep_.count > 0 && k.t - cnp_ep_.t1 < kCnpEpisodeGap) {
+            ++cnp_ep_.count;
+            cnp_ep_.t1 = k.t;
+            cnp_ep_.last_frame = k.frame;
+            return;
+        }
+        close_cnp_episode();
+        cnp_ep_ =
+            CnpEpisode{1, k.frame, k.frame, k.t, k.t, k.qpn, have_max_ ? psn_off(max_psn_) : 0};
+    }
+
+    void close_cnp_episode() {
+        if (cnp_ep_.count == 0) return;
+        const CnpEpisode ep = cnp_ep_;
+        cnp_ep_ = CnpEpisode{};
+        FlowEvent e;
+        e.kind = FlowEventKind::cnp;
+        e.first_frame = ep.first_frame;
+        e.last_frame = ep.last_frame;
+        e.t_ns = ep.t0;
+        e.text = (ep.count == 1
+                      ? std::string("CNP to QP ")
+                      : std::to_string(ep.count) + " CNPs over " + ms(ep.t1 - ep.t0) + " to QP ") +
+                 qpn_text(ep.qpn) +
+                 " (RoCEv2 Annex A17.9): the responder's side saw ECN-CE marked packets of this "
+                 "connection and tells the requester to slow down; its DCQCN reaction point cuts "
+                 "the rate (at most once per rate_reduce_monitor_period).";
+        e.data["cnps"] = ep.count;
+        e.data["span_ms"] = ms_value(ep.t1 - ep.t0);
+        o_.events.push_back(std::move(e));
+        cnp_events_.push_back({o_.events.size() - 1, ep.t0, ep.t1});
+        marker(ep.t0, ep.psn_off, "cnp",
+               std::to_string(ep.count) + (ep.count == 1 ? " CNP" : " CNPs"));
     }
 
     /** Each CNP: the spacing of the requester's data packets before it and after it. */
     void cnp_rates() {
         constexpr std::size_t kWindow = 16;
-        for (std::size_t ei : cnp_events_) {
-            FlowEvent& e = o_.events[ei];
+        for (const CnpRef& ref : cnp_events_) {
+            FlowEvent& e = o_.events[ref.event];
             // New packets only: a resend burst says nothing of the pacer's rate.
             std::vector<const Pkt*> before, after;
             for (std::size_t m = 0; m < req_.size(); ++m) {
                 if (o_.marks[m].kind == kMarkRetx) continue;
-                if (req_[m]->t < e.t_ns) {
+                if (req_[m]->t < ref.t0) {
                     before.push_back(req_[m]);
                     if (before.size() > kWindow + 1) before.erase(before.begin());
-                } else if (after.size() < kWindow + 1) {
+                } else if (req_[m]->t > ref.t1 && after.size() < kWindow + 1) {
                     after.push_back(req_[m]);
                 }
             }
@@ -1041,8 +1068,8 @@ class Narrator {
             if (hb && ha) {
                 std::snprintf(buf, sizeof buf,
                               " In the capture the requester's data packets came %.2f us apart "
-                              "(%.3f Gb/s) over the %zu before the CNP and %.2f us apart "
-                              "(%.3f Gb/s) over the %zu after it",
+                              "(%.3f Gb/s) over the %zu before the first CNP and %.2f us "
+                              "apart (%.3f Gb/s) over the %zu after the last",
                               gb, rb, before.size(), ga, ra, after.size());
                 e.text += buf;
                 if (ga > gb * 1.2) {
@@ -1249,7 +1276,18 @@ class Narrator {
     std::unordered_map<std::uint32_t, std::uint64_t> holed_;  ///< PSN -> SACK frame missing it
     std::unordered_map<std::uint32_t, std::uint64_t> nacked_; ///< PSN -> MRC NACK frame
     std::vector<Silence> silences_;
-    std::vector<std::size_t> cnp_events_;
+    struct CnpEpisode {
+        std::uint64_t count = 0, first_frame = 0, last_frame = 0;
+        std::int64_t t0 = 0, t1 = 0;
+        std::uint32_t qpn = 0;
+        std::int64_t psn_off = 0; ///< the requester's front when the first CNP came
+    };
+    struct CnpRef {
+        std::size_t event = 0; ///< index in o_.events
+        std::int64_t t0 = 0, t1 = 0;
+    };
+    CnpEpisode cnp_ep_;
+    std::vector<CnpRef> cnp_events_;
     std::uint64_t sacks_cut_ = 0; ///< SACKs whose bitmap the snap length cut
 };
 

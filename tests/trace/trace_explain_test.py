@@ -10,6 +10,9 @@ MODE:
                  count the packets, retransmissions and sequence NAKs the client's engine counted,
                  every sequence NAK must name the PSN the go-back-N resend after it starts from, and
                  --qp must select and filter.
+  cnp            RC WRITEs through a 4 Gb/s bottleneck that marks ECN-CE (RED), DCQCN on: explain
+                 must count the CNPs the client's reaction point received, group them into
+                 episodes, and say the sender slowed down where its packets came further apart.
   mrc-plane-down droce-perf --mrc over four memif pairs, plane 2 taken down half way
                  (--plane-down 2@0.5): explain must find plane 2 falling silent (and no other), count
                  the retransmissions the engine counted, and resend plane 2's packets on the others.
@@ -279,6 +282,40 @@ def mrc_plane_down(args, tmp):
     check_page(args, tmp, cap, "mrc-down")
 
 
+def cnp(args, tmp):
+    cap = os.path.join(tmp, "cnp.pcapng")
+    pair = MemifPair(args, "memif", tmp)
+    # DCQCN on both sides (the NVIDIA profile, a 10 Gb/s line), and on the client's port a 4 Gb/s
+    # bottleneck whose queue marks ECN-CE by RED, as tests/cc/cnp_memif_test.sh does.
+    for side in ("server", "client"):
+        ini = os.path.join(tmp, side + ".ini")
+        text = open(ini).read().replace("[device]\n", "[device]\ndcqcn = nvidia\n", 1)
+        text = re.sub(r"^mtu = (.*)$", r"mtu = \1\nline_rate_gbps = 10", text, count=1, flags=re.M)
+        open(ini, "w").write(text)
+    out = pair.run(["--op", "write", "-s", "65536", "-n", "300", "--bw", "--verify", "--capture",
+                    cap, "--snaplen", "128", "--impair",
+                    "bw=4,queue=4000000,red_kmin=40000,red_kmax=160000,red_pmax=0.2"])
+    counters = out.get("counters", {})
+    story = explain_json(args, cap)
+    conns = [c for c in story["connections"] if c["transport"] == "RC"]
+    if not check(len(conns) == 1, "cnp: one RC connection (%d)" % len(conns)):
+        return
+    c = conns[0]
+    rcvd = counters.get("rp_cnp_handled", 0) + counters.get("rp_cnp_ignored", 0)
+    check(c["cnps"] > 0 and c["cnps"] == rcvd, "cnp: %d CNPs, the client's reaction point got %d "
+          "(rp_cnp_handled + rp_cnp_ignored)" % (c["cnps"], rcvd))
+    eps = [e for e in c["events"] if e["kind"] == "cnp"]
+    check(sum(e["cnps"] for e in eps) == c["cnps"], "cnp: %d CNP episodes hold all %d CNPs" %
+          (len(eps), c["cnps"]))
+    slowed = [e for e in eps if "rate_after_gbps" in e and
+              e["gap_after_us"] > 1.2 * e["gap_before_us"]]
+    check(len(slowed) >= 1 and all("slowed down" in e["text"] for e in slowed),
+          "cnp: %d episode(s) after which the requester's packets came further apart, and the "
+          "story says it slowed down" % len(slowed))
+    check(c["timeline"]["markers"].get("cnp") == len(eps), "cnp: one timeline marker per episode")
+    check_page(args, tmp, cap, "cnp")
+
+
 def captures(args, tmp):
     names = sorted(f for f in os.listdir(args.captures) if f.endswith((".pcap", ".pcapng")))
     for f in names:
@@ -315,7 +352,7 @@ def captures(args, tmp):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["rc-loss", "mrc-plane-down", "captures"])
+    ap.add_argument("mode", choices=["rc-loss", "mrc-plane-down", "cnp", "captures"])
     ap.add_argument("--trace", required=True)
     ap.add_argument("--perf")
     ap.add_argument("--config")
@@ -326,7 +363,7 @@ def main():
         return 77
     tmp = tempfile.mkdtemp(prefix="trace-explain-")
     try:
-        {"rc-loss": rc_loss, "mrc-plane-down": mrc_plane_down, "captures": captures}[
+        {"rc-loss": rc_loss, "mrc-plane-down": mrc_plane_down, "cnp": cnp, "captures": captures}[
             args.mode](args, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
