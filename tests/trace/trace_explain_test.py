@@ -345,7 +345,24 @@ def captures(args, tmp):
         check({"sack_hole", "plane_down"} <= causes,
               "captures: droce MRC capture: resends by SACK hole and by the dead plane (%s)" %
               sorted(causes))
+    # The pcapng block reader: read shows each MRC frame's plane, from droce's interface names.
+    lines = run([args.trace, "read", own]).stdout.splitlines()
+    planes = {int(m.group(1)) for m in (re.search(r"  plane=(\d+)  ", l) for l in lines) if m}
+    check(planes == {0, 1, 2, 3}, "captures: read shows the planes of droce's MRC frames: %s" %
+          sorted(planes))
     check_page(args, tmp, own, "droce-mrc")
+    # The counts come from what the browser drew, not from the page's text: a page whose data
+    # lost one mark renders one mark fewer.
+    html = os.path.join(tmp, "droce-mrc.html")
+    page = open(html).read()
+    doctored = re.sub(r'("marks":\[)\[[^\]]*\],', r"\1", page, count=1)
+    bad = os.path.join(tmp, "doctored.html")
+    open(bad, "w").write(doctored)
+    d = chromium(tmp, bad, "--dump-dom").stdout
+    n = len(re.findall(r'class="pkt (new|retx|lost) plane-', d))
+    want = explain_json(args, own)["connections"][0]["timeline"]["marks"]
+    check(doctored != page and n == want - 1,
+          "captures: a page with one mark taken out of its data draws %d marks, not %d" % (n, want))
     check_page(args, tmp, os.path.join(args.captures, "montybeatnik_rdma-roce-lab_test.pcap"),
                "rxe")
 
