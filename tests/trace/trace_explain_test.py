@@ -23,7 +23,8 @@ must hold as many packet, retransmission, loss and marker elements, and as many 
 entries, as explain --json reports, and the screenshot must show the timeline (not a blank page,
 the plane colours present).
 
-Exit 0 = pass, 1 = fail, 77 = skipped (no Chromium). Each mode takes 5-20 s.
+Exit 0 = pass, 1 = fail, 77 = skipped (every other check passed, but there is no Chromium to render
+the page). Each mode takes 10-30 s on a loaded 2-core host.
 """
 import argparse
 import json
@@ -117,9 +118,13 @@ def chromium(tmp, html, *flags):
                timeout=55)
 
 
+def have_browser():
+    return os.access(CHROMIUM, os.X_OK)
+
+
 def check_page(args, tmp, capture, name):
     """Renders explain's HTML of @capture in the browser; the DOM and the pixels must agree with
-    explain --json."""
+    explain --json. Without the browser only the page itself is checked (main() then exits 77)."""
     html = os.path.join(tmp, name + ".html")
     r = run([args.trace, "explain", capture, "--html", html])
     if not check(r.returncode == 0 and os.path.getsize(html) > 0, name + ": --html wrote a page"):
@@ -128,6 +133,9 @@ def check_page(args, tmp, capture, name):
     check(not re.search(r'(src|href)\s*=\s*"(https?:)?//', page),
           name + ": the page loads nothing from the network")
     story = explain_json(args, capture)
+    if not have_browser():
+        print("skip  %s: no %s to render the page" % (name, CHROMIUM))
+        return
     t0 = time.time()
     dom = chromium(tmp, html, "--dump-dom")
     check(dom.returncode == 0 and "</html>" in dom.stdout,
@@ -358,10 +366,10 @@ def captures(args, tmp):
     doctored = re.sub(r'("marks":\[)\[[^\]]*\],', r"\1", page, count=1)
     bad = os.path.join(tmp, "doctored.html")
     open(bad, "w").write(doctored)
-    d = chromium(tmp, bad, "--dump-dom").stdout
+    d = chromium(tmp, bad, "--dump-dom").stdout if have_browser() else ""
     n = len(re.findall(r'class="pkt (new|retx|lost) plane-', d))
     want = explain_json(args, own)["connections"][0]["timeline"]["marks"]
-    check(doctored != page and n == want - 1,
+    check(doctored != page and (n == want - 1 or not have_browser()),
           "captures: a page with one mark taken out of its data draws %d marks, not %d" % (n, want))
     check_page(args, tmp, os.path.join(args.captures, "montybeatnik_rdma-roce-lab_test.pcap"),
                "rxe")
@@ -375,9 +383,6 @@ def main():
     ap.add_argument("--config")
     ap.add_argument("--captures")
     args = ap.parse_args()
-    if not os.access(CHROMIUM, os.X_OK):
-        print("skipped: %s is not installed (Debian package chromium-headless-shell)" % CHROMIUM)
-        return 77
     tmp = tempfile.mkdtemp(prefix="trace-explain-")
     try:
         {"rc-loss": rc_loss, "mrc-plane-down": mrc_plane_down, "cnp": cnp, "captures": captures}[
@@ -387,6 +392,10 @@ def main():
     if failures:
         print("%d check(s) failed" % len(failures))
         return 1
+    if not have_browser():
+        # Everything else passed, but the page was not rendered: not a pass.
+        print("skipped: %s is not installed (Debian package chromium-headless-shell)" % CHROMIUM)
+        return 77
     print("all checks passed")
     return 0
 
