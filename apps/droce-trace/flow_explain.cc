@@ -1008,6 +1008,7 @@ class Narrator {
             return;
         }
         close_cnp_episode();
+        flush_run(); // the story reads: what was sent, the CNPs, what was sent after them
         cnp_ep_ =
             CnpEpisode{1, k.frame, k.frame, k.t, k.t, k.qpn, have_max_ ? psn_off(max_psn_) : 0};
     }
