@@ -696,6 +696,13 @@ class Narrator {
             }
             ++o_.plane_packets[pl];
             if (retx) ++o_.plane_retx[pl];
+            if (k.mdeth) {
+                if (o_.plane_paths.size() <= pl) o_.plane_paths.resize(pl + 1);
+                auto& paths = o_.plane_paths[pl];
+                if (std::find(paths.begin(), paths.end(), k.path) == paths.end()) {
+                    paths.insert(std::upper_bound(paths.begin(), paths.end(), k.path), k.path);
+                }
+            }
         }
         FlowMark m;
         m.t_ns = k.t;

@@ -117,6 +117,8 @@ struct FlowConnection {
     std::uint64_t responses = 0; ///< response packets of any kind
     /** Per plane: packets sent, of which retransmissions (index = plane). */
     std::vector<std::uint64_t> plane_packets, plane_retx;
+    /** Per plane: the MRC paths (MDETH path, = UDP source port - ev_base) its packets took. */
+    std::vector<std::vector<std::uint16_t>> plane_paths;
     std::vector<FlowEvent> events;
     std::vector<FlowMark> marks;
     std::vector<FlowMarker> markers;

@@ -93,6 +93,26 @@ std::string counts_text(const FlowConnection& c) {
     return s;
 }
 
+/** "32 paths (0,4,8,...,124)" or "3 paths (0,4-5)": a sorted list of path indices. */
+std::string paths_text(const std::vector<std::uint16_t>& v) {
+    const std::string n = std::to_string(v.size()) + (v.size() == 1 ? " path (" : " paths (");
+    if (v.size() > 6) {
+        return n + std::to_string(v[0]) + "," + std::to_string(v[1]) + "," + std::to_string(v[2]) +
+               ",...," + std::to_string(v.back()) + ")";
+    }
+    std::string s;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        std::size_t j = i;
+        while (j + 1 < v.size() && v[j + 1] == v[j] + 1)
+            ++j;
+        if (!s.empty()) s += ',';
+        s += std::to_string(v[i]);
+        if (j > i) s += "-" + std::to_string(v[j]);
+        i = j;
+    }
+    return n + s + ")";
+}
+
 std::string html_escape(const std::string& s) {
     std::string o;
     o.reserve(s.size());
@@ -152,6 +172,8 @@ std::string story_text(const FlowStory& s, const StoryOptions& opts) {
             for (std::size_t p = 0; p < c.plane_packets.size(); ++p) {
                 out += " " + std::to_string(p) + ": " + std::to_string(c.plane_packets[p]) +
                        " packets (" + std::to_string(c.plane_retx[p]) + " resent)";
+                if (p < c.plane_paths.size() && !c.plane_paths[p].empty())
+                    out += " on " + paths_text(c.plane_paths[p]);
                 if (p + 1 < c.plane_packets.size()) out += ',';
             }
             out += '\n';
@@ -205,7 +227,9 @@ Json story_json(const FlowStory& s, const StoryOptions& opts) {
             if (c.plane_packets[p] == 0) continue;
             planes.push_back({{"plane", p},
                               {"packets", c.plane_packets[p]},
-                              {"retransmissions", c.plane_retx[p]}});
+                              {"retransmissions", c.plane_retx[p]},
+                              {"paths", p < c.plane_paths.size() ? c.plane_paths[p]
+                                                                 : std::vector<std::uint16_t>{}}});
         }
         o["planes"] = std::move(planes);
         const Drawn d = select_marks(c, opts.max_marks);
@@ -414,6 +438,17 @@ std::string story_html(const FlowStory& s, const StoryOptions& opts) {
         body += "<section class=\"conn\" id=\"conn-" + std::to_string(id) + "\">\n<h2>" +
                 html_escape(heading(c, id)) + "</h2>\n<p class=\"counts\">" +
                 html_escape(counts_text(c)) + "</p>\n";
+        if (!c.plane_packets.empty()) {
+            std::string pl = "Per plane (MRC paths are UDP source ports ev_base + index):";
+            for (std::size_t p = 0; p < c.plane_packets.size(); ++p) {
+                pl += " plane " + std::to_string(p) + ": " + std::to_string(c.plane_packets[p]) +
+                      " packets, " + std::to_string(c.plane_retx[p]) + " resent";
+                if (p < c.plane_paths.size() && !c.plane_paths[p].empty())
+                    pl += ", on " + paths_text(c.plane_paths[p]);
+                pl += p + 1 < c.plane_packets.size() ? ";" : ".";
+            }
+            body += "<p class=\"counts\">" + html_escape(pl) + "</p>\n";
+        }
         body += "<div class=\"tl\" id=\"timeline-" + std::to_string(id) + "\"></div>\n";
         body += "<p class=\"note\"><span id=\"drawn-" + std::to_string(id) + "\"></span>";
         if (d.step > 1) {

@@ -349,6 +349,11 @@ def captures(args, tmp):
         for k in ("requests", "retransmissions", "sacks", "plane_downs"):
             check(c[k] == exp[k], "captures: droce MRC capture: %s %d (made with %d)" %
                   (k, c[k], exp[k]))
+        # droce binds path i to plane i mod planes: the plane from the pcapng interface and the
+        # path from the MDETH must agree.
+        check(all(p["paths"] and all(x % 4 == p["plane"] for x in p["paths"]) for p in c["planes"]),
+              "captures: droce MRC capture: every path seen on plane k is k mod 4 (%s)" %
+              {p["plane"]: len(p["paths"]) for p in c["planes"]})
         causes = {e["cause"] for e in c["events"] if e["kind"] == "retransmit"}
         check({"sack_hole", "plane_down"} <= causes,
               "captures: droce MRC capture: resends by SACK hole and by the dead plane (%s)" %
