@@ -129,9 +129,10 @@ void wait_for_client_exit(Runtime& rt, const Channel& ch) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     for (;;) {
         bool up = false;
-        for (unsigned port = 0; port < rt.device(0).num_ports(); ++port)
-            if (rt.eth_port(0, port).driver_name() == "net_memif" && rt.eth_port(0, port).link_up())
-                up = true;
+        for (unsigned port = 0; port < rt.device(0).num_ports(); ++port) {
+            const dpdk::EthPort* eth = rt.eth_port(0, port); // null: a uring port
+            if (eth && eth->driver_name() == "net_memif" && eth->link_up()) up = true;
+        }
         if (!up || std::chrono::steady_clock::now() > until) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
