@@ -248,6 +248,7 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
     p->rx_fd_ = socket(fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (p->rx_fd_ < 0) return fail(errno_text("socket", errno));
     bool ok = cfg.ipv4 ? set_int(p->rx_fd_, IPPROTO_IP, IP_RECVTOS, 1) &&
+                             set_int(p->rx_fd_, SOL_SOCKET, SO_NO_CHECK, 1) &&
                              set_int(p->rx_fd_, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
                        : set_int(p->rx_fd_, IPPROTO_IPV6, IPV6_V6ONLY, 1) &&
                              set_int(p->rx_fd_, IPPROTO_IPV6, IPV6_RECVTCLASS, 1) &&
@@ -390,11 +391,18 @@ int UringPort::bind_source(std::uint16_t sport) noexcept {
     if (fd < 0) return -2;
     // SO_REUSEPORT: two droce processes of one user sharing an address may both send from a
     // port. The socket receives nothing droce wants (peers send to udp_port): a small queue.
+    // SO_NO_CHECK: UDP checksum 0 on IPv4, as RoCEv2 sends it (A17.3.2) and droce's DPDK ports
+    // do; the ICRC covers the datagram. IPv6 requires a checksum: the kernel computes it.
     const bool ok = set_int(fd, SOL_SOCKET, SO_REUSEPORT, 1) &&
-                    (ipv4_ ? set_int(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
+                    (ipv4_ ? set_int(fd, SOL_SOCKET, SO_NO_CHECK, 1) &&
+                                 set_int(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
                            : set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1) &&
                                  set_int(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO));
     (void)set_int(fd, SOL_SOCKET, SO_RCVBUF, 1);
+    // A full send buffer makes io_uring park the send until it drains, and a later send may then
+    // overtake it: a deep buffer keeps that rare.
+    if (!set_int(fd, SOL_SOCKET, SO_SNDBUFFORCE, 4 << 20))
+        (void)set_int(fd, SOL_SOCKET, SO_SNDBUF, 4 << 20);
     sockaddr_in6 sa{};
     socklen_t salen = 0;
     fill_sockaddr(ipv4_, addr_, sport, &sa, &salen);
