@@ -40,6 +40,18 @@ INI
     pids=
 }
 
+# reachable PATH: PATH itself when the user of $run can read it, else a copy in $tmp (a build tree
+# under a private home directory is out of nobody's reach). Echoes the path to use.
+reachable() {
+    if [ -z "$run" ] || $run test -r "$1"; then
+        echo "$1"
+        return
+    fi
+    mkdir -p "$tmp/copy"
+    cp -L "$1" "$tmp/copy/" && chmod -R a+rX "$tmp/copy"
+    echo "$tmp/copy/$(basename "$1")"
+}
+
 uring_cleanup() {
     local p
     for p in $pids; do kill "$p" 2> /dev/null; done

@@ -10,6 +10,7 @@ set -u
 bin=$1
 . "$(dirname "$0")/common.sh"
 uring_setup ubad
+bin=$(reachable "$bin")
 
 $run timeout 50 "$bin" --server -c "$tmp/b.ini" -p "$tcp_port" --json \
     > "$tmp/server.json" 2> "$tmp/server.err" &

@@ -9,6 +9,7 @@ set -u
 bin=$1
 . "$(dirname "$0")/common.sh"
 uring_setup uperf
+bin=$(reachable "$bin")
 failures=0
 fail() {
     echo "FAIL: $*"

@@ -10,6 +10,7 @@ libdir=$1
 command -v ibv_rc_pingpong > /dev/null && command -v ib_write_bw > /dev/null \
     || { echo "ibverbs-utils or perftest missing"; exit 77; }
 uring_setup uverbs
+libdir=$(dirname "$(reachable "$libdir/libibverbs.so.1")")
 export LD_LIBRARY_PATH=$libdir
 failures=0
 fail() {
