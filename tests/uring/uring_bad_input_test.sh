@@ -1,10 +1,12 @@
 #!/bin/bash
 # Bad input on the socket of a uring port (drivers/uring) while a verified transfer runs: a plain
 # python UDP socket sends the server's port garbage (an unknown opcode), truncated datagrams (empty,
-# 5 bytes: shorter than a BTH and ICRC), a well-formed RC SEND whose ICRC is wrong, and one longer
-# than the port's buffers. The server must survive (exit 0, the client's data verified) and count
-# them: rx_dropped_malformed >= 3 and rx_dropped_bad_icrc >= 1 in its --json counters. Runs as nobody
-# when started as root.
+# 3 bytes: shorter than a BTH and ICRC), a well-formed RC SEND whose ICRC is wrong, one longer than
+# the port's buffers, and a forged source: an RC SEND to the server's QP with a correct ICRC from an
+# address that is not the client's. The server must survive (exit 0, the client's data verified)
+# and count them in its --json counters: rx_dropped_malformed >= 3, rx_dropped_bad_icrc == 1 (so
+# the forged frame's ICRC, computed here over the headers the port rebuilds, verified), and
+# rx_dropped_bad_qp >= 1. Runs as nobody when started as root.
 # usage: uring_bad_input_test.sh PATH/TO/droce-perf
 set -u
 bin=$1
@@ -25,7 +27,7 @@ $run timeout 40 "$bin" "$ip_b" -c "$tmp/a.ini" -p "$tcp_port" --op write -s 4096
 cpid=$!
 pids="$spid $cpid"
 sleep 2 # the run is under way: the server counts from the end of the handshake
-$run /usr/bin/python3 - "$ip_b" "$udp_port" <<'PY'
+$run /usr/bin/python3 - "$ip_b" "$udp_port" "${ip_b%.2}.3" <<'PY'
 import socket, struct, sys, zlib
 dst = (sys.argv[1], int(sys.argv[2]))
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -42,7 +44,23 @@ sends = [
 ]
 for p in sends:
     s.sendto(p, dst)
-print("python: sent %d datagrams to %s:%d" % (len(sends), dst[0], dst[1]))
+# A forged source: a well-formed RC SEND_ONLY to the server's QP (0x11, the first QPN of a device)
+# with a correct ICRC, from an address that is not its peer's. The ICRC is computed over the
+# headers the receiving port rebuilds (IPv4 ID 0 and DF; TOS, TTL, checksums masked to ones).
+forged_src = sys.argv[3]
+f = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+f.bind((forged_src, 0))
+sport = f.getsockname()[1]
+body = struct.pack(">BBHII", 0x04, 0x00, 0xFFFF, 0x11, 0) + b"\x00" * 8
+udp_len = 8 + len(body) + 4
+ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0xFF, 20 + udp_len, 0, 0x4000, 0xFF, 17, 0xFFFF,
+                 socket.inet_aton(forged_src), socket.inet_aton(dst[0]))
+udp = struct.pack(">HHHH", sport, 4791, udp_len, 0xFFFF)
+masked = bytearray(body)
+masked[4] = 0xFF
+icrc = zlib.crc32(b"\xff" * 8 + ip + udp + bytes(masked))
+f.sendto(body + struct.pack("<I", icrc), dst)
+print("python: sent %d datagrams to %s:%d, one from %s" % (len(sends) + 1, dst[0], dst[1], forged_src))
 PY
 wait "$cpid"
 crc=$?
@@ -63,10 +81,11 @@ try:
 except Exception as e:
     print(open(sys.argv[1]).read()[-2000:])
     sys.exit("no server JSON: %s" % e)
-print("server: rx_dropped_malformed %d, rx_dropped_bad_icrc %d" %
-      (c["rx_dropped_malformed"], c["rx_dropped_bad_icrc"]))
+print("server: rx_dropped_malformed %d, rx_dropped_bad_icrc %d, rx_dropped_bad_qp %d" %
+      (c["rx_dropped_malformed"], c["rx_dropped_bad_icrc"], c["rx_dropped_bad_qp"]))
 if c["rx_dropped_malformed"] < 3: problems.append("rx_dropped_malformed < 3")
-if c["rx_dropped_bad_icrc"] < 1: problems.append("rx_dropped_bad_icrc < 1")
+if c["rx_dropped_bad_icrc"] != 1: problems.append("rx_dropped_bad_icrc is not 1 (the wrong one)")
+if c["rx_dropped_bad_qp"] < 1: problems.append("rx_dropped_bad_qp < 1 (the forged source)")
 for p in problems: print("FAIL: " + p)
 sys.exit(1 if problems else 0)
 PY
