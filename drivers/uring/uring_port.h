@@ -142,7 +142,7 @@ struct UringPortConfig {
 
 class UringPort final : public PortDriver {
   public:
-    /** Most buffers one burst call moves. */
+    /** Frames the destructor drains per round (the datapath calls take any n). */
     static constexpr std::uint16_t kMaxBurst = 64;
 
     /**
@@ -178,9 +178,9 @@ class UringPort final : public PortDriver {
      *  bufs[0..r), the caller bufs[r..n). */
     std::uint16_t tx_burst(PktBuf** bufs, std::uint16_t n) noexcept override;
     /** Reaps completions (sends, receives), keeps the receives armed and the buffer ring full,
-     *  submits, and returns up to @p n (at most kMaxBurst per call is not required: any n) rebuilt
-     *  frames: data/len the frame from the Ethernet header, port = port_index, ecn_ce from the
-     *  kernel's TOS / traffic class. */
+     *  submits, and returns up to @p n rebuilt frames: data/len the frame from the Ethernet header,
+     *  port = port_index, ecn_ce from the kernel's TOS / traffic class. Completions of frames that
+     *  do not fit in @p n stay in the completion ring for the next call. */
     std::uint16_t rx_burst(PktBuf** bufs, std::uint16_t n) noexcept override;
     /** Reaps send completions now (their buffers back to the free list). */
     void tx_reclaim() noexcept override;
