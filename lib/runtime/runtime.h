@@ -3,7 +3,9 @@
  * @file
  * droce::Runtime — brings up the droce devices of one config file on DPDK ports and owns them:
  *
- *     config file → load_config → eal_init (once per process) → probe_port + EthPort per port
+ *     config file → load_config → eal_init (once per process, and only when some port is DPDK)
+ *       → probe_port + EthPort per DPDK port, UringPort per uring port (drivers/uring: kernel
+ *       UDP sockets, no EAL, no root; PortSpec::l3, so the engine resolves no neighbour there)
  *       → [optional impairment stage, sim::ImpairedPort, on every port]
  *       → [optional transmit shaper, TxShaper, on every port] → Device per [device]
  *       (PortSpec from the port's mac / ip / mtu; [neighbors] as static neighbours)
@@ -16,11 +18,11 @@
  * Capture: the config's `capture` keys or RuntimeOptions::capture_path start a live capture
  * (lib/capture) when the devices are up; start_capture() / stop_capture() switch it later.
  *
- * Ownership: the Runtime owns the EthPorts, the impairment stages, the shapers, the Devices, the
- * Clock, the captures and the engine threads. Destruction order: engines stopped, captures
- * stopped (reported on stderr), devices destroyed, ports
- * drained, shapers and stages destroyed, EthPorts destroyed. The DPDK EAL stays initialised for the
- * life of the process.
+ * Ownership: the Runtime owns the EthPorts and UringPorts, the impairment stages, the shapers, the
+ * Devices, the Clock, the captures and the engine threads. Destruction order: engines stopped,
+ * captures stopped (reported on stderr), devices destroyed, ports drained, shapers and stages
+ * destroyed, EthPorts, then UringPorts destroyed. The DPDK EAL stays initialised for the life of
+ * the process.
  *
  * Thread rules: every member function is control path, called from one thread. Device control calls
  * (create_qp, modify_qp ...) must be made while engines are stopped (stop_engines(), or before
@@ -49,6 +51,9 @@ class EthPort;
 }
 namespace sim {
 class ImpairedPort;
+}
+namespace uring {
+class UringPort;
 }
 
 /** How Runtime::create() builds the devices. */
@@ -111,7 +116,9 @@ class Runtime {
      *        "device D port P (devargs): reason" for EAL / probe / port / impairment failures.
      * @return the runtime, or nullptr with *err set. A config with `clock = virtual` is refused
      *         (virtual time is for tests that advance it by hand).
-     * Calls eal_init() with devices[0]'s eal arguments unless the EAL is already initialised.
+     * Calls eal_init() with devices[0]'s eal arguments unless the EAL is already initialised or
+     * no port of the devices brought up is a DPDK port (all uring: no EAL, no hugepages, no
+     * root). The uring ports' errors read "device D port P (uring ADDR udp PORT): reason".
      */
     [[nodiscard]] static std::unique_ptr<Runtime>
     create(const std::string& config_path, const RuntimeOptions& opts, std::string* err);
@@ -129,8 +136,10 @@ class Runtime {
     [[nodiscard]] const DeviceConfig& device_config(unsigned i) const noexcept {
         return devices_[i].cfg;
     }
-    /** The DPDK port under port @p port of device @p dev. */
-    [[nodiscard]] dpdk::EthPort& eth_port(unsigned dev, unsigned port) noexcept;
+    /** The DPDK port under port @p port of device @p dev, or nullptr when it is a uring port. */
+    [[nodiscard]] dpdk::EthPort* eth_port(unsigned dev, unsigned port) noexcept;
+    /** The uring port under port @p port of device @p dev, or nullptr when it is a DPDK port. */
+    [[nodiscard]] uring::UringPort* uring_port(unsigned dev, unsigned port) noexcept;
     /** The impairment stage over port @p port of device @p dev, or nullptr without impair_spec. */
     [[nodiscard]] sim::ImpairedPort* impair_stage(unsigned dev, unsigned port) noexcept;
     /** The transmit shaper in front of port @p port of device @p dev, or nullptr without
@@ -187,7 +196,8 @@ class Runtime {
     Runtime();
     struct DeviceSlot {
         DeviceConfig cfg;
-        std::vector<std::unique_ptr<dpdk::EthPort>> eth;
+        std::vector<std::unique_ptr<dpdk::EthPort>> eth;        ///< per port; null for a uring port
+        std::vector<std::unique_ptr<uring::UringPort>> uring;   ///< per port; null for a DPDK port
         std::vector<std::unique_ptr<sim::ImpairedPort>> stages; ///< empty without impair_spec
         std::vector<std::unique_ptr<TxShaper>> shapers;         ///< empty without tx_shaper
         std::unique_ptr<Device> dev;
