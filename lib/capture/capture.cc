@@ -85,7 +85,9 @@ std::unique_ptr<Capture> Capture::start(const std::string& path, std::span<Devic
         s->dev = d;
         s->owner = c.get();
         s->slot_bytes = c->slot_bytes_;
-        s->epoch_offset_ns = static_cast<std::int64_t>(c->start_epoch_ns_) -
+        // Both clocks read back to back for each device: the rings allocated in between take
+        // milliseconds, and one reading shared by every device put their frames out of order.
+        s->epoch_offset_ns = static_cast<std::int64_t>(realtime_ns()) -
                              static_cast<std::int64_t>(d->clock().now_ns());
         s->ring = SpscRing<Slot>(opts.ring_slots);
         const std::uint32_t cap = s->ring.capacity();

@@ -359,6 +359,7 @@ TEST(Capture, VerifiedTransferIsInTheFile) {
     // Every data packet, by (dest QP, PSN, interface, direction); payload compared with what the
     // application wrote.
     std::set<Seen> seen;
+    std::map<std::uint32_t, std::uint64_t> sent_ts, rcvd_ts; ///< PSN -> timestamp, a to b
     std::size_t by_ref_sized = 0;
     for (const Packet& k : f.packets) {
         ASSERT_LT(k.iface, f.ifaces.size());
@@ -371,6 +372,8 @@ TEST(Capture, VerifiedTransferIsInTheFile) {
         const std::uint32_t qpn = pf.bth->dest_qp();
         const std::uint32_t psn = pf.bth->psn().value();
         seen.insert(Seen{qpn, psn, f.ifaces[k.iface].name, k.flags, k.comment == "loopback"});
+        if (qpn == ab.qp[1]->qpn && k.comment != "loopback")
+            (k.flags == 2 ? sent_ts : rcvd_ts)[psn] = k.ts;
         if (pf.payload.size() >= rc::kTxByRefMinPayload) ++by_ref_sized;
         // Payload check: which message, which offset (4096 bytes per packet).
         const std::vector<std::uint8_t>* msg = nullptr;
@@ -401,6 +404,13 @@ TEST(Capture, VerifiedTransferIsInTheFile) {
             << "loopback sent PSN " << psn;
         EXPECT_TRUE(seen.count(Seen{lo.qp[1]->qpn, psn, "droce_a/port1", 1, true}))
             << "loopback received PSN " << psn;
+    }
+    // One time line for both devices: a packet is stamped received (on b) no earlier than sent
+    // (on a), and within the run.
+    ASSERT_EQ(sent_ts.size(), rcvd_ts.size());
+    for (const auto& [psn, ts] : sent_ts) {
+        EXPECT_GE(rcvd_ts[psn], ts) << "PSN " << psn << " received before it was sent";
+        EXPECT_LT(rcvd_ts[psn] - ts, 1'000'000'000u) << "PSN " << psn;
     }
     // Nothing else carried data (no retransmissions expected on a ring pair).
     EXPECT_EQ(seen.size(), 2u * (3 * 17 + 3) + 2u * 2);
