@@ -21,7 +21,9 @@
  *     /droce/qp,DEV/QPN                   the QP's state, port, counters, and for MRC its counters,
  *                                         plane stats and every path (EV) in columns
  *     /droce/capture                      the live capture: running, file, snaplen, frames,
- *                                         dropped, truncated, bytes (or the last one stopped)
+ *                                         dropped, truncated, bytes (written to the file: known
+ *                                         once stopped, 0 while running), write_errno; when none
+ *                                         runs, the last one stopped (running 0)
  *     /droce/capture_start,FILE[,SNAPLEN] starts capturing every device to FILE (an absolute path;
  *                                         a file that exists must be a pcapng capture; SNAPLEN
  *                                         64..65535, default whole frames)
