@@ -328,11 +328,14 @@ void print_capture(const json& c, bool as_json) {
 }
 
 int capture(const Cli& cli) {
+    if (cli.capture_action == "start" && cli.capture_file.empty())
+        die("capture start: FILE missing", 2);
+    if (cli.capture_action != "start" && (!cli.capture_file.empty() || cli.snaplen))
+        die("capture " + cli.capture_action + ": takes no FILE nor --snaplen", 2);
     Target t = only_one(cli);
     if (cli.capture_action == "status") {
         print_capture(ask(t, "/droce/capture"), cli.json);
     } else if (cli.capture_action == "start") {
-        if (cli.capture_file.empty()) die("capture start: FILE missing", 2);
         // The process has its own working directory: give it an absolute path.
         std::string path = std::filesystem::absolute(cli.capture_file).lexically_normal().string();
         std::string cmd = "/droce/capture_start," + path;
