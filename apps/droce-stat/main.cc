@@ -59,7 +59,8 @@ struct Line {
     std::string key; ///< "link droce_a/1", "link droce_a/1 lqpn 17"
     std::vector<std::pair<std::string, std::string>> attrs;
     std::vector<std::pair<std::string, std::uint64_t>> counters;
-    json raw; ///< the replies it was made from, for --json
+    json raw;     ///< the replies it was made from, for --json
+    long pid = 0; ///< the process it came from (two processes may name their devices alike)
 };
 
 /** Counters that are values, not counts: a rate makes no sense, the value is shown as it is. */
@@ -141,6 +142,7 @@ std::vector<Line> read_devices(std::vector<Target>& ts, const Cli& cli) {
             add_counters(l, d["total"]);
             if (d.contains("capture")) add_counters(l, d["capture"]);
             l.raw = origin(t);
+            l.pid = t.proc.pid;
             l.raw["device"] = d;
             out.push_back(std::move(l));
         }
@@ -171,6 +173,7 @@ std::vector<Line> read_ports(std::vector<Target>& ts, const Cli& cli) {
                 if (d.contains("neigh")) add_counters(l, d["neigh"]);
                 if (d.contains("mrc")) add_counters(l, d["mrc"], "mrc_");
                 l.raw = origin(t);
+                l.pid = t.proc.pid;
                 l.raw["port"] = d;
                 out.push_back(std::move(l));
             }
@@ -205,6 +208,7 @@ std::vector<Line> read_qps(std::vector<Target>& ts, const Cli& cli) {
                     if (q.contains(pl)) add_counters(l, q[pl], pl + "_");
                 }
                 l.raw = origin(t);
+                l.pid = t.proc.pid;
                 l.raw["qp"] = q;
                 out.push_back(std::move(l));
             }
@@ -255,17 +259,17 @@ int show(Reader read, const Cli& cli) {
         std::vector<Line> cur = read(ts, cli);
         const auto t = clock::now();
         const double dt = std::chrono::duration<double>(t - prev_t).count();
-        std::map<std::string, const Line*> before;
+        std::map<std::pair<long, std::string>, const Line*> before;
         for (const Line& l : prev)
-            before[l.key] = &l;
+            before[{l.pid, l.key}] = &l;
         json report = {{"time", now_text()}, {"interval_s", dt}, {"lines", json::array()}};
         if (tty) std::printf("\033[H\033[2J");
         if (!cli.json)
             std::printf("droce-stat: per second over %.2f s, %s\n", dt, now_text().c_str());
         for (const Line& l : cur) {
-            Line r{l.key, l.attrs, {}, {}};
+            Line r{l.key, l.attrs, {}, {}, l.pid};
             std::map<std::string, std::uint64_t> old;
-            if (auto it = before.find(l.key); it != before.end())
+            if (auto it = before.find({l.pid, l.key}); it != before.end())
                 for (const auto& [k, v] : it->second->counters)
                     old[k] = v;
             json rates = json::object();
@@ -279,7 +283,7 @@ int show(Reader read, const Cli& cli) {
                 if (cli.all || shown) rates[k] = shown;
             }
             if (cli.json)
-                report["lines"].push_back({{"key", l.key}, {"rates", rates}});
+                report["lines"].push_back({{"pid", l.pid}, {"key", l.key}, {"rates", rates}});
             else
                 print_line(r, cli.all);
         }
