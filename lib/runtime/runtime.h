@@ -29,10 +29,11 @@
  *
  * Thread rules: every member function is control path, called from one thread, except
  * start_capture(), stop_capture(), capturing() and capture_status(), which a mutex of the runtime
- * (capture_mu_) also serialises with the telemetry thread that switches the capture. Device
- * control calls (create_qp, modify_qp ...) hold the device's ControlSection and are serialised by
- * the owner (RuntimeOptions::control_mutex names the owner's lock, which telemetry then takes too);
- * post_send / post_recv / poll_cq may run on application threads while the engines run.
+ * (capture_mu_) also serialises with the telemetry thread that switches the capture. Device control
+ * calls (create_qp, modify_qp ...) must be made while engines are stopped (stop_engines(), or
+ * before start_engines()); post_send / post_recv / poll_cq may run on application threads while
+ * they run. The owner's lock around its control calls, if it has one, is
+ * RuntimeOptions::control_mutex: telemetry commands take it too.
  */
 #pragma once
 
