@@ -23,7 +23,6 @@
 #include <cstdlib>
 #include <thread>
 
-#include "dpdk/eth_port.h"
 #include "perf.h"
 #include "report.h"
 #include "runtime/runtime.h"
@@ -66,6 +65,7 @@ struct Cli {
     double plane_rate = -1;    ///< -1: not given
     std::string capture;       ///< --capture FILE: pcapng of every frame (lib/capture)
     std::uint32_t snaplen = 0; ///< --snaplen N: bytes kept per captured frame; 0 = whole frames
+    std::string demo_capture;  ///< --demo-capture FILE: the demo's short captured scene
 };
 
 /** "K@SECONDS" → event; empty on success, else the reason. */
@@ -112,29 +112,6 @@ sim::LinkStats stage_stats(Runtime& rt, unsigned dev) {
             for (std::size_t i = 0; i < sim::kNumLinkCounters; ++i)
                 s.v[i] += st->stats().v[i];
     return s;
-}
-
-/**
- * Server, at the end: waits for the client to go (its end of the out-of-band connection closes when
- * it exits, up to 10 s) and then for this side's memif links to go down (up to 2 s), before the
- * ports are torn down. DPDK 22.11's net_memif handles a peer's disconnect on the EAL interrupt
- * thread; when that ran while this thread closed the ports, the server crashed in it now and then
- * (seen with four memif interfaces on one socket, every few runs). The client needs no wait: the
- * server is still up while the client tears down.
- */
-void wait_for_client_exit(Runtime& rt, const Channel& ch) {
-    char byte = 0;
-    (void)ch.recv(&byte, 1, 10'000); // "peer closed the connection" once the client has exited
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    for (;;) {
-        bool up = false;
-        for (unsigned port = 0; port < rt.device(0).num_ports(); ++port)
-            if (rt.eth_port(0, port).driver_name() == "net_memif" && rt.eth_port(0, port).link_up())
-                up = true;
-        if (!up || std::chrono::steady_clock::now() > until) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the handler's last steps
 }
 
 bool passed(const Params& p, const Result& r) {
@@ -437,6 +414,81 @@ bool run_mrc_demo(Runtime& rt, const Cli& cli) {
     return pr.ok && c.error_cqes == 0;
 }
 
+/** Sets the impairment stages of both demo devices to drop @p loss of the frames they send. */
+void set_demo_loss(Runtime& rt, double loss) {
+    for (unsigned d = 0; d < 2; ++d)
+        for (unsigned port = 0; port < rt.device(d).num_ports(); ++port)
+            if (sim::ImpairedPort* st = rt.impair_stage(d, port)) {
+                sim::ImpairConfig c = st->config();
+                c.link.loss = loss;
+                st->set_config(c); // engines are stopped between runs: this thread may call it
+            }
+}
+
+/**
+ * The demo's captured scene (--demo-capture FILE): two short runs small enough to read frame by
+ * frame, written to FILE whole: RC RDMA WRITEs of 16 KiB with
+ * 2 % loss (sequence NAKs, go-back-N, perhaps a timeout), then one MRC QP over every plane, each
+ * plane shaped to 0.01 Gb/s, plane 2 cut 0.3 s into a 0.8 s run (about 10 MB in all). droce-trace
+ * explains it
+ * (`droce-trace explain FILE --html PAGE`; ./droce demo does that). @return true when both
+ * runs passed and the file was written whole.
+ */
+bool run_demo_capture(Runtime& rt, const std::string& path) {
+    capture::CaptureOptions co;
+    co.comment = "droce demo: RC WRITEs with 2% loss, then MRC over every plane with plane 2 cut";
+    if (std::string e = rt.start_capture(path, co); !e.empty()) {
+        std::printf("\nCaptured scene: %s\n", e.c_str());
+        return false;
+    }
+    set_demo_loss(rt, 0.02);
+    Params rc;
+    rc.op = Op::write;
+    rc.mode = Mode::bw;
+    rc.size = 16384;
+    rc.iters = 50;
+    rc.tx_depth = 8;
+    rc.verify = true;
+    rc.timeout = 12;
+    const PairResult r1 = run_pair(rt, rc);
+    set_demo_loss(rt, 0);
+    bool ok = r1.ok;
+    const unsigned planes = std::min({rt.device(0).num_ports(), rt.device(1).num_ports(), 4u});
+    bool mrc_ok = true;
+    if (planes >= 3) {
+        for (unsigned d = 0; d < 2; ++d)
+            for (unsigned port = 0; port < rt.device(d).num_ports(); ++port)
+                if (TxShaper* sh = rt.shaper(d, port)) sh->set_rate(0.01);
+        Params m;
+        m.mrc = true;
+        m.planes = static_cast<std::uint8_t>(planes);
+        m.op = Op::write;
+        m.mode = Mode::bw;
+        m.size = 65536;
+        m.duration_s = 0.8;
+        m.tx_depth = 8;
+        m.verify = true;
+        m.num_events = 1;
+        m.events[0] = PlaneEvent{0.3, 2, false};
+        const PairResult r2 = run_pair(rt, m);
+        for (unsigned d = 0; d < 2; ++d)
+            for (unsigned port = 0; port < rt.device(d).num_ports(); ++port)
+                if (TxShaper* sh = rt.shaper(d, port)) sh->set_rate(0);
+        mrc_ok = r2.ok && r2.client.error_cqes == 0;
+    }
+    ok = ok && mrc_ok;
+    const capture::CaptureStats cs = rt.stop_capture(false);
+    std::printf("\nCaptured scene: RC WRITEs of 16 KiB with 2%% loss (%s), then MRC over %u planes "
+                "with plane 2 cut (%s),\n %" PRIu64 " frames in %s%s\n",
+                r1.ok ? "verified" : "FAILED", planes,
+                planes < 3 ? "skipped: fewer than 3 planes"
+                : mrc_ok   ? "verified"
+                           : "FAILED",
+                cs.frames, path.c_str(),
+                cs.dropped || cs.error ? " (INCOMPLETE: frames dropped or a write failed)" : "");
+    return ok && cs.dropped == 0 && cs.error == 0;
+}
+
 int run_demo(const Cli& cli) {
     const std::string cfg =
         cli.config.empty() ? std::string(DROCE_SOURCE_DIR) + "/config/demo.ini" : cli.config;
@@ -523,15 +575,7 @@ int run_demo(const Cli& cli) {
         }
 
     // Loss: 1 % of the frames each device transmits are dropped by the impairment stage.
-    sim::ImpairConfig lossy;
-    (void)sim::parse_impair_spec("loss=0.01", lossy);
-    for (unsigned d = 0; d < 2; ++d)
-        for (unsigned port = 0; port < rt->device(d).num_ports(); ++port)
-            if (sim::ImpairedPort* st = rt->impair_stage(d, port)) {
-                sim::ImpairConfig c = st->config();
-                c.link.loss = lossy.link.loss;
-                st->set_config(c); // engines are stopped between runs: this thread may call it
-            }
+    set_demo_loss(*rt, 0.01);
     std::printf("\nWith 1%% loss injected on both devices' transmit side (impairment stage), 64 "
                 "KiB messages:\n");
     std::printf(" %-6s %-10s %-8s %-8s %-9s %-9s %-11s %-10s %-12s %-12s %s\n", "op", "BW",
@@ -574,14 +618,9 @@ int run_demo(const Cli& cli) {
                 "counts packets the\n"
                 " responder had already placed: re-ACKed, not placed twice.\n");
     // Loss off again for the MRC part.
-    for (unsigned d = 0; d < 2; ++d)
-        for (unsigned port = 0; port < rt->device(d).num_ports(); ++port)
-            if (sim::ImpairedPort* st = rt->impair_stage(d, port)) {
-                sim::ImpairConfig c = st->config();
-                c.link.loss = 0;
-                st->set_config(c);
-            }
+    set_demo_loss(*rt, 0);
     all_ok = run_mrc_demo(*rt, cli) && all_ok;
+    if (!cli.demo_capture.empty()) all_ok = run_demo_capture(*rt, cli.demo_capture) && all_ok;
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     std::printf("\ndroce demo: %s (%.1f s)\n", all_ok ? "PASS, all data verified" : "FAIL", secs);
@@ -652,6 +691,9 @@ int main(int argc, char** argv) {
     app.add_option("--snaplen", cli.snaplen,
                    "with --capture: bytes kept of each frame (default: whole frames)")
         ->check(CLI::Range(64u, 65535u));
+    app.add_option("--demo-capture", cli.demo_capture,
+                   "with --demo: end with a short scene (RC with 2% loss, MRC with a plane cut) "
+                   "captured to this pcapng file, headers only, for droce-trace explain");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -7,17 +7,21 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include <rte_eal.h>
 #include <rte_malloc.h>
 
+#include "dpdk/eth_port.h"
 #include "engine/connect.h"
+#include "runtime/runtime.h"
 
 namespace droce::perf {
 
@@ -1313,6 +1317,21 @@ std::string barrier(const Channel& ch, int timeout_ms) {
     char got = 0;
     if (std::string e = ch.recv(&got, 1, timeout_ms); !e.empty()) return "start barrier: " + e;
     return got == 'R' ? std::string() : std::string("start barrier: bad byte");
+}
+
+void wait_for_client_exit(Runtime& rt, const Channel& ch) {
+    char byte = 0;
+    (void)ch.recv(&byte, 1, 10'000); // "peer closed the connection" once the client has exited
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    for (;;) {
+        bool up = false;
+        for (unsigned port = 0; port < rt.device(0).num_ports(); ++port)
+            if (rt.eth_port(0, port).driver_name() == "net_memif" && rt.eth_port(0, port).link_up())
+                up = true;
+        if (!up || std::chrono::steady_clock::now() > until) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the handler's last steps
 }
 
 } // namespace droce::perf

@@ -42,6 +42,10 @@
 #include "engine/device.h"
 #include "mrc/mrc.h"
 
+namespace droce {
+class Runtime;
+}
+
 namespace droce::perf {
 
 enum class Op : std::uint8_t { write, read, send, atomic };
@@ -278,5 +282,16 @@ void poll_for(Device& dev, std::uint64_t ns);
 
 /** Both sides call it after starting their engines: returns when the peer is ready too. */
 [[nodiscard]] std::string barrier(const Channel& ch, int timeout_ms);
+
+/**
+ * Server, at the end: waits for the client to go (its end of the out-of-band connection @p ch
+ * closes when it exits, up to 10 s) and then for the memif links of device 0 of @p rt to go down
+ * (up to 2 s), before the ports are torn down. DPDK 22.11's net_memif handles a peer's disconnect
+ * on the EAL interrupt thread; when that ran while this thread closed the ports, the server
+ * crashed in it now and then (seen with four memif interfaces on one socket, every few runs). The
+ * client needs no wait: the server is still up while the client tears down. Control path, engines
+ * stopped or running; blocks up to about 12 s.
+ */
+void wait_for_client_exit(Runtime& rt, const Channel& ch);
 
 } // namespace droce::perf

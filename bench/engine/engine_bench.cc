@@ -4,18 +4,29 @@
 // requester side (device 0's poll: requester + completer) and the responder side (device 1's poll).
 // Reference in the same run: the sim fabric alone moving the same frames (alloc, tx, rx, free), so
 // the ratio engine/fabric is what the transport costs on top of moving frames.
+//
+// Capture cost: this file is built twice. engine_bench has the engine's capture seam (off unless a
+// benchmark turns it on: BM_EngineWrite64BCapture writes every frame to a pcapng file through
+// lib/capture); engine_bench_noseam is the same engine compiled with DROCE_CAPTURE_SEAM=0.
+// bench/run runs BM_EngineWrite64B of both in turns and prints the ratios.
 #include <benchmark/benchmark.h>
 
 #include <x86intrin.h>
 
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cc/dcqcn.h"
 #include "engine/connect.h"
 #include "engine/device.h"
 #include "sim/fabric.h"
+#if DROCE_CAPTURE_SEAM
+#include "capture/capture.h"
+#endif
 
 namespace {
 
@@ -95,12 +106,33 @@ struct Rig {
 /** Posts RDMA WRITEs of @p size, every 16th signaled, keeping the SQ full, for the benchmark's
  * iterations. */
 void run_writes(benchmark::State& state, std::size_t size, std::uint32_t idle_qps = 0,
-                const cc::DcqcnProfile* dcqcn = nullptr) {
+                const cc::DcqcnProfile* dcqcn = nullptr, bool capture = false) {
     Rig rig(size, idle_qps, dcqcn);
     if (rig.idle.size() != idle_qps) {
         state.SkipWithError("could not create the idle QPs");
         return;
     }
+#if DROCE_CAPTURE_SEAM
+    // Every frame of both devices to a real file (the writer thread shares the 2 cores with this
+    // one, as it would beside an engine thread), whole frames, the default ring.
+    std::unique_ptr<capture::Capture> cap;
+    const std::string cap_path =
+        (std::filesystem::temp_directory_path() / "droce-engine-bench.pcapng").string();
+    if (capture) {
+        Device* devs[] = {rig.dev[0].get(), rig.dev[1].get()};
+        std::string err;
+        cap = capture::Capture::start(cap_path, devs, capture::CaptureOptions{}, &err);
+        if (!cap) {
+            state.SkipWithError(err.c_str());
+            return;
+        }
+    }
+#else
+    if (capture) {
+        state.SkipWithError("built without the capture seam");
+        return;
+    }
+#endif
     state.counters["idle_qps"] = static_cast<double>(idle_qps);
     rc::SendWqe w;
     w.opcode = rc::WrOpcode::rdma_write;
@@ -151,6 +183,16 @@ void run_writes(benchmark::State& state, std::size_t size, std::uint32_t idle_qp
     state.counters["pkts_per_msg"] = static_cast<double>(pkts_per_msg);
     if (rig.dev[0]->total_counters()[Counter::retransmitted_pkts] != 0)
         state.SkipWithError("retransmissions on a lossless fabric");
+#if DROCE_CAPTURE_SEAM
+    if (cap) {
+        const capture::CaptureStats cs = cap->stop();
+        state.counters["capture_frames"] = static_cast<double>(cs.frames);
+        // Frames the writer could not keep up with: left out of the file, never a stall.
+        state.counters["capture_dropped"] = static_cast<double>(cs.dropped);
+        state.counters["capture_MB"] = static_cast<double>(cs.bytes) / 1e6;
+        std::remove(cap_path.c_str());
+    }
+#endif
 }
 
 void BM_EngineWrite64B(benchmark::State& state) {
@@ -161,6 +203,12 @@ void BM_EngineWrite64B(benchmark::State& state) {
 void BM_EngineWrite64BDcqcn(benchmark::State& state) {
     run_writes(state, 64, 0, cc::profile_by_name("nvidia"));
 }
+#if DROCE_CAPTURE_SEAM
+/** BM_EngineWrite64B with a live capture of both devices (lib/capture): what capture on costs. */
+void BM_EngineWrite64BCapture(benchmark::State& state) {
+    run_writes(state, 64, 0, nullptr, true);
+}
+#endif
 void BM_EngineWrite64KiB(benchmark::State& state) {
     run_writes(state, 64 * 1024);
 }
@@ -210,6 +258,9 @@ BENCHMARK(BM_FabricOnly124B)->MinTime(1.0);
 BENCHMARK(BM_EngineWrite64B)->MinTime(1.0);
 BENCHMARK(BM_EngineWrite64BDcqcn)->MinTime(1.0);
 BENCHMARK(BM_EngineWrite64BIdleQps)->MinTime(1.0);
+#if DROCE_CAPTURE_SEAM
+BENCHMARK(BM_EngineWrite64BCapture)->MinTime(1.0);
+#endif
 BENCHMARK(BM_FabricOnly4170B)->MinTime(1.0);
 BENCHMARK(BM_EngineWrite64KiB)->MinTime(1.0);
 

@@ -39,6 +39,11 @@
 #include "rc/qp.h"
 #include "wire/packet.h"
 
+/** 1: the engine has the capture seam (Device::set_capture); 0: compiled out (see CaptureHook). */
+#ifndef DROCE_CAPTURE_SEAM
+#define DROCE_CAPTURE_SEAM 1
+#endif
+
 namespace droce {
 
 /** One port of a device: its driver and its addresses. */
@@ -362,7 +367,9 @@ class Device {
      * stage, by reference or copied, neighbour and endpoint frames) or receives (from a port or
      * the loopback queue, before any check), on the engine thread (or a control call's thread
      * inside its ControlSection, for queue_raw frames of send_ep_probe). It must not keep the
-     * spans, block, lock or allocate. Null fn = off: one predictable branch per frame.
+     * spans, block, lock or allocate. Null fn = off: one predictable branch per frame. A build
+     * with DROCE_CAPTURE_SEAM=0 (meson -Dcapture_seam=false; bench/engine builds one to measure
+     * what the branch costs) has no seam at all: set_capture() is accepted and nothing is shown.
      */
     struct CaptureHook {
         void (*fn)(void* ctx, const CaptureFrame& frame) noexcept = nullptr;
@@ -383,6 +390,7 @@ class Device {
                            wire::SplitFrame& sf) noexcept;
     /** Shows @p buf (frame() whole, or the headers of a by-reference frame whose @p payload and
      *  @p trailer follow) to the capture hook. Called only when capture_.fn is set. */
+    [[nodiscard]] bool capturing() const noexcept { return DROCE_CAPTURE_SEAM && capture_.fn; }
     void capture(const PktBuf& buf, CaptureDir dir, bool loopback,
                  std::span<const std::span<const std::uint8_t>> payload = {},
                  std::span<const std::uint8_t> trailer = {}) const noexcept;

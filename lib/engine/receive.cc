@@ -66,7 +66,7 @@ bool Device::dst_ip_is_gid(const wire::ParsedFrame& pkt) const noexcept {
 }
 
 void Device::receive(PktBuf& buf, bool looped) noexcept {
-    if (capture_.fn) capture(buf, CaptureDir::rx, looped);
+    if (capturing()) capture(buf, CaptureDir::rx, looped);
     wire::ParsedFrame pkt;
     const wire::RejectReason r = wire::parse_frame(buf.frame(), pkt);
     parse_counters_.count(r);

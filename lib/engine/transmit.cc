@@ -58,7 +58,7 @@ void Device::build_staged() noexcept {
             buf->len = static_cast<std::uint32_t>(len);
         }
         pkt.counters->inc(Counter::sent_pkts);
-        if (capture_.fn) {
+        if (capturing()) {
             if (by_ref)
                 capture(*buf, CaptureDir::tx, false, pkt.payload_spans(), sf.trailer_bytes());
             else
@@ -151,7 +151,7 @@ bool Device::queue_raw(unsigned port, std::span<const std::uint8_t> frame, Count
     std::memcpy(buf->data, frame.data(), frame.size());
     buf->len = static_cast<std::uint32_t>(frame.size());
     buf->port = static_cast<std::uint8_t>(port);
-    if (capture_.fn) capture(*buf, CaptureDir::tx, false);
+    if (capturing()) capture(*buf, CaptureDir::tx, false);
     q.pending[q.count++] = buf;
     counters_.inc(sent);
     return true;

@@ -8,8 +8,9 @@ set -u
 bin=$1
 cfg=$2
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
-timeout 170 "$bin" --demo -c "$cfg/demo.ini" > "$out" 2>&1
+scene=$(mktemp --suffix=.pcapng)
+trap 'rm -f "$out" "$scene"' EXIT
+timeout 170 "$bin" --demo -c "$cfg/demo.ini" --demo-capture "$scene" > "$out" 2>&1
 rc=$?
 cat "$out"
 status=0
@@ -48,9 +49,23 @@ ok = ok and 0.5 * before < after < 0.95 * before
 sys.exit(0 if ok else 1)
 PY
 
+# The captured scene (--demo-capture, what ./droce demo explains): both runs verified, the file whole,
+# and as many frames in it for tshark, with no malformed packet or expert warning, as the demo says.
+grep -q "^Captured scene: RC WRITEs of 16 KiB with 2% loss (verified), then MRC over 4 planes with plane 2 cut (verified)," "$out" ||
+    fail "captured scene: not both runs verified"
+said=$(sed -n 's/^ \([0-9]*\) frames in .*/\1/p' "$out")
+got=$(tshark -r "$scene" -T fields -e frame.number 2>/dev/null | wc -l)
+[ -n "$said" ] && [ "$said" -gt 500 ] && [ "$got" = "$said" ] ||
+    fail "captured scene: the demo says '$said' frames, tshark reads $got"
+warn=$(tshark -r "$scene" -z expert,warn -q 2>&1 | grep -ciE "malformed|warn.*[0-9]")
+[ "$warn" = 0 ] || fail "captured scene: tshark reports malformed packets or warnings"
+nak=$(tshark -r "$scene" -Y 'infiniband.aeth.syndrome >= 0x60 && infiniband.aeth.syndrome < 0x80' 2>/dev/null | wc -l)
+[ "$nak" -gt 0 ] || fail "captured scene: no sequence NAK in the RC part (2% loss)"
+echo "captured scene: $got frames, $nak sequence NAKs"
+
 # Errors are reported, with the file and line where there is one, and fail.
 bad=$(mktemp)
-trap 'rm -f "$out" "$bad"' EXIT
+trap 'rm -f "$out" "$bad" "$scene"' EXIT
 printf '[device]\nname = x\n[port0]\ndevargs = net_null0\nmac = 02:00:00:00:00:zz\nip = 10.0.0.1/24\n' > "$bad"
 check_error() { # EXPECTED_RC PATTERN ARGS...
     local want=$1 pat=$2

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * droce-burnin's cabling verdict (burnin::judge_cabling): from which peer planes answered on which
+ * local port to PASS / FAIL and the sentence that names the ports. Pure logic, no ports.
+ */
+#include <gtest/gtest.h>
+
+#include "burnin.h"
+
+namespace droce::burnin {
+namespace {
+
+/** Four local ports, all links up, port k reached the planes in reach[k]. */
+CablingInput four(std::initializer_list<std::initializer_list<unsigned>> reach) {
+    CablingInput in;
+    in.planes = 4;
+    in.peer_planes = 4;
+    unsigned k = 0;
+    for (const auto& r : reach) {
+        for (unsigned j : r)
+            in.reached[k] = static_cast<std::uint8_t>(in.reached[k] | (1u << j));
+        in.link_up[k] = true;
+        ++k;
+    }
+    return in;
+}
+
+TEST(Cabling, StraightIsPass) {
+    const CablingResult r = judge_cabling(four({{0}, {1}, {2}, {3}}));
+    EXPECT_EQ(r.status, Status::pass);
+    EXPECT_TRUE(r.findings.empty());
+    EXPECT_FALSE(r.miswired);
+    ASSERT_EQ(r.ports.size(), 4u);
+    for (unsigned k = 0; k < 4; ++k) {
+        EXPECT_TRUE(r.ports[k].ok);
+        EXPECT_EQ(r.ports[k].reaches, std::vector<unsigned>{k});
+    }
+}
+
+TEST(Cabling, TwoSwappedAreNamed) {
+    const CablingResult r = judge_cabling(four({{0}, {2}, {1}, {3}}));
+    EXPECT_EQ(r.status, Status::fail);
+    EXPECT_TRUE(r.miswired);
+    ASSERT_EQ(r.findings.size(), 1u);
+    EXPECT_EQ(r.findings[0], "local port 1 reaches the peer's plane 2 and port 2 reaches plane 1: "
+                             "cables of planes 1 and 2 swapped");
+    EXPECT_TRUE(r.ports[0].ok);
+    EXPECT_FALSE(r.ports[1].ok);
+    EXPECT_FALSE(r.ports[2].ok);
+    EXPECT_TRUE(r.ports[3].ok);
+}
+
+TEST(Cabling, TwoSwapsAreTwoFindings) {
+    const CablingResult r = judge_cabling(four({{3}, {2}, {1}, {0}}));
+    EXPECT_EQ(r.status, Status::fail);
+    ASSERT_EQ(r.findings.size(), 2u);
+    EXPECT_NE(r.findings[0].find("cables of planes 0 and 3 swapped"), std::string::npos);
+    EXPECT_NE(r.findings[1].find("cables of planes 1 and 2 swapped"), std::string::npos);
+}
+
+TEST(Cabling, ThreeCrossedAreOneCycle) {
+    const CablingResult r = judge_cabling(four({{1}, {3}, {2}, {0}}));
+    EXPECT_EQ(r.status, Status::fail);
+    ASSERT_EQ(r.findings.size(), 1u);
+    EXPECT_EQ(r.findings[0], "local port 0 reaches the peer's plane 1, port 1 reaches plane 3 and "
+                             "port 3 reaches plane 0: cables of planes 0, 1 and 3 crossed");
+}
+
+TEST(Cabling, LinkDownIsSaid) {
+    CablingInput in = four({{0}, {1}, {2}, {}});
+    in.link_up[3] = false;
+    const CablingResult r = judge_cabling(in);
+    EXPECT_EQ(r.status, Status::fail);
+    EXPECT_FALSE(r.miswired) << "an unplugged cable is not a miswired one";
+    ASSERT_EQ(r.findings.size(), 1u);
+    EXPECT_EQ(r.findings[0], "local port 3 reaches no plane of the peer: its link is down");
+}
+
+TEST(Cabling, SilentPortWithLinkUpIsNoAnswer) {
+    const CablingResult r = judge_cabling(four({{0}, {}, {2}, {3}}));
+    ASSERT_EQ(r.findings.size(), 1u);
+    EXPECT_EQ(r.findings[0], "local port 1 reaches no plane of the peer: no answer");
+}
+
+TEST(Cabling, PeerWithFewerPortsIsSaid) {
+    CablingInput in = four({{0}, {1}, {}, {}});
+    in.peer_planes = 2;
+    const CablingResult r = judge_cabling(in);
+    ASSERT_EQ(r.findings.size(), 2u);
+    EXPECT_EQ(r.findings[0], "local port 2 reaches no plane of the peer: the peer has 2 port(s)");
+}
+
+TEST(Cabling, TwoPlanesOnOnePortIsFail) {
+    const CablingResult r = judge_cabling(four({{0}, {1, 2}, {2}, {3}}));
+    EXPECT_EQ(r.status, Status::fail);
+    EXPECT_TRUE(r.miswired);
+    ASSERT_EQ(r.findings.size(), 1u);
+    EXPECT_NE(r.findings[0].find("local port 1 reaches the peer's planes 1 and 2"),
+              std::string::npos);
+}
+
+TEST(Cabling, OneWayMisplugIsNamedPerPort) {
+    // Port 1's cable is in plane 2's switch and port 2's is dead: no cycle.
+    CablingInput in = four({{0}, {2}, {}, {3}});
+    in.link_up[2] = false;
+    const CablingResult r = judge_cabling(in);
+    EXPECT_EQ(r.status, Status::fail);
+    ASSERT_EQ(r.findings.size(), 2u);
+    EXPECT_EQ(r.findings[0], "local port 1 reaches the peer's plane 2 instead of plane 1");
+    EXPECT_EQ(r.findings[1], "local port 2 reaches no plane of the peer: its link is down");
+}
+
+TEST(Cabling, NoPlanesIsFail) {
+    CablingInput in;
+    EXPECT_EQ(judge_cabling(in).status, Status::fail);
+}
+
+TEST(Bandwidth, PayloadShareCountsEveryHeader) {
+    // IPv4: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + RETH 16 + MDETH 16 + ICRC 4 + wire 24 = 114.
+    EXPECT_DOUBLE_EQ(payload_share(1024, false), 1024.0 / 1138.0);
+    EXPECT_DOUBLE_EQ(payload_share(4096, true), 4096.0 / (4096.0 + 134.0));
+}
+
+TEST(Bandwidth, JudgedAgainstPlanesAndTheAllPlanesFigure) {
+    Options o;
+    o.plane_gbps = 1;
+    o.payload_share = 0.9;
+    BandwidthRun all;
+    all.status = Status::pass;
+    all.gbps = 3.5;
+    all.plane_bytes = {10, 10, 10, 10};
+    judge_bandwidth(all, nullptr, o, 4);
+    EXPECT_EQ(all.status, Status::pass) << all.why;
+    EXPECT_DOUBLE_EQ(all.expected_gbps, 3.6);
+
+    BandwidthRun out;
+    out.status = Status::pass;
+    out.plane_out = 2;
+    out.gbps = 2.6;
+    out.plane_bytes = {10, 10, 0, 10};
+    out.peer_rx_bytes = {10, 10, 0, 10};
+    judge_bandwidth(out, &all, o, 4);
+    EXPECT_EQ(out.status, Status::pass) << out.why;
+    EXPECT_NEAR(out.ratio_to_all, 2.6 / 3.5, 1e-9);
+
+    BandwidthRun leak = out;
+    leak.status = Status::pass;
+    leak.plane_bytes[2] = 4096; // the disabled plane sent something
+    judge_bandwidth(leak, &all, o, 4);
+    EXPECT_EQ(leak.status, Status::fail);
+    EXPECT_NE(leak.why.find("plane 2 (down) sent 4096 bytes"), std::string::npos) << leak.why;
+
+    BandwidthRun dead = all;
+    dead.plane_bytes[3] = 0; // a plane carried nothing, the others made up for it
+    dead.status = Status::pass;
+    judge_bandwidth(dead, nullptr, o, 4);
+    EXPECT_EQ(dead.status, Status::fail);
+    EXPECT_NE(dead.why.find("plane 3 carried nothing"), std::string::npos) << dead.why;
+
+    BandwidthRun slow = all;
+    slow.status = Status::pass;
+    slow.gbps = 2.7; // three planes' worth: 0.75 of the expected
+    judge_bandwidth(slow, nullptr, o, 4);
+    EXPECT_EQ(slow.status, Status::fail);
+
+    BandwidthRun same = out; // taking a plane out cost nothing: it was not carrying its share
+    same.status = Status::pass;
+    same.gbps = 3.4;
+    judge_bandwidth(same, &all, o, 4);
+    EXPECT_EQ(same.status, Status::fail);
+    EXPECT_NE(same.why.find("outside 0.65..0.85"), std::string::npos) << same.why;
+}
+
+} // namespace
+} // namespace droce::burnin
