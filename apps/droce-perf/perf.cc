@@ -19,6 +19,7 @@
 #include <rte_eal.h>
 #include <rte_malloc.h>
 
+#include "dpdk/eal.h"
 #include "dpdk/eth_port.h"
 #include "engine/connect.h"
 #include "runtime/runtime.h"
@@ -1036,7 +1037,7 @@ std::unique_ptr<Endpoint> Endpoint::create(Device& dev, const Params& p, bool se
         (static_cast<std::uint64_t>(p.qps) * ep->slots_ * ep->slot_bytes_ + 4095u) & ~4095ull;
     // In DPDK's memory when the EAL runs on hugepages: net_memif in zero-copy mode shares only that
     // memory with its peer, so only there can the payload go by reference (drivers/dpdk/README.md).
-    if (rte_eal_has_hugepages()) {
+    if (dpdk::eal_initialized() && rte_eal_has_hugepages()) { // no EAL: uring ports only
         ep->buf_ = static_cast<std::uint8_t*>(rte_malloc("droce-perf", ep->buf_len_, 4096));
         ep->buf_dpdk_ = ep->buf_ != nullptr;
     }
@@ -1325,9 +1326,10 @@ void wait_for_client_exit(Runtime& rt, const Channel& ch) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     for (;;) {
         bool up = false;
-        for (unsigned port = 0; port < rt.device(0).num_ports(); ++port)
-            if (rt.eth_port(0, port).driver_name() == "net_memif" && rt.eth_port(0, port).link_up())
-                up = true;
+        for (unsigned port = 0; port < rt.device(0).num_ports(); ++port) {
+            const dpdk::EthPort* eth = rt.eth_port(0, port); // null: a uring port
+            if (eth && eth->driver_name() == "net_memif" && eth->link_up()) up = true;
+        }
         if (!up || std::chrono::steady_clock::now() > until) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }

@@ -4,13 +4,19 @@
  * Reading capture files for droce-trace.
  *
  * A thin RAII owner of a libpcap offline handle. libpcap reads classic pcap and pcapng (and ERF and
- * a few other formats); droce does not parse capture files itself.
+ * a few other formats). pcapng files named on the command line are read block by block here
+ * instead (pcapng draft, draft-ietf-opsawg-pcapng: SHB, IDB, EPB, SPB), because libpcap's API
+ * hides what droce's own capture puts in them (lib/capture/capture.h): the interface a frame was
+ * seen on (one interface per device port, if_name "<device>/port<N>", so the plane) and the
+ * direction in epb_flags. Standard input always goes through libpcap.
  */
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "trace_format.h"
 
@@ -24,6 +30,15 @@ namespace droce::trace {
  */
 class CaptureFile {
   public:
+    /** One pcapng interface (Interface Description Block), in interface id order. */
+    struct Interface {
+        int link_type = kLinkTypeEthernet; ///< LINKTYPE_* of its frames
+        std::string name;                  ///< if_name, empty when absent
+        /** The device port (plane) index when if_name is droce's "<device>/port<N>" (N-1). */
+        std::optional<std::uint32_t> port;
+        std::uint8_t tsresol = 6; ///< if_tsresol: 10^-v s, or 2^-(v & 0x7f) s when bit 7 is set
+    };
+
     /** Outcome of next(). */
     enum class Status : std::uint8_t { frame, end, error };
 
@@ -42,7 +57,7 @@ class CaptureFile {
     [[nodiscard]] bool open(const std::string& path, std::string& error);
 
     /** True between a successful open() and destruction. */
-    [[nodiscard]] bool is_open() const noexcept { return handle_ != nullptr; }
+    [[nodiscard]] bool is_open() const noexcept { return handle_ != nullptr || ng_open_; }
 
     /** The file's link-layer type (a pcap DLT_* value, 1 = Ethernet); -1 when not open. */
     [[nodiscard]] int link_type() const noexcept;
@@ -56,8 +71,21 @@ class CaptureFile {
      */
     [[nodiscard]] Status next(RawFrame& frame, std::string& error);
 
+    /** The interfaces a pcapng file read here has described so far (empty for libpcap reads). */
+    [[nodiscard]] const std::vector<Interface>& interfaces() const noexcept { return ifaces_; }
+
   private:
+    bool open_pcapng(const std::string& path, std::string& error);
+    Status next_pcapng(RawFrame& frame, std::string& error);
+
     pcap* handle_ = nullptr;
+    /** A pcapng file read here: its bytes, the offset of the next block, whether its byte order
+     *  is not the host's, and the interfaces of the current section. */
+    std::vector<std::uint8_t> ng_;
+    std::size_t ng_pos_ = 0;
+    bool ng_swap_ = false;
+    bool ng_open_ = false;
+    std::vector<Interface> ifaces_;
     std::uint64_t count_ = 0; ///< frames returned so far
     std::string path_;
 };

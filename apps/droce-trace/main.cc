@@ -6,15 +6,19 @@
  *   droce-trace read FILE             one line per frame
  *   droce-trace read --json FILE      one JSON object per frame (JSON Lines)
  *   droce-trace read --explain FILE   each line followed by a sentence per header
+ *   droce-trace explain FILE [--json] [--qp QPN] [--html OUT.html]
+ *                                     the capture as a story per connection (flow_explain.h)
  *
  * Exit status: 0 on success, 1 when the file cannot be opened or read, 2 on bad usage.
  */
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "capture.h"
+#include "flow_explain.h"
 #include "trace_explain.h"
 #include "trace_format.h"
 
@@ -76,6 +80,62 @@ int run_read(const ReadOptions& opts) {
     return kExitOk;
 }
 
+struct ExplainOptions {
+    std::string file;
+    bool json = false;
+    std::string qp;
+    std::string html;
+};
+
+int run_explain(const ExplainOptions& opts) {
+    using namespace droce::trace;
+    StoryOptions so;
+    if (!opts.qp.empty()) {
+        // Hex with 0x (as droce-trace prints QPNs) or decimal.
+        char* end = nullptr;
+        const unsigned long v = std::strtoul(opts.qp.c_str(), &end, 0);
+        if (end == opts.qp.c_str() || *end != '\0' || v > 0xffffff) {
+            std::fprintf(stderr, "droce-trace: --qp %s: not a QPN (0..0xffffff)\n",
+                         opts.qp.c_str());
+            return kExitUsage;
+        }
+        so.qp = static_cast<std::uint32_t>(v);
+    }
+    CaptureFile capture;
+    std::string error;
+    if (!capture.open(opts.file, error)) {
+        std::fprintf(stderr, "droce-trace: %s\n", error.c_str());
+        return kExitFile;
+    }
+    FlowExplainer explainer;
+    RawFrame raw;
+    for (;;) {
+        const CaptureFile::Status st = capture.next(raw, error);
+        if (st == CaptureFile::Status::end) break;
+        if (st == CaptureFile::Status::error) {
+            std::fprintf(stderr, "droce-trace: %s\n", error.c_str());
+            return kExitFile;
+        }
+        explainer.add(raw);
+    }
+    const FlowStory story = explainer.finish(opts.file);
+    if (!opts.html.empty()) {
+        const std::string page = story_html(story, so);
+        std::FILE* f = std::fopen(opts.html.c_str(), "wb");
+        if (f == nullptr || std::fwrite(page.data(), 1, page.size(), f) != page.size() ||
+            std::fclose(f) != 0) {
+            std::fprintf(stderr, "droce-trace: cannot write '%s'\n", opts.html.c_str());
+            return kExitFile;
+        }
+    }
+    const std::string out = opts.json ? story_json(story, so).dump(1) : story_text(story, so);
+    if (!write_out(out) || std::fflush(stdout) != 0) {
+        std::fprintf(stderr, "droce-trace: cannot write the output\n");
+        return kExitFile;
+    }
+    return kExitOk;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -95,6 +155,25 @@ int main(int argc, char** argv) {
                    "after each frame, one indented sentence per header on what it is for and what "
                    "its values mean (with --json: an \"explain\" array)");
 
+    ExplainOptions eopts;
+    CLI::App* explain = app.add_subcommand(
+        "explain", "Tell a capture as a story, per connection (QP): packets in order with long "
+                   "in-order runs collapsed, why each NAK was sent, which packets were sent again "
+                   "and why (sequence NAK, timeout, RNR, MRC SACK hole, a plane going down), "
+                   "CNPs and the rate around them, the plane of each MRC packet.");
+    explain
+        ->add_option("file", eopts.file,
+                     "capture file, pcap or pcapng ('-' reads standard "
+                     "input, without pcapng interfaces and directions)")
+        ->required();
+    explain->add_flag("--json", eopts.json,
+                      "print the story as one JSON object (events and counts)");
+    explain->add_option("--qp", eopts.qp,
+                        "only the connections with this QPN at either end (0x11 or 17)");
+    explain->add_option("--html", eopts.html,
+                        "also write one self-contained HTML page: the story and a timeline per "
+                        "connection (time on x, PSN on y, a colour per plane)");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -102,5 +181,6 @@ int main(int argc, char** argv) {
         return app.exit(e) == 0 ? kExitOk : kExitUsage;
     }
     if (read->parsed()) return run_read(opts);
+    if (explain->parsed()) return run_explain(eopts);
     return kExitUsage;
 }

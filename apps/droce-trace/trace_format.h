@@ -49,7 +49,19 @@ struct RawFrame {
      *  (PktBuf::port) or a pcapng interface id. A port of an MRC device is a plane. Unknown for
      *  classic pcap files. */
     std::optional<std::uint32_t> interface;
+    /** When the frame was captured, in ns since the Unix epoch (0 when the source has none). */
+    std::int64_t ts_ns = 0;
+    /** pcapng interface id of the frame (Enhanced Packet Block), unset for classic pcap. */
+    std::optional<std::uint32_t> if_id;
+    /** Direction from the pcapng epb_flags (bits 0-1): 0 unknown, 1 inbound, 2 outbound. droce's
+     *  live capture (lib/capture) sets it on every frame, from the capturing port's side. */
+    std::uint8_t direction = 0;
 };
+
+/** RawFrame::direction values (pcapng epb_flags bits 0-1). */
+inline constexpr std::uint8_t kDirUnknown = 0;
+inline constexpr std::uint8_t kDirInbound = 1;
+inline constexpr std::uint8_t kDirOutbound = 2;
 
 /** How droce-trace treats a frame. */
 enum class FrameKind : std::uint8_t {

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <sstream>
 
 #include <rte_cfgfile.h>
@@ -20,6 +21,16 @@
 #include "rc/params.h"
 
 namespace droce {
+
+const char* to_string(PortDriverKind k) noexcept {
+    switch (k) {
+    case PortDriverKind::dpdk:
+        return "dpdk";
+    case PortDriverKind::uring:
+        return "uring";
+    }
+    return "?";
+}
 
 const char* to_string(ClockKind k) noexcept {
     switch (k) {
@@ -216,7 +227,11 @@ bool classify(std::string_view name, SectionId* id) noexcept {
 
 constexpr const char* kDeviceKeys[] = {"name",  "eal",     "clock",
                                        "dcqcn", "capture", "capture_snaplen"};
-constexpr const char* kPortKeys[] = {"devargs", "mac", "ip", "mtu", "line_rate_gbps"};
+constexpr const char* kPortKeys[] = {"driver",        "devargs",        "mac",       "ip",
+                                     "mtu",           "line_rate_gbps", "interface", "udp_port",
+                                     "peer_udp_port", "recv_mode"};
+constexpr const char* kDpdkOnlyKeys[] = {"devargs"};
+constexpr const char* kUringOnlyKeys[] = {"interface", "udp_port", "peer_udp_port", "recv_mode"};
 constexpr const char* kQpKeys[] = {"path_mtu",  "timeout",       "retry_cnt",
                                    "rnr_retry", "min_rnr_timer", "max_rd_atomic"};
 
@@ -479,23 +494,72 @@ bool Loader::build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d
                         "missing section [" + psec + "]: ports are numbered from 0 without gaps");
         }
         PortConfig pc;
+        if (const char* drv = get(cfg, psec, "driver")) {
+            const std::string_view dv(drv);
+            if (dv == "dpdk")
+                pc.driver = PortDriverKind::dpdk;
+            else if (dv == "uring")
+                pc.driver = PortDriverKind::uring;
+            else
+                return fail(line_of(psec, "driver"), psec, "driver",
+                            quote(dv) + " is not dpdk or uring");
+        }
+        const bool uring = pc.driver == PortDriverKind::uring;
+        const std::span<const char* const> foreign =
+            uring ? std::span<const char* const>(kDpdkOnlyKeys)
+                  : std::span<const char* const>(kUringOnlyKeys);
+        for (const char* k : foreign)
+            if (get(cfg, psec, k))
+                return fail(line_of(psec, k), psec, k,
+                            std::string("only for driver = ") + (uring ? "dpdk" : "uring") +
+                                " (this port is driver = " + to_string(pc.driver) + ")");
         for (const char* req : {"devargs", "mac", "ip"})
-            if (!get(cfg, psec, req))
+            if (!get(cfg, psec, req) && (!uring || std::string_view(req) == "ip"))
                 return fail(line_of(psec), psec, "",
                             "missing required key \"" + std::string(req) + "\"");
-        const std::string_view da(get(cfg, psec, "devargs"));
-        if (std::any_of(da.begin(), da.end(), [](char c) { return is_space(c); }))
-            return fail(line_of(psec, "devargs"), psec, "devargs",
-                        quote(da) + " contains whitespace");
-        pc.devargs = std::string(da);
-        const char* mac = get(cfg, psec, "mac");
-        if (!parse_mac(mac, &pc.mac))
-            return fail(line_of(psec, "mac"), psec, "mac", quote(mac) + " is not a MAC address");
-        if (pc.mac[0] & 1u)
-            return fail(line_of(psec, "mac"), psec, "mac",
-                        quote(mac) + " is a multicast address, not a port's");
-        if (pc.mac == wire::MacAddr{})
-            return fail(line_of(psec, "mac"), psec, "mac", quote(mac) + " is the zero address");
+        if (!uring) {
+            const std::string_view da(get(cfg, psec, "devargs"));
+            if (std::any_of(da.begin(), da.end(), [](char c) { return is_space(c); }))
+                return fail(line_of(psec, "devargs"), psec, "devargs",
+                            quote(da) + " contains whitespace");
+            pc.devargs = std::string(da);
+        }
+        if (const char* mac = get(cfg, psec, "mac")) {
+            if (!parse_mac(mac, &pc.mac))
+                return fail(line_of(psec, "mac"), psec, "mac",
+                            quote(mac) + " is not a MAC address");
+            if (pc.mac[0] & 1u)
+                return fail(line_of(psec, "mac"), psec, "mac",
+                            quote(mac) + " is a multicast address, not a port's");
+            if (pc.mac == wire::MacAddr{})
+                return fail(line_of(psec, "mac"), psec, "mac", quote(mac) + " is the zero address");
+        }
+        if (uring) {
+            pc.mtu = 0; // the interface's, unless mtu = below
+            if (const char* ifn = get(cfg, psec, "interface")) {
+                const std::string_view iv(ifn);
+                if (iv.size() > 15 || std::any_of(iv.begin(), iv.end(), [](char c) {
+                        return is_space(c) || c == '/' || c == ':';
+                    }))
+                    return fail(line_of(psec, "interface"), psec, "interface",
+                                quote(iv) + " is not an interface name (1..15 characters, no "
+                                            "whitespace, '/' or ':')");
+                pc.interface = std::string(iv);
+            }
+            std::uint64_t port = 0;
+            bool have = false;
+            if (!get_uint(cfg, psec, "udp_port", 1, 65535, &port, &have)) return false;
+            if (have) pc.udp_port = static_cast<std::uint16_t>(port);
+            if (!get_uint(cfg, psec, "peer_udp_port", 1, 65535, &port, &have)) return false;
+            if (have) pc.peer_udp_port = static_cast<std::uint16_t>(port);
+            if (const char* rm = get(cfg, psec, "recv_mode")) {
+                const std::string_view r(rm);
+                if (r != "auto" && r != "multishot" && r != "batched")
+                    return fail(line_of(psec, "recv_mode"), psec, "recv_mode",
+                                quote(r) + " is not auto, multishot or batched");
+                pc.recv_mode = std::string(r);
+            }
+        }
         const char* ip = get(cfg, psec, "ip");
         if (!parse_ip_prefix(ip, &pc.ip, &pc.prefix_len))
             return fail(
@@ -543,7 +607,7 @@ bool Loader::build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d
         const PortConfig& pc = d->ports[p];
         const std::uint32_t need =
             d->qp.path_mtu + (pc.ip.ipv4 ? kRoceOverheadV4 : kRoceOverheadV6);
-        if (pc.mtu < need) {
+        if (pc.mtu != 0 && pc.mtu < need) { // 0: a uring port's interface MTU, checked later
             const std::string psec = prefix + "port" + std::to_string(p);
             const int ln = line_of(psec, "mtu") ? line_of(psec, "mtu") : line_of(psec);
             return fail(ln, psec, "mtu",
@@ -609,6 +673,7 @@ bool Loader::build(rte_cfgfile* cfg, ConfigFile* out) {
                                 "]");
             }
         for (std::size_t p = 0; p < d.ports.size(); ++p) {
+            if (d.ports[p].driver != PortDriverKind::dpdk) continue; // no devargs
             const std::string psec = prefix + "port" + std::to_string(p);
             const auto [it, fresh] = seen_devargs.emplace(d.ports[p].devargs, psec);
             if (!fresh)

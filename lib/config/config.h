@@ -15,9 +15,16 @@
  *    whitespace; only the first device of a file may set it: one process, one EAL), clock (tsc |
  * virtual, default tsc), dcqcn (off | nvidia | paper), capture (a pcapng file: capture every frame,
  * no whitespace), capture_snaplen (64..65535 bytes kept per frame, default whole frames).
- *  - [portN]   devargs (required: PMD devargs, no whitespace), mac (required: xx:xx:xx:xx:xx:xx,
- *    unicast, not zero), ip (required: IPv4 or IPv6 address with /prefix), mtu (IP MTU in bytes,
- *    576..9600, default 1500).
+ *  - [portN]   driver (dpdk | uring, default dpdk), ip (required: IPv4 or IPv6 address with
+ *    /prefix), mtu (IP MTU in bytes, 576..9600; default 1500 on dpdk, the interface's on uring).
+ *    driver = dpdk: devargs (required: PMD devargs, no whitespace), mac (required:
+ *    xx:xx:xx:xx:xx:xx, unicast, not zero). driver = uring (kernel UDP sockets, drivers/uring):
+ *    the address is bound, so it must be this host's; interface (its MTU and link state; default:
+ *    the interface holding the address or its subnet), udp_port (receive port, 1..65535, default
+ *    4791), peer_udp_port (destination port, default udp_port: another value only for tests on
+ *    one address), recv_mode (auto | multishot | batched, default auto), mac (optional: the MAC
+ *    the engine sees, never sent; default derived from the address). Keys of the other driver
+ *    are refused. A file whose ports are all uring needs no EAL (lib/runtime does not start it).
  *  - [qp]      defaults for new QPs: path_mtu (256|512|1024|2048|4096, default 1024; must fit every
  * port's mtu with RoCE headers), timeout (0..31, default 14), retry_cnt (0..7, default 7),
  * rnr_retry (0..7, default 7 = infinite), min_rnr_timer (0..31, default 12), max_rd_atomic (0..16,
@@ -55,12 +62,26 @@ struct IpAddr {
     bool ipv4 = false;
 };
 
+/** Which driver runs a port (`driver` key). */
+enum class PortDriverKind : std::uint8_t {
+    dpdk,  ///< a DPDK ethdev (drivers/dpdk): devargs, mac
+    uring, ///< kernel UDP sockets through io_uring (drivers/uring): no EAL, no root
+};
+[[nodiscard]] const char* to_string(PortDriverKind k) noexcept;
+
 struct PortConfig {
-    std::string devargs; ///< PMD devargs, handed to droce::dpdk::probe_port()
-    wire::MacAddr mac{};
-    IpAddr ip;                   ///< the port's address = its GID
+    PortDriverKind driver = PortDriverKind::dpdk;
+    std::string devargs; ///< PMD devargs, handed to droce::dpdk::probe_port(); empty on uring
+    wire::MacAddr mac{}; ///< uring: zero unless set (the driver derives one)
+    IpAddr ip;           ///< the port's address = its GID
     std::uint8_t prefix_len = 0; ///< 0..32 (IPv4) or 0..128 (IPv6)
-    std::uint32_t mtu = 1500;    ///< IP MTU in bytes
+    /** IP MTU in bytes; 0 on a uring port without `mtu`: the interface's (known at bring-up). */
+    std::uint32_t mtu = 1500;
+    // ---- driver = uring only ----
+    std::string interface;           ///< empty: the interface holding ip
+    std::uint16_t udp_port = 4791;   ///< receive port
+    std::uint16_t peer_udp_port = 0; ///< destination port; 0 = udp_port
+    std::string recv_mode = "auto";  ///< auto | multishot | batched
     /** The port's line rate in Mb/s (`line_rate_gbps`), where DCQCN starts and the pacer's ceiling
      *  when DCQCN is on; 0 = unknown (DCQCN starts at 100 Gb/s and paces only below it). */
     double line_rate_mbps = 0;

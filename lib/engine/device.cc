@@ -306,8 +306,12 @@ void Device::build_path(rc::Qp& qp, unsigned port_index, unsigned path_index,
         break;
     }
     if (!own_gid && dmac == wire::MacAddr{}) {
-        qp.path_resolved = false;
-        paths_pending_ = true;
+        if (port.l3) {
+            p.dst_mac = kL3PortNextHopMac; // the kernel routes: nothing to resolve
+        } else {
+            qp.path_resolved = false;
+            paths_pending_ = true;
+        }
     }
     p.ipv6 = !is_ipv4_mapped(dgid);
     p.src_ip = port.gid;

@@ -54,7 +54,17 @@ struct PortSpec {
     std::uint32_t mtu = 4096; ///< largest path MTU in bytes this port allows (256..4096)
     /** Line rate in Mb/s, where DCQCN starts and returns to (0 = unknown: 100 Gb/s). */
     double line_rate_mbps = 0;
+    /**
+     * An IP port: its driver hands frames to the kernel's IP stack, which routes them and finds
+     * the next hop itself (drivers/uring). The engine then resolves no neighbour for a path on
+     * this port: a path without a MAC gets kL3PortNextHopMac, which the driver ignores. False (an
+     * Ethernet port): ARP / ND in the engine, as on DPDK ports.
+     */
+    bool l3 = false;
 };
+
+/** Destination MAC of the frames on an IP port (PortSpec::l3): a placeholder, never on a wire. */
+inline constexpr wire::MacAddr kL3PortNextHopMac = {0x02, 0x00, 0x00, 0x00, 0x00, 0x01};
 
 /**
  * One connectionless EV probe to send (Device::send_ep_probe): the engine side of the OCP MRC

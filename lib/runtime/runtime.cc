@@ -16,6 +16,7 @@
 #include "dpdk/eal.h"
 #include "dpdk/eth_port.h"
 #include "sim/impair.h"
+#include "uring/uring_port.h"
 #include "wire/icmpv6.h"
 
 namespace droce {
@@ -23,7 +24,12 @@ namespace droce {
 namespace {
 
 std::string port_prefix(const DeviceConfig& d, unsigned p) {
-    return "device " + d.name + " port" + std::to_string(p) + " (" + d.ports[p].devargs + "): ";
+    const PortConfig& pc = d.ports[p];
+    const std::string what =
+        pc.driver == PortDriverKind::uring
+            ? "uring " + to_string(pc.ip) + " udp " + std::to_string(pc.udp_port)
+            : pc.devargs;
+    return "device " + d.name + " port" + std::to_string(p) + " (" + what + "): ";
 }
 
 /** Largest RoCE path MTU that fits the IP MTU of @p pc with IP, UDP, BTH, RETH and ICRC headers. */
@@ -33,6 +39,49 @@ std::uint32_t path_mtu_cap(const PortConfig& pc) noexcept {
     while (m > 256 && m + headers > pc.mtu)
         m /= 2;
     return m;
+}
+
+// ---- drivers/uring: kernel UDP sockets (no EAL) ----
+
+/** True when some port of the devices @p which is a DPDK port: only then is the EAL started. */
+bool needs_eal(const ConfigFile& file, const std::vector<unsigned>& which) {
+    for (unsigned i : which)
+        for (const PortConfig& pc : file.devices[i].ports)
+            if (pc.driver == PortDriverKind::dpdk) return true;
+    return false;
+}
+
+/**
+ * Brings up uring port @p p of @p dc. The port's MTU (the interface's, unless the config set one)
+ * is written back to @p pc, so that max_path_mtu() and the [qp] path_mtu check see it.
+ * @return the port, or nullptr with *err = the driver's reason or "path_mtu does not fit".
+ */
+std::unique_ptr<uring::UringPort> make_uring_port(const DeviceConfig& dc, unsigned p,
+                                                  PortConfig& pc, std::string* err) {
+    uring::UringPortConfig uc;
+    uc.port_index = static_cast<std::uint8_t>(p);
+    uc.addr = pc.ip.addr;
+    uc.ipv4 = pc.ip.ipv4;
+    uc.interface = pc.interface;
+    uc.udp_port = pc.udp_port;
+    uc.peer_udp_port = pc.peer_udp_port;
+    uc.mtu = pc.mtu;
+    uc.mac = pc.mac;
+    uc.recv_mode = pc.recv_mode == "multishot" ? uring::RecvMode::multishot
+                   : pc.recv_mode == "batched" ? uring::RecvMode::batched
+                                               : uring::RecvMode::automatic;
+    auto port = uring::UringPort::create(uc, err);
+    if (!port) return nullptr;
+    pc.mtu = port->mtu();
+    pc.mac = port->mac();
+    const std::uint32_t need = dc.qp.path_mtu + (pc.ip.ipv4 ? 20u : 40u) + 8u + 12u + 16u + 4u + 4u;
+    if (pc.mtu < need) {
+        *err = "interface " + port->interface() + " MTU " + std::to_string(pc.mtu) +
+               " is too small for path_mtu " + std::to_string(dc.qp.path_mtu) +
+               " (needs >= " + std::to_string(need) + ")";
+        return nullptr;
+    }
+    return port;
 }
 
 bool has_log_level(const std::vector<std::string>& args) {
@@ -75,7 +124,7 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
             return nullptr;
         }
     }
-    if (!dpdk::eal_initialized()) {
+    if (!dpdk::eal_initialized() && needs_eal(*file, which)) {
         // DPDK logs to stdout by default; apps keep stdout for their own output (tables, JSON).
         rte_openlog_stream(stderr);
         std::vector<std::string> eal = file->devices[0].eal;
@@ -97,29 +146,45 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
         const DeviceConfig& dc = slot.cfg;
         std::vector<PortSpec> specs;
         for (unsigned p = 0; p < dc.ports.size(); ++p) {
-            const PortConfig& pc = dc.ports[p];
-            dpdk::EthPortConfig ec;
-            if (e = dpdk::probe_port(pc.devargs, &ec.port_id); !e.empty()) {
-                *err = port_prefix(dc, p) + e;
-                return nullptr;
+            PortConfig& pc = slot.cfg.ports[p];
+            PortDriver* drv = nullptr;
+            wire::MacAddr mac{};
+            if (pc.driver == PortDriverKind::uring) {
+                auto up = make_uring_port(dc, p, pc, &e);
+                if (!up) {
+                    *err = port_prefix(dc, p) + e;
+                    return nullptr;
+                }
+                drv = up.get();
+                mac = up->mac();
+                slot.eth.push_back(nullptr);
+                slot.uring.push_back(std::move(up));
+            } else {
+                dpdk::EthPortConfig ec;
+                if (e = dpdk::probe_port(pc.devargs, &ec.port_id); !e.empty()) {
+                    *err = port_prefix(dc, p) + e;
+                    return nullptr;
+                }
+                ec.port_index = static_cast<std::uint8_t>(p);
+                ec.mtu = pc.mtu;
+                ec.mac = pc.mac;
+                if (!pc.ip.ipv4) {
+                    // The neighbour responder answers Neighbor Solicitations for the port's address
+                    // (its solicited-node group) and reads unsolicited advertisements (all-nodes).
+                    ec.multicast = {
+                        wire::ipv6_multicast_mac(wire::solicited_node_address(pc.ip.addr)),
+                        wire::ipv6_multicast_mac(wire::kIpv6AllNodes)};
+                }
+                auto eth = dpdk::EthPort::create(ec, &e);
+                if (!eth) {
+                    *err = port_prefix(dc, p) + e;
+                    return nullptr;
+                }
+                drv = eth.get();
+                mac = eth->mac(); // pc.mac, which the port now receives
+                slot.eth.push_back(std::move(eth));
+                slot.uring.push_back(nullptr);
             }
-            ec.port_index = static_cast<std::uint8_t>(p);
-            ec.mtu = pc.mtu;
-            ec.mac = pc.mac;
-            if (!pc.ip.ipv4) {
-                // The neighbour responder answers Neighbor Solicitations for the port's address
-                // (its solicited-node group) and reads unsolicited advertisements (all-nodes).
-                ec.multicast = {wire::ipv6_multicast_mac(wire::solicited_node_address(pc.ip.addr)),
-                                wire::ipv6_multicast_mac(wire::kIpv6AllNodes)};
-            }
-            auto eth = dpdk::EthPort::create(ec, &e);
-            if (!eth) {
-                *err = port_prefix(dc, p) + e;
-                return nullptr;
-            }
-            PortDriver* drv = eth.get();
-            const wire::MacAddr mac = eth->mac(); // pc.mac, which the port now receives
-            slot.eth.push_back(std::move(eth));
             if (!opts.impair_spec.empty()) {
                 sim::ImpairConfig pic = ic;
                 pic.seed =
@@ -141,6 +206,7 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
             specs.push_back(PortSpec{drv, mac, pc.ip.addr, 4096});
             specs.back().mtu = path_mtu_cap(pc);
             specs.back().line_rate_mbps = pc.line_rate_mbps;
+            specs.back().l3 = pc.driver == PortDriverKind::uring; // the kernel routes
         }
         slot.dev = std::make_unique<Device>(dc.name, rt->clock_, specs);
         if (dc.dcqcn != "off") slot.dev->set_dcqcn(cc::profile_by_name(dc.dcqcn));
@@ -190,8 +256,8 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
         for (auto& slot : rt->devices_) {
             telemetry::DeviceEntry de;
             de.dev = slot.dev.get();
-            for (auto& eth : slot.eth)
-                de.ethdev.push_back(eth->port_id());
+            for (auto& eth : slot.eth) // null for a uring port: no ethdev behind it
+                de.ethdev.push_back(eth ? eth->port_id() : -1);
             src.devices.push_back(std::move(de));
         }
         src.control_mutex = opts.control_mutex;
@@ -288,6 +354,7 @@ Runtime::~Runtime() {
         s.dev.reset();
     for (auto& s : devices_)
         for (auto& eth : s.eth) {
+            if (!eth) continue; // a uring port: the kernel holds nothing of another port
             PktBuf* bufs[64];
             for (int round = 0; round < 64; ++round) {
                 const std::uint16_t n = eth->rx_burst(bufs, 64);
@@ -301,10 +368,16 @@ Runtime::~Runtime() {
         s.stages.clear();
     for (auto& s : devices_)
         s.eth.clear();
+    for (auto& s : devices_)
+        s.uring.clear();
 }
 
-dpdk::EthPort& Runtime::eth_port(unsigned dev, unsigned port) noexcept {
-    return *devices_[dev].eth[port];
+dpdk::EthPort* Runtime::eth_port(unsigned dev, unsigned port) noexcept {
+    return devices_[dev].eth[port].get();
+}
+
+uring::UringPort* Runtime::uring_port(unsigned dev, unsigned port) noexcept {
+    return devices_[dev].uring[port].get();
 }
 
 sim::ImpairedPort* Runtime::impair_stage(unsigned dev, unsigned port) noexcept {

@@ -3,7 +3,9 @@
  * @file
  * droce::Runtime — brings up the droce devices of one config file on DPDK ports and owns them:
  *
- *     config file → load_config → eal_init (once per process) → probe_port + EthPort per port
+ *     config file → load_config → eal_init (once per process, and only when some port is DPDK)
+ *       → probe_port + EthPort per DPDK port, UringPort per uring port (drivers/uring: kernel
+ *       UDP sockets, no EAL, no root; PortSpec::l3, so the engine resolves no neighbour there)
  *       → [optional impairment stage, sim::ImpairedPort, on every port]
  *       → [optional transmit shaper, TxShaper, on every port] → Device per [device]
  *       (PortSpec from the port's mac / ip / mtu; [neighbors] as static neighbours)
@@ -21,11 +23,11 @@
  * the /droce/ commands of DPDK's telemetry socket read their counters (the EAL must not have
  * --no-telemetry for the socket to exist); the destructor detaches them first.
  *
- * Ownership: the Runtime owns the EthPorts, the impairment stages, the shapers, the Devices, the
- * Clock, the captures and the engine threads. Destruction order: engines stopped, captures
- * stopped (reported on stderr), devices destroyed, ports
- * drained, shapers and stages destroyed, EthPorts destroyed. The DPDK EAL stays initialised for the
- * life of the process.
+ * Ownership: the Runtime owns the EthPorts and UringPorts, the impairment stages, the shapers, the
+ * Devices, the Clock, the captures and the engine threads. Destruction order: engines stopped,
+ * captures stopped (reported on stderr), devices destroyed, ports drained, shapers and stages
+ * destroyed, EthPorts, then UringPorts destroyed. The DPDK EAL stays initialised for the life of
+ * the process.
  *
  * Thread rules: every member function is control path, called from one thread, except
  * start_capture(), stop_capture(), capturing() and capture_status(), which a mutex of the runtime
@@ -60,6 +62,9 @@ class EthPort;
 }
 namespace sim {
 class ImpairedPort;
+}
+namespace uring {
+class UringPort;
 }
 
 /** How Runtime::create() builds the devices. */
@@ -135,7 +140,9 @@ class Runtime {
      *        "device D port P (devargs): reason" for EAL / probe / port / impairment failures.
      * @return the runtime, or nullptr with *err set. A config with `clock = virtual` is refused
      *         (virtual time is for tests that advance it by hand).
-     * Calls eal_init() with devices[0]'s eal arguments unless the EAL is already initialised.
+     * Calls eal_init() with devices[0]'s eal arguments unless the EAL is already initialised or
+     * no port of the devices brought up is a DPDK port (all uring: no EAL, no hugepages, no
+     * root). The uring ports' errors read "device D port P (uring ADDR udp PORT): reason".
      */
     [[nodiscard]] static std::unique_ptr<Runtime>
     create(const std::string& config_path, const RuntimeOptions& opts, std::string* err);
@@ -153,8 +160,10 @@ class Runtime {
     [[nodiscard]] const DeviceConfig& device_config(unsigned i) const noexcept {
         return devices_[i].cfg;
     }
-    /** The DPDK port under port @p port of device @p dev. */
-    [[nodiscard]] dpdk::EthPort& eth_port(unsigned dev, unsigned port) noexcept;
+    /** The DPDK port under port @p port of device @p dev, or nullptr when it is a uring port. */
+    [[nodiscard]] dpdk::EthPort* eth_port(unsigned dev, unsigned port) noexcept;
+    /** The uring port under port @p port of device @p dev, or nullptr when it is a DPDK port. */
+    [[nodiscard]] uring::UringPort* uring_port(unsigned dev, unsigned port) noexcept;
     /** The impairment stage over port @p port of device @p dev, or nullptr without impair_spec. */
     [[nodiscard]] sim::ImpairedPort* impair_stage(unsigned dev, unsigned port) noexcept;
     /** The transmit shaper in front of port @p port of device @p dev, or nullptr without
@@ -222,7 +231,8 @@ class Runtime {
     Runtime();
     struct DeviceSlot {
         DeviceConfig cfg;
-        std::vector<std::unique_ptr<dpdk::EthPort>> eth;
+        std::vector<std::unique_ptr<dpdk::EthPort>> eth;        ///< per port; null for a uring port
+        std::vector<std::unique_ptr<uring::UringPort>> uring;   ///< per port; null for a DPDK port
         std::vector<std::unique_ptr<sim::ImpairedPort>> stages; ///< empty without impair_spec
         std::vector<std::unique_ptr<TxShaper>> shapers;         ///< empty without tx_shaper
         std::unique_ptr<Device> dev;

@@ -1,0 +1,759 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "uring/uring_port.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <liburing.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "wire/ipv4.h"
+#include "wire/udp.h"
+
+namespace droce::uring {
+
+namespace {
+
+// Layout of every slot. A multishot recvmsg writes io_uring_recvmsg_out, then msg_namelen bytes of
+// source address, then msg_controllen bytes of control messages, then the payload; the batched
+// receive points its msghdr at the same places, so both leave the payload at kPayloadOff. The
+// headers rebuilt in front of it (at most 14 + 40 + 8 = 62 bytes) overwrite the address and
+// control bytes once they have been read.
+constexpr std::uint32_t kOutLen = 16; // sizeof(io_uring_recvmsg_out)
+constexpr std::uint32_t kNameLen = 32;
+constexpr std::uint32_t kCtrlLen = 64;
+constexpr std::uint32_t kNameOff = kOutLen;
+constexpr std::uint32_t kCtrlOff = kNameOff + kNameLen;
+constexpr std::uint32_t kPayloadOff = kCtrlOff + kCtrlLen;
+constexpr std::uint32_t kMaxHeaders = 14 + 40 + 8;
+static_assert(kPayloadOff >= kMaxHeaders);
+static_assert(kCtrlOff % 8 == 0, "control messages are read in place: keep them aligned");
+constexpr std::uint32_t kMaxMtu = 9000;
+constexpr unsigned short kBufGroup = 7;
+
+/** What a CQE completes, in the top bits of user_data; the slot is in the low 32 bits. */
+enum Tag : std::uint64_t { kTagTx = 1, kTagRxMulti = 2, kTagRxSingle = 3, kTagCancel = 4 };
+constexpr std::uint64_t user_data(Tag t, std::uint32_t slot) noexcept {
+    return (static_cast<std::uint64_t>(t) << 32) | slot;
+}
+
+/** Where a slot is (UringPort::where_). */
+enum Where : std::uint8_t { kFree, kKernelRx, kCaller, kTxInFlight };
+
+std::uint64_t coarse_ns() noexcept {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); // vDSO: no system call
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+           static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+std::string errno_text(const char* what, int e) {
+    return std::string(what) + ": " + std::strerror(e);
+}
+
+void fill_sockaddr(bool ipv4, const wire::Ipv6Addr& a, std::uint16_t port, sockaddr_in6* out,
+                   socklen_t* len) noexcept {
+    std::memset(out, 0, sizeof *out);
+    if (ipv4) {
+        auto* s4 = reinterpret_cast<sockaddr_in*>(out);
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(port);
+        std::memcpy(&s4->sin_addr, a.data() + 12, 4);
+        *len = sizeof(sockaddr_in);
+    } else {
+        out->sin6_family = AF_INET6;
+        out->sin6_port = htons(port);
+        std::memcpy(&out->sin6_addr, a.data(), 16);
+        *len = sizeof(sockaddr_in6);
+    }
+}
+
+/** The interface that holds @p a, or whose subnet does (127.0.0.2 is on lo's 127.0.0.1/8). */
+std::string interface_of(bool ipv4, const wire::Ipv6Addr& a) {
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) != 0) return "";
+    std::string exact, subnet;
+    for (ifaddrs* i = list; i; i = i->ifa_next) {
+        if (!i->ifa_addr || !i->ifa_netmask) continue;
+        const int fam = i->ifa_addr->sa_family;
+        const std::uint8_t* ad = nullptr;
+        const std::uint8_t* mk = nullptr;
+        const std::uint8_t* want = ipv4 ? a.data() + 12 : a.data();
+        std::size_t n = 0;
+        if (ipv4 && fam == AF_INET) {
+            ad = reinterpret_cast<const std::uint8_t*>(
+                &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr);
+            mk = reinterpret_cast<const std::uint8_t*>(
+                &reinterpret_cast<const sockaddr_in*>(i->ifa_netmask)->sin_addr);
+            n = 4;
+        } else if (!ipv4 && fam == AF_INET6) {
+            ad = reinterpret_cast<const std::uint8_t*>(
+                &reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr);
+            mk = reinterpret_cast<const std::uint8_t*>(
+                &reinterpret_cast<const sockaddr_in6*>(i->ifa_netmask)->sin6_addr);
+            n = 16;
+        } else {
+            continue;
+        }
+        if (std::memcmp(ad, want, n) == 0 && exact.empty()) exact = i->ifa_name;
+        bool in = true;
+        for (std::size_t k = 0; k < n; ++k)
+            if ((ad[k] & mk[k]) != (want[k] & mk[k])) in = false;
+        if (in && subnet.empty()) subnet = i->ifa_name;
+    }
+    freeifaddrs(list);
+    return exact.empty() ? subnet : exact;
+}
+
+bool set_int(int fd, int level, int opt, int v) noexcept {
+    return setsockopt(fd, level, opt, &v, sizeof v) == 0;
+}
+
+void put_be16(std::uint8_t* p, std::uint16_t v) noexcept {
+    p[0] = static_cast<std::uint8_t>(v >> 8);
+    p[1] = static_cast<std::uint8_t>(v);
+}
+std::uint16_t get_be16(const std::uint8_t* p) noexcept {
+    return static_cast<std::uint16_t>(p[0] << 8 | p[1]);
+}
+
+} // namespace
+
+/** Per-slot send/receive message headers: the kernel reads them until the request completes. */
+struct SlotMsg {
+    msghdr msg{};
+    iovec iov{};
+    sockaddr_in6 peer{};
+    alignas(8) std::uint8_t ctrl[32]{};
+};
+
+struct UringPort::Ring {
+    io_uring ring{};
+    bool ring_ok = false;
+    io_uring_buf_ring* br = nullptr;
+    std::uint32_t br_entries = 0;
+    bool br_registered = false;
+    msghdr multishot_msg{}; ///< template of the multishot recvmsg (name and control lengths)
+    std::vector<SlotMsg> msgs;
+};
+
+const char* to_string(PortCounter c) noexcept {
+    switch (c) {
+#define DROCE_X(name)                                                                              \
+    case PortCounter::name:                                                                        \
+        return #name;
+        DROCE_URING_COUNTERS(DROCE_X)
+#undef DROCE_X
+    case PortCounter::count_:
+        break;
+    }
+    return "?";
+}
+
+const char* to_string(RecvMode m) noexcept {
+    switch (m) {
+    case RecvMode::automatic:
+        return "auto";
+    case RecvMode::multishot:
+        return "multishot";
+    case RecvMode::batched:
+        return "batched";
+    }
+    return "?";
+}
+
+UringPort::UringPort() : ring_(std::make_unique<Ring>()) {}
+
+std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::string* err) {
+    std::string scratch;
+    if (!err) err = &scratch;
+    const auto fail = [&](const std::string& m) {
+        *err = m;
+        return nullptr;
+    };
+    if (cfg.addr == wire::Ipv6Addr{} || (cfg.ipv4 && !wire::is_ipv4_mapped(cfg.addr)))
+        return fail("address: zero, or not IPv4-mapped for an IPv4 port");
+    if (cfg.udp_port == 0) return fail("udp_port 0");
+    if (cfg.mtu != 0 && (cfg.mtu < 576 || cfg.mtu > 9600))
+        return fail("mtu " + std::to_string(cfg.mtu) + " outside 576..9600");
+    if (cfg.n_buffers < 64 || cfg.n_buffers > 65536)
+        return fail("n_buffers " + std::to_string(cfg.n_buffers) + " outside 64..65536");
+    if (cfg.sq_entries < 16 || cfg.sq_entries > 4096 || (cfg.sq_entries & (cfg.sq_entries - 1)))
+        return fail("sq_entries " + std::to_string(cfg.sq_entries) +
+                    " is not a power of two in 16..4096");
+    if (cfg.max_source_ports < 1 || cfg.max_source_ports > 65536)
+        return fail("max_source_ports outside 1..65536");
+
+    std::unique_ptr<UringPort> p(new UringPort());
+    p->ipv4_ = cfg.ipv4;
+    p->addr_ = cfg.addr;
+    p->udp_port_ = cfg.udp_port;
+    p->peer_port_ = cfg.peer_udp_port ? cfg.peer_udp_port : cfg.udp_port;
+    p->port_index_ = cfg.port_index;
+    p->max_sports_ = cfg.max_source_ports;
+    p->mac_ = cfg.mac;
+    if (p->mac_ == wire::MacAddr{})
+        p->mac_ = {0x02, 0x00, cfg.addr[12], cfg.addr[13], cfg.addr[14], cfg.addr[15]};
+
+    // The interface: its MTU now, its flags in link_up().
+    p->ifname_ = cfg.interface.empty() ? interface_of(cfg.ipv4, cfg.addr) : cfg.interface;
+    if (p->ifname_.empty())
+        return fail("no interface holds this address or its subnet: set interface = NAME");
+    if (p->ifname_.size() >= IFNAMSIZ) return fail("interface name too long: " + p->ifname_);
+    const int probe = socket(cfg.ipv4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (probe < 0) return fail(errno_text("socket", errno));
+    ifreq ifr{};
+    std::memcpy(ifr.ifr_name, p->ifname_.c_str(), p->ifname_.size());
+    const int mtu_rc = ioctl(probe, SIOCGIFMTU, &ifr);
+    const int mtu_errno = errno;
+    close(probe);
+    if (mtu_rc != 0)
+        return fail(errno_text(("interface " + p->ifname_ + " (SIOCGIFMTU)").c_str(), mtu_errno));
+    const auto if_mtu = static_cast<std::uint32_t>(ifr.ifr_mtu);
+    p->mtu_ = std::min(cfg.mtu ? std::min(cfg.mtu, if_mtu) : if_mtu, kMaxMtu);
+    if (p->mtu_ < 576)
+        return fail("interface " + p->ifname_ + " MTU " + std::to_string(if_mtu) + " below 576");
+
+    // The pool.
+    p->slot_bytes_ = (kPayloadOff + p->mtu_ + 14 + 63) & ~63u;
+    const std::size_t bytes = static_cast<std::size_t>(p->slot_bytes_) * cfg.n_buffers;
+    p->mem_ = static_cast<std::uint8_t*>(std::aligned_alloc(4096, (bytes + 4095) & ~4095ul));
+    if (!p->mem_) return fail("cannot allocate " + std::to_string(bytes) + " bytes of buffers");
+    p->bufs_.resize(cfg.n_buffers);
+    p->where_.assign(cfg.n_buffers, kFree);
+    p->free_.resize(cfg.n_buffers);
+    for (std::uint32_t i = 0; i < cfg.n_buffers; ++i) {
+        PktBuf& b = p->bufs_[i];
+        b.driver = p.get();
+        b.port = cfg.port_index;
+        p->free_[i] = cfg.n_buffers - 1 - i;
+    }
+    p->free_n_ = cfg.n_buffers;
+    p->ring_->msgs.resize(cfg.n_buffers);
+    p->sport_fd_.assign(65536, -1);
+    p->fds_.reserve(cfg.max_source_ports); // bind_source() appends on the engine thread
+
+    // The receive socket.
+    const int fam = cfg.ipv4 ? AF_INET : AF_INET6;
+    p->rx_fd_ = socket(fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (p->rx_fd_ < 0) return fail(errno_text("socket", errno));
+    bool ok = cfg.ipv4 ? set_int(p->rx_fd_, IPPROTO_IP, IP_RECVTOS, 1) &&
+                             set_int(p->rx_fd_, SOL_SOCKET, SO_NO_CHECK, 1) &&
+                             set_int(p->rx_fd_, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
+                       : set_int(p->rx_fd_, IPPROTO_IPV6, IPV6_V6ONLY, 1) &&
+                             set_int(p->rx_fd_, IPPROTO_IPV6, IPV6_RECVTCLASS, 1) &&
+                             set_int(p->rx_fd_, IPPROTO_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO);
+    if (!ok) return fail(errno_text("setsockopt", errno));
+    // Bursts of a window of datagrams arrive between two polls: a deep queue saves retransmits.
+    // Unprivileged, the kernel caps SO_RCVBUF at net.core.rmem_max (no error).
+    if (!set_int(p->rx_fd_, SOL_SOCKET, SO_RCVBUFFORCE, static_cast<int>(cfg.rcvbuf)))
+        (void)set_int(p->rx_fd_, SOL_SOCKET, SO_RCVBUF, static_cast<int>(cfg.rcvbuf));
+    sockaddr_in6 sa{};
+    socklen_t salen = 0;
+    fill_sockaddr(cfg.ipv4, cfg.addr, cfg.udp_port, &sa, &salen);
+    if (bind(p->rx_fd_, reinterpret_cast<sockaddr*>(&sa), salen) != 0)
+        return fail(errno_text(("bind port " + std::to_string(cfg.udp_port)).c_str(), errno));
+
+    // The ring. Completions outnumber submissions (a multishot receive posts many), hence the
+    // larger CQ; the kernel keeps overflowing CQEs rather than dropping them.
+    io_uring_params params{};
+    params.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
+    params.cq_entries = cfg.sq_entries * 4;
+    if (const int rc = io_uring_queue_init_params(cfg.sq_entries, &p->ring_->ring, &params); rc < 0)
+        return fail(errno_text("io_uring_queue_init", -rc));
+    p->ring_->ring_ok = true;
+
+    // Provided buffer ring: what decides multishot. Half the pool at most, a power of two.
+    std::uint32_t entries = 1;
+    while (entries * 2 <= cfg.n_buffers / 2 && entries * 2 <= 32768)
+        entries *= 2;
+    p->ring_cap_ = std::min<std::uint32_t>(entries, cfg.sq_entries / 2);
+    if (cfg.recv_mode != RecvMode::batched) {
+        void* br = std::aligned_alloc(4096, (entries * sizeof(io_uring_buf) + 4095) & ~4095ul);
+        int rc = -ENOMEM;
+        if (br) {
+            p->ring_->br = static_cast<io_uring_buf_ring*>(br);
+            io_uring_buf_ring_init(p->ring_->br);
+            io_uring_buf_reg reg{};
+            reg.ring_addr = reinterpret_cast<std::uint64_t>(br);
+            reg.ring_entries = entries;
+            reg.bgid = kBufGroup;
+            rc = io_uring_register_buf_ring(&p->ring_->ring, &reg, 0);
+        }
+        if (rc == 0) {
+            p->ring_->br_registered = true;
+            p->ring_->br_entries = entries;
+            p->ring_cap_ = entries;
+            p->mode_ = RecvMode::multishot;
+            msghdr& m = p->ring_->multishot_msg;
+            m.msg_namelen = kNameLen;
+            m.msg_controllen = kCtrlLen;
+        } else if (cfg.recv_mode == RecvMode::multishot) {
+            return fail(errno_text("io_uring_register_buf_ring (multishot receive asked)", -rc));
+        }
+    }
+    if (p->mode_ == RecvMode::batched)
+        p->ring_cap_ = std::min<std::uint32_t>(cfg.n_buffers / 2, cfg.sq_entries / 2);
+    return p;
+}
+
+UringPort::~UringPort() {
+    if (ring_ && ring_->ring_ok) {
+        // The kernel may still write into the pool (posted receives) or read from it (sends): take
+        // every request back and wait for its completion before the memory goes.
+        io_uring& r = ring_->ring;
+        if (io_uring_sqe* sqe = io_uring_get_sqe(&r)) {
+            io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+            io_uring_sqe_set_data64(sqe, user_data(kTagCancel, 0));
+        }
+        (void)io_uring_submit(&r);
+        // Buffers in a provided ring are no requests: only an armed multishot receive, posted
+        // single receives and sends in flight hold the kernel's attention.
+        const auto busy = [this] {
+            return armed_ || tx_inflight_ || (mode_ == RecvMode::batched && rx_posted_);
+        };
+        for (int round = 0; round < 1000 && busy(); ++round) {
+            (void)reap(nullptr, 0);
+            // Receives that complete with data go back to the free list here.
+            PktBuf* tmp[kMaxBurst];
+            const std::uint16_t got = reap(tmp, kMaxBurst);
+            free_bulk(tmp, got);
+            __kernel_timespec ts{0, 1'000'000};
+            io_uring_cqe* cqe = nullptr;
+            (void)io_uring_wait_cqe_timeout(&r, &cqe, &ts);
+        }
+        if (ring_->br_registered) (void)io_uring_unregister_buf_ring(&r, kBufGroup);
+        io_uring_queue_exit(&r);
+    }
+    if (ring_ && ring_->br) std::free(ring_->br);
+    for (const int fd : fds_)
+        close(fd);
+    if (rx_fd_ >= 0) close(rx_fd_);
+    std::free(mem_);
+}
+
+// ------------------------------------------------------------------------------- datapath
+
+std::uint32_t UringPort::slot_of(const PktBuf* b) const noexcept {
+    if (!b || b < bufs_.data() || b >= bufs_.data() + bufs_.size()) return UINT32_MAX;
+    return static_cast<std::uint32_t>(b - bufs_.data());
+}
+
+void UringPort::put_free(std::uint32_t slot) noexcept {
+    where_[slot] = kFree;
+    free_[free_n_++] = slot;
+}
+
+std::uint16_t UringPort::alloc_bulk(PktBuf** bufs, std::uint16_t n) noexcept {
+    if (free_n_ < n && tx_inflight_) (void)reap(nullptr, 0);
+    std::uint16_t got = 0;
+    while (got < n && free_n_ > 0) {
+        const std::uint32_t s = free_[--free_n_];
+        PktBuf& b = bufs_[s];
+        b.data = mem_ + static_cast<std::size_t>(s) * slot_bytes_;
+        b.len = 0;
+        b.capacity = slot_bytes_;
+        b.ecn_ce = false;
+        b.ext_len = 0;
+        where_[s] = kCaller;
+        bufs[got++] = &b;
+    }
+    if (got < n) inc(PortCounter::alloc_failed, n - got);
+    return got;
+}
+
+void UringPort::free_bulk(PktBuf** bufs, std::uint16_t n) noexcept {
+    for (std::uint16_t i = 0; i < n; ++i) {
+        if (!bufs[i]) continue;
+        const std::uint32_t s = slot_of(bufs[i]);
+        if (s == UINT32_MAX || where_[s] != kCaller) {
+            inc(PortCounter::free_invalid);
+            continue;
+        }
+        put_free(s);
+    }
+}
+
+int UringPort::bind_source(std::uint16_t sport) noexcept {
+    // Cold path: once per source port for the life of the port.
+    if (fds_.size() >= max_sports_ || fds_.size() == fds_.capacity()) return -2;
+    const int fd = socket(ipv4_ ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -2;
+    // SO_REUSEPORT: two droce processes of one user sharing an address may both send from a
+    // port. The socket receives nothing droce wants (peers send to udp_port): a small queue.
+    // SO_NO_CHECK: UDP checksum 0 on IPv4, as RoCEv2 sends it (A17.3.2) and droce's DPDK ports
+    // do; the ICRC covers the datagram. IPv6 requires a checksum: the kernel computes it.
+    const bool ok = set_int(fd, SOL_SOCKET, SO_REUSEPORT, 1) &&
+                    (ipv4_ ? set_int(fd, SOL_SOCKET, SO_NO_CHECK, 1) &&
+                                 set_int(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
+                           : set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1) &&
+                                 set_int(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO));
+    (void)set_int(fd, SOL_SOCKET, SO_RCVBUF, 1);
+    // A full send buffer makes io_uring park the send until it drains, and a later send may then
+    // overtake it: a deep buffer keeps that rare.
+    if (!set_int(fd, SOL_SOCKET, SO_SNDBUFFORCE, 4 << 20))
+        (void)set_int(fd, SOL_SOCKET, SO_SNDBUF, 4 << 20);
+    sockaddr_in6 sa{};
+    socklen_t salen = 0;
+    fill_sockaddr(ipv4_, addr_, sport, &sa, &salen);
+    if (!ok || bind(fd, reinterpret_cast<sockaddr*>(&sa), salen) != 0) {
+        close(fd);
+        return -2;
+    }
+    fds_.push_back(fd); // capacity reserved at create(): no allocation
+    inc(PortCounter::source_ports_bound);
+    return fd;
+}
+
+int UringPort::source_socket(std::uint16_t sport) noexcept {
+    if (sport == udp_port_) return rx_fd_;
+    const std::int32_t fd = sport_fd_[sport];
+    if (fd >= 0 || fd == -2) return fd;
+    return sport_fd_[sport] = bind_source(sport);
+}
+
+void UringPort::submit() noexcept {
+    if (io_uring_sq_ready(&ring_->ring) == 0) return;
+    const int rc = io_uring_submit(&ring_->ring);
+    if (rc < 0) inc(PortCounter::submit_errors);
+}
+
+std::uint16_t UringPort::tx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
+    io_uring& r = ring_->ring;
+    std::uint16_t i = 0;
+    for (; i < n; ++i) {
+        PktBuf* b = bufs[i];
+        const std::uint32_t s = slot_of(b);
+        if (s == UINT32_MAX || where_[s] != kCaller) {
+            inc(PortCounter::free_invalid); // not ours to send: taken and left alone
+            continue;
+        }
+        const std::uint8_t* f = b->data;
+        const std::uint32_t len = b->len;
+        // Ethernet [802.1Q] / IPv4 or IPv6 / UDP: everything else has no meaning to the kernel.
+        std::uint32_t off = 14;
+        std::uint16_t et = len >= 14 ? get_be16(f + 12) : 0;
+        if (et == wire::kEtherTypeVlan && len >= 18) {
+            et = get_be16(f + 16);
+            off = 18;
+        }
+        std::uint32_t udp_off = 0, l3_end = 0;
+        std::uint8_t tos = 0;
+        const std::uint8_t* dst = nullptr;
+        bool v4 = false;
+        if (et == wire::kEtherTypeIpv4 && len >= off + 20 && (f[off] >> 4) == 4) {
+            const std::uint32_t ihl = (f[off] & 0xfu) * 4u;
+            l3_end = off + get_be16(f + off + 2);
+            if (ihl >= 20 && f[off + 9] == wire::kIpProtoUdp && l3_end <= len) {
+                udp_off = off + ihl;
+                tos = f[off + 1];
+                dst = f + off + 16;
+                v4 = true;
+            }
+        } else if (et == wire::kEtherTypeIpv6 && len >= off + 40 && (f[off] >> 4) == 6) {
+            l3_end = off + 40 + get_be16(f + off + 4);
+            if (f[off + 6] == wire::kIpProtoUdp && l3_end <= len) {
+                udp_off = off + 40;
+                tos = static_cast<std::uint8_t>((get_be16(f + off) >> 4) & 0xffu);
+                dst = f + off + 24;
+            }
+        }
+        if (!dst || udp_off + 8 > l3_end || get_be16(f + udp_off + 4) != l3_end - udp_off) {
+            inc(PortCounter::tx_dropped_not_udp);
+            put_free(s);
+            continue;
+        }
+        if (v4 != ipv4_) {
+            inc(PortCounter::tx_dropped_family);
+            put_free(s);
+            continue;
+        }
+        const int fd = source_socket(get_be16(f + udp_off));
+        if (fd < 0) {
+            inc(PortCounter::tx_dropped_no_socket);
+            put_free(s);
+            continue;
+        }
+        io_uring_sqe* sqe = io_uring_get_sqe(&r);
+        if (!sqe) {
+            inc(PortCounter::tx_sq_full);
+            break; // the caller keeps bufs[i..n)
+        }
+        SlotMsg& m = ring_->msgs[s];
+        wire::Ipv6Addr peer{};
+        if (v4)
+            peer = wire::ipv4_mapped({dst[0], dst[1], dst[2], dst[3]});
+        else
+            std::memcpy(peer.data(), dst, 16);
+        socklen_t salen = 0;
+        fill_sockaddr(ipv4_, peer, peer_port_, &m.peer, &salen);
+        m.iov.iov_base = const_cast<std::uint8_t*>(f + udp_off + 8);
+        m.iov.iov_len = l3_end - udp_off - 8;
+        m.msg = msghdr{};
+        m.msg.msg_name = &m.peer;
+        m.msg.msg_namelen = salen;
+        m.msg.msg_iov = &m.iov;
+        m.msg.msg_iovlen = 1;
+        if (tos != 0) {
+            // The DSCP and ECN the engine chose (ECT(0) under DCQCN) go in the kernel's header.
+            m.msg.msg_control = m.ctrl;
+            m.msg.msg_controllen = CMSG_SPACE(sizeof(int));
+            cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
+            c->cmsg_level = ipv4_ ? IPPROTO_IP : IPPROTO_IPV6;
+            c->cmsg_type = ipv4_ ? IP_TOS : IPV6_TCLASS;
+            c->cmsg_len = CMSG_LEN(sizeof(int));
+            const int v = tos;
+            std::memcpy(CMSG_DATA(c), &v, sizeof v);
+        }
+        io_uring_prep_sendmsg(sqe, fd, &m.msg, 0);
+        io_uring_sqe_set_data64(sqe, user_data(kTagTx, s));
+        where_[s] = kTxInFlight;
+        ++tx_inflight_;
+    }
+    submit();
+    return i;
+}
+
+bool UringPort::rebuild(std::uint32_t slot, const std::uint8_t* name, std::uint32_t namelen,
+                        const std::uint8_t* ctrl, std::uint32_t ctrllen, std::uint32_t payload_len,
+                        bool truncated) noexcept {
+    if (truncated) {
+        inc(PortCounter::rx_dropped_truncated);
+        return false;
+    }
+    // The sender, and the TOS / traffic class, before the headers overwrite them.
+    sockaddr_in6 from{};
+    std::memcpy(&from, name, std::min<std::uint32_t>(namelen, sizeof from));
+    if (namelen < (ipv4_ ? sizeof(sockaddr_in) : sizeof(sockaddr_in6)) ||
+        from.sin6_family != (ipv4_ ? AF_INET : AF_INET6)) {
+        inc(PortCounter::rx_dropped_bad_addr);
+        return false;
+    }
+    std::uint8_t tos = 0;
+    for (std::uint32_t off = 0; off + sizeof(cmsghdr) <= ctrllen;) {
+        cmsghdr h;
+        std::memcpy(&h, ctrl + off, sizeof h);
+        if (h.cmsg_len < sizeof(cmsghdr) || off + h.cmsg_len > ctrllen) break;
+        const std::uint8_t* data = ctrl + off + CMSG_LEN(0);
+        if (ipv4_ && h.cmsg_level == IPPROTO_IP && h.cmsg_type == IP_TOS)
+            tos = data[0];
+        else if (!ipv4_ && h.cmsg_level == IPPROTO_IPV6 && h.cmsg_type == IPV6_TCLASS) {
+            int v = 0;
+            std::memcpy(&v, data, sizeof v);
+            tos = static_cast<std::uint8_t>(v);
+        }
+        off += static_cast<std::uint32_t>(CMSG_ALIGN(h.cmsg_len));
+    }
+    std::uint16_t sport;
+    const std::uint32_t l3 = ipv4_ ? 20 : 40;
+    const std::uint32_t hdr = 14 + l3 + 8;
+    std::uint8_t* base = mem_ + static_cast<std::size_t>(slot) * slot_bytes_;
+    std::uint8_t* f = base + kPayloadOff - hdr;
+    std::uint8_t* ip = f + 14;
+    if (ipv4_) {
+        const auto* s4 = reinterpret_cast<const sockaddr_in*>(&from);
+        sport = ntohs(s4->sin_port);
+        auto* h = reinterpret_cast<wire::Ipv4Hdr*>(ip);
+        h->version_ihl = 0x45;
+        h->tos = tos;
+        h->total_length.set(static_cast<std::uint16_t>(20 + 8 + payload_len));
+        h->id.set(0);
+        h->flags_frag.set(wire::kIpv4DontFragment);
+        h->ttl = 64;
+        h->protocol = wire::kIpProtoUdp;
+        h->checksum.set(0);
+        std::memcpy(h->src.data(), &s4->sin_addr, 4);
+        std::memcpy(h->dst.data(), addr_.data() + 12, 4);
+        h->checksum.set(wire::ipv4_header_checksum(h, 20));
+    } else {
+        sport = ntohs(from.sin6_port);
+        auto* h = reinterpret_cast<wire::Ipv6Hdr*>(ip);
+        h->set_vtc_flow(tos, 0);
+        h->payload_length.set(static_cast<std::uint16_t>(8 + payload_len));
+        h->next_header = wire::kIpProtoUdp;
+        h->hop_limit = 64;
+        std::memcpy(h->src.data(), &from.sin6_addr, 16);
+        h->dst = addr_;
+    }
+    std::memcpy(f, mac_.data(), 6);
+    std::memcpy(f + 6, kRxSourceMac.data(), 6);
+    put_be16(f + 12, ipv4_ ? wire::kEtherTypeIpv4 : wire::kEtherTypeIpv6);
+    std::uint8_t* udp = ip + l3;
+    put_be16(udp, sport);
+    put_be16(udp + 2, wire::kRoceV2Port); // the port the engine and the ICRC know (README)
+    put_be16(udp + 4, static_cast<std::uint16_t>(8 + payload_len));
+    put_be16(udp + 6, 0);
+    PktBuf& b = bufs_[slot];
+    b.data = f;
+    b.len = hdr + payload_len;
+    b.capacity = slot_bytes_ - (kPayloadOff - hdr);
+    b.port = port_index_;
+    b.ecn_ce = (tos & 3u) == 3u;
+    b.ext_len = 0;
+    return true;
+}
+
+std::uint16_t UringPort::reap(PktBuf** out, std::uint16_t n) noexcept {
+    io_uring& r = ring_->ring;
+    unsigned head = 0, seen = 0;
+    std::uint16_t got = 0;
+    io_uring_cqe* cqe = nullptr;
+    io_uring_for_each_cqe(&r, head, cqe) {
+        const auto tag = static_cast<Tag>(cqe->user_data >> 32);
+        const auto slot = static_cast<std::uint32_t>(cqe->user_data);
+        const int res = cqe->res;
+        const bool rx = tag == kTagRxMulti || tag == kTagRxSingle;
+        if (rx && res >= 0 && got == n) break; // no room for the frame: leave it for next time
+        ++seen;
+        switch (tag) {
+        case kTagTx:
+            inc(res >= 0 ? PortCounter::tx_packets : PortCounter::tx_errors);
+            --tx_inflight_;
+            put_free(slot);
+            break;
+        case kTagRxMulti: {
+            if (!(cqe->flags & IORING_CQE_F_MORE)) armed_ = false;
+            if (res == -ENOBUFS) {
+                inc(PortCounter::rx_no_buffer); // rearmed once buffers are back in the ring
+                break;
+            }
+            if (res < 0) {
+                // ECANCELED: the thread that armed it exited (or the destructor); rearmed.
+                if (res != -ECANCELED) inc(PortCounter::rx_errors);
+                break;
+            }
+            if (!(cqe->flags & IORING_CQE_F_BUFFER)) {
+                inc(PortCounter::rx_errors);
+                break;
+            }
+            const std::uint32_t s = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
+            --rx_posted_;
+            std::uint8_t* base = mem_ + static_cast<std::size_t>(s) * slot_bytes_;
+            io_uring_recvmsg_out* o = io_uring_recvmsg_validate(base, res, &ring_->multishot_msg);
+            const bool ok = o && rebuild(s, base + kNameOff, o->namelen, base + kCtrlOff,
+                                         std::min<std::uint32_t>(o->controllen, kCtrlLen),
+                                         static_cast<std::uint32_t>(res) - kPayloadOff,
+                                         (o->flags & MSG_TRUNC) != 0);
+            if (!o) inc(PortCounter::rx_errors);
+            if (ok) {
+                where_[s] = kCaller;
+                out[got++] = &bufs_[s];
+                inc(PortCounter::rx_packets);
+            } else {
+                put_free(s);
+            }
+            break;
+        }
+        case kTagRxSingle: {
+            --rx_posted_;
+            if (res < 0) {
+                if (res != -ECANCELED) inc(PortCounter::rx_errors);
+                put_free(slot);
+                break;
+            }
+            const msghdr& m = ring_->msgs[slot].msg;
+            std::uint8_t* base = mem_ + static_cast<std::size_t>(slot) * slot_bytes_;
+            if (rebuild(slot, base + kNameOff, m.msg_namelen, base + kCtrlOff,
+                        static_cast<std::uint32_t>(m.msg_controllen),
+                        static_cast<std::uint32_t>(res), (m.msg_flags & MSG_TRUNC) != 0)) {
+                where_[slot] = kCaller;
+                out[got++] = &bufs_[slot];
+                inc(PortCounter::rx_packets);
+            } else {
+                put_free(slot);
+            }
+            break;
+        }
+        case kTagCancel:
+            break;
+        }
+    }
+    if (seen) io_uring_cq_advance(&r, seen);
+    return got;
+}
+
+void UringPort::keep_receiving() noexcept {
+    io_uring& r = ring_->ring;
+    if (mode_ == RecvMode::multishot) {
+        io_uring_buf_ring* br = ring_->br;
+        const int mask = io_uring_buf_ring_mask(ring_->br_entries);
+        int added = 0;
+        while (rx_posted_ < ring_cap_ && free_n_ > 0) {
+            const std::uint32_t s = free_[--free_n_];
+            where_[s] = kKernelRx;
+            io_uring_buf_ring_add(br, mem_ + static_cast<std::size_t>(s) * slot_bytes_, slot_bytes_,
+                                  static_cast<unsigned short>(s), mask, added++);
+            ++rx_posted_;
+        }
+        if (added) io_uring_buf_ring_advance(br, added);
+        if (!armed_ && rx_posted_ > 0) {
+            io_uring_sqe* sqe = io_uring_get_sqe(&r);
+            if (!sqe) return;
+            io_uring_prep_recvmsg_multishot(sqe, rx_fd_, &ring_->multishot_msg, 0);
+            sqe->flags |= IOSQE_BUFFER_SELECT;
+            sqe->buf_group = kBufGroup;
+            io_uring_sqe_set_data64(sqe, user_data(kTagRxMulti, 0));
+            armed_ = true;
+            inc(PortCounter::rx_armed);
+        }
+        return;
+    }
+    while (rx_posted_ < ring_cap_ && free_n_ > 0) {
+        io_uring_sqe* sqe = io_uring_get_sqe(&r);
+        if (!sqe) return;
+        const std::uint32_t s = free_[--free_n_];
+        where_[s] = kKernelRx;
+        std::uint8_t* base = mem_ + static_cast<std::size_t>(s) * slot_bytes_;
+        SlotMsg& m = ring_->msgs[s];
+        m.iov.iov_base = base + kPayloadOff;
+        m.iov.iov_len = slot_bytes_ - kPayloadOff;
+        m.msg = msghdr{};
+        m.msg.msg_name = base + kNameOff;
+        m.msg.msg_namelen = kNameLen;
+        m.msg.msg_control = base + kCtrlOff;
+        m.msg.msg_controllen = kCtrlLen;
+        m.msg.msg_iov = &m.iov;
+        m.msg.msg_iovlen = 1;
+        io_uring_prep_recvmsg(sqe, rx_fd_, &m.msg, 0);
+        io_uring_sqe_set_data64(sqe, user_data(kTagRxSingle, s));
+        ++rx_posted_;
+        inc(PortCounter::rx_armed);
+    }
+}
+
+std::uint16_t UringPort::rx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
+    const std::uint16_t got = reap(bufs, n);
+    keep_receiving();
+    submit();
+    return got;
+}
+
+void UringPort::tx_reclaim() noexcept {
+    if (tx_inflight_) (void)reap(nullptr, 0);
+}
+
+bool UringPort::link_up() const noexcept {
+    const std::uint64_t now = coarse_ns();
+    if (now < link_next_ns_.load(std::memory_order_relaxed))
+        return link_up_.load(std::memory_order_relaxed);
+    link_next_ns_.store(now + 1'000'000, std::memory_order_relaxed);
+    ifreq ifr{};
+    std::memcpy(ifr.ifr_name, ifname_.c_str(), std::min<std::size_t>(ifname_.size(), IFNAMSIZ - 1));
+    bool up = false;
+    if (ioctl(rx_fd_, SIOCGIFFLAGS, &ifr) == 0)
+        up = (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
+    link_up_.store(up, std::memory_order_relaxed);
+    return up;
+}
+
+} // namespace droce::uring

@@ -1,0 +1,259 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * droce::uring::UringPort — the PortDriver over kernel UDP sockets driven by io_uring: no DPDK, no
+ * hugepages, no root. Include as "uring/uring_port.h". Design notes: drivers/uring/README.md.
+ *
+ * The engine still builds and parses whole Ethernet frames. The kernel owns everything below the
+ * UDP payload, so the port translates:
+ *  - transmit: from each frame it takes the IP destination, the IP TOS / IPv6 traffic class, the
+ *    UDP source port and the UDP payload (BTH .. ICRC), and sends the payload with one sendmsg SQE
+ *    to destination:peer_udp_port from a socket bound to (the port's address, that source port);
+ *    one io_uring_submit per tx_burst. The Ethernet header (MACs) is ignored: the kernel routes.
+ *  - receive: one socket bound to (address, udp_port); a multishot recvmsg over a provided buffer
+ *    ring where the kernel has both (checked at create()), else a batch of single recvmsg SQEs. In
+ *    front of each datagram's payload the port writes an Ethernet header (destination = mac(),
+ *    source = kRxSourceMac), an IPv4 header (TOS from the kernel, ID 0, DF, TTL 64, checksum) or an
+ *    IPv6 header (traffic class from the kernel, flow label 0, hop limit 64), and a UDP header
+ *    (the sender's port, destination 4791, checksum 0), so that parse_frame() and its ICRC check
+ *    run unchanged. The ICRC masks TOS, TTL, checksums, traffic class, flow label and hop limit;
+ *    it covers the IPv4 ID and flags, which a UDP socket cannot see: they are rebuilt as 0 and DF,
+ *    what an unconnected Linux UDP socket with IP_PMTUDISC_DO sends (and droce and rxe send). A
+ *    peer sending another IPv4 ID fails the ICRC here (README: the IPv4 ID limit).
+ *
+ * Source ports: the ICRC covers the UDP source port, which carries the QP's entropy, so the kernel
+ * must send from exactly that port. The port keeps one socket per source port in use, bound to
+ * (address, port) with SO_REUSEPORT, made the first time a frame with that source port is sent
+ * (a cold path: socket, setsockopt, bind, about 10 us once per port) and kept until the port is
+ * destroyed; at most max_source_ports of them. A source port that cannot be bound (another socket
+ * holds it) or one beyond the limit drops its frames (tx_dropped_no_socket): a peer would drop them
+ * anyway, their ICRC covering a port they would not come from.
+ *
+ * Buffers and ownership (port/port.h rules): one pool of n_buffers slots allocated by create(),
+ * each holding one PktBuf and max_frame() + headroom bytes; nothing is allocated after that. A
+ * slot is in exactly one place: the free list; the kernel (provided buffer ring, or a posted
+ * recvmsg); the caller (from alloc_bulk() or rx_burst(), until it passes it to tx_burst() or
+ * free_bulk()); or a send in flight (from tx_burst() until its CQE, reaped by a later rx_burst()
+ * or alloc_bulk(), puts it back on the free list).
+ *  - alloc_bulk(): the caller owns what it returns.
+ *  - tx_burst(bufs, n) returning r: the port owns bufs[0..r) (frames it cannot send, not IP/UDP
+ *    or of the other address family or without a source socket, are dropped and counted, never
+ *    handed back), the caller bufs[r..n) (the submission queue was full: tx_sq_full).
+ *  - rx_burst(): the caller owns what it returns; give each back with free_bulk() or transmit it.
+ *  - free_bulk(): a buffer of another port, or one the caller does not own (a double free), is
+ *    counted (free_invalid) and left alone.
+ * The provided buffer ring holds at most half the pool, so that transmit always finds buffers.
+ *
+ * Thread rules: one thread at a time calls the datapath functions (alloc_bulk, free_bulk,
+ * tx_burst, rx_burst, tx_reclaim): the engine thread, or an application thread in inline-progress
+ * mode. io_uring ties an armed receive to the thread that submitted it: when that thread exits
+ * its requests are cancelled and the next rx_burst() arms them again from the calling thread.
+ * link_up() may be called from any thread. create() and the destructor are control path. The
+ * datapath allocates no memory, takes no lock and throws nothing; it makes one io_uring_enter
+ * per burst that has something to submit, and none when idle (completions are read from the
+ * completion ring).
+ */
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "port/port.h"
+#include "wire/eth.h"
+#include "wire/ipv6.h"
+
+namespace droce::uring {
+
+// clang-format off
+/** X(name) of the port counters (ethtool -S style names). */
+#define DROCE_URING_COUNTERS(X)                                                                    \
+    X(rx_packets)            /* frames handed to the engine */                                     \
+    X(tx_packets)            /* sends the kernel completed */                                      \
+    X(rx_dropped_truncated)  /* datagrams longer than a buffer (MSG_TRUNC): dropped */             \
+    X(rx_dropped_bad_addr)   /* no or foreign-family source address from the kernel: dropped */    \
+    X(rx_errors)             /* receive completions with an error (ENOBUFS, ECANCELED excluded) */ \
+    X(rx_no_buffer)          /* the multishot receive stopped: the buffer ring was empty */        \
+    X(rx_armed)              /* receives (re)armed: multishot starts, or single recvmsg posted */  \
+    X(tx_dropped_not_udp)    /* frames that are not IPv4/IPv6 + UDP (ARP, ND, garbage) */          \
+    X(tx_dropped_family)     /* IPv4 frame on an IPv6 port or the reverse */                       \
+    X(tx_dropped_no_socket)  /* no socket for the frame's UDP source port (bind failed, limit) */  \
+    X(tx_errors)             /* send completions with an error */                                  \
+    X(tx_sq_full)            /* tx bursts cut short: no submission queue entry free */             \
+    X(submit_errors)         /* io_uring_submit failures (entries stay queued, sent later) */      \
+    X(source_ports_bound)    /* sockets bound to a UDP source port so far */                       \
+    X(alloc_failed)          /* buffers asked of alloc_bulk that the pool could not give */        \
+    X(free_invalid)          /* free_bulk of a foreign or not-owned buffer (ignored) */
+// clang-format on
+
+enum class PortCounter : std::uint8_t {
+#define DROCE_X(name) name,
+    DROCE_URING_COUNTERS(DROCE_X)
+#undef DROCE_X
+        count_
+};
+inline constexpr unsigned kNumPortCounters = static_cast<unsigned>(PortCounter::count_);
+/** Name of a counter, e.g. "tx_dropped_no_socket". */
+[[nodiscard]] const char* to_string(PortCounter c) noexcept;
+
+/** How the port receives. */
+enum class RecvMode : std::uint8_t {
+    automatic, ///< multishot where the kernel has provided buffer rings, else batched
+    multishot, ///< one multishot recvmsg over a provided buffer ring (create() fails without)
+    batched,   ///< a batch of single-shot recvmsg SQEs, each with its own buffer
+};
+[[nodiscard]] const char* to_string(RecvMode m) noexcept;
+
+/**
+ * Source MAC of every frame rebuilt on receive: a locally administered address that no port has.
+ * The engine does not use it (replies go by the QP's path).
+ */
+inline constexpr wire::MacAddr kRxSourceMac = {0x02, 0x75, 0x72, 0x69, 0x6e, 0x67};
+
+/** How to set up one port. */
+struct UringPortConfig {
+    std::uint8_t port_index = 0; ///< droce's 0-based port index, written to PktBuf::port
+    wire::Ipv6Addr addr{};       ///< local address to bind (IPv4-mapped for IPv4)
+    bool ipv4 = true;            ///< addr is IPv4-mapped
+    /** Interface whose MTU and link state the port follows; empty: the one whose address or
+     *  subnet holds addr (getifaddrs). */
+    std::string interface;
+    std::uint16_t udp_port = 4791; ///< receive port (1..65535)
+    /** Destination port of every datagram sent; 0 = udp_port. Another value only for tests that
+     *  run two processes on one address (README: the wire then carries a port the ICRC does not
+     *  cover, and a capture shows bad ICRCs). */
+    std::uint16_t peer_udp_port = 0;
+    /** IP MTU in bytes (576..9600); 0 = the interface's MTU, capped at 9000. */
+    std::uint32_t mtu = 0;
+    /** MAC the engine uses for this port (rebuilt frames carry it as destination); zero = derived
+     *  from the address: 02:00 and its last four bytes. Never sent on any wire. */
+    wire::MacAddr mac{};
+    std::uint32_t n_buffers = 1024;        ///< buffers in the pool (64..65536)
+    std::uint32_t sq_entries = 512;        ///< submission queue entries (power of two, 16..4096)
+    std::uint32_t max_source_ports = 1024; ///< sockets bound to source ports at most (1..65536)
+    RecvMode recv_mode = RecvMode::automatic;
+    /** Socket receive buffer asked (SO_RCVBUFFORCE when allowed, else SO_RCVBUF, which the kernel
+     *  caps at net.core.rmem_max). Bytes. */
+    std::uint32_t rcvbuf = 8u << 20;
+};
+
+class UringPort final : public PortDriver {
+  public:
+    /** Frames the destructor drains per round (the datapath calls take any n). */
+    static constexpr std::uint16_t kMaxBurst = 64;
+
+    /**
+     * Sets up the port: interface and MTU, the pool, the io_uring (SQ cfg.sq_entries, CQ four
+     * times that), the receive socket bound to (addr, udp_port) with IP_PMTUDISC_DO and
+     * IP_RECVTOS (IPV6_RECVTCLASS, IPV6_V6ONLY), and for multishot the provided buffer ring
+     * (io_uring_register_buf_ring: the check of kernel support). Receives are armed by the first
+     * rx_burst(), on the thread that polls. Control path; no privilege needed.
+     * @return the port, or nullptr with *err set: bad config (ranges above, zero address);
+     *         interface not found or no interface holds the address (set `interface`); socket,
+     *         bind (EADDRINUSE: another socket holds the port; EADDRNOTAVAIL: the address is not
+     *         this host's) or setsockopt errno; io_uring_queue_init errno (ENOMEM: RLIMIT_MEMLOCK,
+     *         EPERM: io_uring disabled by sysctl); multishot asked and the kernel has no
+     *         provided buffer rings.
+     */
+    [[nodiscard]] static std::unique_ptr<UringPort> create(const UringPortConfig& cfg,
+                                                           std::string* err);
+    /** Cancels every request and waits for the kernel to let go of the buffers (up to 1 s), then
+     *  closes the ring and the sockets and frees the pool. Buffers still held by callers become
+     *  invalid. Control path, with nobody polling the port. */
+    ~UringPort() override;
+    UringPort(const UringPort&) = delete;
+    UringPort& operator=(const UringPort&) = delete;
+
+    // ---- datapath (one polling thread) ----
+    /** Up to @p n empty buffers: data at the start of the slot, len 0, capacity max_frame() or
+     *  more, port = port_index. Reaps send completions first when the free list runs short.
+     *  @return how many (fewer when the pool is dry: alloc_failed). */
+    std::uint16_t alloc_bulk(PktBuf** bufs, std::uint16_t n) noexcept override;
+    /** Gives buffers back (see ownership above). Null entries are skipped. */
+    void free_bulk(PktBuf** bufs, std::uint16_t n) noexcept override;
+    /** Sends the UDP payloads of bufs[0..n) (see the file comment). @return r: the port owns
+     *  bufs[0..r), the caller bufs[r..n). */
+    std::uint16_t tx_burst(PktBuf** bufs, std::uint16_t n) noexcept override;
+    /** Reaps completions (sends, receives), keeps the receives armed and the buffer ring full,
+     *  submits, and returns up to @p n rebuilt frames: data/len the frame from the Ethernet header,
+     *  port = port_index, ecn_ce from the kernel's TOS / traffic class. Completions of frames that
+     *  do not fit in @p n stay in the completion ring for the next call. */
+    std::uint16_t rx_burst(PktBuf** bufs, std::uint16_t n) noexcept override;
+    /** Reaps send completions now (their buffers back to the free list). */
+    void tx_reclaim() noexcept override;
+    /** mtu() + 14. */
+    [[nodiscard]] std::uint32_t max_frame() const noexcept override { return mtu_ + 14; }
+    /** The interface's IFF_UP and IFF_RUNNING (SIOCGIFFLAGS, asked at most once a millisecond,
+     *  the last answer cached in between). Any thread. */
+    [[nodiscard]] bool link_up() const noexcept override;
+
+    // ---- introspection (any thread; counters are written by the polling thread) ----
+    [[nodiscard]] const wire::MacAddr& mac() const noexcept { return mac_; }
+    [[nodiscard]] std::uint32_t mtu() const noexcept { return mtu_; }
+    [[nodiscard]] const std::string& interface() const noexcept { return ifname_; }
+    [[nodiscard]] std::uint16_t udp_port() const noexcept { return udp_port_; }
+    /** multishot or batched: what create() chose. */
+    [[nodiscard]] RecvMode recv_mode() const noexcept { return mode_; }
+    [[nodiscard]] std::uint8_t port_index() const noexcept { return port_index_; }
+    /** Buffers on the free list now. */
+    [[nodiscard]] std::uint32_t free_buffers() const noexcept { return free_n_; }
+    [[nodiscard]] std::uint64_t counter(PortCounter c) const noexcept {
+        return counters_[static_cast<unsigned>(c)].load(std::memory_order_relaxed);
+    }
+
+    /** Implementation detail (the io_uring state, defined in uring_port.cc). */
+    struct Ring;
+
+  private:
+    UringPort();
+    void inc(PortCounter c, std::uint64_t by = 1) noexcept {
+        auto& cell = counters_[static_cast<unsigned>(c)];
+        cell.store(cell.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+    }
+    [[nodiscard]] std::uint32_t slot_of(const PktBuf* b) const noexcept;
+    void put_free(std::uint32_t slot) noexcept;
+    std::uint16_t reap(PktBuf** out, std::uint16_t n) noexcept;
+    bool rebuild(std::uint32_t slot, const std::uint8_t* name, std::uint32_t namelen,
+                 const std::uint8_t* ctrl, std::uint32_t ctrllen, std::uint32_t payload_len,
+                 bool truncated) noexcept;
+    void keep_receiving() noexcept;
+    int source_socket(std::uint16_t sport) noexcept;
+    int bind_source(std::uint16_t sport) noexcept;
+    void submit() noexcept;
+
+    std::unique_ptr<Ring> ring_;
+    // Pool: slot i is bufs_[i], its bytes at mem_ + i * slot_bytes_.
+    std::uint8_t* mem_ = nullptr;
+    std::uint32_t slot_bytes_ = 0;
+    std::vector<PktBuf> bufs_;
+    std::vector<std::uint8_t> where_; ///< Where of each slot (uring_port.cc)
+    std::vector<std::uint32_t> free_; ///< stack of free slots, free_n_ of them
+    std::uint32_t free_n_ = 0;
+    std::uint32_t tx_inflight_ = 0;
+    std::uint32_t rx_posted_ = 0; ///< batched: recvmsg in the kernel; multishot: buffers in ring
+    bool armed_ = false;          ///< multishot receive running
+    std::uint32_t ring_cap_ = 0;  ///< most buffers the kernel holds for receive at once
+    // Source sockets: fd per UDP source port; -1 none yet, -2 bind failed (not retried).
+    std::vector<std::int32_t> sport_fd_;
+    std::vector<int> fds_; ///< every source socket, for the destructor
+    std::uint32_t max_sports_ = 0;
+
+    int rx_fd_ = -1;
+    bool ipv4_ = true;
+    wire::Ipv6Addr addr_{};
+    std::uint16_t udp_port_ = 4791;
+    std::uint16_t peer_port_ = 4791;
+    std::uint32_t mtu_ = 1500;
+    wire::MacAddr mac_{};
+    std::uint8_t port_index_ = 0;
+    RecvMode mode_ = RecvMode::batched;
+    std::string ifname_;
+    std::array<std::atomic<std::uint64_t>, kNumPortCounters> counters_{};
+    mutable std::atomic<std::uint64_t> link_next_ns_{0};
+    mutable std::atomic<bool> link_up_{true};
+};
+
+} // namespace droce::uring

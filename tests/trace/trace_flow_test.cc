@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * droce-trace explain (flow_explain.h) on conversations built frame by frame with lib/wire, so that
+ * each cause is known: a sequence NAK and its go-back-N, an RNR NAK and the wait it asked for, a
+ * local ACK timeout, a CNP before which the sender paced packets 1 us apart and after which 4 us
+ * apart, and the --qp filter and HTML page. The captures droce makes are in trace_explain_test.py.
+ */
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "flow_explain.h"
+#include "trace_test_util.h"
+
+namespace droce::trace {
+namespace {
+
+using test::build;
+using test::test_path;
+using wire::Opcode;
+using wire::PacketFields;
+using wire::Psn;
+
+constexpr std::uint32_t kResponderQp = 0x22;
+constexpr std::uint32_t kRequesterQp = 0x11;
+constexpr std::uint32_t kFirstPsn = 1000;
+
+/** A requester (10.0.0.1, QP 0x11) and a responder (10.0.0.2, QP 0x22) seen from one capture. */
+class Flow {
+  public:
+    /** A request (RC SEND ONLY, 256 B) with PSN kFirstPsn + @p n at @p t_us. */
+    void send(std::uint32_t n, double t_us) {
+        PacketFields f;
+        f.opcode = Opcode::RC_SEND_ONLY;
+        f.dest_qp = kResponderQp;
+        f.psn = Psn(kFirstPsn + n);
+        add(build(f, 256), t_us);
+    }
+    /** A response (AETH @p syndrome) for PSN kFirstPsn + @p n at @p t_us. */
+    void respond(std::uint32_t n, std::uint8_t syndrome, double t_us) {
+        PacketFields f;
+        f.opcode = Opcode::RC_ACKNOWLEDGE;
+        f.dest_qp = kRequesterQp;
+        f.psn = Psn(kFirstPsn + n);
+        f.syndrome = syndrome;
+        add(build(f, 0, reverse()), t_us);
+    }
+    void cnp(double t_us) {
+        PacketFields f;
+        f.opcode = Opcode::CNP;
+        f.dest_qp = kRequesterQp;
+        f.becn = true;
+        f.pkey = 0xffff;
+        add(build(f, 0, reverse()), t_us);
+    }
+    FlowStory story() {
+        FlowExplainer x;
+        for (std::size_t i = 0; i < frames_.size(); ++i) {
+            RawFrame r = test::raw_of(frames_[i]);
+            r.index = i + 1;
+            r.ts_ns = times_[i];
+            x.add(r);
+        }
+        return x.finish("built");
+    }
+
+  private:
+    static wire::PathHeaders reverse() {
+        wire::PathHeaders p = test_path();
+        std::swap(p.src_ip, p.dst_ip);
+        std::swap(p.src_mac, p.dst_mac);
+        return p;
+    }
+    void add(std::vector<std::uint8_t> bytes, double t_us) {
+        frames_.push_back(std::move(bytes));
+        times_.push_back(static_cast<std::int64_t>(t_us * 1000.0));
+    }
+    std::vector<std::vector<std::uint8_t>> frames_;
+    std::vector<std::int64_t> times_;
+};
+
+constexpr std::uint8_t kAck = 0x1f;        // ACK, credits not in use
+constexpr std::uint8_t kSeqNak = 0x60;     // NAK, PSN sequence error
+constexpr std::uint8_t kRnr14 = 0x20 | 14; // RNR NAK, timer 14 = 1.28 ms
+
+/** The events of kind @p k of the only connection. */
+std::vector<FlowEvent> events(const FlowStory& s, FlowEventKind k) {
+    std::vector<FlowEvent> v;
+    for (const FlowEvent& e : s.connections.at(0).events)
+        if (e.kind == k) v.push_back(e);
+    return v;
+}
+
+TEST(TraceFlow, SequenceNakAndGoBackN) {
+    Flow f;
+    for (std::uint32_t n = 0; n < 10; ++n)
+        f.send(n, n);          // PSN 1004 is lost on the way
+    f.respond(4, kSeqNak, 20); // the responder expected 1004 and saw 1005
+    for (std::uint32_t n = 4; n < 10; ++n)
+        f.send(n, 25 + n);
+    f.respond(9, kAck, 60);
+    const FlowStory s = f.story();
+    ASSERT_EQ(s.connections.size(), 1u);
+    const FlowConnection& c = s.connections[0];
+    EXPECT_EQ(c.transport, "RC");
+    EXPECT_EQ(c.requester_qpn, kRequesterQp);
+    EXPECT_EQ(c.responder_qpn, kResponderQp);
+    EXPECT_EQ(c.requests, 16u);
+    EXPECT_EQ(c.retransmissions, 6u);
+    EXPECT_EQ(c.naks, 1u);
+    EXPECT_EQ(c.lost, 1u); // the first copy of 1004, no other
+    const auto naks = events(s, FlowEventKind::nak);
+    ASSERT_EQ(naks.size(), 1u);
+    EXPECT_EQ(naks[0].data["expected_psn"], 1004u);
+    EXPECT_EQ(naks[0].data["got_psn"], 1005u);
+    EXPECT_EQ(naks[0].data["missing"], "1004");
+    const auto retx = events(s, FlowEventKind::retransmit);
+    ASSERT_EQ(retx.size(), 1u);
+    EXPECT_EQ(retx[0].data["cause"], "sequence_nak");
+    EXPECT_EQ(retx[0].data["psns"], "1004-1009");
+    for (const FlowMark& m : c.marks) {
+        if (m.kind == kMarkLost) {
+            EXPECT_EQ(m.psn, 1004u);
+            EXPECT_EQ(m.frame, 5u);
+        }
+    }
+}
+
+TEST(TraceFlow, RnrNakAndTheWait) {
+    Flow f;
+    for (std::uint32_t n = 0; n < 4; ++n)
+        f.send(n, n);
+    f.respond(2, kRnr14, 10);
+    f.send(2, 1500); // 1.49 ms after the RNR NAK, at least its 1.28 ms
+    f.send(3, 1501);
+    f.respond(3, kAck, 1600);
+    const FlowStory s = f.story();
+    ASSERT_EQ(s.connections.size(), 1u);
+    EXPECT_EQ(s.connections[0].rnr_naks, 1u);
+    const auto rnr = events(s, FlowEventKind::rnr_nak);
+    ASSERT_EQ(rnr.size(), 1u);
+    EXPECT_EQ(rnr[0].data["psn"], 1002u);
+    EXPECT_DOUBLE_EQ(rnr[0].data["rnr_timer_ms"].get<double>(), 1.28);
+    EXPECT_DOUBLE_EQ(rnr[0].data["waited_ms"].get<double>(), 1.49);
+    EXPECT_NE(rnr[0].text.find("waited 1.490 ms"), std::string::npos) << rnr[0].text;
+    const auto retx = events(s, FlowEventKind::retransmit);
+    ASSERT_EQ(retx.size(), 1u);
+    EXPECT_EQ(retx[0].data["cause"], "rnr");
+    EXPECT_EQ(retx[0].data["psns"], "1002-1003");
+}
+
+TEST(TraceFlow, TimeoutWithoutNak) {
+    Flow f;
+    for (std::uint32_t n = 0; n < 5; ++n)
+        f.send(n, n);
+    f.respond(2, kAck, 10);
+    f.send(3, 10000); // 10 ms of silence: the local ACK timer
+    f.send(4, 10001);
+    f.respond(4, kAck, 10100);
+    const FlowStory s = f.story();
+    const auto retx = events(s, FlowEventKind::retransmit);
+    ASSERT_EQ(retx.size(), 1u);
+    EXPECT_EQ(retx[0].data["cause"], "timeout");
+    EXPECT_EQ(retx[0].data["psns"], "1003-1004");
+    EXPECT_EQ(s.connections[0].naks, 0u);
+    EXPECT_EQ(s.connections[0].lost, 1u); // the copy of 1003 that the timeout gave up on
+}
+
+TEST(TraceFlow, CnpAndTheSpacingAroundIt) {
+    Flow f;
+    std::uint32_t n = 0;
+    for (; n < 40; ++n)
+        f.send(n, n); // 1 us apart
+    f.respond(39, kAck, 39.5);
+    f.cnp(40);
+    for (std::uint32_t i = 0; i < 40; ++i, ++n)
+        f.send(n, 41 + 4.0 * i); // 4 us apart after the cut
+    const FlowStory s = f.story();
+    ASSERT_EQ(s.connections.size(), 1u);
+    EXPECT_EQ(s.connections[0].cnps, 1u);
+    const auto cnp = events(s, FlowEventKind::cnp);
+    ASSERT_EQ(cnp.size(), 1u);
+    EXPECT_NEAR(cnp[0].data["gap_before_us"].get<double>(), 1.0, 1e-6);
+    EXPECT_NEAR(cnp[0].data["gap_after_us"].get<double>(), 4.0, 1e-6);
+    EXPECT_NE(cnp[0].text.find("slowed down"), std::string::npos) << cnp[0].text;
+}
+
+TEST(TraceFlow, CnpWithoutSlowDownSaysSo) {
+    Flow f;
+    std::uint32_t n = 0;
+    for (; n < 40; ++n)
+        f.send(n, n);
+    f.respond(39, kAck, 39.5);
+    f.cnp(40);
+    for (std::uint32_t i = 0; i < 40; ++i, ++n)
+        f.send(n, 41 + i);
+    const auto cnp = events(f.story(), FlowEventKind::cnp);
+    ASSERT_EQ(cnp.size(), 1u);
+    EXPECT_EQ(cnp[0].text.find("slowed down"), std::string::npos) << cnp[0].text;
+    EXPECT_NE(cnp[0].text.find("no slow-down visible"), std::string::npos) << cnp[0].text;
+}
+
+TEST(TraceFlow, QpFilterJsonAndPage) {
+    Flow f;
+    for (std::uint32_t n = 0; n < 3; ++n)
+        f.send(n, n);
+    f.respond(2, kAck, 5);
+    const FlowStory s = f.story();
+    StoryOptions all, by_requester, by_responder, other;
+    by_requester.qp = kRequesterQp;
+    by_responder.qp = kResponderQp;
+    other.qp = 0x33;
+    EXPECT_EQ(story_json(s, all)["connections"].size(), 1u);
+    EXPECT_EQ(story_json(s, by_requester)["connections"].size(), 1u);
+    EXPECT_EQ(story_json(s, by_responder)["connections"].size(), 1u);
+    EXPECT_EQ(story_json(s, other)["connections"].size(), 0u);
+    const auto j = story_json(s, all)["connections"][0];
+    EXPECT_EQ(j["timeline"]["marks"], 3u);
+    EXPECT_EQ(j["acks"], 1u);
+    const std::string page = story_html(s, all);
+    EXPECT_NE(page.find("id=\"flow-data\""), std::string::npos);
+    EXPECT_NE(page.find("id=\"timeline-1\""), std::string::npos);
+    // Self-contained: nothing fetched (the SVG namespace URI is a name, not a resource).
+    for (const char* fetch : {"src=\"http", "href=\"http", "url(", "@import", "<link"})
+        EXPECT_EQ(page.find(fetch), std::string::npos) << fetch;
+    EXPECT_EQ(story_html(s, other).find("id=\"timeline-1\""), std::string::npos);
+    const std::string text = story_text(s, all);
+    EXPECT_NE(text.find("PSNs 1000-1002 sent in order: 3 packets"), std::string::npos) << text;
+}
+
+TEST(TraceFlow, ThinnedTimelineKeepsEveryResend) {
+    Flow f;
+    for (std::uint32_t n = 0; n < 100; ++n)
+        f.send(n, n);
+    f.respond(50, kSeqNak, 101);
+    for (std::uint32_t n = 50; n < 100; ++n)
+        f.send(n, 110 + n);
+    StoryOptions o;
+    o.max_marks = 60;
+    const auto j = story_json(f.story(), o)["connections"][0]["timeline"];
+    EXPECT_EQ(j["thinned_from"], 150u);
+    EXPECT_EQ(j["retransmissions"], 50u);
+    EXPECT_EQ(j["lost"], 1u);
+    EXPECT_LE(j["marks"].get<unsigned>(), 60u + 1u);
+    EXPECT_GT(j["every_nth_new"].get<unsigned>(), 1u);
+}
+
+} // namespace
+} // namespace droce::trace
