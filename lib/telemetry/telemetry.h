@@ -62,7 +62,8 @@ inline constexpr unsigned kMaxQpsPerReply = 256;
 /** One device as the commands see it. */
 struct DeviceEntry {
     Device* dev = nullptr; ///< not owned; must stay until detach()
-    /** Per port: the DPDK ethdev port id under it, or -1 (no ethdev: sim fabric, tests). */
+    /** Per port: the DPDK ethdev port id under it, or -1 (no ethdev: a uring port, the sim
+     *  fabric in tests). */
     std::vector<int> ethdev;
 };
 
