@@ -139,6 +139,7 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
     std::unique_ptr<Runtime> rt(new Runtime());
     rt->file_ = *file;
     rt->engine_opts_ = opts.engine;
+    rt->capture_ring_slots_ = opts.capture_ring_slots;
     for (unsigned i : which) {
         DeviceSlot slot;
         slot.cfg = file->devices[i];
@@ -250,11 +251,56 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
             return nullptr;
         }
     }
+    if (opts.telemetry) {
+        telemetry::Source src;
+        for (auto& slot : rt->devices_) {
+            telemetry::DeviceEntry de;
+            de.dev = slot.dev.get();
+            for (auto& eth : slot.eth) // null for a uring port: no ethdev behind it
+                de.ethdev.push_back(eth ? eth->port_id() : -1);
+            src.devices.push_back(std::move(de));
+        }
+        src.control_mutex = opts.control_mutex;
+        Runtime* self = rt.get();
+        src.capture_start = [self](const std::string& path, std::uint32_t snaplen) {
+            capture::CaptureOptions co;
+            co.snaplen = snaplen;
+            co.ring_slots = self->capture_ring_slots_;
+            return self->start_capture(path, co);
+        };
+        src.capture_stop = [self] {
+            (void)self->stop_capture(false);
+            return self->capture_status();
+        };
+        src.capture_status = [self] { return self->capture_status(); };
+        // An observer: a process without it still runs, so a refusal is reported, not fatal.
+        rt->telemetry_id_ = telemetry::attach(std::move(src), &e);
+        if (!rt->telemetry_id_) std::fprintf(stderr, "droce: telemetry: %s\n", e.c_str());
+    }
     return rt;
+}
+
+telemetry::CaptureStatus Runtime::capture_status() const {
+    std::lock_guard g(capture_mu_);
+    if (captures_.empty()) return last_capture_;
+    telemetry::CaptureStatus s;
+    s.running = true;
+    s.snaplen = captures_.front()->snaplen();
+    for (const auto& c : captures_) {
+        const capture::CaptureStats st = c->stats();
+        s.file += (s.file.empty() ? "" : " ") + c->path();
+        s.stats.frames += st.frames;
+        s.stats.dropped += st.dropped;
+        s.stats.truncated += st.truncated;
+        s.stats.bytes += st.bytes;
+        if (!s.stats.error) s.stats.error = st.error;
+    }
+    return s;
 }
 
 std::string Runtime::start_capture(const std::string& path, const capture::CaptureOptions& opts,
                                    const std::vector<unsigned>& devices) {
+    std::lock_guard g(capture_mu_);
     std::vector<Device*> devs;
     for (unsigned i = 0; i < devices_.size(); ++i)
         if (devices.empty() || std::find(devices.begin(), devices.end(), i) != devices.end())
@@ -275,8 +321,13 @@ std::string Runtime::start_capture(const std::string& path, const capture::Captu
 }
 
 capture::CaptureStats Runtime::stop_capture(bool report) noexcept {
+    std::lock_guard g(capture_mu_);
     capture::CaptureStats sum;
+    if (captures_.empty()) return sum;
+    telemetry::CaptureStatus last;
+    last.snaplen = captures_.front()->snaplen();
     for (auto& c : captures_) {
+        last.file += (last.file.empty() ? "" : " ") + c->path();
         const capture::CaptureStats st = c->stop();
         if (report) std::fprintf(stderr, "droce: %s\n", capture::describe(c->path(), st).c_str());
         sum.frames += st.frames;
@@ -286,10 +337,14 @@ capture::CaptureStats Runtime::stop_capture(bool report) noexcept {
         if (!sum.error) sum.error = st.error;
     }
     captures_.clear();
+    last.stats = sum;
+    last_capture_ = std::move(last);
     return sum;
 }
 
 Runtime::~Runtime() {
+    // First: from here on no telemetry command reaches the devices.
+    telemetry::detach(telemetry_id_);
     stop_engines();
     (void)stop_capture();
     // Devices first: they stop referencing the ports. Then give back frames still sitting in rx

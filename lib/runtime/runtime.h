@@ -16,7 +16,12 @@
  * and the verbs layer).
  *
  * Capture: the config's `capture` keys or RuntimeOptions::capture_path start a live capture
- * (lib/capture) when the devices are up; start_capture() / stop_capture() switch it later.
+ * (lib/capture) when the devices are up; start_capture() / stop_capture() switch it later, from
+ * the owner's thread or from a telemetry client (/droce/capture_start, /droce/capture_stop).
+ *
+ * Telemetry: create() attaches the devices to lib/telemetry (RuntimeOptions::telemetry), so that
+ * the /droce/ commands of DPDK's telemetry socket read their counters (the EAL must not have
+ * --no-telemetry for the socket to exist); the destructor detaches them first.
  *
  * Ownership: the Runtime owns the EthPorts and UringPorts, the impairment stages, the shapers, the
  * Devices, the Clock, the captures and the engine threads. Destruction order: engines stopped,
@@ -24,15 +29,20 @@
  * destroyed, EthPorts, then UringPorts destroyed. The DPDK EAL stays initialised for the life of
  * the process.
  *
- * Thread rules: every member function is control path, called from one thread. Device control calls
- * (create_qp, modify_qp ...) must be made while engines are stopped (stop_engines(), or before
- * start_engines()); post_send / post_recv / poll_cq may run on application threads while they run.
+ * Thread rules: every member function is control path, called from one thread, except
+ * start_capture(), stop_capture(), capturing() and capture_status(), which a mutex of the runtime
+ * (capture_mu_) also serialises with the telemetry thread that switches the capture. Device control
+ * calls (create_qp, modify_qp ...) must be made while engines are stopped (stop_engines(), or
+ * before start_engines()); post_send / post_recv / poll_cq may run on application threads while
+ * they run. The owner's lock around its control calls, if it has one, is
+ * RuntimeOptions::control_mutex: telemetry commands take it too.
  */
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,6 +53,7 @@
 #include "engine/device.h"
 #include "engine/engine_thread.h"
 #include "runtime/shaper.h"
+#include "telemetry/telemetry.h"
 
 namespace droce {
 
@@ -100,6 +111,19 @@ struct RuntimeOptions {
     std::uint32_t capture_snaplen = 0;
     /** Frames that may wait for the capture writer, per device (capture::CaptureOptions). */
     std::uint32_t capture_ring_slots = 4096;
+    /**
+     * Attach the devices to the /droce/ telemetry commands (lib/telemetry). Off: nothing is
+     * registered for them (tests that make several runtimes may leave it on: each is listed).
+     */
+    bool telemetry = true;
+    /**
+     * The owner's control mutex, held by every thread that makes control calls on the devices
+     * (the verbs library passes its provider mutex). Telemetry commands that read QP or port
+     * state, or switch the capture, take it too (telemetry::Source::control_mutex). Null: the
+     * owner does not lock its control calls; a QP's state may then be read while it changes.
+     * Must outlive the runtime; the runtime must not be destroyed while it is held.
+     */
+    std::mutex* control_mutex = nullptr;
 };
 
 /** How Runtime::start_engines() runs the devices. */
@@ -171,8 +195,8 @@ class Runtime {
      * Starts capturing every frame of the devices @p devices (indices; empty = all) to the pcapng
      * file @p path (capture::Capture::start: one interface per device port). For the telemetry
      * command that switches capture at run time, and for create() (config keys,
-     * RuntimeOptions::capture_path). Control path; the engines may be running (each device's hook
-     * is set inside its ControlSection).
+     * RuntimeOptions::capture_path). Control path, any thread (serialised by capture_mu_); the
+     * engines may be running (each device's hook is set inside its ControlSection).
      * @return "" or one line: "capture FILE: reason" (the file cannot be written, bad snap length,
      *  a device already captured, no such device).
      */
@@ -181,13 +205,24 @@ class Runtime {
     /**
      * Stops every capture: the devices' hooks are cleared, the writers write what their rings
      * hold, the files are closed. When @p report, one line per file on stderr (droce:
-     * capture FILE: N frames, M dropped (ring full), ...). Control path; no-op when none runs.
+     * capture FILE: N frames, M dropped (ring full), ...). Control path, any thread (capture_mu_);
+     * no-op when none runs.
      * @return the figures summed over the files.
      */
     capture::CaptureStats stop_capture(bool report = true) noexcept;
     /** True while a capture runs. */
-    [[nodiscard]] bool capturing() const noexcept { return !captures_.empty(); }
-    /** The running captures (live figures: Capture::stats()). */
+    [[nodiscard]] bool capturing() const {
+        std::lock_guard g(capture_mu_);
+        return !captures_.empty();
+    }
+    /**
+     * The capture now (running: its files, separated by spaces when several, the figures summed
+     * over them, live), or, when none runs, the last one stopped (running false; file empty when
+     * none ever ran). Any thread.
+     */
+    [[nodiscard]] telemetry::CaptureStatus capture_status() const;
+    /** The running captures (live figures: Capture::stats()). The owner's thread only, and only
+     *  while no telemetry client can switch the capture (capture_status() is safe anywhere). */
     [[nodiscard]] const std::vector<std::unique_ptr<capture::Capture>>& captures() const noexcept {
         return captures_;
     }
@@ -207,8 +242,16 @@ class Runtime {
     ConfigFile file_;
     Clock clock_;
     std::vector<DeviceSlot> devices_;
+    /** Guards captures_ and last_capture_: the owner's thread and the telemetry thread switch
+     *  captures. */
+    mutable std::mutex capture_mu_;
     /** Running captures, one per file; stopped before the devices are destroyed. */
     std::vector<std::unique_ptr<capture::Capture>> captures_;
+    /** What the last stop_capture() stopped (capture_status() when none runs). */
+    telemetry::CaptureStatus last_capture_;
+    std::uint32_t capture_ring_slots_ = 4096;
+    /** lib/telemetry's handle for these devices, or 0. */
+    std::uint64_t telemetry_id_ = 0;
     std::vector<std::unique_ptr<EngineThread>> threads_;
     std::thread shared_;
     std::atomic<bool> shared_stop_{false};

@@ -335,6 +335,9 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
             }
             opts.capture_snaplen = static_cast<std::uint32_t>(v);
         }
+        // Telemetry commands that read QP or port state take the provider mutex, as control verbs
+        // do, so they never see a QP half-modified (lib/telemetry).
+        opts.control_mutex = &p.mu;
         p.runtime = Runtime::create(p.config_path, opts, &err);
         if (!p.runtime) {
             std::fprintf(stderr, "droce: %s\n", err.c_str());
