@@ -427,12 +427,13 @@ void set_demo_loss(Runtime& rt, double loss) {
 
 /**
  * The demo's captured scene (--demo-capture FILE): two short runs small enough to read frame by
- * frame, written to FILE whole: RC RDMA WRITEs of 16 KiB with
- * 2 % loss (sequence NAKs, go-back-N, perhaps a timeout), then one MRC QP over every plane, each
- * plane shaped to 0.01 Gb/s, plane 2 cut 0.3 s into a 0.8 s run (about 10 MB in all). droce-trace
- * explains it
- * (`droce-trace explain FILE --html PAGE`; ./droce demo does that). @return true when both
- * runs passed and the file was written whole.
+ * frame, written to FILE whole: RC RDMA WRITEs of 16 KiB with 2 % loss (sequence NAKs, go-back-N,
+ * perhaps a timeout), then one MRC QP over every plane, 16 KiB WRITEs two at a time, each plane
+ * shaped to 0.02 Gb/s, plane 2 cut 0.25 s into a 0.6 s run (a few MB in all). Few packets in flight
+ * on purpose: at these link rates a full window would wait in the shaper longer than the ACK
+ * timeout, and the scene would show timeouts instead of the plane's death. droce-trace explains it
+ * (`droce-trace explain FILE --html PAGE`; ./droce demo does that). @return true when both runs
+ * passed and the file was written whole.
  */
 bool run_demo_capture(Runtime& rt, const std::string& path) {
     capture::CaptureOptions co;
@@ -458,18 +459,18 @@ bool run_demo_capture(Runtime& rt, const std::string& path) {
     if (planes >= 3) {
         for (unsigned d = 0; d < 2; ++d)
             for (unsigned port = 0; port < rt.device(d).num_ports(); ++port)
-                if (TxShaper* sh = rt.shaper(d, port)) sh->set_rate(0.01);
+                if (TxShaper* sh = rt.shaper(d, port)) sh->set_rate(0.02);
         Params m;
         m.mrc = true;
         m.planes = static_cast<std::uint8_t>(planes);
         m.op = Op::write;
         m.mode = Mode::bw;
-        m.size = 65536;
-        m.duration_s = 0.8;
-        m.tx_depth = 8;
+        m.size = 16384;
+        m.duration_s = 0.6;
+        m.tx_depth = 2;
         m.verify = true;
         m.num_events = 1;
-        m.events[0] = PlaneEvent{0.3, 2, false};
+        m.events[0] = PlaneEvent{0.25, 2, false};
         const PairResult r2 = run_pair(rt, m);
         for (unsigned d = 0; d < 2; ++d)
             for (unsigned port = 0; port < rt.device(d).num_ports(); ++port)
@@ -693,7 +694,7 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(64u, 65535u));
     app.add_option("--demo-capture", cli.demo_capture,
                    "with --demo: end with a short scene (RC with 2% loss, MRC with a plane cut) "
-                   "captured to this pcapng file, headers only, for droce-trace explain");
+                   "captured to this pcapng file, for droce-trace explain");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -19,17 +19,7 @@ tag=tmrc$$
 . "$(dirname "$0")/../common/memif_pair.sh"
 memif_pair_setup "$cfg" memif4
 tcp_port=$((20000 + ($$ + 5000) % 20000))
-client_pid=
-failures=0
-fail() {
-    echo "FAIL: $*"
-    failures=$((failures + 1))
-}
-cleanup_all() {
-    [ -n "$client_pid" ] && kill "$client_pid" 2>/dev/null
-    memif_pair_cleanup
-}
-trap cleanup_all EXIT
+. "$(dirname "$0")/common.sh" # fail, failures, client_pid; the EXIT trap
 C="droce-$tag-c"
 S="droce-$tag-s"
 timeout 50 "$perf" --server -c "$tmp/server.ini" -p "$tcp_port" > "$tmp/server.out" 2> "$tmp/server.err" &

@@ -22,17 +22,7 @@ tag=tele$$
 . "$(dirname "$0")/../common/memif_pair.sh"
 memif_pair_setup "$cfg" # $tmp/server.ini, $tmp/client.ini (prefixes droce-$tag-s / -c); EXIT trap
 tcp_port=$((20000 + $$ % 20000))
-client_pid=
-failures=0
-fail() {
-    echo "FAIL: $*"
-    failures=$((failures + 1))
-}
-cleanup_all() {
-    [ -n "$client_pid" ] && kill "$client_pid" 2>/dev/null
-    memif_pair_cleanup
-}
-trap cleanup_all EXIT
+. "$(dirname "$0")/common.sh" # fail, failures, client_pid; the EXIT trap
 
 grep -q -- "--no-telemetry" "$tmp/client.ini" && { echo "FAIL: config/memif-client.ini has --no-telemetry"; exit 1; }
 timeout 55 "$perf" --server -c "$tmp/server.ini" -p "$tcp_port" > "$tmp/server.out" 2> "$tmp/server.err" &

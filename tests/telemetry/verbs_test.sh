@@ -18,17 +18,7 @@ tag=vtel$$
 memif_pair_setup "$cfg"
 export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 tcp_port=$((20000 + ($$ + 9000) % 20000))
-client_pid=
-failures=0
-fail() {
-    echo "FAIL: $*"
-    failures=$((failures + 1))
-}
-cleanup_all() {
-    [ -n "$client_pid" ] && kill "$client_pid" 2>/dev/null
-    memif_pair_cleanup
-}
-trap cleanup_all EXIT
+. "$(dirname "$0")/common.sh" # fail, failures, client_pid; the EXIT trap
 C="droce-$tag-c"
 S="droce-$tag-s"
 # Many iterations: the run is ended by the test once it has looked (kill), not by the count.
