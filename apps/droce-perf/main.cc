@@ -298,6 +298,13 @@ std::uint64_t impair_value(const Result& r, const char* name) {
     return 0;
 }
 
+/** Shapes every port of both demo devices to @p gbps (0 = unlimited). Engines stopped. */
+void set_demo_plane_rate(Runtime& rt, double gbps) {
+    for (unsigned d = 0; d < 2; ++d)
+        for (unsigned port = 0; port < rt.device(d).num_ports(); ++port)
+            if (TxShaper* sh = rt.shaper(d, port)) sh->set_rate(gbps);
+}
+
 /**
  * The MRC part of the demo: one MRC QP over every plane of the demo's devices, 64 KiB WRITEs with
  * every byte checked, each plane shaped to a link rate (so that the planes, not the CPU, bound the
@@ -316,9 +323,7 @@ bool run_mrc_demo(Runtime& rt, const Cli& cli) {
             planes);
         return true;
     }
-    for (unsigned d = 0; d < 2; ++d)
-        for (unsigned port = 0; port < rt.device(d).num_ports(); ++port)
-            if (TxShaper* sh = rt.shaper(d, port)) sh->set_rate(rate);
+    set_demo_plane_rate(rt, rate);
     Params p;
     p.mrc = true;
     p.planes = static_cast<std::uint8_t>(planes);
@@ -342,9 +347,7 @@ bool run_mrc_demo(Runtime& rt, const Cli& cli) {
                 "cable):\nthe QP has to carry on over the other planes, without an error.\n",
                 cut_s, cut, cut, rt.device_config(0).name.c_str());
     const PairResult pr = run_pair(rt, p);
-    for (unsigned d = 0; d < 2; ++d)
-        for (unsigned port = 0; port < rt.device(d).num_ports(); ++port)
-            if (TxShaper* sh = rt.shaper(d, port)) sh->set_rate(0);
+    set_demo_plane_rate(rt, 0);
     const Result& c = pr.client;
     std::printf("\n");
     const Phase* before = nullptr;
@@ -457,9 +460,7 @@ bool run_demo_capture(Runtime& rt, const std::string& path) {
     const unsigned planes = std::min({rt.device(0).num_ports(), rt.device(1).num_ports(), 4u});
     bool mrc_ok = true;
     if (planes >= 3) {
-        for (unsigned d = 0; d < 2; ++d)
-            for (unsigned port = 0; port < rt.device(d).num_ports(); ++port)
-                if (TxShaper* sh = rt.shaper(d, port)) sh->set_rate(0.02);
+        set_demo_plane_rate(rt, 0.02);
         Params m;
         m.mrc = true;
         m.planes = static_cast<std::uint8_t>(planes);
@@ -472,9 +473,7 @@ bool run_demo_capture(Runtime& rt, const std::string& path) {
         m.num_events = 1;
         m.events[0] = PlaneEvent{0.25, 2, false};
         const PairResult r2 = run_pair(rt, m);
-        for (unsigned d = 0; d < 2; ++d)
-            for (unsigned port = 0; port < rt.device(d).num_ports(); ++port)
-                if (TxShaper* sh = rt.shaper(d, port)) sh->set_rate(0);
+        set_demo_plane_rate(rt, 0);
         mrc_ok = r2.ok && r2.client.error_cqes == 0;
     }
     ok = ok && mrc_ok;
