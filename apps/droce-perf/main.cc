@@ -457,7 +457,8 @@ bool run_demo_capture(Runtime& rt, const std::string& path) {
     const PairResult r1 = run_pair(rt, rc);
     set_demo_loss(rt, 0);
     bool ok = r1.ok;
-    const unsigned planes = std::min({rt.device(0).num_ports(), rt.device(1).num_ports(), 4u});
+    const unsigned planes =
+        std::min({rt.device(0).num_ports(), rt.device(1).num_ports(), kMaxPlanes});
     bool mrc_ok = true;
     if (planes >= 3) {
         set_demo_plane_rate(rt, 0.02);

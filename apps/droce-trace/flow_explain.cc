@@ -283,6 +283,10 @@ struct FlowExplainer::Impl {
         const bool cut = raw.wire_length > bytes.size();
         if (cut) {
             // A frame cut by the snap length: read its headers with the missing bytes as zeros.
+            // The length comes from the file: one no Ethernet frame can have (an IP packet is at
+            // most 65535 bytes) is a damaged record, not a frame to allocate for.
+            constexpr std::uint32_t kMaxEthernetFrame = 14 + 4 + 65535;
+            if (raw.wire_length > kMaxEthernetFrame) return;
             padded.assign(raw.wire_length, 0);
             std::copy(bytes.begin(), bytes.end(), padded.begin());
             bytes = padded;

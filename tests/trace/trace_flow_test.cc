@@ -55,6 +55,10 @@ class Flow {
         f.pkey = 0xffff;
         add(build(f, 0, reverse()), t_us);
     }
+    /** The bytes of frame @p i, as built. */
+    [[nodiscard]] const std::vector<std::uint8_t>& frame_bytes(std::size_t i) const {
+        return frames_.at(i);
+    }
     FlowStory story() {
         FlowExplainer x;
         for (std::size_t i = 0; i < frames_.size(); ++i) {
@@ -126,6 +130,32 @@ TEST(TraceFlow, SequenceNakAndGoBackN) {
             EXPECT_EQ(m.frame, 5u);
         }
     }
+}
+
+/** A record whose original length no Ethernet frame can have (a damaged file) is not a frame:
+ *  skipped, nothing allocated for it (it once asked for gigabytes); the others are told as usual.
+ */
+TEST(TraceFlow, DamagedOriginalLengthIsSkipped) {
+    Flow f;
+    for (std::uint32_t n = 0; n < 4; ++n)
+        f.send(n, n);
+    f.respond(3, kAck, 10);
+    FlowExplainer x;
+    for (std::uint32_t i = 0; i < 5; ++i) {
+        RawFrame r = test::raw_of(f.frame_bytes(i));
+        r.index = i + 1;
+        r.ts_ns = i * 1000;
+        if (i == 1) {
+            r.bytes = r.bytes.subspan(0, 60); // cut by the snap length, of a frame that claims
+            r.wire_length = 3'000'000'000u;   // 3 GB on the wire
+        }
+        x.add(r);
+    }
+    const FlowStory s = x.finish("damaged");
+    EXPECT_EQ(s.frames, 5u);
+    EXPECT_EQ(s.roce_frames, 4u);
+    ASSERT_EQ(s.connections.size(), 1u);
+    EXPECT_EQ(s.connections[0].requests, 3u);
 }
 
 TEST(TraceFlow, RnrNakAndTheWait) {
