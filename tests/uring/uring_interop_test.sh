@@ -1,7 +1,8 @@
 #!/bin/bash
 # Interoperability of the io_uring socket driver (drivers/uring) with the DPDK net_af_packet driver
 # over one veth pair between two network namespaces:
-#   - side A: droce-perf on a uring port (as nobody) bound to the kernel's address $ip_a on $va;
+#   - side A: droce-perf on a uring port (as nobody) bound to the kernel's address $ip_a on $va, a
+#     private copy of config/uring-netns-a.ini;
 #   - side B: droce-perf on net_af_packet bound to $vb (as root: a packet socket), a private copy of
 #     config/netns-b.ini whose droce address $ip_d the kernel of B does not own (the kernel holds
 #     $ip_b for droce-perf's TCP channel); droce answers ARP for $ip_d and asks the kernel of A for
@@ -35,10 +36,13 @@ tag=uinterop-$$
 trap 'uring_netns_cleanup; rm -rf "/var/run/dpdk/droce-$tag"' EXIT
 ubin=$(reachable "$bin")
 ip_d=$net.3
+# Private copies of the shipped pair, config/uring-netns-a.ini (uring) and netns-b.ini (af_packet).
+sed -e "s|^ip = 10\.2\.0\.1/24|ip = $ip_a/24|" -e "s|^interface = veth0|interface = $va|" \
+    "$cfg/uring-netns-a.ini" > "$tmp/a.ini"
 sed -e "s|iface=veth1|iface=$vb|" -e "s|--file-prefix=droce-netns-b|--file-prefix=droce-$tag|" \
     -e "s|^ip = 10\.2\.0\.2/24|ip = $ip_d/24|" -e '/^10\.2\.0\.[0-9]* *=/d' "$cfg/netns-b.ini" > "$tmp/d.ini"
-if grep -v '^ *#' "$tmp/d.ini" | grep -q '10\.2\.0\.\|veth1\|droce-netns'; then
-    echo "FAIL: the af_packet config copy still names the shipped iface, prefix or address"
+if cat "$tmp/d.ini" "$tmp/a.ini" | grep -v '^ *#' | grep -q '10\.2\.0\.\|veth[01]\|droce-netns'; then
+    echo "FAIL: a config copy still names the shipped interface, prefix or address"
     exit 1
 fi
 failures=0
@@ -80,6 +84,12 @@ run_pair() {
         kill -0 "$spid" 2> /dev/null || break
         sleep 0.05
     done
+    if ! kill -0 "$spid" 2> /dev/null; then
+        wait "$spid"
+        echo "== $name: the server exited $? before a client came"
+        tail -n 5 "$tmp/$name.server.err"
+        return 1
+    fi
     "${cli[@]}" -p "$tcp_port" "$@" > "$tmp/$name.client" 2> "$tmp/$name.client.err"
     local crc=$?
     [ $crc = 0 ] || kill "$spid" 2> /dev/null
