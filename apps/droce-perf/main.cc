@@ -639,8 +639,8 @@ int main(int argc, char** argv) {
     app.add_option("server_addr", cli.server_addr, "the server's host name or address (client)");
     app.add_option("--op", cli.op, "write | read | send | atomic (fetch_add)")
         ->check(CLI::IsMember({"write", "read", "send", "atomic"}));
-    app.add_option("-s,--size", cli.size, "message size in bytes (atomic: 8)")
-        ->check(CLI::Range(1u, 1u << 30));
+    app.add_option("-s,--size", cli.size, "message size in bytes, 0 included (atomic: 8)")
+        ->check(CLI::Range(0u, 1u << 30));
     auto* n_opt =
         app.add_option("-n,--iters", cli.iters, "messages per QP (default: bw 5000, lat 1000)");
     auto* d_opt = app.add_option("-D,--duration", cli.duration, "run for this many seconds instead")
@@ -725,6 +725,11 @@ int main(int argc, char** argv) {
     p.verify = cli.verify;
     p.json = cli.json;
     p.inline_progress = cli.inline_progress;
+    if (p.mode == Mode::lat && p.op == Op::write && p.size == 0) {
+        // The WRITE latency test waits for the last byte of the message to change.
+        std::fprintf(stderr, "droce-perf: a WRITE latency run needs -s 1 or more\n");
+        return 2;
+    }
     if (p.mode == Mode::lat && p.qps != 1) {
         std::fprintf(stderr, "droce-perf: latency tests use one QP (-q 1)\n");
         return 2;

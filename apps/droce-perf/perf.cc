@@ -1278,7 +1278,8 @@ std::unique_ptr<Endpoint> handshake_server(Device& dev, Params* p, const QpDefau
     }
     if (h.p.qps < 1 || h.p.qps > kMaxQps || h.p.size > (1u << 30) ||
         (h.p.mode == Mode::lat && h.p.qps != 1) || static_cast<unsigned>(h.p.op) > 3 ||
-        h.p.tx_depth < 1 || h.p.tx_depth > 2048 || (h.p.mrc && h.p.op != Op::write) ||
+        (h.p.mode == Mode::lat && h.p.op == Op::write && h.p.size == 0) || h.p.tx_depth < 1 ||
+        h.p.tx_depth > 2048 || (h.p.mrc && h.p.op != Op::write) ||
         (h.p.mrc && (h.p.planes < 1 || h.p.planes > kMaxPlanes))) {
         *err = "the client's parameters are out of range";
         return nullptr;

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Two droce-perf processes over loopback on the io_uring socket driver (drivers/uring), as an
 # unprivileged user (root drops to nobody with setpriv): RDMA WRITE, READ and SEND with --verify at
-# 1, 4095, 4097 bytes and 1 MiB (droce-perf sizes start at 1). No DPDK EAL may run: no "EAL" line on
+# 0, 1, 4095, 4097 bytes and 1 MiB. No DPDK EAL may run: no "EAL" line on
 # stderr, the private runtime directory stays empty, no hugepage mapping and no EAL thread in the
 # server, and no file of the test's user in /dev/hugepages, /var/run/dpdk or /tmp/dpdk.
 # usage: uring_perf_test.sh PATH/TO/droce-perf
@@ -58,7 +58,7 @@ run_pair() { # NAME CLIENT_ARGS...
     local src=$?
     echo "== $name: client $crc server $src: $(grep -E '^ +[0-9]+ +[0-9]+ ' "$tmp/$name.client" | head -1)"
     if [ $crc != 0 ] || [ $src != 0 ]; then
-        tail -5 "$tmp/$name.client.err" "$tmp/$name.server.err" "$tmp/$name.server"
+        tail -n 5 "$tmp/$name.client.err" "$tmp/$name.server.err" "$tmp/$name.server"
         return 1
     fi
     grep -q "data verified   : yes" "$tmp/$name.client" || { fail "$name: data not verified"; return 1; }
@@ -70,7 +70,7 @@ run_pair() { # NAME CLIENT_ARGS...
 
 [ -n "$run" ] && echo "running as: $($run id -un)"
 for op in write read send; do
-    for size in 1 4095 4097 1048576; do
+    for size in 0 1 4095 4097 1048576; do
         n=200; [ $size = 1048576 ] && n=16
         run_pair "$op-$size" --op $op -s $size -n $n --bw --verify || fail "$op $size"
     done
