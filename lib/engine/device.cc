@@ -311,6 +311,9 @@ void Device::build_path(rc::Qp& qp, unsigned port_index, unsigned path_index,
         } else {
             qp.path_resolved = false;
             paths_pending_ = true;
+            // The ARP request leaves on the next pass, not at the next control-rate one (every
+            // 256th, far apart when the engine naps between passes).
+            polls_ &= ~255u;
         }
     }
     p.ipv6 = !is_ipv4_mapped(dgid);

@@ -91,6 +91,14 @@ void Device::receive(PktBuf& buf, bool looped) noexcept {
             const NeighRx nr = responders_[buf.port].handle_frame(buf.frame(), reply);
             if (nr.reply_len > 0)
                 queue_raw(buf.port, std::span(reply.data(), nr.reply_len), Counter::neigh_tx);
+            // A QP waiting for this neighbour should not wait for the next control-rate pass
+            // (every 256th: 100s of ms when the engine naps between passes; seen against an
+            // af_packet peer, whose ACKs waited for ARP until the requester timed out): the next
+            // pass does the control work, resolve_paths() included. Only on an answer (the entry
+            // is then REACHABLE): one learned from a request is STALE and would cost a probe.
+            if (paths_pending_ &&
+                (nr.status == NeighStatus::arp_reply || nr.status == NeighStatus::na))
+                polls_ &= ~255u;
         }
         return;
     }

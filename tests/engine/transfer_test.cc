@@ -227,6 +227,31 @@ TEST(TransferNeighbours, ArpResolvesThePeerMacBeforeTheFirstPacket) {
         EXPECT_EQ(d->counters()[Counter::rx_dropped_dst_mac], 0u);
 }
 
+// Neighbour resolution runs at control rate (every 256th engine pass), but a QP that waits for a
+// MAC must not: its ARP request leaves on the next pass and the reply resolves its path on the pass
+// after it arrives. (An engine that naps between passes took 100s of ms to get there: against a
+// DPDK af_packet peer, the responder's ACKs waited for ARP until the requester's ACK timeout, 2000
+// of 2500 packets retransmitted; uring-interop-afp.)
+TEST(TransferNeighbours, ArpResolvesOnTheNextPassesNotAtControlRate) {
+    TwoEngines t(22);
+    QpOptions o;
+    o.resolve_mac = true;
+    QpPair p = t.connect(o);
+    ASSERT_FALSE(p.qp[0]->path_resolved);
+    ASSERT_FALSE(p.qp[1]->path_resolved);
+    unsigned passes = 0;
+    while (passes < 1000 && !(p.qp[0]->path_resolved && p.qp[1]->path_resolved)) {
+        t.dev[0]->poll();
+        t.dev[1]->poll();
+        ++passes;
+    }
+    EXPECT_TRUE(p.qp[0]->path_resolved);
+    EXPECT_TRUE(p.qp[1]->path_resolved);
+    EXPECT_LE(passes, 8u) << "passes until both paths resolved";
+    EXPECT_EQ(t.dev[0]->counters()[Counter::neigh_tx], 2u);
+    EXPECT_EQ(t.dev[1]->counters()[Counter::neigh_tx], 2u);
+}
+
 TEST(TransferNeighbours, NeighborDiscoveryResolvesThePeerMacOverIpv6) {
     // The Neighbor Solicitation goes to the peer's solicited-node multicast MAC (33:33:ff:…): the
     // receive filter must let it through to the neighbour responder, and the NA (unicast) back.
