@@ -110,7 +110,7 @@ run_pair() {
 
 echo "uring $ip_a on $va in $nsa; af_packet $ip_d on $vb in $nsb (kernel $ip_b); servers on $srv_side"
 run_pair write $srv_side --op write -s 4097 -n 50 -q 2 --bw --verify || fail "$srv_side server: write"
-run_pair read $srv_side --op read -s 65536 -n 30 --bw --verify || fail "$srv_side server: read"
+run_pair read $srv_side --op read -s 65536 -n 30 -t 16 --bw --verify || fail "$srv_side server: read"
 run_pair send $srv_side --op send -s 4095 -n 50 --bw --verify || fail "$srv_side server: send"
 run_pair atomic $srv_side --op atomic -n 50 --bw --verify || fail "$srv_side server: atomic"
 

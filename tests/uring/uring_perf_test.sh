@@ -71,8 +71,9 @@ run_pair() { # NAME CLIENT_ARGS...
 [ -n "$run" ] && echo "running as: $($run id -un)"
 for op in write read send; do
     for size in 0 1 4095 4097 1048576; do
-        n=200; [ $size = 1048576 ] && n=16
-        run_pair "$op-$size" --op $op -s $size -n $n --bw --verify || fail "$op $size"
+        n="-n 50"; [ $size = 1048576 ] && n="-n 8 -t 4" # 4 slots of 1 MiB, not 128: a short set-up
+        # shellcheck disable=SC2086
+        run_pair "$op-$size" --op $op -s $size $n --bw --verify || fail "$op $size"
     done
 done
 # One latency run, and a transfer with the engines in inline-progress mode.
