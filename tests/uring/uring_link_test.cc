@@ -6,8 +6,9 @@
  * in a new user namespace where the kernel allows it; skipped otherwise), so the interfaces
  * vanish with it. iproute2 (`ip`) changes the interfaces; after each change link_up() must follow
  * within kMaxReactMs (the time seen is printed): the peer taken down (carrier lost), the
- * interface itself taken down, its address removed, the pair deleted. While the link is down a
- * datagram to the port is not delivered (rx_dropped_link_down); once it is up again one is.
+ * interface itself taken down, its address removed (IPv4 and IPv6), the pair deleted. While the
+ * link is down a datagram to the port is not delivered (rx_dropped_link_down); once it is up again
+ * one is.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -158,6 +159,21 @@ TEST_F(UringLink, WatchFollowsCarrierAdminStateAddressAndDeletion) {
     EXPECT_EQ(w->overruns(), 0u);
     ASSERT_TRUE(sh("ip link del lwa"));
     EXPECT_GE(until([&] { return w->up(); }, false), 0) << "interface deleted";
+}
+
+TEST_F(UringLink, Ipv6AddressIsFollowed) {
+    ASSERT_TRUE(sh("ip addr add fd55::1/64 dev lwa nodad"));
+    wire::Ipv6Addr a6{0xfd, 0x55};
+    a6[15] = 1;
+    std::string err;
+    auto w = LinkWatch::open("lwa", false, a6, &err);
+    ASSERT_TRUE(w) << err;
+    EXPECT_TRUE(w->follows_address());
+    ASSERT_GE(until([&] { return w->up(); }, true), 0);
+    ASSERT_TRUE(sh("ip addr del fd55::1/64 dev lwa"));
+    EXPECT_GE(until([&] { return w->up(); }, false), 0) << "IPv6 address removed";
+    ASSERT_TRUE(sh("ip addr add fd55::1/64 dev lwa nodad"));
+    EXPECT_GE(until([&] { return w->up(); }, true), 0) << "IPv6 address back";
 }
 
 TEST_F(UringLink, AddressOfTheSubnetIsNotFollowed) {
