@@ -50,13 +50,6 @@ constexpr std::uint64_t user_data(Tag t, std::uint32_t slot) noexcept {
 /** Where a slot is (UringPort::where_). */
 enum Where : std::uint8_t { kFree, kKernelRx, kCaller, kTxInFlight };
 
-std::uint64_t coarse_ns() noexcept {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); // vDSO: no system call
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
-           static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
 std::string errno_text(const char* what, int e) {
     return std::string(what) + ": " + std::strerror(e);
 }
@@ -205,7 +198,7 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
     if (p->mac_ == wire::MacAddr{})
         p->mac_ = {0x02, 0x00, cfg.addr[12], cfg.addr[13], cfg.addr[14], cfg.addr[15]};
 
-    // The interface: its MTU now, its flags in link_up().
+    // The interface: its MTU now, its link state followed from here on (LinkWatch).
     p->ifname_ = cfg.interface.empty() ? interface_of(cfg.ipv4, cfg.addr) : cfg.interface;
     if (p->ifname_.empty())
         return fail("no interface holds this address or its subnet: set interface = NAME");
@@ -223,6 +216,10 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
     p->mtu_ = std::min(cfg.mtu ? std::min(cfg.mtu, if_mtu) : if_mtu, kMaxMtu);
     if (p->mtu_ < 576)
         return fail("interface " + p->ifname_ + " MTU " + std::to_string(if_mtu) + " below 576");
+    std::string link_err;
+    p->link_ = LinkWatch::open(p->ifname_, cfg.ipv4, cfg.addr, &link_err);
+    if (!p->link_) return fail(link_err);
+    p->link_seen_up_.store(p->link_->up(), std::memory_order_relaxed);
 
     // The pool.
     p->slot_bytes_ = (kPayloadOff + p->mtu_ + 14 + 63) & ~63u;
@@ -732,7 +729,18 @@ void UringPort::keep_receiving() noexcept {
 }
 
 std::uint16_t UringPort::rx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
-    const std::uint16_t got = reap(bufs, n);
+    std::uint16_t got = reap(bufs, n);
+    // A port whose link is down receives nothing, like a NIC's: what the kernel still had queued
+    // (or delivers by another interface to this address) must not feed a QP that was told the
+    // plane is gone. The state is the one the engine last asked for (no system call here).
+    if (got && !link_seen_up_.load(std::memory_order_relaxed)) [[unlikely]] {
+        free_bulk(bufs, got);
+        inc(PortCounter::rx_dropped_link_down, got);
+        // reap() counted them as handed to the engine: they were not.
+        auto& rx = counters_[static_cast<unsigned>(PortCounter::rx_packets)];
+        rx.store(rx.load(std::memory_order_relaxed) - got, std::memory_order_relaxed);
+        got = 0;
+    }
     keep_receiving();
     submit();
     return got;
@@ -743,16 +751,8 @@ void UringPort::tx_reclaim() noexcept {
 }
 
 bool UringPort::link_up() const noexcept {
-    const std::uint64_t now = coarse_ns();
-    if (now < link_next_ns_.load(std::memory_order_relaxed))
-        return link_up_.load(std::memory_order_relaxed);
-    link_next_ns_.store(now + 1'000'000, std::memory_order_relaxed);
-    ifreq ifr{};
-    std::memcpy(ifr.ifr_name, ifname_.c_str(), std::min<std::size_t>(ifname_.size(), IFNAMSIZ - 1));
-    bool up = false;
-    if (ioctl(rx_fd_, SIOCGIFFLAGS, &ifr) == 0)
-        up = (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
-    link_up_.store(up, std::memory_order_relaxed);
+    const bool up = link_->up();
+    link_seen_up_.store(up, std::memory_order_relaxed);
     return up;
 }
 

@@ -48,10 +48,10 @@
  * tx_burst, rx_burst, tx_reclaim): the engine thread, or an application thread in inline-progress
  * mode. io_uring ties an armed receive to the thread that submitted it: when that thread exits
  * its requests are cancelled and the next rx_burst() arms them again from the calling thread.
- * link_up() may be called from any thread. create() and the destructor are control path. The
- * datapath allocates no memory, takes no lock and throws nothing; it makes one io_uring_enter
- * per burst that has something to submit, and none when idle (completions are read from the
- * completion ring).
+ * link_up() may be called from any thread (LinkWatch's rules). create() and the destructor are
+ * control path. The datapath allocates no memory, takes no lock and throws nothing; it makes one
+ * io_uring_enter per burst that has something to submit, and none when idle (completions are read
+ * from the completion ring).
  */
 #pragma once
 
@@ -63,6 +63,7 @@
 #include <vector>
 
 #include "port/port.h"
+#include "uring/link_watch.h"
 #include "wire/eth.h"
 #include "wire/ipv6.h"
 
@@ -86,7 +87,8 @@ namespace droce::uring {
     X(submit_errors)         /* io_uring_submit failures (entries stay queued, sent later) */      \
     X(source_ports_bound)    /* sockets bound to a UDP source port so far */                       \
     X(alloc_failed)          /* buffers asked of alloc_bulk that the pool could not give */        \
-    X(free_invalid)          /* free_bulk of a foreign or not-owned buffer (ignored) */
+    X(free_invalid)          /* free_bulk of a foreign or not-owned buffer (ignored) */          \
+    X(rx_dropped_link_down)  /* datagrams received while the link was down: not delivered */
 // clang-format on
 
 enum class PortCounter : std::uint8_t {
@@ -186,9 +188,14 @@ class UringPort final : public PortDriver {
     void tx_reclaim() noexcept override;
     /** mtu() + 14. */
     [[nodiscard]] std::uint32_t max_frame() const noexcept override { return mtu_ + 14; }
-    /** The interface's IFF_UP and IFF_RUNNING (SIOCGIFFLAGS, asked at most once a millisecond,
-     *  the last answer cached in between). Any thread. */
+    /** The interface's IFF_UP and IFF_RUNNING, and its own address (when it holds the port's)
+     *  present, from rtnetlink announcements read at most once a millisecond (LinkWatch, in
+     *  link_watch.h; SIOCGIFFLAGS where no netlink socket can be had). While it last answered
+     *  false, rx_burst() delivers nothing (rx_dropped_link_down), as a NIC without a link.
+     *  Any thread. */
     [[nodiscard]] bool link_up() const noexcept override;
+    /** The link state's source (events, overruns, netlink or the fallback). */
+    [[nodiscard]] const LinkWatch& link_watch() const noexcept { return *link_; }
 
     // ---- introspection (any thread; counters are written by the polling thread) ----
     [[nodiscard]] const wire::MacAddr& mac() const noexcept { return mac_; }
@@ -252,8 +259,9 @@ class UringPort final : public PortDriver {
     RecvMode mode_ = RecvMode::batched;
     std::string ifname_;
     std::array<std::atomic<std::uint64_t>, kNumPortCounters> counters_{};
-    mutable std::atomic<std::uint64_t> link_next_ns_{0};
-    mutable std::atomic<bool> link_up_{true};
+    std::unique_ptr<LinkWatch> link_;
+    /** What link_up() last answered: rx_burst() reads it without asking the kernel. */
+    mutable std::atomic<bool> link_seen_up_{true};
 };
 
 } // namespace droce::uring

@@ -291,7 +291,8 @@ class Device {
      *   (IPv4-mapped vs IPv6), or dgid not a unicast address of another host (unspecified,
      *   multicast, or one of this device's own GIDs);
      *  ENETDOWN: the port is administratively down (set_port_admin) or its link is down;
-     *  EAGAIN: dgid's MAC is being resolved (a request is out or was just sent): retry later;
+     *  EAGAIN: dgid's MAC is being resolved (a request is out or was just sent): retry later
+     *   (never on an l3 port, PortSpec::l3: the probe goes at once to kL3PortNextHopMac);
      *  EHOSTUNREACH: resolution failed (nobody answered max_probes requests; not asked again for
      *   NeighParams::failed_hold_ns) or the neighbour table has no room;
      *  ENOBUFS: no transmit buffer or queue slot on the port (tx_no_buffer counted).

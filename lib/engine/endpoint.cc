@@ -86,7 +86,15 @@ int Device::send_ep_probe(const EpProbeRequest& req) noexcept {
         if (own.gid == req.dgid) return EINVAL;
     if (!admin_up_[req.port] || ps.driver == nullptr || !ps.driver->link_up()) return ENETDOWN;
 
-    const NeighLookup l = neigh_.lookup(req.dgid);
+    // An l3 port (the kernel routes, PortSpec::l3) has no neighbour to ask and would never get
+    // an answer: the probe goes at once, with the MAC the driver ignores, as a path's frames do.
+    NeighLookup l{};
+    if (ps.l3) {
+        l.result = NeighResolve::resolved;
+        l.mac = kL3PortNextHopMac;
+    } else {
+        l = neigh_.lookup(req.dgid);
+    }
     if (l.send_request) { // first request, a retransmission, or a STALE entry's refresh
         std::array<std::uint8_t, kNeighMaxReply> arp{};
         const std::size_t n = responders_[req.port].build_request(req.dgid, arp);

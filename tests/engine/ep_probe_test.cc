@@ -49,17 +49,25 @@ class EpPair {
         return c;
     }
 
-    explicit EpPair(bool ipv6 = false) : ipv6_(ipv6), fabric(&clock, fabric_config()) {
+    /** @p a_l3: A's ports are l3 (PortSpec::l3, as uring ports): A resolves no neighbour, and
+     *  its tap plays the kernel that routes, writing B's MAC over kL3PortNextHopMac. */
+    explicit EpPair(bool ipv6 = false, bool a_l3 = false)
+        : ipv6_(ipv6), fabric(&clock, fabric_config()) {
         for (std::uint32_t e = 0; e < 2; ++e) {
             std::vector<PortSpec> ports;
             for (std::uint32_t p = 0; p < kPlanes; ++p) {
                 taps[e].push_back(std::make_unique<FilterPort>(fabric.port(e, p)));
-                taps[e].back()->on_tx = [this, e](PktBuf& b) {
+                taps[e].back()->on_tx = [this, e, p, a_l3](PktBuf& b) {
                     sent[e].emplace_back(b.data, b.data + b.len);
+                    if (e == 0 && a_l3 && b.len >= 6) {
+                        const wire::MacAddr next = sim::Fabric::mac(1, p);
+                        std::memcpy(b.data, next.data(), next.size());
+                    }
                     return true;
                 };
                 ports.push_back(
                     PortSpec{taps[e][p].get(), sim::Fabric::mac(e, p), gid(e, p), 4096});
+                ports.back().l3 = e == 0 && a_l3;
             }
             dev[e] = std::make_unique<Device>("droce" + std::to_string(e), clock, ports);
         }
@@ -423,6 +431,29 @@ TEST(EpProbe, NobodyAnswersEndsUnreachable) {
     EXPECT_EQ(t.dev[0]->send_ep_probe(r), EHOSTUNREACH);
     ASSERT_EQ(t.send_resolving(t.request(0, 2, 2)), 0);
     ASSERT_TRUE(t.run_until([&] { return t.take().size() == 1; }));
+}
+
+// On an l3 port (uring: the kernel routes) nobody would answer an ARP request: the probe goes on
+// the first call, with kL3PortNextHopMac, and comes back.
+TEST(EpProbe, L3PortSendsAtOnceWithoutArp) {
+    EpPair t(false, true);
+    for (unsigned p = 0; p < kPlanes; ++p)
+        ASSERT_EQ(t.dev[0]->send_ep_probe(t.request(p, static_cast<std::uint16_t>(p), p)), 0)
+            << "port " << p;
+    EXPECT_EQ(t.count(0, Counter::neigh_tx), 0u) << "an l3 port asked ARP";
+    EXPECT_EQ(t.count(0, Counter::ep_probes_sent), kPlanes);
+    const auto probes = t.sent_with(0, Opcode::MRC_PROBE);
+    ASSERT_EQ(probes.size(), kPlanes);
+    for (const auto& pf : probes)
+        EXPECT_EQ(pf.eth->dst, kL3PortNextHopMac);
+    std::vector<EpProbeReply> got;
+    ASSERT_TRUE(t.run_until([&] {
+        for (const EpProbeReply& r : t.take())
+            got.push_back(r);
+        return got.size() == kPlanes;
+    }));
+    for (const EpProbeReply& r : got)
+        EXPECT_EQ(r.port, r.req_id);
 }
 
 TEST(EpProbe, InvalidArgumentsAreEinval) {

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * drivers/uring link state (LinkWatch, UringPort::link_up) on a veth pair in a network namespace
+ * of the test's own: the process moves into a new namespace (unshare CLONE_NEWNET as root, else
+ * in a new user namespace where the kernel allows it; skipped otherwise), so the interfaces
+ * vanish with it. iproute2 (`ip`) changes the interfaces; after each change link_up() must follow
+ * within kMaxReactMs (the time seen is printed): the peer taken down (carrier lost), the
+ * interface itself taken down, its address removed (IPv4 and IPv6), the pair deleted. While the
+ * link is down a datagram to the port is not delivered (rx_dropped_link_down); once it is up again
+ * one is.
+ */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "uring/link_watch.h"
+#include "uring/uring_port.h"
+
+namespace {
+
+using namespace droce;
+using droce::uring::LinkWatch;
+using droce::uring::PortCounter;
+using droce::uring::UringPort;
+using droce::uring::UringPortConfig;
+
+// The netlink read runs at most once a millisecond on a coarse clock (a jiffy, up to 4 ms); the
+// rest is a loaded 2-core host's scheduling.
+constexpr double kMaxReactMs = 200;
+const wire::Ipv6Addr kAddr = wire::ipv4_mapped({10, 55, 0, 1});
+constexpr std::uint16_t kPort = 4791;
+
+bool write_file(const char* path, const std::string& s) {
+    const int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const bool ok = write(fd, s.data(), s.size()) == static_cast<ssize_t>(s.size());
+    close(fd);
+    return ok;
+}
+
+/** "" when this process is now in a network namespace of its own, else why not. */
+std::string own_netns() {
+    if (unshare(CLONE_NEWNET) == 0) return "";
+    const uid_t uid = getuid();
+    const gid_t gid = getgid();
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0)
+        return std::string("unshare(CLONE_NEWUSER | CLONE_NEWNET): ") + std::strerror(errno);
+    // Root in the new user namespace, so that `ip` (a child) keeps the capabilities.
+    if (!write_file("/proc/self/setgroups", "deny") ||
+        !write_file("/proc/self/uid_map", "0 " + std::to_string(uid) + " 1") ||
+        !write_file("/proc/self/gid_map", "0 " + std::to_string(gid) + " 1"))
+        return "cannot map root in the new user namespace";
+    return "";
+}
+
+bool sh(const std::string& cmd) {
+    return std::system(("timeout 10 " + cmd + " > /dev/null 2>&1").c_str()) == 0;
+}
+
+/** Polls @p f until it returns @p want or 2 s pass; the milliseconds it took, or -1. */
+template <class F>
+double until(F f, bool want) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto limit = t0 + std::chrono::seconds(2);
+    while (std::chrono::steady_clock::now() < limit) {
+        if (f() == want)
+            return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    return -1;
+}
+
+/** Sends one small datagram to the port's address from a socket of this namespace. */
+void poke() {
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(kPort);
+    std::memcpy(&to.sin_addr, kAddr.data() + 12, 4);
+    const char msg[16] = "link test";
+    EXPECT_EQ(sendto(fd, msg, sizeof msg, 0, reinterpret_cast<sockaddr*>(&to), sizeof to),
+              static_cast<ssize_t>(sizeof msg))
+        << std::strerror(errno);
+    close(fd);
+}
+
+/** rx_burst for up to @p ms: the frames it delivered (given back). */
+unsigned drain(UringPort& p, int ms) {
+    unsigned n = 0;
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < limit) {
+        PktBuf* bufs[16];
+        const std::uint16_t got = p.rx_burst(bufs, 16);
+        n += got;
+        p.free_bulk(bufs, got);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return n;
+}
+
+class UringLink : public ::testing::Test {
+  protected:
+    static void SetUpTestSuite() {
+        skip_ = own_netns();
+        if (skip_.empty() && !sh("ip link set lo up")) skip_ = "no iproute2 (ip)";
+    }
+    void SetUp() override {
+        if (!skip_.empty()) GTEST_SKIP() << skip_;
+        ASSERT_TRUE(sh("ip link add lwa type veth peer name lwb"));
+        ASSERT_TRUE(sh("ip addr add 10.55.0.1/24 dev lwa"));
+        ASSERT_TRUE(sh("ip link set lwa up"));
+        ASSERT_TRUE(sh("ip link set lwb up"));
+    }
+    void TearDown() override {
+        if (skip_.empty()) (void)sh("ip link del lwa");
+    }
+    static std::string skip_;
+};
+std::string UringLink::skip_;
+
+TEST_F(UringLink, WatchFollowsCarrierAdminStateAddressAndDeletion) {
+    std::string err;
+    auto w = LinkWatch::open("lwa", true, kAddr, &err);
+    ASSERT_TRUE(w) << err;
+    EXPECT_TRUE(w->netlink()) << w->fallback_reason();
+    EXPECT_TRUE(w->follows_address());
+    ASSERT_GE(until([&] { return w->up(); }, true), 0) << "veth up with carrier";
+    struct Step {
+        const char* cmd;
+        bool up;
+    };
+    for (const Step s : {Step{"ip link set lwb down", false}, Step{"ip link set lwb up", true},
+                         Step{"ip link set lwa down", false}, Step{"ip link set lwa up", true},
+                         Step{"ip addr del 10.55.0.1/24 dev lwa", false},
+                         Step{"ip addr add 10.55.0.1/24 dev lwa", true}}) {
+        const std::uint64_t before = w->events();
+        ASSERT_TRUE(sh(s.cmd)) << s.cmd;
+        const double ms = until([&] { return w->up(); }, s.up);
+        std::printf("  %-36s -> link %s after %.2f ms\n", s.cmd, s.up ? "up" : "down", ms);
+        ASSERT_GE(ms, 0) << s.cmd << ": link_up() never became " << s.up;
+        EXPECT_LE(ms, kMaxReactMs) << s.cmd;
+        EXPECT_GT(w->events(), before) << s.cmd << ": seen without a netlink announcement";
+    }
+    EXPECT_EQ(w->overruns(), 0u);
+    ASSERT_TRUE(sh("ip link del lwa"));
+    EXPECT_GE(until([&] { return w->up(); }, false), 0) << "interface deleted";
+}
+
+TEST_F(UringLink, Ipv6AddressIsFollowed) {
+    ASSERT_TRUE(sh("ip addr add fd55::1/64 dev lwa nodad"));
+    wire::Ipv6Addr a6{0xfd, 0x55};
+    a6[15] = 1;
+    std::string err;
+    auto w = LinkWatch::open("lwa", false, a6, &err);
+    ASSERT_TRUE(w) << err;
+    EXPECT_TRUE(w->follows_address());
+    ASSERT_GE(until([&] { return w->up(); }, true), 0);
+    ASSERT_TRUE(sh("ip addr del fd55::1/64 dev lwa"));
+    EXPECT_GE(until([&] { return w->up(); }, false), 0) << "IPv6 address removed";
+    ASSERT_TRUE(sh("ip addr add fd55::1/64 dev lwa nodad"));
+    EXPECT_GE(until([&] { return w->up(); }, true), 0) << "IPv6 address back";
+}
+
+TEST_F(UringLink, AddressOfTheSubnetIsNotFollowed) {
+    std::string err;
+    auto w = LinkWatch::open("lwa", true, wire::ipv4_mapped({10, 55, 0, 9}), &err);
+    ASSERT_TRUE(w) << err;
+    EXPECT_FALSE(w->follows_address());
+    EXPECT_GE(until([&] { return w->up(); }, true), 0);
+}
+
+TEST_F(UringLink, NoSuchInterfaceIsAnError) {
+    std::string err;
+    EXPECT_FALSE(LinkWatch::open("lw-none", true, kAddr, &err));
+    EXPECT_NE(err.find("lw-none"), std::string::npos) << err;
+}
+
+TEST_F(UringLink, PortDeliversNothingWhileItsLinkIsDown) {
+    UringPortConfig c;
+    c.addr = kAddr;
+    c.udp_port = kPort;
+    std::string err;
+    auto p = UringPort::create(c, &err);
+    ASSERT_TRUE(p) << err;
+    EXPECT_EQ(p->interface(), "lwa");
+    ASSERT_GE(until([&] { return p->link_up(); }, true), 0);
+    (void)p->rx_burst(nullptr, 0); // arm the receive
+    poke();
+    EXPECT_EQ(drain(*p, 100), 1u) << "link up: delivered";
+
+    // The peer down: lwa loses its carrier but keeps its address and routes, so the kernel still
+    // delivers a local datagram to the socket; the port must not hand it on.
+    ASSERT_TRUE(sh("ip link set lwb down"));
+    const double ms = until([&] { return p->link_up(); }, false);
+    std::printf("  carrier lost -> UringPort::link_up() false after %.2f ms\n", ms);
+    ASSERT_GE(ms, 0);
+    EXPECT_LE(ms, kMaxReactMs);
+    const std::uint64_t rx_before = p->counter(PortCounter::rx_packets);
+    poke();
+    EXPECT_EQ(drain(*p, 100), 0u) << "link down: delivered anyway";
+    EXPECT_EQ(p->counter(PortCounter::rx_dropped_link_down), 1u);
+    EXPECT_EQ(p->counter(PortCounter::rx_packets), rx_before);
+
+    ASSERT_TRUE(sh("ip link set lwb up"));
+    ASSERT_GE(until([&] { return p->link_up(); }, true), 0);
+    poke();
+    EXPECT_EQ(drain(*p, 100), 1u) << "link back: delivered";
+}
+
+} // namespace
