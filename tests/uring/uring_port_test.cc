@@ -501,6 +501,44 @@ TEST(UringPortPacket, NonzeroIpv4IdVerifiesOnlyInPacketMode) {
     b->tx_reclaim();
 }
 
+// Packet mode over IPv6 (its own filter: next header UDP, the 16-byte address, the port).
+TEST(UringPortPacket, Ipv6FramesVerify) {
+    wire::Ipv6Addr lo6{};
+    lo6[15] = 1;
+    UringPortConfig ca, cb;
+    ca.addr = cb.addr = lo6;
+    ca.ipv4 = cb.ipv4 = false;
+    ca.udp_port = cb.peer_udp_port = test_port(40);
+    cb.udp_port = ca.peer_udp_port = test_port(41);
+    cb.recv_mode = RecvMode::packet;
+    std::string err;
+    auto a = UringPort::create(ca, &err);
+    ASSERT_TRUE(a) << err;
+    auto b = UringPort::create(cb, &err);
+    if (!b) GTEST_SKIP() << "packet mode needs CAP_NET_RAW: " << err;
+    (void)b->rx_burst(nullptr, 0);
+    wire::PathHeaders h = path_a_to_b(*a, *b, lo6, lo6, true);
+    h.tos = 0x02;
+    const std::vector<std::uint8_t> sent = send_one(*a, h, 4095);
+    std::vector<PktBuf*> got = receive(*b, 1);
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(got[0]->len, sent.size());
+    wire::ParsedFrame pf;
+    EXPECT_EQ(wire::parse_frame(got[0]->frame(), pf), wire::RejectReason::ok);
+    EXPECT_TRUE(pf.icrc_checked);
+    ASSERT_NE(pf.ipv6, nullptr);
+    EXPECT_EQ(pf.ipv6->traffic_class(), 0x02u);
+    EXPECT_EQ(pf.udp->dst_port.get(), wire::kRoceV2Port); // test_port(41) on the wire
+    // Payload length .. addresses and from the UDP length on as sent (the flow label and the UDP
+    // checksum are the kernel's).
+    EXPECT_EQ(0, std::memcmp(got[0]->data + 18, sent.data() + 18, 36));
+    EXPECT_EQ(0, std::memcmp(got[0]->data + 54, sent.data() + 54, 6));
+    EXPECT_EQ(0, std::memcmp(got[0]->data + 62, sent.data() + 62, sent.size() - 62));
+    b->free_bulk(got.data(), 1);
+    EXPECT_TRUE(receive_for(*b, std::chrono::milliseconds(50)).empty()); // once
+    a->tx_reclaim();
+}
+
 TEST(UringPortCreate, BadConfigsGetClearErrors) {
     std::string err;
     UringPortConfig c;
