@@ -141,7 +141,9 @@ std::uint16_t get_be16(const std::uint8_t* p) noexcept {
  */
 std::vector<sock_filter> packet_filter(bool ipv4, const wire::Ipv6Addr& a, std::uint16_t port) {
     std::vector<sock_filter> f;
-    std::vector<std::size_t> to_drop; // conditional jumps whose false branch is "drop"
+    // Conditional jumps to the final "drop": their false branch (jf), or their true branch where
+    // jt holds the placeholder 0xff. Resolved once the program's length is known.
+    std::vector<std::size_t> to_drop;
     const auto stmt = [&](std::uint16_t code, std::uint32_t k) {
         f.push_back(sock_filter{code, 0, 0, k});
     };
@@ -153,7 +155,7 @@ std::vector<sock_filter> packet_filter(bool ipv4, const wire::Ipv6Addr& a, std::
         return static_cast<std::uint32_t>(a[i]) << 24 | static_cast<std::uint32_t>(a[i + 1]) << 16 |
                static_cast<std::uint32_t>(a[i + 2]) << 8 | a[i + 3];
     };
-    // Not PACKET_OUTGOING (jset over a compare: the drop is the true branch here).
+    // Not PACKET_OUTGOING (here a match drops: the true branch).
     stmt(BPF_LD | BPF_W | BPF_ABS, static_cast<std::uint32_t>(SKF_AD_OFF + SKF_AD_PKTTYPE));
     to_drop.push_back(f.size());
     f.push_back(sock_filter{BPF_JMP | BPF_JEQ | BPF_K, 0xff, 0, PACKET_OUTGOING});
@@ -218,25 +220,25 @@ int open_packet_socket(bool ipv4, const wire::Ipv6Addr& a, std::uint16_t port,
                     "verifies only peers that send IPv4 ID 0)";
         return -1;
     }
-    std::vector<sock_filter> prog = packet_filter(ipv4, a, port);
-    const unsigned idx = if_nametoindex(ifname.c_str());
-    const auto give_up = [&](const char* what) {
-        *err = errno_text(what, errno);
+    const auto give_up = [&](const std::string& what, int e) {
+        *err = errno_text(what.c_str(), e);
         close(fd);
         return -1;
     };
-    if (!attach_filter(fd, prog)) return give_up("packet socket: SO_ATTACH_FILTER");
+    const unsigned idx = if_nametoindex(ifname.c_str());
+    if (idx == 0) return give_up("packet socket: interface " + ifname, errno);
+    std::vector<sock_filter> prog = packet_filter(ipv4, a, port);
+    if (!attach_filter(fd, prog)) return give_up("packet socket: SO_ATTACH_FILTER", errno);
     // Linux 4.20+; the filter drops outgoing copies anyway (older kernels: ENOPROTOOPT).
     (void)set_int(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, 1);
     if (!set_int(fd, SOL_SOCKET, SO_RCVBUFFORCE, static_cast<int>(rcvbuf)))
         (void)set_int(fd, SOL_SOCKET, SO_RCVBUF, static_cast<int>(rcvbuf));
-    if (idx == 0) return give_up(("packet socket: interface " + ifname).c_str());
     sockaddr_ll sll{};
     sll.sll_family = AF_PACKET;
     sll.sll_protocol = htons(ipv4 ? ETH_P_IP : ETH_P_IPV6);
     sll.sll_ifindex = static_cast<int>(idx);
     if (bind(fd, reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0)
-        return give_up(("packet socket: bind to " + ifname).c_str());
+        return give_up("packet socket: bind to " + ifname, errno);
     return fd;
 }
 
