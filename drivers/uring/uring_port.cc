@@ -4,6 +4,9 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <liburing.h>
+#include <linux/filter.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
@@ -120,6 +123,118 @@ std::uint16_t get_be16(const std::uint8_t* p) noexcept {
     return static_cast<std::uint16_t>(p[0] << 8 | p[1]);
 }
 
+/**
+ * The classic BPF program of the packet socket (RecvMode::packet). A SOCK_DGRAM packet socket runs
+ * it on the packet from the IP header on. It keeps (whole) only what the UDP socket bound to
+ * (addr, udp_port) would get: IPv4 or IPv6 with the right version, UDP, to addr and udp_port, not
+ * a fragment (RoCEv2 is sent with DF; the kernel would reassemble for the UDP socket, the packet
+ * socket sees pieces), and not a copy of a frame this host sends (on lo every frame is seen twice:
+ * outgoing and incoming). IPv6: UDP must be the first next header (RoCEv2 uses no extension
+ * headers). Everything else never leaves the kernel.
+ */
+std::vector<sock_filter> packet_filter(bool ipv4, const wire::Ipv6Addr& a, std::uint16_t port) {
+    std::vector<sock_filter> f;
+    // Conditional jumps to the final "drop": their false branch (jf), or their true branch where
+    // jt holds the placeholder 0xff. Resolved once the program's length is known.
+    std::vector<std::size_t> to_drop;
+    const auto stmt = [&](std::uint16_t code, std::uint32_t k) {
+        f.push_back(sock_filter{code, 0, 0, k});
+    };
+    const auto jeq_or_drop = [&](std::uint32_t k) {
+        to_drop.push_back(f.size());
+        f.push_back(sock_filter{BPF_JMP | BPF_JEQ | BPF_K, 0, 0, k});
+    };
+    const auto be32 = [&](std::size_t i) {
+        return static_cast<std::uint32_t>(a[i]) << 24 | static_cast<std::uint32_t>(a[i + 1]) << 16 |
+               static_cast<std::uint32_t>(a[i + 2]) << 8 | a[i + 3];
+    };
+    // Not PACKET_OUTGOING (here a match drops: the true branch).
+    stmt(BPF_LD | BPF_W | BPF_ABS, static_cast<std::uint32_t>(SKF_AD_OFF + SKF_AD_PKTTYPE));
+    to_drop.push_back(f.size());
+    f.push_back(sock_filter{BPF_JMP | BPF_JEQ | BPF_K, 0xff, 0, PACKET_OUTGOING});
+    stmt(BPF_LD | BPF_B | BPF_ABS, 0);
+    stmt(BPF_ALU | BPF_AND | BPF_K, 0xf0);
+    jeq_or_drop(ipv4 ? 0x40 : 0x60);
+    if (ipv4) {
+        stmt(BPF_LD | BPF_B | BPF_ABS, 9);
+        jeq_or_drop(wire::kIpProtoUdp);
+        stmt(BPF_LD | BPF_H | BPF_ABS, 6); // flags and fragment offset: MF or an offset
+        to_drop.push_back(f.size());
+        f.push_back(sock_filter{BPF_JMP | BPF_JSET | BPF_K, 0xff, 0, 0x3fff});
+        stmt(BPF_LD | BPF_W | BPF_ABS, 16);
+        jeq_or_drop(be32(12));
+        stmt(BPF_LDX | BPF_B | BPF_MSH, 0); // X = IHL * 4
+        stmt(BPF_LD | BPF_H | BPF_IND, 2);  // UDP destination port
+    } else {
+        stmt(BPF_LD | BPF_B | BPF_ABS, 6);
+        jeq_or_drop(wire::kIpProtoUdp);
+        for (std::uint32_t w = 0; w < 4; ++w) {
+            stmt(BPF_LD | BPF_W | BPF_ABS, 24 + 4 * w);
+            jeq_or_drop(be32(4 * w));
+        }
+        stmt(BPF_LD | BPF_H | BPF_ABS, 40 + 2);
+    }
+    jeq_or_drop(port);
+    stmt(BPF_RET | BPF_K, 0xffffffffu); // the whole packet
+    stmt(BPF_RET | BPF_K, 0);           // drop
+    const std::size_t drop = f.size() - 1;
+    for (const std::size_t i : to_drop) {
+        const auto off = static_cast<std::uint8_t>(drop - i - 1);
+        if (f[i].jt == 0xff)
+            f[i].jt = off;
+        else
+            f[i].jf = off;
+    }
+    return f;
+}
+
+bool attach_filter(int fd, std::vector<sock_filter>& prog) noexcept {
+    sock_fprog fp{};
+    fp.len = static_cast<unsigned short>(prog.size());
+    fp.filter = prog.data();
+    return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &fp, sizeof fp) == 0;
+}
+
+/**
+ * Packet mode: the AF_PACKET socket on @p ifname with packet_filter() attached before it is bound
+ * (so not one foreign frame is queued in between), PACKET_IGNORE_OUTGOING, and a deep receive
+ * buffer. @return the descriptor, or -1 with *err set.
+ */
+int open_packet_socket(bool ipv4, const wire::Ipv6Addr& a, std::uint16_t port,
+                       const std::string& ifname, std::uint32_t rcvbuf, std::string* err) {
+    // Protocol 0: no frame is queued until bind() names one.
+    const int fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        const int e = errno;
+        *err = errno_text("recv_mode = packet: packet socket", e);
+        if (e == EPERM || e == EACCES)
+            *err += " (needs CAP_NET_RAW: run as root, or grant it to the program with "
+                    "`setcap cap_net_raw+ep PROGRAM`; recv_mode = auto needs no privilege but "
+                    "verifies only peers that send IPv4 ID 0)";
+        return -1;
+    }
+    const auto give_up = [&](const std::string& what, int e) {
+        *err = errno_text(what.c_str(), e);
+        close(fd);
+        return -1;
+    };
+    const unsigned idx = if_nametoindex(ifname.c_str());
+    if (idx == 0) return give_up("packet socket: interface " + ifname, errno);
+    std::vector<sock_filter> prog = packet_filter(ipv4, a, port);
+    if (!attach_filter(fd, prog)) return give_up("packet socket: SO_ATTACH_FILTER", errno);
+    // Linux 4.20+; the filter drops outgoing copies anyway (older kernels: ENOPROTOOPT).
+    (void)set_int(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, 1);
+    if (!set_int(fd, SOL_SOCKET, SO_RCVBUFFORCE, static_cast<int>(rcvbuf)))
+        (void)set_int(fd, SOL_SOCKET, SO_RCVBUF, static_cast<int>(rcvbuf));
+    sockaddr_ll sll{};
+    sll.sll_family = AF_PACKET;
+    sll.sll_protocol = htons(ipv4 ? ETH_P_IP : ETH_P_IPV6);
+    sll.sll_ifindex = static_cast<int>(idx);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0)
+        return give_up("packet socket: bind to " + ifname, errno);
+    return fd;
+}
+
 } // namespace
 
 /** Per-slot send/receive message headers: the kernel reads them until the request completes. */
@@ -161,6 +276,8 @@ const char* to_string(RecvMode m) noexcept {
         return "multishot";
     case RecvMode::batched:
         return "batched";
+    case RecvMode::packet:
+        return "packet";
     }
     return "?";
 }
@@ -260,6 +377,21 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
     fill_sockaddr(cfg.ipv4, cfg.addr, cfg.udp_port, &sa, &salen);
     if (bind(p->rx_fd_, reinterpret_cast<sockaddr*>(&sa), salen) != 0)
         return fail(errno_text(("bind port " + std::to_string(cfg.udp_port)).c_str(), errno));
+    p->in_fd_ = p->rx_fd_;
+    if (cfg.recv_mode == RecvMode::packet) {
+        // The UDP socket stays bound so that the kernel answers no ICMP port unreachable, but
+        // every datagram is a copy of one the packet socket has: a filter returning 0 drops it
+        // before it is queued, and the smallest buffer bounds what could slip through.
+        std::vector<sock_filter> none{sock_filter{BPF_RET | BPF_K, 0, 0, 0}};
+        (void)set_int(p->rx_fd_, SOL_SOCKET, SO_RCVBUF, 1);
+        if (!attach_filter(p->rx_fd_, none))
+            return fail(errno_text("UDP socket: SO_ATTACH_FILTER", errno));
+        p->pkt_fd_ =
+            open_packet_socket(cfg.ipv4, cfg.addr, cfg.udp_port, p->ifname_, cfg.rcvbuf, err);
+        if (p->pkt_fd_ < 0) return nullptr;
+        p->in_fd_ = p->pkt_fd_;
+        p->receive_ = &UringPort::rebuild_packet;
+    }
 
     // The ring. Completions outnumber submissions (a multishot receive posts many), hence the
     // larger CQ; the kernel keeps overflowing CQEs rather than dropping them.
@@ -336,6 +468,7 @@ UringPort::~UringPort() {
     for (const int fd : fds_)
         close(fd);
     if (rx_fd_ >= 0) close(rx_fd_);
+    if (pkt_fd_ >= 0) close(pkt_fd_);
     std::free(mem_);
 }
 
@@ -600,6 +733,49 @@ bool UringPort::rebuild(std::uint32_t slot, const std::uint8_t* name, std::uint3
     return true;
 }
 
+bool UringPort::rebuild_packet(std::uint32_t slot, const std::uint8_t* /*name*/,
+                               std::uint32_t /*namelen*/, const std::uint8_t* /*ctrl*/,
+                               std::uint32_t /*ctrllen*/, std::uint32_t payload_len,
+                               bool truncated) noexcept {
+    if (truncated) {
+        inc(PortCounter::rx_dropped_truncated);
+        return false;
+    }
+    // The packet as it was on the wire from the IP header on: only the Ethernet header is missing.
+    // Headers too short to read go to the engine as they are: parse_frame() counts them.
+    std::uint8_t* ip = mem_ + static_cast<std::size_t>(slot) * slot_bytes_ + kPayloadOff;
+    std::uint32_t len = payload_len;
+    std::uint8_t tos = 0;
+    std::uint8_t* udp = nullptr;
+    if (ipv4_ && len >= 20) {
+        const std::uint32_t ihl = (ip[0] & 0xfu) * 4u;
+        const std::uint32_t total = get_be16(ip + 2);
+        tos = ip[1];
+        // Ethernet pads a short packet (an empty RoCE SEND) to 60 bytes: the padding is not ours.
+        if (total >= ihl && total <= len) len = total;
+        if (ihl >= 20 && ihl + 8 <= len) udp = ip + ihl;
+    } else if (!ipv4_ && len >= 40) {
+        tos = static_cast<std::uint8_t>((get_be16(ip) >> 4) & 0xffu);
+        const std::uint32_t total = 40u + get_be16(ip + 4);
+        if (total <= len) len = total;
+        if (48 <= len) udp = ip + 40;
+    }
+    // The engine and the ICRC know 4791 (README: destination port and tests).
+    if (udp) put_be16(udp + 2, wire::kRoceV2Port);
+    std::uint8_t* f = ip - 14;
+    std::memcpy(f, mac_.data(), 6);
+    std::memcpy(f + 6, kRxSourceMac.data(), 6);
+    put_be16(f + 12, ipv4_ ? wire::kEtherTypeIpv4 : wire::kEtherTypeIpv6);
+    PktBuf& b = bufs_[slot];
+    b.data = f;
+    b.len = 14 + len;
+    b.capacity = slot_bytes_ - (kPayloadOff - 14);
+    b.port = port_index_;
+    b.ecn_ce = (tos & 3u) == 3u;
+    b.ext_len = 0;
+    return true;
+}
+
 std::uint16_t UringPort::reap(PktBuf** out, std::uint16_t n) noexcept {
     io_uring& r = ring_->ring;
     unsigned head = 0, seen = 0;
@@ -637,10 +813,10 @@ std::uint16_t UringPort::reap(PktBuf** out, std::uint16_t n) noexcept {
             --rx_posted_;
             std::uint8_t* base = mem_ + static_cast<std::size_t>(s) * slot_bytes_;
             io_uring_recvmsg_out* o = io_uring_recvmsg_validate(base, res, &ring_->multishot_msg);
-            const bool ok = o && rebuild(s, base + kNameOff, o->namelen, base + kCtrlOff,
-                                         std::min<std::uint32_t>(o->controllen, kCtrlLen),
-                                         static_cast<std::uint32_t>(res) - kPayloadOff,
-                                         (o->flags & MSG_TRUNC) != 0);
+            const bool ok = o && (this->*receive_)(s, base + kNameOff, o->namelen, base + kCtrlOff,
+                                                   std::min<std::uint32_t>(o->controllen, kCtrlLen),
+                                                   static_cast<std::uint32_t>(res) - kPayloadOff,
+                                                   (o->flags & MSG_TRUNC) != 0);
             if (!o) inc(PortCounter::rx_errors);
             if (ok) {
                 where_[s] = kCaller;
@@ -660,9 +836,10 @@ std::uint16_t UringPort::reap(PktBuf** out, std::uint16_t n) noexcept {
             }
             const msghdr& m = ring_->msgs[slot].msg;
             std::uint8_t* base = mem_ + static_cast<std::size_t>(slot) * slot_bytes_;
-            if (rebuild(slot, base + kNameOff, m.msg_namelen, base + kCtrlOff,
-                        static_cast<std::uint32_t>(m.msg_controllen),
-                        static_cast<std::uint32_t>(res), (m.msg_flags & MSG_TRUNC) != 0)) {
+            if ((this->*receive_)(slot, base + kNameOff, m.msg_namelen, base + kCtrlOff,
+                                  static_cast<std::uint32_t>(m.msg_controllen),
+                                  static_cast<std::uint32_t>(res),
+                                  (m.msg_flags & MSG_TRUNC) != 0)) {
                 where_[slot] = kCaller;
                 out[got++] = &bufs_[slot];
                 inc(PortCounter::rx_packets);
@@ -696,7 +873,7 @@ void UringPort::keep_receiving() noexcept {
         if (!armed_ && rx_posted_ > 0) {
             io_uring_sqe* sqe = io_uring_get_sqe(&r);
             if (!sqe) return;
-            io_uring_prep_recvmsg_multishot(sqe, rx_fd_, &ring_->multishot_msg, 0);
+            io_uring_prep_recvmsg_multishot(sqe, in_fd_, &ring_->multishot_msg, 0);
             sqe->flags |= IOSQE_BUFFER_SELECT;
             sqe->buf_group = kBufGroup;
             io_uring_sqe_set_data64(sqe, user_data(kTagRxMulti, 0));
@@ -721,7 +898,7 @@ void UringPort::keep_receiving() noexcept {
         m.msg.msg_controllen = kCtrlLen;
         m.msg.msg_iov = &m.iov;
         m.msg.msg_iovlen = 1;
-        io_uring_prep_recvmsg(sqe, rx_fd_, &m.msg, 0);
+        io_uring_prep_recvmsg(sqe, in_fd_, &m.msg, 0);
         io_uring_sqe_set_data64(sqe, user_data(kTagRxSingle, s));
         ++rx_posted_;
         inc(PortCounter::rx_armed);

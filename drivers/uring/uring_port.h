@@ -20,6 +20,12 @@
  *    it covers the IPv4 ID and flags, which a UDP socket cannot see: they are rebuilt as 0 and DF,
  *    what an unconnected Linux UDP socket with IP_PMTUDISC_DO sends (and droce and rxe send). A
  *    peer sending another IPv4 ID fails the ICRC here (README: the IPv4 ID limit).
+ *  - receive, RecvMode::packet (needs CAP_NET_RAW): the same ring reads an AF_PACKET SOCK_DGRAM
+ *    socket on the interface instead, whose classic BPF filter copies only UDP to (address,
+ *    udp_port). It delivers the IP header as it was on the wire (ID, flags, flow label), so the
+ *    port writes only the Ethernet header in front, trims link padding to the IP length and
+ *    writes 4791 as UDP destination; the ICRC then verifies for any peer. The UDP socket stays
+ *    bound, so the kernel sends no ICMP port unreachable, and a filter drops all it receives.
  *
  * Source ports: the ICRC covers the UDP source port, which carries the QP's entropy, so the kernel
  * must send from exactly that port. The port keeps one socket per source port in use, bound to
@@ -106,6 +112,11 @@ enum class RecvMode : std::uint8_t {
     automatic, ///< multishot where the kernel has provided buffer rings, else batched
     multishot, ///< one multishot recvmsg over a provided buffer ring (create() fails without)
     batched,   ///< a batch of single-shot recvmsg SQEs, each with its own buffer
+    /** A packet socket (AF_PACKET, SOCK_DGRAM, needs CAP_NET_RAW) on the interface, read like
+     *  auto (multishot where the kernel has provided buffer rings, else batched): it sees the
+     *  whole IP header, so a peer whose IPv4 ID is not 0 verifies. The UDP socket stays bound
+     *  (no ICMP port unreachable) with a filter that drops every datagram on it. */
+    packet,
 };
 [[nodiscard]] const char* to_string(RecvMode m) noexcept;
 
@@ -158,7 +169,8 @@ class UringPort final : public PortDriver {
      *         bind (EADDRINUSE: another socket holds the port; EADDRNOTAVAIL: the address is not
      *         this host's) or setsockopt errno; io_uring_queue_init errno (ENOMEM: RLIMIT_MEMLOCK,
      *         EPERM: io_uring disabled by sysctl); multishot asked and the kernel has no
-     *         provided buffer rings.
+     *         provided buffer rings; packet mode without CAP_NET_RAW (EPERM: the message says
+     *         so and how to grant it), or its setsockopt / bind errno.
      */
     [[nodiscard]] static std::unique_ptr<UringPort> create(const UringPortConfig& cfg,
                                                            std::string* err);
@@ -202,8 +214,11 @@ class UringPort final : public PortDriver {
     [[nodiscard]] std::uint32_t mtu() const noexcept { return mtu_; }
     [[nodiscard]] const std::string& interface() const noexcept { return ifname_; }
     [[nodiscard]] std::uint16_t udp_port() const noexcept { return udp_port_; }
-    /** multishot or batched: what create() chose. */
+    /** multishot or batched: what create() chose (also in packet mode: how the packet socket is
+     *  read). */
     [[nodiscard]] RecvMode recv_mode() const noexcept { return mode_; }
+    /** True when frames come from the packet socket (RecvMode::packet). */
+    [[nodiscard]] bool packet_socket() const noexcept { return pkt_fd_ >= 0; }
     [[nodiscard]] std::uint8_t port_index() const noexcept { return port_index_; }
     /** Buffers on the free list now. */
     [[nodiscard]] std::uint32_t free_buffers() const noexcept { return free_n_; }
@@ -226,6 +241,13 @@ class UringPort final : public PortDriver {
     bool rebuild(std::uint32_t slot, const std::uint8_t* name, std::uint32_t namelen,
                  const std::uint8_t* ctrl, std::uint32_t ctrllen, std::uint32_t payload_len,
                  bool truncated) noexcept;
+    bool rebuild_packet(std::uint32_t slot, const std::uint8_t* name, std::uint32_t namelen,
+                        const std::uint8_t* ctrl, std::uint32_t ctrllen, std::uint32_t payload_len,
+                        bool truncated) noexcept;
+    /** rebuild, or rebuild_packet in packet mode: chosen once by create(). */
+    bool (UringPort::*receive_)(std::uint32_t, const std::uint8_t*, std::uint32_t,
+                                const std::uint8_t*, std::uint32_t, std::uint32_t,
+                                bool) noexcept = &UringPort::rebuild;
     void keep_receiving() noexcept;
     int source_socket(std::uint16_t sport) noexcept;
     int bind_source(std::uint16_t sport) noexcept;
@@ -249,6 +271,8 @@ class UringPort final : public PortDriver {
     std::uint32_t max_sports_ = 0;
 
     int rx_fd_ = -1;
+    int pkt_fd_ = -1; ///< packet mode: the AF_PACKET socket receives read, else -1
+    int in_fd_ = -1;  ///< the socket receives read: pkt_fd_ in packet mode, else rx_fd_
     bool ipv4_ = true;
     wire::Ipv6Addr addr_{};
     std::uint16_t udp_port_ = 4791;

@@ -554,9 +554,9 @@ bool Loader::build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d
             if (have) pc.peer_udp_port = static_cast<std::uint16_t>(port);
             if (const char* rm = get(cfg, psec, "recv_mode")) {
                 const std::string_view r(rm);
-                if (r != "auto" && r != "multishot" && r != "batched")
+                if (r != "auto" && r != "multishot" && r != "batched" && r != "packet")
                     return fail(line_of(psec, "recv_mode"), psec, "recv_mode",
-                                quote(r) + " is not auto, multishot or batched");
+                                quote(r) + " is not auto, multishot, batched or packet");
                 pc.recv_mode = std::string(r);
             }
         }

@@ -69,6 +69,7 @@ std::unique_ptr<uring::UringPort> make_uring_port(const DeviceConfig& dc, unsign
     uc.mac = pc.mac;
     uc.recv_mode = pc.recv_mode == "multishot" ? uring::RecvMode::multishot
                    : pc.recv_mode == "batched" ? uring::RecvMode::batched
+                   : pc.recv_mode == "packet"  ? uring::RecvMode::packet
                                                : uring::RecvMode::automatic;
     auto port = uring::UringPort::create(uc, err);
     if (!port) return nullptr;

@@ -79,6 +79,14 @@ TEST(UringConfig, OnlyIpIsRequired) {
     EXPECT_EQ(pc.mac, wire::MacAddr{}); // the driver derives one
 }
 
+TEST(UringConfig, PacketReceiveModeIsAValue) {
+    TempFile f(file("driver = uring\nip = 127.0.0.9/8\nrecv_mode = packet\n"));
+    std::string err;
+    auto c = load_config(f.path(), &err);
+    ASSERT_TRUE(c) << err;
+    EXPECT_EQ(c->devices[0].ports[0].recv_mode, "packet");
+}
+
 TEST(UringConfig, BadLinesAreRefusedWithLineAndKey) {
     EXPECT_NE(load_error(file("driver = uring\n")).find(":3: [port0]: missing required key \"ip\""),
               std::string::npos);
@@ -95,9 +103,10 @@ TEST(UringConfig, BadLinesAreRefusedWithLineAndKey) {
     EXPECT_NE(load_error(file("driver = uring\nip = 127.0.0.9/8\nudp_port = 0\n"))
                   .find(":6: [port0] udp_port: \"0\" is not a number in 1..65535"),
               std::string::npos);
-    EXPECT_NE(load_error(file("driver = uring\nip = 127.0.0.9/8\nrecv_mode = fast\n"))
-                  .find(":6: [port0] recv_mode: \"fast\" is not auto, multishot or batched"),
-              std::string::npos);
+    EXPECT_NE(
+        load_error(file("driver = uring\nip = 127.0.0.9/8\nrecv_mode = fast\n"))
+            .find(":6: [port0] recv_mode: \"fast\" is not auto, multishot, batched or packet"),
+        std::string::npos);
     EXPECT_NE(load_error(file("driver = uring\nip = 127.0.0.9/8\ninterface = a/b\n"))
                   .find(":6: [port0] interface:"),
               std::string::npos);

@@ -7,8 +7,10 @@
  * carried by the kernel; every source port bound once; non-UDP frames and oversize datagrams
  * dropped and counted; both receive modes (multishot over a provided buffer ring, batched
  * recvmsg). As root, the frames the kernel put on lo are read back with a packet socket: IPv4 ID 0
- * and DF, the frame the engine built, an ICRC that verifies. Each test takes its own loopback
- * addresses and UDP port (from the process id), so parallel runs do not meet.
+ * and DF, the frame the engine built, an ICRC that verifies; and recv_mode = packet verifies a
+ * frame whose IPv4 ID is not 0 (sent with a raw socket), which the UDP-socket modes reject. Each
+ * test takes its own loopback addresses and UDP port (from the process id), so parallel runs do not
+ * meet.
  */
 #include <arpa/inet.h>
 #include <linux/if_ether.h>
@@ -27,6 +29,8 @@
 #include <gtest/gtest.h>
 
 #include "uring/uring_port.h"
+#include "wire/icrc.h"
+#include "wire/ipv4.h"
 #include "wire/packet.h"
 
 namespace {
@@ -99,6 +103,19 @@ std::vector<PktBuf*> receive(UringPort& port, std::size_t want) {
         const std::uint16_t n = port.rx_burst(bufs, 64);
         got.insert(got.end(), bufs, bufs + n);
         if (n == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    return got;
+}
+
+/** Everything @p port receives within @p d (caller frees). */
+std::vector<PktBuf*> receive_for(UringPort& port, std::chrono::milliseconds d) {
+    std::vector<PktBuf*> got;
+    const auto until = std::chrono::steady_clock::now() + d;
+    while (std::chrono::steady_clock::now() < until) {
+        PktBuf* bufs[64];
+        const std::uint16_t n = port.rx_burst(bufs, 64);
+        got.insert(got.end(), bufs, bufs + n);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     return got;
 }
@@ -378,6 +395,148 @@ TEST(UringPortWire, KernelSendsWhatTheEngineBuiltAndTheIcrcVerifies) {
         p.b->free_bulk(got.data(), 1);
     }
     close(ps);
+}
+
+/**
+ * Sends @p frame's IP packet (from byte 14) with a raw IPv4 socket (IP_HDRINCL: the header as
+ * given, ID included; the kernel fills only the checksum and the total length).
+ * @return true when sent.
+ */
+bool send_raw_ipv4(const std::vector<std::uint8_t>& frame, const wire::Ipv6Addr& dst) {
+    const int fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+    if (fd < 0) return false;
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    std::memcpy(&sa.sin_addr, dst.data() + 12, 4);
+    const ssize_t n = sendto(fd, frame.data() + 14, frame.size() - 14, 0,
+                             reinterpret_cast<const sockaddr*>(&sa), sizeof sa);
+    close(fd);
+    return n == static_cast<ssize_t>(frame.size() - 14);
+}
+
+/** @p frame (IPv4) with IPv4 ID @p id, the IP checksum and the ICRC made right again: what a
+ *  peer with a per-packet ID counter sends; then UDP destination @p dport (the test's port, which
+ *  the ICRC does not cover: it holds 4791 there). */
+std::vector<std::uint8_t> with_ipv4_id(std::vector<std::uint8_t> frame, std::uint16_t id,
+                                       std::uint16_t dport) {
+    auto* ip = reinterpret_cast<wire::Ipv4Hdr*>(frame.data() + 14);
+    ip->id.set(id);
+    ip->checksum.set(0);
+    ip->checksum.set(wire::ipv4_header_checksum(ip, 20));
+    const std::span<const std::uint8_t> l3(frame.data() + 14, frame.size() - 14 - 4);
+    wire::store_icrc(frame.data() + frame.size() - 4, wire::icrc_compute(l3, false));
+    frame[14 + 20 + 2] = static_cast<std::uint8_t>(dport >> 8);
+    frame[14 + 20 + 3] = static_cast<std::uint8_t>(dport);
+    return frame;
+}
+
+// recv_mode = packet: the packet socket sees the IP header as sent, so a frame whose IPv4 ID is
+// not 0 verifies there, where the UDP socket port (which rebuilds ID 0) rejects its ICRC. Frames
+// from a UDP-socket sender come through byte for byte as in the other modes, once each (the UDP
+// socket's copy is filtered out, and so is lo's outgoing copy). Unprivileged, create() refuses
+// packet mode and says why.
+TEST(UringPortPacket, NonzeroIpv4IdVerifiesOnlyInPacketMode) {
+    UringPortConfig ca, cb;
+    ca.addr = loop4(5);
+    cb.addr = loop4(6);
+    ca.udp_port = cb.udp_port = test_port(30);
+    cb.recv_mode = RecvMode::packet;
+    cb.port_index = 1;
+    std::string err;
+    auto a = UringPort::create(ca, &err);
+    ASSERT_TRUE(a) << err;
+    auto b = UringPort::create(cb, &err);
+    if (!b) {
+        EXPECT_NE(err.find("CAP_NET_RAW"), std::string::npos) << err;
+        EXPECT_NE(geteuid(), 0u) << err;
+        GTEST_SKIP() << "packet mode needs CAP_NET_RAW: " << err;
+    }
+    EXPECT_TRUE(b->packet_socket());
+    EXPECT_FALSE(a->packet_socket());
+    EXPECT_EQ(b->recv_mode(), a->recv_mode()); // read like auto
+    (void)a->rx_burst(nullptr, 0);
+    (void)b->rx_burst(nullptr, 0);
+    const wire::PathHeaders h = path_a_to_b(*a, *b, loop4(5), loop4(6), false);
+    for (const std::size_t size : {0ul, 1ul, 4095ul}) {
+        SCOPED_TRACE(size);
+        const std::vector<std::uint8_t> sent = send_one(*a, h, size);
+        std::vector<PktBuf*> got = receive(*b, 1);
+        ASSERT_EQ(got.size(), 1u);
+        ASSERT_EQ(got[0]->len, sent.size());
+        EXPECT_EQ(0, std::memcmp(got[0]->data, b->mac().data(), 6));
+        EXPECT_EQ(0, std::memcmp(got[0]->data + 12, sent.data() + 12, sent.size() - 12));
+        EXPECT_EQ(got[0]->port, 1);
+        b->free_bulk(got.data(), 1);
+    }
+    // A peer with another IPv4 ID, to the packet-mode port and to the UDP-socket port.
+    const std::vector<std::uint8_t> built = send_one(*a, h, 100, 7);
+    std::vector<PktBuf*> first = receive(*b, 1); // the ID 0 copy, sent through the kernel
+    ASSERT_EQ(first.size(), 1u);
+    b->free_bulk(first.data(), 1);
+    const std::vector<std::uint8_t> to_b = with_ipv4_id(built, 0x1234, b->udp_port());
+    ASSERT_TRUE(send_raw_ipv4(to_b, loop4(6)));
+    std::vector<PktBuf*> got = receive(*b, 1);
+    ASSERT_EQ(got.size(), 1u);
+    wire::ParsedFrame pf;
+    EXPECT_EQ(wire::parse_frame(got[0]->frame(), pf), wire::RejectReason::ok);
+    EXPECT_TRUE(pf.icrc_checked);
+    ASSERT_NE(pf.ipv4, nullptr);
+    EXPECT_EQ(pf.ipv4->id.get(), 0x1234);
+    EXPECT_EQ(pf.payload.size(), 100u);
+    b->free_bulk(got.data(), 1);
+    wire::PathHeaders back = path_a_to_b(*b, *a, loop4(6), loop4(5), false);
+    std::vector<std::uint8_t> to_a = send_one(*b, back, 100, 9); // the same shape, ID 0
+    got = receive(*a, 1);
+    ASSERT_EQ(got.size(), 1u);
+    a->free_bulk(got.data(), 1);
+    ASSERT_TRUE(send_raw_ipv4(with_ipv4_id(to_a, 0x4321, a->udp_port()), loop4(5)));
+    got = receive(*a, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(wire::parse_frame(got[0]->frame(), pf), wire::RejectReason::bad_icrc);
+    a->free_bulk(got.data(), 1);
+    // Nothing else came: no second copy from the UDP socket or from lo's outgoing side.
+    EXPECT_TRUE(receive_for(*b, std::chrono::milliseconds(100)).empty());
+    EXPECT_EQ(b->counter(PortCounter::rx_packets), 5u);
+    a->tx_reclaim();
+    b->tx_reclaim();
+}
+
+// Packet mode over IPv6 (its own filter: next header UDP, the 16-byte address, the port).
+TEST(UringPortPacket, Ipv6FramesVerify) {
+    wire::Ipv6Addr lo6{};
+    lo6[15] = 1;
+    UringPortConfig ca, cb;
+    ca.addr = cb.addr = lo6;
+    ca.ipv4 = cb.ipv4 = false;
+    ca.udp_port = cb.peer_udp_port = test_port(40);
+    cb.udp_port = ca.peer_udp_port = test_port(41);
+    cb.recv_mode = RecvMode::packet;
+    std::string err;
+    auto a = UringPort::create(ca, &err);
+    ASSERT_TRUE(a) << err;
+    auto b = UringPort::create(cb, &err);
+    if (!b) GTEST_SKIP() << "packet mode needs CAP_NET_RAW: " << err;
+    (void)b->rx_burst(nullptr, 0);
+    wire::PathHeaders h = path_a_to_b(*a, *b, lo6, lo6, true);
+    h.tos = 0x02;
+    const std::vector<std::uint8_t> sent = send_one(*a, h, 4095);
+    std::vector<PktBuf*> got = receive(*b, 1);
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(got[0]->len, sent.size());
+    wire::ParsedFrame pf;
+    EXPECT_EQ(wire::parse_frame(got[0]->frame(), pf), wire::RejectReason::ok);
+    EXPECT_TRUE(pf.icrc_checked);
+    ASSERT_NE(pf.ipv6, nullptr);
+    EXPECT_EQ(pf.ipv6->traffic_class(), 0x02u);
+    EXPECT_EQ(pf.udp->dst_port.get(), wire::kRoceV2Port); // test_port(41) on the wire
+    // Payload length .. addresses and from the UDP length on as sent (the flow label and the UDP
+    // checksum are the kernel's).
+    EXPECT_EQ(0, std::memcmp(got[0]->data + 18, sent.data() + 18, 36));
+    EXPECT_EQ(0, std::memcmp(got[0]->data + 54, sent.data() + 54, 6));
+    EXPECT_EQ(0, std::memcmp(got[0]->data + 62, sent.data() + 62, sent.size() - 62));
+    b->free_bulk(got.data(), 1);
+    EXPECT_TRUE(receive_for(*b, std::chrono::milliseconds(50)).empty()); // once
+    a->tx_reclaim();
 }
 
 TEST(UringPortCreate, BadConfigsGetClearErrors) {
