@@ -3,16 +3,22 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <linux/filter.h>
 #include <liburing.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -127,7 +133,87 @@ std::uint16_t get_be16(const std::uint8_t* p) noexcept {
     return static_cast<std::uint16_t>(p[0] << 8 | p[1]);
 }
 
+std::string addr_text(bool ipv4, const wire::Ipv6Addr& a) {
+    char buf[INET6_ADDRSTRLEN] = "?";
+    (void)inet_ntop(ipv4 ? AF_INET : AF_INET6, ipv4 ? a.data() + 12 : a.data(), buf, sizeof buf);
+    return buf;
+}
+
+// ---- sharing one UDP port (README: "Several processes on one port") ----
+
+/** BTH byte that carries the top byte of the destination QP (BTH: opcode, flags, P_Key, resv8,
+ *  DestQP[23:0] in bytes 5..7; IBTA Vol 1 9.2). */
+constexpr std::uint32_t kBthDestQpTopByte = 5;
+/** Bytes 8..15 of a slot probe. */
+constexpr std::uint8_t kProbeMagic[8] = {'D', 'R', 'O', 'C', 'E', 'S', 'H', 'R'};
+
+/**
+ * Attaches the steering program to a socket of the group. For a reuseport classic BPF program the
+ * kernel runs the filter with the packet pulled to the transport payload (sock_reuseport.c,
+ * run_bpf_filter: pskb_pull by the UDP header length), so absolute offset 0 is BTH byte 0; the
+ * return value is an index into the group's sockets, and an index past the last one (or a
+ * datagram shorter than 6 bytes, which ends the program with 0) falls back to the hash of the
+ * addresses and ports (index 0 for the short one). Unprivileged: SO_ATTACH_REUSEPORT_CBPF needs
+ * no capability.
+ */
+bool attach_steering(int fd) noexcept {
+    sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kBthDestQpTopByte), // A = DestQP >> 16: the slot
+        BPF_STMT(BPF_RET | BPF_A, 0),                          // the socket at index A
+    };
+    sock_fprog prog{};
+    prog.len = static_cast<unsigned short>(sizeof code / sizeof code[0]);
+    prog.filter = code;
+    return setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) == 0;
+}
+
+/** A slot probe: byte 5 the candidate slot, TVer 15 (no RoCE stack takes it), magic, nonce. */
+void build_probe(std::uint8_t* p, std::uint8_t candidate, std::uint64_t nonce) noexcept {
+    std::memset(p, 0, kShareProbeLen);
+    p[1] = 0x0f; // SE 0, M 0, PadCount 0, TVer 15
+    p[2] = p[3] = 0xff;
+    p[kBthDestQpTopByte] = candidate;
+    std::memcpy(p + 8, kProbeMagic, sizeof kProbeMagic);
+    std::memcpy(p + 16, &nonce, sizeof nonce);
+}
+
+bool is_probe(const std::uint8_t* p, std::uint32_t len) noexcept {
+    return len == kShareProbeLen && p[1] == 0x0f &&
+           std::memcmp(p + 8, kProbeMagic, sizeof kProbeMagic) == 0;
+}
+
 } // namespace
+
+ShareJoinLock::ShareJoinLock(unsigned timeout_ms, std::string* err) {
+    // An abstract name lives in the network namespace, like the UDP ports the lock guards.
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    const int n = std::snprintf(sa.sun_path + 1, sizeof sa.sun_path - 1, "droce-share-join-%u",
+                                static_cast<unsigned>(getuid()));
+    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+    const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        if (err) *err = errno_text("share join lock: socket", errno);
+        return;
+    }
+    for (unsigned waited = 0;; ++waited) {
+        if (bind(fd, reinterpret_cast<sockaddr*>(&sa), len) == 0) {
+            fd_ = fd;
+            return;
+        }
+        if (errno != EADDRINUSE || waited >= timeout_ms) break;
+        usleep(1000);
+    }
+    if (err)
+        *err = errno == EADDRINUSE ? "share join lock: another process of this user held it for " +
+                                         std::to_string(timeout_ms) + " ms"
+                                   : errno_text("share join lock: bind", errno);
+    close(fd);
+}
+
+ShareJoinLock::~ShareJoinLock() {
+    if (fd_ >= 0) close(fd_);
+}
 
 /** Per-slot send/receive message headers: the kernel reads them until the request completes. */
 struct SlotMsg {
@@ -258,11 +344,29 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
     // Unprivileged, the kernel caps SO_RCVBUF at net.core.rmem_max (no error).
     if (!set_int(p->rx_fd_, SOL_SOCKET, SO_RCVBUFFORCE, static_cast<int>(cfg.rcvbuf)))
         (void)set_int(p->rx_fd_, SOL_SOCKET, SO_RCVBUF, static_cast<int>(cfg.rcvbuf));
+    if (cfg.share && !set_int(p->rx_fd_, SOL_SOCKET, SO_REUSEPORT, 1))
+        return fail(errno_text("setsockopt SO_REUSEPORT", errno));
     sockaddr_in6 sa{};
     socklen_t salen = 0;
     fill_sockaddr(cfg.ipv4, cfg.addr, cfg.udp_port, &sa, &salen);
-    if (bind(p->rx_fd_, reinterpret_cast<sockaddr*>(&sa), salen) != 0)
-        return fail(errno_text(("bind port " + std::to_string(cfg.udp_port)).c_str(), errno));
+    if (bind(p->rx_fd_, reinterpret_cast<sockaddr*>(&sa), salen) != 0) {
+        const int e = errno;
+        const std::string where =
+            "UDP port " + std::to_string(cfg.udp_port) + " on " + addr_text(cfg.ipv4, cfg.addr);
+        if (e == EADDRINUSE && !cfg.share)
+            return fail(where + " is in use by another process; set share = yes to share it");
+        if (e == EADDRINUSE)
+            return fail(where + " is held by a socket that does not share it: every process "
+                                "sharing it must set share = yes and run as the same user");
+        return fail(errno_text(("bind " + where).c_str(), e));
+    }
+    if (cfg.share) {
+        // After bind: the group exists then, and every member attaches the same program.
+        if (!attach_steering(p->rx_fd_))
+            return fail(errno_text("setsockopt SO_ATTACH_REUSEPORT_CBPF", errno));
+        p->share_ = true;
+        if (!p->probe_slot(err)) return nullptr;
+    }
 
     // The ring. Completions outnumber submissions (a multishot receive posts many), hence the
     // larger CQ; the kernel keeps overflowing CQEs rather than dropping them.
@@ -422,6 +526,63 @@ int UringPort::source_socket(std::uint16_t sport) noexcept {
     return sport_fd_[sport] = bind_source(sport);
 }
 
+bool UringPort::probe_slot(std::string* err) {
+    // The slot is the socket's index in the group, which the kernel does not report: send probes
+    // naming candidate slots to the group's own address and see which come back to this socket.
+    // A candidate below our index reaches another member (which drops it: rx_share_probes), ours
+    // reaches us, and one past the last member falls back to the hash and may reach anyone: so
+    // the smallest of our probes that arrives here is our index. Rounds of 16 candidates keep the
+    // probes another member must drop (and its socket buffer must hold) few.
+    if (getrandom(&probe_nonce_, sizeof probe_nonce_, 0) != sizeof probe_nonce_)
+        probe_nonce_ = coarse_ns() ^ (static_cast<std::uint64_t>(getpid()) << 40);
+    sockaddr_in6 self{};
+    socklen_t selflen = 0;
+    fill_sockaddr(ipv4_, addr_, udp_port_, &self, &selflen);
+    std::uint8_t pkt[kShareProbeLen];
+    std::uint8_t in[2048];
+    unsigned best = kMaxShareSlots;
+    const std::uint64_t give_up = coarse_ns() + 500'000'000ull;
+    const auto drain = [&](int wait_ms) {
+        pollfd pfd{rx_fd_, POLLIN, 0};
+        while (coarse_ns() < give_up && poll(&pfd, 1, wait_ms) > 0) {
+            const ssize_t got = recv(rx_fd_, in, sizeof in, MSG_DONTWAIT);
+            if (got < 0) break;
+            const auto len = static_cast<std::uint32_t>(got);
+            if (!is_probe(in, len)) continue; // traffic for a slot not served yet: dropped
+            if (std::memcmp(in + 16, &probe_nonce_, sizeof probe_nonce_) != 0) {
+                inc(PortCounter::rx_share_probes); // another member probing at the same time
+                continue;
+            }
+            best = std::min<unsigned>(best, in[kBthDestQpTopByte]);
+        }
+    };
+    for (unsigned round = 0; round * 16 < kMaxShareSlots && best == kMaxShareSlots; ++round) {
+        for (unsigned k = round * 16; k < round * 16 + 16; ++k) {
+            build_probe(pkt, static_cast<std::uint8_t>(k), probe_nonce_);
+            if (sendto(rx_fd_, pkt, sizeof pkt, 0, reinterpret_cast<sockaddr*>(&self), selflen) !=
+                static_cast<ssize_t>(sizeof pkt)) {
+                *err = errno_text("share: slot probe sendto", errno);
+                return false;
+            }
+        }
+        drain(2); // loopback delivers within the sendto, unless softirqs are deferred
+    }
+    // Late arrivals (a loaded host defers softirqs) can only lower best, never below our index.
+    while (coarse_ns() < give_up) {
+        const unsigned before = best;
+        drain(20);
+        if (best != kMaxShareSlots && best == before) break;
+    }
+    if (best == kMaxShareSlots) {
+        *err = "share: no slot probe came back to this socket in 500 ms (more than " +
+               std::to_string(kMaxShareSlots) + " processes share UDP port " +
+               std::to_string(udp_port_) + " on " + addr_text(ipv4_, addr_) + "?)";
+        return false;
+    }
+    slot_ = static_cast<std::uint8_t>(best);
+    return true;
+}
+
 void UringPort::submit() noexcept {
     if (io_uring_sq_ready(&ring_->ring) == 0) return;
     const int rc = io_uring_submit(&ring_->ring);
@@ -530,6 +691,16 @@ bool UringPort::rebuild(std::uint32_t slot, const std::uint8_t* name, std::uint3
     if (truncated) {
         inc(PortCounter::rx_dropped_truncated);
         return false;
+    }
+    if (share_) {
+        const std::uint8_t* bth = mem_ + static_cast<std::size_t>(slot) * slot_bytes_ + kPayloadOff;
+        if (is_probe(bth, payload_len)) {
+            inc(PortCounter::rx_share_probes); // a member joining: not for the engine
+            return false;
+        }
+        // QP1 (the MRC endpoint QP, low 16 bits 1) of any slot is answered by any member.
+        if (payload_len >= 8 && bth[kBthDestQpTopByte] != slot_ && !(bth[6] == 0 && bth[7] == 1))
+            inc(PortCounter::rx_foreign_slot); // the engine drops it (no such QP)
     }
     // The sender, and the TOS / traffic class, before the headers overwrite them.
     sockaddr_in6 from{};

@@ -86,7 +86,9 @@ namespace droce::uring {
     X(submit_errors)         /* io_uring_submit failures (entries stay queued, sent later) */      \
     X(source_ports_bound)    /* sockets bound to a UDP source port so far */                       \
     X(alloc_failed)          /* buffers asked of alloc_bulk that the pool could not give */        \
-    X(free_invalid)          /* free_bulk of a foreign or not-owned buffer (ignored) */
+    X(free_invalid)          /* free_bulk of a foreign or not-owned buffer (ignored) */            \
+    X(rx_share_probes)       /* share: slot probes of a joining member, dropped */                 \
+    X(rx_foreign_slot)       /* share: frames for a QPN of another slot (a member left) */
 // clang-format on
 
 enum class PortCounter : std::uint8_t {
@@ -113,6 +115,18 @@ enum class RecvMode : std::uint8_t {
  */
 inline constexpr wire::MacAddr kRxSourceMac = {0x02, 0x75, 0x72, 0x69, 0x6e, 0x67};
 
+/**
+ * Sharing one UDP port between processes (UringPortConfig::share). Every member binds its receive
+ * socket to the same (address, udp_port) in one SO_REUSEPORT group and attaches kShareSteering, a
+ * classic BPF program that returns the top byte of the BTH destination QP (BTH byte 5): the kernel
+ * hands the datagram to the socket at that index of the group (bind order). A member's slot is its
+ * index, learnt at create() by a self-probe, and the device puts it in the top byte of its QPNs
+ * (Device::set_qpn_steering_slot). README: "Several processes on one port".
+ */
+inline constexpr unsigned kMaxShareSlots = 256; ///< members of one group at most (one QPN byte)
+/** Bytes of a slot probe datagram (never a valid BTH: TVer 15). */
+inline constexpr unsigned kShareProbeLen = 32;
+
 /** How to set up one port. */
 struct UringPortConfig {
     std::uint8_t port_index = 0; ///< droce's 0-based port index, written to PktBuf::port
@@ -138,6 +152,29 @@ struct UringPortConfig {
     /** Socket receive buffer asked (SO_RCVBUFFORCE when allowed, else SO_RCVBUF, which the kernel
      *  caps at net.core.rmem_max). Bytes. */
     std::uint32_t rcvbuf = 8u << 20;
+    /** Share (addr, udp_port) with other processes of the same user (see kMaxShareSlots): join
+     *  the SO_REUSEPORT group, attach the steering program, probe the slot. false: a port
+     *  someone else holds fails with EADDRINUSE. */
+    bool share = false;
+};
+
+/**
+ * Serialises the joins of shared ports on this host (network namespace): a process holds it while
+ * it creates all its shared ports, so that it gets the same index (slot) in every group. An
+ * abstract unix socket name per user, bound while held: no file, no privilege, released by the
+ * kernel when the process dies.
+ */
+class ShareJoinLock {
+  public:
+    /** Waits up to @p timeout_ms for the lock. held() says whether it was taken; *err why not. */
+    ShareJoinLock(unsigned timeout_ms, std::string* err);
+    ~ShareJoinLock();
+    ShareJoinLock(const ShareJoinLock&) = delete;
+    ShareJoinLock& operator=(const ShareJoinLock&) = delete;
+    [[nodiscard]] bool held() const noexcept { return fd_ >= 0; }
+
+  private:
+    int fd_ = -1;
 };
 
 class UringPort final : public PortDriver {
@@ -156,7 +193,10 @@ class UringPort final : public PortDriver {
      *         bind (EADDRINUSE: another socket holds the port; EADDRNOTAVAIL: the address is not
      *         this host's) or setsockopt errno; io_uring_queue_init errno (ENOMEM: RLIMIT_MEMLOCK,
      *         EPERM: io_uring disabled by sysctl); multishot asked and the kernel has no
-     *         provided buffer rings.
+     *         provided buffer rings. With share: SO_ATTACH_REUSEPORT_CBPF errno; the self-probe
+     *         found no slot (more than kMaxShareSlots members, or the probes did not come back in
+     *         500 ms). Without share, EADDRINUSE reads "UDP port N on ADDR is in use by another
+     *         process; set share = yes to share it".
      */
     [[nodiscard]] static std::unique_ptr<UringPort> create(const UringPortConfig& cfg,
                                                            std::string* err);
@@ -198,6 +238,11 @@ class UringPort final : public PortDriver {
     /** multishot or batched: what create() chose. */
     [[nodiscard]] RecvMode recv_mode() const noexcept { return mode_; }
     [[nodiscard]] std::uint8_t port_index() const noexcept { return port_index_; }
+    /** create() joined a shared group (UringPortConfig::share). */
+    [[nodiscard]] bool shared() const noexcept { return share_; }
+    /** The port's index in its SO_REUSEPORT group at create(), the top byte its device gives its
+     *  QPNs; 0 when not shared. */
+    [[nodiscard]] std::uint8_t steering_slot() const noexcept { return slot_; }
     /** Buffers on the free list now. */
     [[nodiscard]] std::uint32_t free_buffers() const noexcept { return free_n_; }
     [[nodiscard]] std::uint64_t counter(PortCounter c) const noexcept {
@@ -223,6 +268,7 @@ class UringPort final : public PortDriver {
     int source_socket(std::uint16_t sport) noexcept;
     int bind_source(std::uint16_t sport) noexcept;
     void submit() noexcept;
+    bool probe_slot(std::string* err);
 
     std::unique_ptr<Ring> ring_;
     // Pool: slot i is bufs_[i], its bytes at mem_ + i * slot_bytes_.
@@ -250,6 +296,9 @@ class UringPort final : public PortDriver {
     wire::MacAddr mac_{};
     std::uint8_t port_index_ = 0;
     RecvMode mode_ = RecvMode::batched;
+    bool share_ = false;
+    std::uint8_t slot_ = 0;
+    std::uint64_t probe_nonce_ = 0;
     std::string ifname_;
     std::array<std::atomic<std::uint64_t>, kNumPortCounters> counters_{};
     mutable std::atomic<std::uint64_t> link_next_ns_{0};

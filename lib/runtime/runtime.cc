@@ -67,6 +67,7 @@ std::unique_ptr<uring::UringPort> make_uring_port(const DeviceConfig& dc, unsign
     uc.peer_udp_port = pc.peer_udp_port;
     uc.mtu = pc.mtu;
     uc.mac = pc.mac;
+    uc.share = pc.share;
     uc.recv_mode = pc.recv_mode == "multishot" ? uring::RecvMode::multishot
                    : pc.recv_mode == "batched" ? uring::RecvMode::batched
                                                : uring::RecvMode::automatic;
@@ -145,6 +146,20 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
         slot.cfg = file->devices[i];
         const DeviceConfig& dc = slot.cfg;
         std::vector<PortSpec> specs;
+        // Shared uring ports (share = yes) are created under one host-wide lock, so that this
+        // process joins every group in the same order as the others and gets one slot in all.
+        std::unique_ptr<uring::ShareJoinLock> join;
+        if (std::any_of(dc.ports.begin(), dc.ports.end(), [](const PortConfig& pc) {
+                return pc.driver == PortDriverKind::uring && pc.share;
+            })) {
+            join = std::make_unique<uring::ShareJoinLock>(10'000, &e);
+            if (!join->held()) {
+                *err = config_path + ": device " + dc.name + ": " + e;
+                return nullptr;
+            }
+        }
+        int share_slot = -1;
+        unsigned share_port = 0;
         for (unsigned p = 0; p < dc.ports.size(); ++p) {
             PortConfig& pc = slot.cfg.ports[p];
             PortDriver* drv = nullptr;
@@ -153,6 +168,18 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
                 auto up = make_uring_port(dc, p, pc, &e);
                 if (!up) {
                     *err = port_prefix(dc, p) + e;
+                    return nullptr;
+                }
+                if (up->shared() && share_slot < 0) {
+                    share_slot = up->steering_slot();
+                    share_port = p;
+                } else if (up->shared() && up->steering_slot() != share_slot) {
+                    *err = port_prefix(dc, p) + "share: this process is member " +
+                           std::to_string(up->steering_slot()) + " of this port's group but " +
+                           std::to_string(share_slot) + " of port" + std::to_string(share_port) +
+                           "'s: every process sharing the ports must share all of them (the "
+                           "same shared ports in every config), started one after another or "
+                           "together, and none may leave while others join";
                     return nullptr;
                 }
                 drv = up.get();
@@ -209,6 +236,9 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
             specs.back().l3 = pc.driver == PortDriverKind::uring; // the kernel routes
         }
         slot.dev = std::make_unique<Device>(dc.name, rt->clock_, specs);
+        join.reset(); // the slots are known: others may join
+        if (share_slot > 0) // a fresh device has no QP: cannot fail
+            (void)slot.dev->set_qpn_steering_slot(static_cast<std::uint8_t>(share_slot));
         if (dc.dcqcn != "off") slot.dev->set_dcqcn(cc::profile_by_name(dc.dcqcn));
         // DROCE_TX_BYREF_MIN=BYTES|off: smallest payload sent by reference (zero-copy) where a port
         // can; "off" copies everything. For benchmarks comparing both in one run (bench/e2e/run).
