@@ -2,15 +2,17 @@
 #include "uring/uring_port.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
-#include <linux/filter.h>
 #include <liburing.h>
+#include <linux/filter.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,7 +23,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <optional>
 
 #include "wire/ipv4.h"
 #include "wire/udp.h"
@@ -147,23 +151,70 @@ constexpr std::uint32_t kBthDestQpTopByte = 5;
 /** Bytes 8..15 of a slot probe. */
 constexpr std::uint8_t kProbeMagic[8] = {'D', 'R', 'O', 'C', 'E', 'S', 'H', 'R'};
 
+/** The members of one group: slot_at[i] is the steering slot of the socket at index i. */
+struct ShareTable {
+    std::uint32_t n = 0;
+    std::uint8_t slot_at[kMaxShareSlots]{};
+};
+
 /**
- * Attaches the steering program to a socket of the group. For a reuseport classic BPF program the
- * kernel runs the filter with the packet pulled to the transport payload (sock_reuseport.c,
- * run_bpf_filter: pskb_pull by the UDP header length), so absolute offset 0 is BTH byte 0; the
- * return value is an index into the group's sockets, and an index past the last one (or a
- * datagram shorter than 6 bytes, which ends the program with 0) falls back to the hash of the
- * addresses and ports (index 0 for the short one). Unprivileged: SO_ATTACH_REUSEPORT_CBPF needs
- * no capability.
+ * Where a group's table lives: /dev/shm (every process of the user sees it), named by user,
+ * network namespace (the port space the group lives in), address and port. The last member to
+ * leave removes it.
  */
-bool attach_steering(int fd) noexcept {
-    sock_filter code[] = {
-        BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kBthDestQpTopByte), // A = DestQP >> 16: the slot
-        BPF_STMT(BPF_RET | BPF_A, 0),                          // the socket at index A
-    };
+std::string table_path(bool ipv4, const wire::Ipv6Addr& a, std::uint16_t port) {
+    struct stat st {};
+    const unsigned long netns = stat("/proc/self/ns/net", &st) == 0 ? st.st_ino : 0;
+    return "/dev/shm/droce-share-" + std::to_string(getuid()) + "-" + std::to_string(netns) + "-" +
+           addr_text(ipv4, a) + "-" + std::to_string(port);
+}
+
+/** Reads the table (a missing file is an empty group). @return false on a damaged file. */
+bool read_table(const std::string& path, ShareTable* t) {
+    *t = ShareTable{};
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT;
+    const ssize_t got = read(fd, t, sizeof *t);
+    close(fd);
+    return got == static_cast<ssize_t>(sizeof *t) && t->n <= kMaxShareSlots;
+}
+
+/** Writes the table, or removes the file when the group is empty. */
+bool write_table(const std::string& path, const ShareTable& t) {
+    if (t.n == 0) return unlink(path.c_str()) == 0 || errno == ENOENT;
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return false;
+    const bool ok = write(fd, &t, sizeof t) == static_cast<ssize_t>(sizeof t);
+    return close(fd) == 0 && ok;
+}
+
+/**
+ * Attaches the group's steering program for table @p t to @p fd, a socket of the group (one
+ * program per group: the last attached serves every member). For a reuseport classic BPF program
+ * the kernel runs the filter with the packet pulled to the transport payload (sock_reuseport.c,
+ * run_bpf_filter: pskb_pull by the UDP header length), so absolute offset 0 is BTH byte 0; the
+ * return value is an index into the group's sockets, and an index past the last one falls back to
+ * the hash of addresses and ports (a datagram shorter than 6 bytes ends the program with 0: index
+ * 0). The program: a slot probe (TVer 15) goes to the index its byte 5 names; any other datagram
+ * to the index whose member has the slot in the destination QP's top byte (one compare per
+ * member), or to the hash when no member has it. Unprivileged: SO_ATTACH_REUSEPORT_CBPF needs no
+ * capability.
+ */
+bool attach_steering(int fd, const ShareTable& t) {
+    std::vector<sock_filter> code;                                   // control path
+    code.push_back(BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 1));           // A = SE, M, PadCount, TVer
+    code.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0f, 0, 2)); // a probe?
+    code.push_back(BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kBthDestQpTopByte));
+    code.push_back(BPF_STMT(BPF_RET | BPF_A, 0)); // the probe's candidate index
+    code.push_back(BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kBthDestQpTopByte)); // A = DestQP >> 16
+    for (std::uint32_t i = 0; i < t.n; ++i) {
+        code.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, t.slot_at[i], 0, 1));
+        code.push_back(BPF_STMT(BPF_RET | BPF_K, i));
+    }
+    code.push_back(BPF_STMT(BPF_RET | BPF_K, 0xffffffffu)); // nobody's slot: the kernel's hash
     sock_fprog prog{};
-    prog.len = static_cast<unsigned short>(sizeof code / sizeof code[0]);
-    prog.filter = code;
+    prog.len = static_cast<unsigned short>(code.size());
+    prog.filter = code.data();
     return setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) == 0;
 }
 
@@ -184,7 +235,21 @@ bool is_probe(const std::uint8_t* p, std::uint32_t len) noexcept {
 
 } // namespace
 
+namespace {
+// The process's hold on the host-wide lock: re-entered by nested ShareJoinLocks of one thread
+// (lib/runtime holds it around a device's ports; each port's create() and destructor take it too).
+std::recursive_mutex g_join_mutex;
+unsigned g_join_depth = 0;
+int g_join_fd = -1;
+} // namespace
+
 ShareJoinLock::ShareJoinLock(unsigned timeout_ms, std::string* err) {
+    g_join_mutex.lock();
+    if (g_join_depth > 0) {
+        ++g_join_depth;
+        held_ = true;
+        return;
+    }
     // An abstract name lives in the network namespace, like the UDP ports the lock guards.
     sockaddr_un sa{};
     sa.sun_family = AF_UNIX;
@@ -192,27 +257,33 @@ ShareJoinLock::ShareJoinLock(unsigned timeout_ms, std::string* err) {
                                 static_cast<unsigned>(getuid()));
     const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
     const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        if (err) *err = errno_text("share join lock: socket", errno);
-        return;
-    }
-    for (unsigned waited = 0;; ++waited) {
+    int e = errno;
+    for (unsigned waited = 0; fd >= 0; ++waited) {
         if (bind(fd, reinterpret_cast<sockaddr*>(&sa), len) == 0) {
-            fd_ = fd;
+            g_join_fd = fd;
+            g_join_depth = 1;
+            held_ = true;
             return;
         }
-        if (errno != EADDRINUSE || waited >= timeout_ms) break;
+        e = errno;
+        if (e != EADDRINUSE || waited >= timeout_ms) break;
         usleep(1000);
     }
     if (err)
-        *err = errno == EADDRINUSE ? "share join lock: another process of this user held it for " +
-                                         std::to_string(timeout_ms) + " ms"
-                                   : errno_text("share join lock: bind", errno);
-    close(fd);
+        *err = e == EADDRINUSE ? "share join lock: another process of this user held it for " +
+                                     std::to_string(timeout_ms) + " ms"
+                               : errno_text("share join lock", e);
+    if (fd >= 0) close(fd);
+    g_join_mutex.unlock();
 }
 
 ShareJoinLock::~ShareJoinLock() {
-    if (fd_ >= 0) close(fd_);
+    if (!held_) return;
+    if (--g_join_depth == 0) {
+        close(g_join_fd);
+        g_join_fd = -1;
+    }
+    g_join_mutex.unlock();
 }
 
 /** Per-slot send/receive message headers: the kernel reads them until the request completes. */
@@ -346,6 +417,10 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
         (void)set_int(p->rx_fd_, SOL_SOCKET, SO_RCVBUF, static_cast<int>(cfg.rcvbuf));
     if (cfg.share && !set_int(p->rx_fd_, SOL_SOCKET, SO_REUSEPORT, 1))
         return fail(errno_text("setsockopt SO_REUSEPORT", errno));
+    // Joins (bind, probe, table) and leaves of this host's groups one at a time: the index the
+    // probe finds is then the table's member count.
+    std::optional<ShareJoinLock> join;
+    if (cfg.share && !join.emplace(10'000, err).held()) return nullptr;
     sockaddr_in6 sa{};
     socklen_t salen = 0;
     fill_sockaddr(cfg.ipv4, cfg.addr, cfg.udp_port, &sa, &salen);
@@ -361,11 +436,8 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
         return fail(errno_text(("bind " + where).c_str(), e));
     }
     if (cfg.share) {
-        // After bind: the group exists then, and every member attaches the same program.
-        if (!attach_steering(p->rx_fd_))
-            return fail(errno_text("setsockopt SO_ATTACH_REUSEPORT_CBPF", errno));
         p->share_ = true;
-        if (!p->probe_slot(err)) return nullptr;
+        if (!p->join_group(cfg.share_slot, err)) return nullptr;
     }
 
     // The ring. Completions outnumber submissions (a multishot receive posts many), hence the
@@ -442,6 +514,7 @@ UringPort::~UringPort() {
     if (ring_ && ring_->br) std::free(ring_->br);
     for (const int fd : fds_)
         close(fd);
+    if (joined_) leave_group();
     if (rx_fd_ >= 0) close(rx_fd_);
     std::free(mem_);
 }
@@ -526,7 +599,7 @@ int UringPort::source_socket(std::uint16_t sport) noexcept {
     return sport_fd_[sport] = bind_source(sport);
 }
 
-bool UringPort::probe_slot(std::string* err) {
+bool UringPort::probe_index(unsigned* index, std::string* err) {
     // The slot is the socket's index in the group, which the kernel does not report: send probes
     // naming candidate slots to the group's own address and see which come back to this socket.
     // A candidate below our index reaches another member (which drops it: rx_share_probes), ours
@@ -579,8 +652,78 @@ bool UringPort::probe_slot(std::string* err) {
                std::to_string(udp_port_) + " on " + addr_text(ipv4_, addr_) + "?)";
         return false;
     }
-    slot_ = static_cast<std::uint8_t>(best);
+    *index = best;
     return true;
+}
+
+bool UringPort::join_group(int want, std::string* err) {
+    unsigned idx = 0;
+    if (!probe_index(&idx, err)) return false;
+    const std::string where =
+        "UDP port " + std::to_string(udp_port_) + " on " + addr_text(ipv4_, addr_);
+    table_path_ = table_path(ipv4_, addr_, udp_port_);
+    ShareTable t;
+    if (!read_table(table_path_, &t)) {
+        *err = "share: " + table_path_ + " is damaged: remove it once no process shares " + where;
+        return false;
+    }
+    if (idx == 0) t.n = 0; // alone in the group: whatever the file says is stale
+    if (t.n != idx) {
+        *err = "share: " + table_path_ + " lists " + std::to_string(t.n) +
+               " members but this socket is member " + std::to_string(idx) +
+               " of the group: a member ended without leaving (killed?) and the kernel moved "
+               "another into its place; stop every process sharing " +
+               where + ", then start them again";
+        return false;
+    }
+    unsigned slot = 0;
+    const auto used = [&](unsigned s) {
+        return std::find(t.slot_at, t.slot_at + t.n, s) != t.slot_at + t.n;
+    };
+    if (want >= 0) {
+        slot = static_cast<unsigned>(want);
+        if (slot >= kMaxShareSlots || used(slot)) {
+            *err = "share: slot " + std::to_string(want) +
+                   " (this process's slot on its other shared ports) is another member's on " +
+                   where + ": processes that share several ports must share the same ones";
+            return false;
+        }
+    } else {
+        while (used(slot))
+            ++slot;
+    }
+    t.slot_at[idx] = static_cast<std::uint8_t>(slot);
+    t.n = idx + 1;
+    if (!attach_steering(rx_fd_, t)) {
+        *err = errno_text("share: setsockopt SO_ATTACH_REUSEPORT_CBPF", errno);
+        return false;
+    }
+    if (!write_table(table_path_, t)) {
+        *err = errno_text(("share: writing " + table_path_).c_str(), errno);
+        return false;
+    }
+    slot_ = static_cast<std::uint8_t>(slot);
+    joined_ = true;
+    return true;
+}
+
+void UringPort::leave_group() noexcept {
+    // The kernel will move the group's last socket into our index when ours closes: steer the
+    // last member's slot to our index first (until the close, its datagrams reach us and are
+    // dropped; RC retransmits them), then close, under the lock so no join sees a half state.
+    ShareJoinLock join(10'000, nullptr);
+    ShareTable t;
+    if (join.held() && read_table(table_path_, &t)) {
+        const auto* it = std::find(t.slot_at, t.slot_at + t.n, slot_);
+        if (it != t.slot_at + t.n) {
+            t.slot_at[it - t.slot_at] = t.slot_at[t.n - 1];
+            --t.n;
+            if (t.n > 0) (void)attach_steering(rx_fd_, t);
+            (void)write_table(table_path_, t);
+        }
+    }
+    close(rx_fd_);
+    rx_fd_ = -1;
 }
 
 void UringPort::submit() noexcept {

@@ -117,11 +117,15 @@ inline constexpr wire::MacAddr kRxSourceMac = {0x02, 0x75, 0x72, 0x69, 0x6e, 0x6
 
 /**
  * Sharing one UDP port between processes (UringPortConfig::share). Every member binds its receive
- * socket to the same (address, udp_port) in one SO_REUSEPORT group and attaches kShareSteering, a
- * classic BPF program that returns the top byte of the BTH destination QP (BTH byte 5): the kernel
- * hands the datagram to the socket at that index of the group (bind order). A member's slot is its
- * index, learnt at create() by a self-probe, and the device puts it in the top byte of its QPNs
- * (Device::set_qpn_steering_slot). README: "Several processes on one port".
+ * socket to the same (address, udp_port) in one SO_REUSEPORT group, and a classic BPF program
+ * attached to the group steers each datagram by the top byte of its BTH destination QP (BTH byte
+ * 5), the member's slot, which its device puts in its QPNs (Device::set_qpn_steering_slot). The
+ * kernel only knows indices (bind order, and a member that leaves is replaced by the last one), so
+ * the program maps slot to index from the group's table (/dev/shm, one per user, network
+ * namespace, address and port); a joining member learns its index by a self-probe, takes a free
+ * slot and rewrites the table and the program; a leaving member does the same before it closes.
+ * Joins and leaves of the host are serialised by ShareJoinLock. README: "Several processes on one
+ * port".
  */
 inline constexpr unsigned kMaxShareSlots = 256; ///< members of one group at most (one QPN byte)
 /** Bytes of a slot probe datagram (never a valid BTH: TVer 15). */
@@ -156,13 +160,17 @@ struct UringPortConfig {
      *  the SO_REUSEPORT group, attach the steering program, probe the slot. false: a port
      *  someone else holds fails with EADDRINUSE. */
     bool share = false;
+    /** With share: the slot to take (0..255; create() fails if another member has it), so that a
+     *  process has one slot on all its shared ports; -1: the smallest free one. */
+    int share_slot = -1;
 };
 
 /**
- * Serialises the joins of shared ports on this host (network namespace): a process holds it while
- * it creates all its shared ports, so that it gets the same index (slot) in every group. An
- * abstract unix socket name per user, bound while held: no file, no privilege, released by the
- * kernel when the process dies.
+ * Serialises the joins and leaves of shared ports of one user on this host (network namespace).
+ * An abstract unix socket name per user, bound while held: no file, no privilege, released by the
+ * kernel when the process dies. Re-entrant in a process (lib/runtime holds it around all the
+ * shared ports of a device, whose create() take it again); other threads of the process wait.
+ * Control path.
  */
 class ShareJoinLock {
   public:
@@ -171,10 +179,10 @@ class ShareJoinLock {
     ~ShareJoinLock();
     ShareJoinLock(const ShareJoinLock&) = delete;
     ShareJoinLock& operator=(const ShareJoinLock&) = delete;
-    [[nodiscard]] bool held() const noexcept { return fd_ >= 0; }
+    [[nodiscard]] bool held() const noexcept { return held_; }
 
   private:
-    int fd_ = -1;
+    bool held_ = false;
 };
 
 class UringPort final : public PortDriver {
@@ -193,16 +201,20 @@ class UringPort final : public PortDriver {
      *         bind (EADDRINUSE: another socket holds the port; EADDRNOTAVAIL: the address is not
      *         this host's) or setsockopt errno; io_uring_queue_init errno (ENOMEM: RLIMIT_MEMLOCK,
      *         EPERM: io_uring disabled by sysctl); multishot asked and the kernel has no
-     *         provided buffer rings. With share: SO_ATTACH_REUSEPORT_CBPF errno; the self-probe
-     *         found no slot (more than kMaxShareSlots members, or the probes did not come back in
-     *         500 ms). Without share, EADDRINUSE reads "UDP port N on ADDR is in use by another
-     *         process; set share = yes to share it".
+     *         provided buffer rings. With share: the join lock not taken in 10 s; EADDRINUSE
+     *         when a socket that does not share holds the port (or one of another user); the
+     *         self-probe found no index (more than kMaxShareSlots members, or no probe came back
+     *         in 500 ms); the group table damaged or stale (a member killed without leaving: the
+     *         message says to restart the group); share_slot taken; SO_ATTACH_REUSEPORT_CBPF or
+     *         table write errno. Without share, EADDRINUSE reads "UDP port N on ADDR is in use by
+     *         another process; set share = yes to share it".
      */
     [[nodiscard]] static std::unique_ptr<UringPort> create(const UringPortConfig& cfg,
                                                            std::string* err);
     /** Cancels every request and waits for the kernel to let go of the buffers (up to 1 s), then
-     *  closes the ring and the sockets and frees the pool. Buffers still held by callers become
-     *  invalid. Control path, with nobody polling the port. */
+     *  closes the ring and the sockets (a shared port leaves its group first: table and program
+     *  rewritten so the other members keep their datagrams) and frees the pool. Buffers still held
+     * by callers become invalid. Control path, with nobody polling the port. */
     ~UringPort() override;
     UringPort(const UringPort&) = delete;
     UringPort& operator=(const UringPort&) = delete;
@@ -240,8 +252,8 @@ class UringPort final : public PortDriver {
     [[nodiscard]] std::uint8_t port_index() const noexcept { return port_index_; }
     /** create() joined a shared group (UringPortConfig::share). */
     [[nodiscard]] bool shared() const noexcept { return share_; }
-    /** The port's index in its SO_REUSEPORT group at create(), the top byte its device gives its
-     *  QPNs; 0 when not shared. */
+    /** The slot this member took in its group (the top byte its device gives its QPNs); 0 when
+     *  not shared. */
     [[nodiscard]] std::uint8_t steering_slot() const noexcept { return slot_; }
     /** Buffers on the free list now. */
     [[nodiscard]] std::uint32_t free_buffers() const noexcept { return free_n_; }
@@ -268,7 +280,9 @@ class UringPort final : public PortDriver {
     int source_socket(std::uint16_t sport) noexcept;
     int bind_source(std::uint16_t sport) noexcept;
     void submit() noexcept;
-    bool probe_slot(std::string* err);
+    bool probe_index(unsigned* index, std::string* err);
+    bool join_group(int want, std::string* err);
+    void leave_group() noexcept;
 
     std::unique_ptr<Ring> ring_;
     // Pool: slot i is bufs_[i], its bytes at mem_ + i * slot_bytes_.
@@ -297,7 +311,9 @@ class UringPort final : public PortDriver {
     std::uint8_t port_index_ = 0;
     RecvMode mode_ = RecvMode::batched;
     bool share_ = false;
+    bool joined_ = false; ///< in the group's table: the destructor leaves it
     std::uint8_t slot_ = 0;
+    std::string table_path_;
     std::uint64_t probe_nonce_ = 0;
     std::string ifname_;
     std::array<std::atomic<std::uint64_t>, kNumPortCounters> counters_{};

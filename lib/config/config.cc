@@ -563,7 +563,8 @@ bool Loader::build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d
             if (const char* sh = get(cfg, psec, "share")) {
                 const std::string_view v(sh);
                 if (v != "yes" && v != "no")
-                    return fail(line_of(psec, "share"), psec, "share", quote(v) + " is not yes or no");
+                    return fail(line_of(psec, "share"), psec, "share",
+                                quote(v) + " is not yes or no");
                 pc.share = v == "yes";
             }
         }

@@ -5,17 +5,22 @@
  * SO_REUSEPORT group, steered by the classic BPF program on the BTH destination QP's top byte.
  * A plain UDP socket plays the peer: it sends datagrams whose BTH names slot 0, 1 or 2 and the
  * test checks which port each one reached. Also: the slots the self-probe found (the join order),
- * the probes the other members dropped and counted, the error without share, a slot past the last
- * member (hash fallback, counted as foreign), and the documented limit when a member leaves (the
- * last member takes its index: counted as foreign). Each run takes its own loopback address and
- * port (from the process id).
+ * the probes the other members dropped and counted, the error without share, a slot no member has
+ * (hash fallback, counted as foreign), a member leaving (the kernel moves the last member into its
+ * index; the rewritten program keeps every slot with its member), a newcomer taking the free slot,
+ * the group table removed by the last member and a stale one (a member killed) refused. Each run
+ * takes its own loopback address and port (from the process id).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -37,7 +42,19 @@ wire::Ipv6Addr loop4() {
     return wire::ipv4_mapped({127, static_cast<std::uint8_t>(100 + pid % 150),
                               static_cast<std::uint8_t>((pid / 150) % 250 + 1), 77});
 }
-std::uint16_t test_port() { return static_cast<std::uint16_t>(20000 + (getpid() * 11) % 20000); }
+std::uint16_t test_port() {
+    return static_cast<std::uint16_t>(20000 + (getpid() * 11) % 20000);
+}
+
+/** The group table of the test's address and port (drivers/uring: table_path). */
+std::string table_file() {
+    struct stat st {};
+    EXPECT_EQ(stat("/proc/self/ns/net", &st), 0);
+    const wire::Ipv6Addr a = loop4();
+    return "/dev/shm/droce-share-" + std::to_string(getuid()) + "-" + std::to_string(st.st_ino) +
+           "-127." + std::to_string(a[13]) + "." + std::to_string(a[14]) + "." +
+           std::to_string(a[15]) + "-" + std::to_string(test_port());
+}
 
 UringPortConfig shared_config() {
     UringPortConfig c;
@@ -126,17 +143,58 @@ TEST(UringShare, MembersGetSlotsInJoinOrderAndDatagramsGoToTheSlotOwner) {
     EXPECT_EQ(got, 1u);
     EXPECT_EQ(foreign, 1u);
 
-    // The documented limit: member 1 leaves, the kernel moves the last member (slot 2) into index
-    // 1. Slot 1's datagrams now reach member 2, which counts them as foreign; slot 2's fall back
-    // to the hash.
-    const std::uint64_t foreign_before = m[2]->counter(PortCounter::rx_foreign_slot);
+    // Member 1 leaves: the kernel moves the last member (slot 2) into index 1, and the table and
+    // program member 1 rewrote before it closed keep slot 2's datagrams on member 2. Slot 1 has
+    // no member: the hash picks one, which counts it as foreign.
+    const std::uint64_t foreign_before =
+        m[0]->counter(PortCounter::rx_foreign_slot) + m[2]->counter(PortCounter::rx_foreign_slot);
     m[1].reset();
-    send_bth(fd, 1u << 16 | 0x11, 42);
-    const auto after = collect({m[0].get(), m[2].get()});
-    ASSERT_EQ(after[1].size(), 1u);
-    EXPECT_EQ(after[1][0], 42);
-    EXPECT_EQ(m[2]->counter(PortCounter::rx_foreign_slot), foreign_before + 1);
+    send_bth(fd, 2u << 16 | 0x11, 42);
+    send_bth(fd, 0u << 16 | 0x11, 43);
+    send_bth(fd, 1u << 16 | 0x11, 44);
+    auto after = collect({m[0].get(), m[2].get()});
+    std::sort(after[0].begin(), after[0].end());
+    std::sort(after[1].begin(), after[1].end());
+    const bool hashed_to_0 = after[0].size() == 2;
+    EXPECT_EQ(after[0], hashed_to_0 ? std::vector<int>({43, 44}) : std::vector<int>({43}));
+    EXPECT_EQ(after[1], hashed_to_0 ? std::vector<int>({42}) : std::vector<int>({42, 44}));
+    EXPECT_EQ(m[0]->counter(PortCounter::rx_foreign_slot) +
+                  m[2]->counter(PortCounter::rx_foreign_slot),
+              foreign_before + 1);
+
+    // A newcomer takes the free slot 1 and gets slot 1's datagrams; the others keep theirs.
+    m[1] = UringPort::create(shared_config(), &err);
+    ASSERT_TRUE(m[1]) << err;
+    EXPECT_EQ(m[1]->steering_slot(), 1);
+    for (std::uint32_t s = 0; s < 3; ++s)
+        send_bth(fd, s << 16 | 0x12, static_cast<std::uint8_t>(50 + s));
+    const auto again = collect({m[0].get(), m[1].get(), m[2].get()});
+    for (int i = 0; i < 3; ++i)
+        EXPECT_EQ(again[i], std::vector<int>({50 + i})) << "member " << i;
     close(fd);
+}
+
+TEST(UringShare, TableRemovedByTheLastAndStaleTableRefused) {
+    std::string err;
+    auto first = UringPort::create(shared_config(), &err);
+    ASSERT_TRUE(first) << err;
+    const std::string path = table_file();
+    ASSERT_EQ(access(path.c_str(), F_OK), 0) << path;
+    // A member killed without leaving: the table lists more members than the group has.
+    std::uint8_t stale[4 + 256] = {3, 0, 0, 0, 0, 1, 2};
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_TRUE(f);
+    ASSERT_EQ(std::fwrite(stale, sizeof stale, 1, f), 1u);
+    std::fclose(f);
+    EXPECT_FALSE(UringPort::create(shared_config(), &err));
+    EXPECT_NE(err.find("ended without leaving"), std::string::npos) << err;
+    first.reset();
+    // Alone again: the stale table is replaced; and the last to leave removes it.
+    first = UringPort::create(shared_config(), &err);
+    ASSERT_TRUE(first) << err;
+    EXPECT_EQ(first->steering_slot(), 0);
+    first.reset();
+    EXPECT_NE(access(path.c_str(), F_OK), 0) << path << " left behind";
 }
 
 TEST(UringShare, ShareOffKeepsEaddrinuseWithAClearMessage) {
@@ -161,17 +219,51 @@ TEST(UringShare, ShareOffKeepsEaddrinuseWithAClearMessage) {
     EXPECT_NE(err.find("does not share it"), std::string::npos) << err;
 }
 
-TEST(UringShare, JoinLockIsExclusiveAndReleased) {
+/**
+ * A child process, forked before this one takes the lock (a fork copies the lock's in-process
+ * mutex as it is): once told through the pipe, it tries the join lock for @p ms and exits 0 if it
+ * took it, 2 if it gave up with the reason, 3 otherwise.
+ */
+struct Child {
+    pid_t pid = -1;
+    int go = -1;
+    explicit Child(unsigned ms) {
+        int p[2];
+        if (pipe(p) != 0) return;
+        pid = fork();
+        if (pid == 0) {
+            close(p[1]);
+            char c;
+            if (read(p[0], &c, 1) != 1) _exit(4);
+            std::string err;
+            uring::ShareJoinLock l(ms, &err);
+            _exit(l.held() ? 0 : err.find("held it for") != std::string::npos ? 2 : 3);
+        }
+        close(p[0]);
+        go = p[1];
+    }
+    int run() {
+        if (write(go, "g", 1) != 1) return -1;
+        close(go);
+        int st = 0;
+        waitpid(pid, &st, 0);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    }
+};
+
+TEST(UringShare, JoinLockIsExclusiveBetweenProcessesAndReentrantInOne) {
     std::string err;
+    Child waits(20), takes(1000);
+    ASSERT_GT(waits.pid, 0);
+    ASSERT_GT(takes.pid, 0);
     {
         uring::ShareJoinLock a(100, &err);
         ASSERT_TRUE(a.held()) << err;
-        uring::ShareJoinLock b(20, &err);
-        EXPECT_FALSE(b.held());
-        EXPECT_NE(err.find("held it for 20 ms"), std::string::npos) << err;
+        uring::ShareJoinLock again(20, &err); // this process: re-entered (create() under runtime)
+        EXPECT_TRUE(again.held()) << err;
+        EXPECT_EQ(waits.run(), 2); // another process waits, then gives up with a reason
     }
-    uring::ShareJoinLock c(100, &err);
-    EXPECT_TRUE(c.held()) << err;
+    EXPECT_EQ(takes.run(), 0); // released with the last holder
 }
 
 } // namespace
