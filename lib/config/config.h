@@ -24,9 +24,8 @@
  *    4791), peer_udp_port (destination port, default udp_port: another value only for tests on
  *    one address), recv_mode (auto | multishot | batched, default auto), share (yes | no, default
  *    no: yes lets processes of one user share ip:udp_port, steered by BTH destination QP), mac
- *    (optional: the MAC the engine sees, never sent; default derived from the address). Keys of the
- * other driver are refused. A file whose ports are all uring needs no EAL (lib/runtime does not
- * start it).
+ *    (optional: the MAC the engine sees, never sent; default derived from the address). Keys of
+ *    the other driver are refused. A file whose ports are all uring needs no EAL.
  *  - [qp]      defaults for new QPs: path_mtu (256|512|1024|2048|4096, default 1024; must fit every
  * port's mtu with RoCE headers), timeout (0..31, default 14), retry_cnt (0..7, default 7),
  * rnr_retry (0..7, default 7 = infinite), min_rnr_timer (0..31, default 12), max_rd_atomic (0..16,
