@@ -600,8 +600,9 @@ int UringPort::source_socket(std::uint16_t sport) noexcept {
 }
 
 bool UringPort::probe_index(unsigned* index, std::string* err) {
-    // The slot is the socket's index in the group, which the kernel does not report: send probes
-    // naming candidate slots to the group's own address and see which come back to this socket.
+    // The kernel does not report a socket's index in its group: send probes naming candidate
+    // indices to the group's own address (the program sends a probe to the index it names) and
+    // see which come back to this socket.
     // A candidate below our index reaches another member (which drops it: rx_share_probes), ours
     // reaches us, and one past the last member falls back to the hash and may reach anyone: so
     // the smallest of our probes that arrives here is our index. Rounds of 16 candidates keep the
@@ -707,6 +708,25 @@ bool UringPort::join_group(int want, std::string* err) {
     return true;
 }
 
+void UringPort::leave_share_group() noexcept {
+    if (!joined_) return;
+    io_uring& r = ring_->ring;
+    if (io_uring_sqe* sqe = io_uring_get_sqe(&r)) {
+        io_uring_prep_cancel_fd(sqe, rx_fd_, IORING_ASYNC_CANCEL_ALL);
+        io_uring_sqe_set_data64(sqe, user_data(kTagCancel, 0));
+        (void)io_uring_submit(&r);
+    }
+    const auto receiving = [this] { return armed_ || (mode_ == RecvMode::batched && rx_posted_); };
+    for (int round = 0; round < 100 && receiving(); ++round) {
+        PktBuf* tmp[kMaxBurst];
+        free_bulk(tmp, reap(tmp, kMaxBurst)); // frames that made it in: dropped
+        __kernel_timespec ts{0, 1'000'000};
+        io_uring_cqe* cqe = nullptr;
+        (void)io_uring_wait_cqe_timeout(&r, &cqe, &ts);
+    }
+    leave_group();
+}
+
 void UringPort::leave_group() noexcept {
     // The kernel will move the group's last socket into our index when ours closes: steer the
     // last member's slot to our index first (until the close, its datagrams reach us and are
@@ -724,6 +744,7 @@ void UringPort::leave_group() noexcept {
     }
     close(rx_fd_);
     rx_fd_ = -1;
+    joined_ = false;
 }
 
 void UringPort::submit() noexcept {
@@ -997,6 +1018,7 @@ std::uint16_t UringPort::reap(PktBuf** out, std::uint16_t n) noexcept {
 }
 
 void UringPort::keep_receiving() noexcept {
+    if (rx_fd_ < 0) return; // left its share group (leave_share_group)
     io_uring& r = ring_->ring;
     if (mode_ == RecvMode::multishot) {
         io_uring_buf_ring* br = ring_->br;

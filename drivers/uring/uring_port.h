@@ -219,6 +219,15 @@ class UringPort final : public PortDriver {
     UringPort(const UringPort&) = delete;
     UringPort& operator=(const UringPort&) = delete;
 
+    /**
+     * A shared port leaves its group now (as the destructor would: the group's table and program
+     * rewritten so the other members keep their slots), for a process that exits without
+     * destroying the port. Its receives are cancelled first (an armed receive would keep the
+     * socket in the group until the ring closes); it receives nothing afterwards. No-op when not
+     * shared or already left. Control path, with nobody polling the port.
+     */
+    void leave_share_group() noexcept;
+
     // ---- datapath (one polling thread) ----
     /** Up to @p n empty buffers: data at the start of the slot, len 0, capacity max_frame() or
      *  more, port = port_index. Reaps send completions first when the free list runs short.

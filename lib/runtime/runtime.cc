@@ -446,6 +446,12 @@ void Runtime::stop_engines() noexcept {
     }
 }
 
+void Runtime::leave_shared_ports() noexcept {
+    for (auto& d : devices_)
+        for (auto& u : d.uring)
+            if (u) u->leave_share_group();
+}
+
 void Runtime::shared_loop() noexcept {
     // Spin while there is work or was recently; yield when idle so that application threads on a
     // small host get the core. No sleep: a doorbell belongs to one device.

@@ -143,12 +143,12 @@ TEST(UringShare, MembersGetSlotsInJoinOrderAndDatagramsGoToTheSlotOwner) {
     EXPECT_EQ(got, 1u);
     EXPECT_EQ(foreign, 1u);
 
-    // Member 1 leaves: the kernel moves the last member (slot 2) into index 1, and the table and
-    // program member 1 rewrote before it closed keep slot 2's datagrams on member 2. Slot 1 has
-    // no member: the hash picks one, which counts it as foreign.
+    // Member 1 leaves (without being destroyed): the kernel moves the last member (slot 2) into
+    // index 1, and the table and program member 1 rewrote before it closed keep slot 2's datagrams
+    // on member 2. Slot 1 has no member: the hash picks one, which counts it as foreign.
     const std::uint64_t foreign_before =
         m[0]->counter(PortCounter::rx_foreign_slot) + m[2]->counter(PortCounter::rx_foreign_slot);
-    m[1].reset();
+    m[1]->leave_share_group(); // as the verbs library does at exit: its receive is armed
     send_bth(fd, 2u << 16 | 0x11, 42);
     send_bth(fd, 0u << 16 | 0x11, 43);
     send_bth(fd, 1u << 16 | 0x11, 44);
@@ -163,6 +163,7 @@ TEST(UringShare, MembersGetSlotsInJoinOrderAndDatagramsGoToTheSlotOwner) {
               foreign_before + 1);
 
     // A newcomer takes the free slot 1 and gets slot 1's datagrams; the others keep theirs.
+    m[1].reset(); // left already: the destructor does not leave twice
     m[1] = UringPort::create(shared_config(), &err);
     ASSERT_TRUE(m[1]) << err;
     EXPECT_EQ(m[1]->steering_slot(), 1);

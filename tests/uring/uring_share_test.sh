@@ -6,12 +6,14 @@
 # as nobody. The kernel steers each datagram to the process that owns its BTH destination QP:
 # were the steering wrong, QPs would see foreign traffic and stall (RETRY_EXC_ERR) or fail to
 # verify; the processes leave at different times, so each leave must keep the others steered. The
-# QPNs droce-perf prints carry four distinct slots on each side; after they exit, no group table
-# is left in /dev/shm. A process without share = yes is refused with the message that says how.
+# QPNs droce-perf prints carry four distinct slots on each side. Then two unmodified
+# ibv_rc_pingpong pairs through droce's libibverbs.so.1 share it the same way. After they exit, no
+# group table is left in /dev/shm. A process without share = yes is refused with the message.
 # Needs root (namespaces, veth; the processes then run as nobody); exits 77 (skipped) without.
-# usage: uring_share_test.sh PATH/TO/droce-perf
+# usage: uring_share_test.sh PATH/TO/droce-perf [BUILD_DIR_OF_libibverbs.so.1]
 set -u
 bin=$1
+libdir=${2:-}
 [ "$(id -u)" = 0 ] || { echo "not root: skipped"; exit 77; }
 command -v ip > /dev/null || { echo "no iproute2: skipped"; exit 77; }
 command -v setpriv > /dev/null || { echo "setpriv missing (util-linux): skipped"; exit 77; }
@@ -54,6 +56,11 @@ if ! setpriv --reuid=nobody --regid=nogroup --clear-groups -- test -x "$bin"; th
     cp -L "$bin" "$tmp/droce-perf" && chmod 755 "$tmp/droce-perf"
     bin=$tmp/droce-perf
 fi
+if [ -n "$libdir" ] && ! setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
+    test -r "$libdir/libibverbs.so.1"; then
+    mkdir -p "$tmp/lib" && cp -L "$libdir/libibverbs.so.1" "$tmp/lib/" && chmod -R a+rX "$tmp/lib"
+    libdir=$tmp/lib
+fi
 for side in a b; do
     ip=$ipa iface=$va
     [ $side = b ] && ip=$ipb iface=$vb
@@ -69,7 +76,6 @@ share = yes
 
 [qp]
 path_mtu = 1024
-timeout = 12
 INI
 done
 sed '/^share/d' "$tmp/a.ini" > "$tmp/a-noshare.ini"
@@ -108,11 +114,13 @@ for i in 0 1 2 3; do
     done
     grep -q "waiting for a client" "$tmp/s$i.err" || fail "server $i not up: $(tail -2 "$tmp/s$i.err")"
 done
-# Four clients sharing 10.97.N.1:4791, all at once.
+# Four clients sharing 10.97.N.1:4791, all at once. Four messages in flight per QP: eight
+# processes poll on a small host, and an unprivileged socket buffer holds about 200 packets
+# (net.core.rmem_max), so deeper windows only measure the host's loss recovery.
 cpids=()
 for i in 0 1 2 3; do
     as_nobody "$nsa" timeout 45 "$bin" "$ipb" -c "$tmp/a.ini" -p $((tcp + i)) --op "${ops[$i]}" \
-        -s "${sizes[$i]}" -n "${iters[$i]}" -q 2 --bw --verify \
+        -s "${sizes[$i]}" -n "${iters[$i]}" -q 2 -t 4 --bw --verify \
         > "$tmp/c$i.out" 2> "$tmp/c$i.err" &
     cpids+=($!)
     pids+=($!)
@@ -144,6 +152,41 @@ slots() { # local|remote
 echo "slots: clients [$(slots local)] servers [$(slots remote)]"
 [ "$(slots local)" = "0 1 2 3 " ] || fail "client slots are not 0..3: [$(slots local)]"
 [ "$(slots remote)" = "0 1 2 3 " ] || fail "server slots are not 0..3: [$(slots remote)]"
+
+# The same through droce's libibverbs.so.1 (when given and ibv_rc_pingpong is installed): three
+# unmodified ibv_rc_pingpong pairs sharing 4791 on both sides, at once. A verbs program never
+# destroys droce's runtime: the library leaves the groups at exit. The first pair (index 0) ends
+# first and the kernel moves the third into its index: the table it rewrote keeps the third
+# steered (without it, the third's datagrams would go to the kernel's hash of two members).
+if [ -n "$libdir" ] && command -v ibv_rc_pingpong > /dev/null; then
+    vpids=()
+    n_of() { [ "$1" = 0 ] && echo 50 || echo 300; }
+    for i in 0 1 2; do
+        DROCE_CONFIG=$tmp/b.ini LD_LIBRARY_PATH=$libdir as_nobody "$nsb" timeout 40 \
+            ibv_rc_pingpong -g 0 -p $((tcp + 20 + i)) -n "$(n_of $i)" -s 4096 \
+            > "$tmp/vs$i.out" 2>&1 &
+        vpids+=($!)
+        pids+=($!)
+        sleep 0.2 # join in order: the first server gets index 0
+    done
+    sleep 1 # ibv_rc_pingpong retries its TCP connect only briefly: let the servers listen
+    for i in 0 1 2; do
+        DROCE_CONFIG=$tmp/a.ini LD_LIBRARY_PATH=$libdir as_nobody "$nsa" timeout 40 \
+            ibv_rc_pingpong -g 0 -p $((tcp + 20 + i)) -n "$(n_of $i)" -s 4096 "$ipb" \
+            > "$tmp/vc$i.out" 2>&1 &
+        vpids+=($!)
+        pids+=($!)
+        sleep 0.2
+    done
+    for k in 0 1 2 3 4 5; do
+        wait "${vpids[$k]}" || fail "ibv_rc_pingpong process $k exit $?"
+    done
+    for i in 0 1 2; do
+        grep "iters in" "$tmp/vc$i.out" || { fail "pingpong $i: $(tail -n 3 "$tmp/vc$i.out")"; }
+    done
+else
+    echo "no libibverbs.so.1 given or no ibv_rc_pingpong: the verbs pairs skipped"
+fi
 
 # Sharing off: a process that does not share is told how.
 as_nobody "$nsa" timeout 20 "$bin" --server -c "$tmp/a.ini" -p $((tcp + 9)) > /dev/null \
