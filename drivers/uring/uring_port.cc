@@ -218,6 +218,46 @@ bool attach_steering(int fd, const ShareTable& t) {
     return setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) == 0;
 }
 
+/**
+ * A member's sign of life: an abstract unix socket name per (user, address, port, slot), bound
+ * while the member is in the group. The kernel releases it when the process ends, however it
+ * ends, so a joiner can tell which member of a stale table died.
+ */
+int bind_alive(const std::string& table, unsigned slot) {
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    const std::string name = table.substr(table.rfind('/') + 1) + "-" + std::to_string(slot);
+    const std::size_t n = std::min(name.size(), sizeof sa.sun_path - 2);
+    std::memcpy(sa.sun_path + 1, name.data(), n);
+    const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/**
+ * A table that lists more members than the group has: members died without leaving, and for each
+ * the kernel moved the group's last socket into its index. With exactly one dead member (its
+ * sign of life gone) that move is known and is replayed here; with more, the order of the moves
+ * is not. @return whether @p t now matches a group of @p members.
+ */
+bool repair_table(const std::string& path, ShareTable* t, unsigned members) {
+    if (t->n != members + 1) return false;
+    for (std::uint32_t i = 0; i < t->n; ++i) {
+        const int probe = bind_alive(path, t->slot_at[i]);
+        if (probe < 0) continue; // alive (or the name cannot be bound: taken as alive)
+        close(probe);
+        t->slot_at[i] = t->slot_at[t->n - 1];
+        --t->n;
+        return true;
+    }
+    return false;
+}
+
 /** A slot probe: byte 5 the candidate slot, TVer 15 (no RoCE stack takes it), magic, nonce. */
 void build_probe(std::uint8_t* p, std::uint8_t candidate, std::uint64_t nonce) noexcept {
     std::memset(p, 0, kShareProbeLen);
@@ -669,11 +709,11 @@ bool UringPort::join_group(int want, std::string* err) {
         return false;
     }
     if (idx == 0) t.n = 0; // alone in the group: whatever the file says is stale
-    if (t.n != idx) {
+    if (t.n != idx && !repair_table(table_path_, &t, idx)) {
         *err = "share: " + table_path_ + " lists " + std::to_string(t.n) +
                " members but this socket is member " + std::to_string(idx) +
-               " of the group: a member ended without leaving (killed?) and the kernel moved "
-               "another into its place; stop every process sharing " +
+               " of the group: members ended without leaving (killed?) and the kernel moved "
+               "others into their places; stop every process sharing " +
                where + ", then start them again";
         return false;
     }
@@ -703,6 +743,7 @@ bool UringPort::join_group(int want, std::string* err) {
         *err = errno_text(("share: writing " + table_path_).c_str(), errno);
         return false;
     }
+    alive_fd_ = bind_alive(table_path_, slot);
     slot_ = static_cast<std::uint8_t>(slot);
     joined_ = true;
     return true;
@@ -744,6 +785,8 @@ void UringPort::leave_group() noexcept {
     }
     close(rx_fd_);
     rx_fd_ = -1;
+    if (alive_fd_ >= 0) close(alive_fd_);
+    alive_fd_ = -1;
     joined_ = false;
 }
 

@@ -204,10 +204,11 @@ class UringPort final : public PortDriver {
      *         provided buffer rings. With share: the join lock not taken in 10 s; EADDRINUSE
      *         when a socket that does not share holds the port (or one of another user); the
      *         self-probe found no index (more than kMaxShareSlots members, or no probe came back
-     *         in 500 ms); the group table damaged or stale (a member killed without leaving: the
-     *         message says to restart the group); share_slot taken; SO_ATTACH_REUSEPORT_CBPF or
-     *         table write errno. Without share, EADDRINUSE reads "UDP port N on ADDR is in use by
-     *         another process; set share = yes to share it".
+     *         in 500 ms); the group table damaged, or stale beyond repair (more than one
+     *         member killed without leaving: the message says to restart the group; one is
+     *         repaired); share_slot taken; SO_ATTACH_REUSEPORT_CBPF or table write errno. Without
+     * share, EADDRINUSE reads "UDP port N on ADDR is in use by another process; set share = yes to
+     * share it".
      */
     [[nodiscard]] static std::unique_ptr<UringPort> create(const UringPortConfig& cfg,
                                                            std::string* err);
@@ -323,6 +324,7 @@ class UringPort final : public PortDriver {
     bool joined_ = false; ///< in the group's table: the destructor leaves it
     std::uint8_t slot_ = 0;
     std::string table_path_;
+    int alive_fd_ = -1; ///< the member's sign of life (uring_port.cc, bind_alive)
     std::uint64_t probe_nonce_ = 0;
     std::string ifname_;
     std::array<std::atomic<std::uint64_t>, kNumPortCounters> counters_{};
