@@ -2,6 +2,7 @@
 #include "uring/uring_port.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <liburing.h>
 #include <linux/filter.h>
@@ -9,16 +10,24 @@
 #include <linux/if_packet.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <optional>
 
 #include "wire/ipv4.h"
 #include "wire/udp.h"
@@ -235,7 +244,194 @@ int open_packet_socket(bool ipv4, const wire::Ipv6Addr& a, std::uint16_t port,
     return fd;
 }
 
+std::string addr_text(bool ipv4, const wire::Ipv6Addr& a) {
+    char buf[INET6_ADDRSTRLEN] = "?";
+    (void)inet_ntop(ipv4 ? AF_INET : AF_INET6, ipv4 ? a.data() + 12 : a.data(), buf, sizeof buf);
+    return buf;
+}
+
+// ---- sharing one UDP port (README: "Several processes on one port") ----
+
+/** BTH byte that carries the top byte of the destination QP (BTH: opcode, flags, P_Key, resv8,
+ *  DestQP[23:0] in bytes 5..7; IBTA Vol 1 9.2). */
+constexpr std::uint32_t kBthDestQpTopByte = 5;
+/** Bytes 8..15 of a slot probe. */
+constexpr std::uint8_t kProbeMagic[8] = {'D', 'R', 'O', 'C', 'E', 'S', 'H', 'R'};
+
+/** The members of one group: slot_at[i] is the steering slot of the socket at index i. */
+struct ShareTable {
+    std::uint32_t n = 0;
+    std::uint8_t slot_at[kMaxShareSlots]{};
+};
+
+/**
+ * Where a group's table lives: /dev/shm (every process of the user sees it), named by user,
+ * network namespace (the port space the group lives in), address and port. The last member to
+ * leave removes it.
+ */
+std::string table_path(bool ipv4, const wire::Ipv6Addr& a, std::uint16_t port) {
+    struct stat st {};
+    const unsigned long netns = stat("/proc/self/ns/net", &st) == 0 ? st.st_ino : 0;
+    return "/dev/shm/droce-share-" + std::to_string(getuid()) + "-" + std::to_string(netns) + "-" +
+           addr_text(ipv4, a) + "-" + std::to_string(port);
+}
+
+/** Reads the table (a missing file is an empty group). @return false on a damaged file. */
+bool read_table(const std::string& path, ShareTable* t) {
+    *t = ShareTable{};
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT;
+    const ssize_t got = read(fd, t, sizeof *t);
+    close(fd);
+    return got == static_cast<ssize_t>(sizeof *t) && t->n <= kMaxShareSlots;
+}
+
+/** Writes the table, or removes the file when the group is empty. */
+bool write_table(const std::string& path, const ShareTable& t) {
+    if (t.n == 0) return unlink(path.c_str()) == 0 || errno == ENOENT;
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return false;
+    const bool ok = write(fd, &t, sizeof t) == static_cast<ssize_t>(sizeof t);
+    return close(fd) == 0 && ok;
+}
+
+/**
+ * Attaches the group's steering program for table @p t to @p fd, a socket of the group (one
+ * program per group: the last attached serves every member). For a reuseport classic BPF program
+ * the kernel runs the filter with the packet pulled to the transport payload (sock_reuseport.c,
+ * run_bpf_filter: pskb_pull by the UDP header length), so absolute offset 0 is BTH byte 0; the
+ * return value is an index into the group's sockets, and an index past the last one falls back to
+ * the hash of addresses and ports (a datagram shorter than 6 bytes ends the program with 0: index
+ * 0). The program: a slot probe (TVer 15) goes to the index its byte 5 names; any other datagram
+ * to the index whose member has the slot in the destination QP's top byte (one compare per
+ * member), or to the hash when no member has it. Unprivileged: SO_ATTACH_REUSEPORT_CBPF needs no
+ * capability.
+ */
+bool attach_steering(int fd, const ShareTable& t) {
+    std::vector<sock_filter> code;                                   // control path
+    code.push_back(BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 1));           // A = SE, M, PadCount, TVer
+    code.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0f, 0, 2)); // a probe?
+    code.push_back(BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kBthDestQpTopByte));
+    code.push_back(BPF_STMT(BPF_RET | BPF_A, 0)); // the probe's candidate index
+    code.push_back(BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kBthDestQpTopByte)); // A = DestQP >> 16
+    for (std::uint32_t i = 0; i < t.n; ++i) {
+        code.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, t.slot_at[i], 0, 1));
+        code.push_back(BPF_STMT(BPF_RET | BPF_K, i));
+    }
+    code.push_back(BPF_STMT(BPF_RET | BPF_K, 0xffffffffu)); // nobody's slot: the kernel's hash
+    sock_fprog prog{};
+    prog.len = static_cast<unsigned short>(code.size());
+    prog.filter = code.data();
+    return setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) == 0;
+}
+
+/**
+ * A member's sign of life: an abstract unix socket name per (user, address, port, slot), bound
+ * while the member is in the group. The kernel releases it when the process ends, however it
+ * ends, so a joiner can tell which member of a stale table died.
+ */
+int bind_alive(const std::string& table, unsigned slot) {
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    const std::string name = table.substr(table.rfind('/') + 1) + "-" + std::to_string(slot);
+    const std::size_t n = std::min(name.size(), sizeof sa.sun_path - 2);
+    std::memcpy(sa.sun_path + 1, name.data(), n);
+    const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/**
+ * A table that lists more members than the group has: members died without leaving, and for each
+ * the kernel moved the group's last socket into its index. With exactly one dead member (its
+ * sign of life gone) that move is known and is replayed here; with more, the order of the moves
+ * is not. @return whether @p t now matches a group of @p members.
+ */
+bool repair_table(const std::string& path, ShareTable* t, unsigned members) {
+    if (t->n != members + 1) return false;
+    for (std::uint32_t i = 0; i < t->n; ++i) {
+        const int probe = bind_alive(path, t->slot_at[i]);
+        if (probe < 0) continue; // alive (or the name cannot be bound: taken as alive)
+        close(probe);
+        t->slot_at[i] = t->slot_at[t->n - 1];
+        --t->n;
+        return true;
+    }
+    return false;
+}
+
+/** A slot probe: byte 5 the candidate slot, TVer 15 (no RoCE stack takes it), magic, nonce. */
+void build_probe(std::uint8_t* p, std::uint8_t candidate, std::uint64_t nonce) noexcept {
+    std::memset(p, 0, kShareProbeLen);
+    p[1] = 0x0f; // SE 0, M 0, PadCount 0, TVer 15
+    p[2] = p[3] = 0xff;
+    p[kBthDestQpTopByte] = candidate;
+    std::memcpy(p + 8, kProbeMagic, sizeof kProbeMagic);
+    std::memcpy(p + 16, &nonce, sizeof nonce);
+}
+
+bool is_probe(const std::uint8_t* p, std::uint32_t len) noexcept {
+    return len == kShareProbeLen && p[1] == 0x0f &&
+           std::memcmp(p + 8, kProbeMagic, sizeof kProbeMagic) == 0;
+}
+
 } // namespace
+
+namespace {
+// The process's hold on the host-wide lock: re-entered by nested ShareJoinLocks of one thread
+// (lib/runtime holds it around a device's ports; each port's create() and destructor take it too).
+std::recursive_mutex g_join_mutex;
+unsigned g_join_depth = 0;
+int g_join_fd = -1;
+} // namespace
+
+ShareJoinLock::ShareJoinLock(unsigned timeout_ms, std::string* err) {
+    g_join_mutex.lock();
+    if (g_join_depth > 0) {
+        ++g_join_depth;
+        held_ = true;
+        return;
+    }
+    // An abstract name lives in the network namespace, like the UDP ports the lock guards.
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    const int n = std::snprintf(sa.sun_path + 1, sizeof sa.sun_path - 1, "droce-share-join-%u",
+                                static_cast<unsigned>(getuid()));
+    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+    const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int e = errno;
+    for (unsigned waited = 0; fd >= 0; ++waited) {
+        if (bind(fd, reinterpret_cast<sockaddr*>(&sa), len) == 0) {
+            g_join_fd = fd;
+            g_join_depth = 1;
+            held_ = true;
+            return;
+        }
+        e = errno;
+        if (e != EADDRINUSE || waited >= timeout_ms) break;
+        usleep(1000);
+    }
+    if (err)
+        *err = e == EADDRINUSE ? "share join lock: another process of this user held it for " +
+                                     std::to_string(timeout_ms) + " ms"
+                               : errno_text("share join lock", e);
+    if (fd >= 0) close(fd);
+    g_join_mutex.unlock();
+}
+
+ShareJoinLock::~ShareJoinLock() {
+    if (!held_) return;
+    if (--g_join_depth == 0) {
+        close(g_join_fd);
+        g_join_fd = -1;
+    }
+    g_join_mutex.unlock();
+}
 
 /** Per-slot send/receive message headers: the kernel reads them until the request completes. */
 struct SlotMsg {
@@ -372,12 +568,34 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
     // Unprivileged, the kernel caps SO_RCVBUF at net.core.rmem_max (no error).
     if (!set_int(p->rx_fd_, SOL_SOCKET, SO_RCVBUFFORCE, static_cast<int>(cfg.rcvbuf)))
         (void)set_int(p->rx_fd_, SOL_SOCKET, SO_RCVBUF, static_cast<int>(cfg.rcvbuf));
+    if (cfg.share && !set_int(p->rx_fd_, SOL_SOCKET, SO_REUSEPORT, 1))
+        return fail(errno_text("setsockopt SO_REUSEPORT", errno));
+    // Joins (bind, probe, table) and leaves of this host's groups one at a time: the index the
+    // probe finds is then the table's member count.
+    std::optional<ShareJoinLock> join;
+    if (cfg.share && !join.emplace(10'000, err).held()) return nullptr;
     sockaddr_in6 sa{};
     socklen_t salen = 0;
     fill_sockaddr(cfg.ipv4, cfg.addr, cfg.udp_port, &sa, &salen);
-    if (bind(p->rx_fd_, reinterpret_cast<sockaddr*>(&sa), salen) != 0)
-        return fail(errno_text(("bind port " + std::to_string(cfg.udp_port)).c_str(), errno));
+    if (bind(p->rx_fd_, reinterpret_cast<sockaddr*>(&sa), salen) != 0) {
+        const int e = errno;
+        const std::string where =
+            "UDP port " + std::to_string(cfg.udp_port) + " on " + addr_text(cfg.ipv4, cfg.addr);
+        if (e == EADDRINUSE && !cfg.share)
+            return fail(where + " is in use by another process; set share = yes to share it");
+        if (e == EADDRINUSE)
+            return fail(where + " is held by a socket that does not share it: every process "
+                                "sharing it must set share = yes and run as the same user");
+        return fail(errno_text(("bind " + where).c_str(), e));
+    }
     p->in_fd_ = p->rx_fd_;
+    if (cfg.share && cfg.recv_mode == RecvMode::packet)
+        return fail("share = yes cannot be combined with recv_mode = packet: a packet socket sees "
+                    "every frame to the address, not this member's share");
+    if (cfg.share) {
+        p->share_ = true;
+        if (!p->join_group(cfg.share_slot, err)) return nullptr;
+    }
     if (cfg.recv_mode == RecvMode::packet) {
         // The UDP socket stays bound so that the kernel answers no ICMP port unreachable, but
         // every datagram is a copy of one the packet socket has: a filter returning 0 drops it
@@ -467,6 +685,7 @@ UringPort::~UringPort() {
     if (ring_ && ring_->br) std::free(ring_->br);
     for (const int fd : fds_)
         close(fd);
+    if (joined_) leave_group();
     if (rx_fd_ >= 0) close(rx_fd_);
     if (pkt_fd_ >= 0) close(pkt_fd_);
     std::free(mem_);
@@ -550,6 +769,157 @@ int UringPort::source_socket(std::uint16_t sport) noexcept {
     const std::int32_t fd = sport_fd_[sport];
     if (fd >= 0 || fd == -2) return fd;
     return sport_fd_[sport] = bind_source(sport);
+}
+
+bool UringPort::probe_index(unsigned* index, std::string* err) {
+    // The kernel does not report a socket's index in its group: send probes naming candidate
+    // indices to the group's own address (the program sends a probe to the index it names) and
+    // see which come back to this socket.
+    // A candidate below our index reaches another member (which drops it: rx_share_probes), ours
+    // reaches us, and one past the last member falls back to the hash and may reach anyone: so
+    // the smallest of our probes that arrives here is our index. Rounds of 16 candidates keep the
+    // probes another member must drop (and its socket buffer must hold) few.
+    if (getrandom(&probe_nonce_, sizeof probe_nonce_, 0) != sizeof probe_nonce_)
+        probe_nonce_ = coarse_ns() ^ (static_cast<std::uint64_t>(getpid()) << 40);
+    sockaddr_in6 self{};
+    socklen_t selflen = 0;
+    fill_sockaddr(ipv4_, addr_, udp_port_, &self, &selflen);
+    std::uint8_t pkt[kShareProbeLen];
+    std::uint8_t in[2048];
+    unsigned best = kMaxShareSlots;
+    const std::uint64_t give_up = coarse_ns() + 500'000'000ull;
+    const auto drain = [&](int wait_ms) {
+        pollfd pfd{rx_fd_, POLLIN, 0};
+        while (coarse_ns() < give_up && poll(&pfd, 1, wait_ms) > 0) {
+            const ssize_t got = recv(rx_fd_, in, sizeof in, MSG_DONTWAIT);
+            if (got < 0) break;
+            const auto len = static_cast<std::uint32_t>(got);
+            if (!is_probe(in, len)) continue; // traffic for a slot not served yet: dropped
+            if (std::memcmp(in + 16, &probe_nonce_, sizeof probe_nonce_) != 0) {
+                inc(PortCounter::rx_share_probes); // another member probing at the same time
+                continue;
+            }
+            best = std::min<unsigned>(best, in[kBthDestQpTopByte]);
+        }
+    };
+    for (unsigned round = 0; round * 16 < kMaxShareSlots && best == kMaxShareSlots; ++round) {
+        for (unsigned k = round * 16; k < round * 16 + 16; ++k) {
+            build_probe(pkt, static_cast<std::uint8_t>(k), probe_nonce_);
+            if (sendto(rx_fd_, pkt, sizeof pkt, 0, reinterpret_cast<sockaddr*>(&self), selflen) !=
+                static_cast<ssize_t>(sizeof pkt)) {
+                *err = errno_text("share: slot probe sendto", errno);
+                return false;
+            }
+        }
+        drain(2); // loopback delivers within the sendto, unless softirqs are deferred
+    }
+    // Late arrivals (a loaded host defers softirqs) can only lower best, never below our index.
+    while (coarse_ns() < give_up) {
+        const unsigned before = best;
+        drain(20);
+        if (best != kMaxShareSlots && best == before) break;
+    }
+    if (best == kMaxShareSlots) {
+        *err = "share: no slot probe came back to this socket in 500 ms (more than " +
+               std::to_string(kMaxShareSlots) + " processes share UDP port " +
+               std::to_string(udp_port_) + " on " + addr_text(ipv4_, addr_) + "?)";
+        return false;
+    }
+    *index = best;
+    return true;
+}
+
+bool UringPort::join_group(int want, std::string* err) {
+    unsigned idx = 0;
+    if (!probe_index(&idx, err)) return false;
+    const std::string where =
+        "UDP port " + std::to_string(udp_port_) + " on " + addr_text(ipv4_, addr_);
+    table_path_ = table_path(ipv4_, addr_, udp_port_);
+    ShareTable t;
+    if (!read_table(table_path_, &t)) {
+        *err = "share: " + table_path_ + " is damaged: remove it once no process shares " + where;
+        return false;
+    }
+    if (idx == 0) t.n = 0; // alone in the group: whatever the file says is stale
+    if (t.n != idx && !repair_table(table_path_, &t, idx)) {
+        *err = "share: " + table_path_ + " lists " + std::to_string(t.n) +
+               " members but this socket is member " + std::to_string(idx) +
+               " of the group: members ended without leaving (killed?) and the kernel moved "
+               "others into their places; stop every process sharing " +
+               where + ", then start them again";
+        return false;
+    }
+    unsigned slot = 0;
+    const auto used = [&](unsigned s) {
+        return std::find(t.slot_at, t.slot_at + t.n, s) != t.slot_at + t.n;
+    };
+    if (want >= 0) {
+        slot = static_cast<unsigned>(want);
+        if (slot >= kMaxShareSlots || used(slot)) {
+            *err = "share: slot " + std::to_string(want) +
+                   " (this process's slot on its other shared ports) is another member's on " +
+                   where + ": processes that share several ports must share the same ones";
+            return false;
+        }
+    } else {
+        while (used(slot))
+            ++slot;
+    }
+    t.slot_at[idx] = static_cast<std::uint8_t>(slot);
+    t.n = idx + 1;
+    if (!attach_steering(rx_fd_, t)) {
+        *err = errno_text("share: setsockopt SO_ATTACH_REUSEPORT_CBPF", errno);
+        return false;
+    }
+    if (!write_table(table_path_, t)) {
+        *err = errno_text(("share: writing " + table_path_).c_str(), errno);
+        return false;
+    }
+    alive_fd_ = bind_alive(table_path_, slot);
+    slot_ = static_cast<std::uint8_t>(slot);
+    joined_ = true;
+    return true;
+}
+
+void UringPort::leave_share_group() noexcept {
+    if (!joined_) return;
+    io_uring& r = ring_->ring;
+    if (io_uring_sqe* sqe = io_uring_get_sqe(&r)) {
+        io_uring_prep_cancel_fd(sqe, rx_fd_, IORING_ASYNC_CANCEL_ALL);
+        io_uring_sqe_set_data64(sqe, user_data(kTagCancel, 0));
+        (void)io_uring_submit(&r);
+    }
+    const auto receiving = [this] { return armed_ || (mode_ == RecvMode::batched && rx_posted_); };
+    for (int round = 0; round < 100 && receiving(); ++round) {
+        PktBuf* tmp[kMaxBurst];
+        free_bulk(tmp, reap(tmp, kMaxBurst)); // frames that made it in: dropped
+        __kernel_timespec ts{0, 1'000'000};
+        io_uring_cqe* cqe = nullptr;
+        (void)io_uring_wait_cqe_timeout(&r, &cqe, &ts);
+    }
+    leave_group();
+}
+
+void UringPort::leave_group() noexcept {
+    // The kernel will move the group's last socket into our index when ours closes: steer the
+    // last member's slot to our index first (until the close, its datagrams reach us and are
+    // dropped; RC retransmits them), then close, under the lock so no join sees a half state.
+    ShareJoinLock join(10'000, nullptr);
+    ShareTable t;
+    if (join.held() && read_table(table_path_, &t)) {
+        const auto* it = std::find(t.slot_at, t.slot_at + t.n, slot_);
+        if (it != t.slot_at + t.n) {
+            t.slot_at[it - t.slot_at] = t.slot_at[t.n - 1];
+            --t.n;
+            if (t.n > 0) (void)attach_steering(rx_fd_, t);
+            (void)write_table(table_path_, t);
+        }
+    }
+    close(rx_fd_);
+    rx_fd_ = -1;
+    if (alive_fd_ >= 0) close(alive_fd_);
+    alive_fd_ = -1;
+    joined_ = false;
 }
 
 void UringPort::submit() noexcept {
@@ -660,6 +1030,16 @@ bool UringPort::rebuild(std::uint32_t slot, const std::uint8_t* name, std::uint3
     if (truncated) {
         inc(PortCounter::rx_dropped_truncated);
         return false;
+    }
+    if (share_) {
+        const std::uint8_t* bth = mem_ + static_cast<std::size_t>(slot) * slot_bytes_ + kPayloadOff;
+        if (is_probe(bth, payload_len)) {
+            inc(PortCounter::rx_share_probes); // a member joining: not for the engine
+            return false;
+        }
+        // QP1 (the MRC endpoint QP, low 16 bits 1) of any slot is answered by any member.
+        if (payload_len >= 8 && bth[kBthDestQpTopByte] != slot_ && !(bth[6] == 0 && bth[7] == 1))
+            inc(PortCounter::rx_foreign_slot); // the engine drops it (no such QP)
     }
     // The sender, and the TOS / traffic class, before the headers overwrite them.
     sockaddr_in6 from{};
@@ -857,6 +1237,7 @@ std::uint16_t UringPort::reap(PktBuf** out, std::uint16_t n) noexcept {
 }
 
 void UringPort::keep_receiving() noexcept {
+    if (rx_fd_ < 0) return; // left its share group (leave_share_group)
     io_uring& r = ring_->ring;
     if (mode_ == RecvMode::multishot) {
         io_uring_buf_ring* br = ring_->br;

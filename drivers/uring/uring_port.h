@@ -93,8 +93,10 @@ namespace droce::uring {
     X(submit_errors)         /* io_uring_submit failures (entries stay queued, sent later) */      \
     X(source_ports_bound)    /* sockets bound to a UDP source port so far */                       \
     X(alloc_failed)          /* buffers asked of alloc_bulk that the pool could not give */        \
-    X(free_invalid)          /* free_bulk of a foreign or not-owned buffer (ignored) */          \
-    X(rx_dropped_link_down)  /* datagrams received while the link was down: not delivered */
+    X(free_invalid)          /* free_bulk of a foreign or not-owned buffer (ignored) */            \
+    X(rx_dropped_link_down)  /* datagrams received while the link was down: not delivered */      \
+    X(rx_share_probes)       /* share: slot probes of a joining member, dropped */                 \
+    X(rx_foreign_slot)       /* share: frames for a QPN of another slot (a member left) */
 // clang-format on
 
 enum class PortCounter : std::uint8_t {
@@ -126,6 +128,22 @@ enum class RecvMode : std::uint8_t {
  */
 inline constexpr wire::MacAddr kRxSourceMac = {0x02, 0x75, 0x72, 0x69, 0x6e, 0x67};
 
+/**
+ * Sharing one UDP port between processes (UringPortConfig::share). Every member binds its receive
+ * socket to the same (address, udp_port) in one SO_REUSEPORT group, and a classic BPF program
+ * attached to the group steers each datagram by the top byte of its BTH destination QP (BTH byte
+ * 5), the member's slot, which its device puts in its QPNs (Device::set_qpn_steering_slot). The
+ * kernel only knows indices (bind order, and a member that leaves is replaced by the last one), so
+ * the program maps slot to index from the group's table (/dev/shm, one per user, network
+ * namespace, address and port); a joining member learns its index by a self-probe, takes a free
+ * slot and rewrites the table and the program; a leaving member does the same before it closes.
+ * Joins and leaves of the host are serialised by ShareJoinLock. README: "Several processes on one
+ * port".
+ */
+inline constexpr unsigned kMaxShareSlots = 256; ///< members of one group at most (one QPN byte)
+/** Bytes of a slot probe datagram (never a valid BTH: TVer 15). */
+inline constexpr unsigned kShareProbeLen = 32;
+
 /** How to set up one port. */
 struct UringPortConfig {
     std::uint8_t port_index = 0; ///< droce's 0-based port index, written to PktBuf::port
@@ -151,6 +169,33 @@ struct UringPortConfig {
     /** Socket receive buffer asked (SO_RCVBUFFORCE when allowed, else SO_RCVBUF, which the kernel
      *  caps at net.core.rmem_max). Bytes. */
     std::uint32_t rcvbuf = 8u << 20;
+    /** Share (addr, udp_port) with other processes of the same user (see kMaxShareSlots): join
+     *  the SO_REUSEPORT group, attach the steering program, probe the slot. false: a port
+     *  someone else holds fails with EADDRINUSE. */
+    bool share = false;
+    /** With share: the slot to take (0..255; create() fails if another member has it), so that a
+     *  process has one slot on all its shared ports; -1: the smallest free one. */
+    int share_slot = -1;
+};
+
+/**
+ * Serialises the joins and leaves of shared ports of one user on this host (network namespace).
+ * An abstract unix socket name per user, bound while held: no file, no privilege, released by the
+ * kernel when the process dies. Re-entrant in a process (lib/runtime holds it around all the
+ * shared ports of a device, whose create() take it again); other threads of the process wait.
+ * Control path.
+ */
+class ShareJoinLock {
+  public:
+    /** Waits up to @p timeout_ms for the lock. held() says whether it was taken; *err why not. */
+    ShareJoinLock(unsigned timeout_ms, std::string* err);
+    ~ShareJoinLock();
+    ShareJoinLock(const ShareJoinLock&) = delete;
+    ShareJoinLock& operator=(const ShareJoinLock&) = delete;
+    [[nodiscard]] bool held() const noexcept { return held_; }
+
+  private:
+    bool held_ = false;
 };
 
 class UringPort final : public PortDriver {
@@ -170,16 +215,34 @@ class UringPort final : public PortDriver {
      *         this host's) or setsockopt errno; io_uring_queue_init errno (ENOMEM: RLIMIT_MEMLOCK,
      *         EPERM: io_uring disabled by sysctl); multishot asked and the kernel has no
      *         provided buffer rings; packet mode without CAP_NET_RAW (EPERM: the message says
-     *         so and how to grant it), or its setsockopt / bind errno.
+     *         so and how to grant it), or its setsockopt / bind errno; packet mode with share.
+     *         With share: the join lock not taken in 10 s; EADDRINUSE
+     *         when a socket that does not share holds the port (or one of another user); the
+     *         self-probe found no index (more than kMaxShareSlots members, or no probe came back
+     *         in 500 ms); the group table damaged, or stale beyond repair (more than one
+     *         member killed without leaving: the message says to restart the group; one is
+     *         repaired); share_slot taken; SO_ATTACH_REUSEPORT_CBPF or table write errno. Without
+     * share, EADDRINUSE reads "UDP port N on ADDR is in use by another process; set share = yes to
+     * share it".
      */
     [[nodiscard]] static std::unique_ptr<UringPort> create(const UringPortConfig& cfg,
                                                            std::string* err);
     /** Cancels every request and waits for the kernel to let go of the buffers (up to 1 s), then
-     *  closes the ring and the sockets and frees the pool. Buffers still held by callers become
-     *  invalid. Control path, with nobody polling the port. */
+     *  closes the ring and the sockets (a shared port leaves its group first: table and program
+     *  rewritten so the other members keep their datagrams) and frees the pool. Buffers still held
+     * by callers become invalid. Control path, with nobody polling the port. */
     ~UringPort() override;
     UringPort(const UringPort&) = delete;
     UringPort& operator=(const UringPort&) = delete;
+
+    /**
+     * A shared port leaves its group now (as the destructor would: the group's table and program
+     * rewritten so the other members keep their slots), for a process that exits without
+     * destroying the port. Its receives are cancelled first (an armed receive would keep the
+     * socket in the group until the ring closes); it receives nothing afterwards. No-op when not
+     * shared or already left. Control path, with nobody polling the port.
+     */
+    void leave_share_group() noexcept;
 
     // ---- datapath (one polling thread) ----
     /** Up to @p n empty buffers: data at the start of the slot, len 0, capacity max_frame() or
@@ -220,6 +283,11 @@ class UringPort final : public PortDriver {
     /** True when frames come from the packet socket (RecvMode::packet). */
     [[nodiscard]] bool packet_socket() const noexcept { return pkt_fd_ >= 0; }
     [[nodiscard]] std::uint8_t port_index() const noexcept { return port_index_; }
+    /** create() joined a shared group (UringPortConfig::share). */
+    [[nodiscard]] bool shared() const noexcept { return share_; }
+    /** The slot this member took in its group (the top byte its device gives its QPNs); 0 when
+     *  not shared. */
+    [[nodiscard]] std::uint8_t steering_slot() const noexcept { return slot_; }
     /** Buffers on the free list now. */
     [[nodiscard]] std::uint32_t free_buffers() const noexcept { return free_n_; }
     [[nodiscard]] std::uint64_t counter(PortCounter c) const noexcept {
@@ -252,6 +320,9 @@ class UringPort final : public PortDriver {
     int source_socket(std::uint16_t sport) noexcept;
     int bind_source(std::uint16_t sport) noexcept;
     void submit() noexcept;
+    bool probe_index(unsigned* index, std::string* err);
+    bool join_group(int want, std::string* err);
+    void leave_group() noexcept;
 
     std::unique_ptr<Ring> ring_;
     // Pool: slot i is bufs_[i], its bytes at mem_ + i * slot_bytes_.
@@ -281,6 +352,12 @@ class UringPort final : public PortDriver {
     wire::MacAddr mac_{};
     std::uint8_t port_index_ = 0;
     RecvMode mode_ = RecvMode::batched;
+    bool share_ = false;
+    bool joined_ = false; ///< in the group's table: the destructor leaves it
+    std::uint8_t slot_ = 0;
+    std::string table_path_;
+    int alive_fd_ = -1; ///< the member's sign of life (uring_port.cc, bind_alive)
+    std::uint64_t probe_nonce_ = 0;
     std::string ifname_;
     std::array<std::atomic<std::uint64_t>, kNumPortCounters> counters_{};
     std::unique_ptr<LinkWatch> link_;

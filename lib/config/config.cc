@@ -229,9 +229,10 @@ constexpr const char* kDeviceKeys[] = {"name",  "eal",     "clock",
                                        "dcqcn", "capture", "capture_snaplen"};
 constexpr const char* kPortKeys[] = {"driver",        "devargs",        "mac",       "ip",
                                      "mtu",           "line_rate_gbps", "interface", "udp_port",
-                                     "peer_udp_port", "recv_mode"};
+                                     "peer_udp_port", "recv_mode",      "share"};
 constexpr const char* kDpdkOnlyKeys[] = {"devargs"};
-constexpr const char* kUringOnlyKeys[] = {"interface", "udp_port", "peer_udp_port", "recv_mode"};
+constexpr const char* kUringOnlyKeys[] = {"interface", "udp_port", "peer_udp_port", "recv_mode",
+                                          "share"};
 constexpr const char* kQpKeys[] = {"path_mtu",  "timeout",       "retry_cnt",
                                    "rnr_retry", "min_rnr_timer", "max_rd_atomic"};
 
@@ -558,6 +559,13 @@ bool Loader::build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d
                     return fail(line_of(psec, "recv_mode"), psec, "recv_mode",
                                 quote(r) + " is not auto, multishot, batched or packet");
                 pc.recv_mode = std::string(r);
+            }
+            if (const char* sh = get(cfg, psec, "share")) {
+                const std::string_view v(sh);
+                if (v != "yes" && v != "no")
+                    return fail(line_of(psec, "share"), psec, "share",
+                                quote(v) + " is not yes or no");
+                pc.share = v == "yes";
             }
         }
         const char* ip = get(cfg, psec, "ip");

@@ -23,9 +23,11 @@
  *    the interface holding the address or its subnet), udp_port (receive port, 1..65535, default
  *    4791), peer_udp_port (destination port, default udp_port: another value only for tests on
  *    one address), recv_mode (auto | multishot | batched | packet, default auto; packet: an
- *    AF_PACKET socket that sees the whole IP header, needs CAP_NET_RAW), mac (optional: the MAC
- *    the engine sees, never sent; default derived from the address). Keys of the other driver
- *    are refused. A file whose ports are all uring needs no EAL (lib/runtime does not start it).
+ *    AF_PACKET socket that sees the whole IP header, needs CAP_NET_RAW), share (yes | no, default
+ *    no: yes lets processes of one user share ip:udp_port, steered by BTH destination QP; not with
+ *    packet), mac (optional: the MAC the engine sees, never sent; default derived from the
+ *    address). Keys of the other driver are refused. A file whose ports are all uring needs no
+ *    EAL (lib/runtime does not start it).
  *  - [qp]      defaults for new QPs: path_mtu (256|512|1024|2048|4096, default 1024; must fit every
  * port's mtu with RoCE headers), timeout (0..31, default 14), retry_cnt (0..7, default 7),
  * rnr_retry (0..7, default 7 = infinite), min_rnr_timer (0..31, default 12), max_rd_atomic (0..16,
@@ -83,6 +85,9 @@ struct PortConfig {
     std::uint16_t udp_port = 4791;   ///< receive port
     std::uint16_t peer_udp_port = 0; ///< destination port; 0 = udp_port
     std::string recv_mode = "auto";  ///< auto | multishot | batched | packet
+    /** `share = yes`: several processes (of one user) share ip:udp_port, each datagram steered to
+     *  the process whose QPs it is for (drivers/uring README, "Several processes on one port"). */
+    bool share = false;
     /** The port's line rate in Mb/s (`line_rate_gbps`), where DCQCN starts and the pacer's ceiling
      *  when DCQCN is on; 0 = unknown (DCQCN starts at 100 Gb/s and paces only below it). */
     double line_rate_mbps = 0;

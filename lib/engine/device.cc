@@ -231,7 +231,7 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
         *err = ENOMEM;
         return nullptr;
     }
-    qp->qpn = rc::kFirstQpn + static_cast<std::uint32_t>(slot - qps_.begin());
+    qp->qpn = first_qpn_ + static_cast<std::uint32_t>(slot - qps_.begin());
     err_seen_[static_cast<std::size_t>(slot - qps_.begin())] = 0;
     rc::Qp* raw = qp.get();
     *slot = std::move(qp);
@@ -269,7 +269,7 @@ int Device::destroy_qp(rc::Qp* qp) noexcept {
         }
     }
     live_qps_.erase(std::find(live_qps_.begin(), live_qps_.end(), qp));
-    const std::uint32_t slot = qp->qpn - rc::kFirstQpn;
+    const std::uint32_t slot = qp_index(qp->qpn);
     timers_.set(slot, 0);
     if (active_flag_[slot]) {
         active_flag_[slot] = 0;
@@ -282,8 +282,16 @@ int Device::destroy_qp(rc::Qp* qp) noexcept {
 }
 
 rc::Qp* Device::qp_by_num(std::uint32_t qpn) noexcept {
-    if (qpn < rc::kFirstQpn || qpn - rc::kFirstQpn >= qps_.size()) return nullptr;
-    return qps_[qpn - rc::kFirstQpn].get();
+    const std::uint32_t i = qpn - first_qpn_; // below first_qpn_ wraps to a huge index
+    if (i >= qps_.size()) return nullptr;
+    return qps_[i].get();
+}
+
+int Device::set_qpn_steering_slot(std::uint8_t slot) noexcept {
+    ControlSection section(*this);
+    if (!live_qps_.empty()) return EBUSY;
+    first_qpn_ = (static_cast<std::uint32_t>(slot) << kQpnSteeringShift) + rc::kFirstQpn;
+    return 0;
 }
 
 void Device::build_path(rc::Qp& qp, unsigned port_index, unsigned path_index,
@@ -363,7 +371,7 @@ int Device::set_remote_planes(rc::Qp* qp, std::span<const rc::RemotePlane> plane
     std::copy(planes.begin(), planes.end(), qp->remote_planes.begin());
     qp->num_remote_planes = static_cast<std::uint8_t>(planes.size());
     if (qp->state != QpState::reset && qp->state != QpState::init) set_path(*qp);
-    activate(qp->qpn - rc::kFirstQpn);
+    activate(qp_index(qp->qpn));
     return 0;
 }
 
@@ -379,7 +387,7 @@ int Device::set_qp_dcqcn(rc::Qp* qp, const cc::DcqcnProfile* profile) noexcept {
     rc::pacer_set_dcqcn(*qp, profile, ports_[qp->attr.port_num - 1u].line_rate_mbps);
     if (qp->state != QpState::reset && qp->state != QpState::init) set_path(*qp); // ECT bits
     sync_timer(*qp);
-    activate(qp->qpn - rc::kFirstQpn);
+    activate(qp_index(qp->qpn));
     return 0;
 }
 
@@ -389,7 +397,7 @@ int Device::set_qp_rate_limit(rc::Qp* qp, double mbps) noexcept {
         std::none_of(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; }))
         return EINVAL;
     rc::pacer_set_rate_limit(*qp, mbps);
-    activate(qp->qpn - rc::kFirstQpn);
+    activate(qp_index(qp->qpn));
     return 0;
 }
 
@@ -411,11 +419,11 @@ int Device::modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) no
     if (mask & (rc::kQpAv | rc::kQpDestQpn | rc::kQpPort)) set_path(*qp);
     // ERR reached by the application's own modify raises no QP fatal event (on_qp_fatal); RESET
     // re-arms it.
-    err_seen_[qp->qpn - rc::kFirstQpn] = qp->state == QpState::err;
+    err_seen_[qp_index(qp->qpn)] = qp->state == QpState::err;
     // The engine is between passes (the section): its schedule may be changed here directly. A
     // QP that moved (to RTS with WQEs waiting, to ERR with WQEs to flush) runs on the next pass.
     sync_timer(*qp);
-    activate(qp->qpn - rc::kFirstQpn);
+    activate(qp_index(qp->qpn));
     return 0;
 }
 
@@ -450,7 +458,7 @@ void Device::resolve_paths() noexcept {
         if (all) {
             qp->path_resolved = true;
             if (qp->transport->paths_changed) qp->transport->paths_changed(*qp, ctx_);
-            activate(qp->qpn - rc::kFirstQpn); // WQEs held back by tx_wait_neigh go now
+            activate(qp_index(qp->qpn)); // WQEs held back by tx_wait_neigh go now
         }
     }
     paths_pending_ = pending;
@@ -469,7 +477,7 @@ void Device::check_links() noexcept {
         for (rc::Qp* qp : live_qps_) {
             if (!qp->transport->link_change) continue;
             qp->transport->link_change(*qp, ctx_, p, up);
-            activate(qp->qpn - rc::kFirstQpn);
+            activate(qp_index(qp->qpn));
         }
         if (on_link_change) on_link_change(p, up);
     }

@@ -233,6 +233,25 @@ class Device {
     /** The QP named @p qpn, or nullptr. */
     [[nodiscard]] rc::Qp* qp_by_num(std::uint32_t qpn) noexcept;
 
+    /** Bit of a QPN where the steering slot starts (QPN = slot << 16 | local number). */
+    static constexpr unsigned kQpnSteeringShift = 16;
+    static_assert(rc::kFirstQpn + rc::kMaxQp <= 1u << kQpnSteeringShift,
+                  "a device's QPNs must fit below the steering slot byte");
+    /**
+     * Puts @p slot in the top byte of every QPN this device hands out from now on: QPN = slot << 16
+     * | (rc::kFirstQpn + table index). Processes that share one UDP port (drivers/uring, share =
+     * yes) each get a slot, and the kernel steers a datagram to the process whose slot is the top
+     * byte of its BTH destination QP; slot 0 (the default) gives the QPNs droce always gave. QP1,
+     * the MRC endpoint QP, is not slotted (wire/mrc.h). Control path, before the first QP.
+     * @return 0, or EBUSY when the device already has QPs (their numbers would lose their owner).
+     */
+    [[nodiscard]] int set_qpn_steering_slot(std::uint8_t slot) noexcept;
+    /** The steering slot set by set_qpn_steering_slot() (0 by default). Control path, or the
+     *  engine (which never runs while set_qpn_steering_slot() changes it). */
+    [[nodiscard]] std::uint8_t qpn_steering_slot() const noexcept {
+        return static_cast<std::uint8_t>(first_qpn_ >> kQpnSteeringShift);
+    }
+
     /**
      * The quiescence handshake, control side. While a ControlSection of this device lives, its
      * engine (whichever thread runs poll() and sleep_until_doorbell()) is between passes and starts
@@ -413,6 +432,10 @@ class Device {
     void notify_engine(std::uint32_t slot) noexcept;
     /** Engine: QPs whose doorbell rang join the active list. @return how many rang. */
     std::uint32_t take_doorbells() noexcept;
+    /** The qps_ index (the scheduling and timer slot) of this device's QP @p qpn. */
+    [[nodiscard]] std::uint32_t qp_index(std::uint32_t qpn) const noexcept {
+        return qpn - first_qpn_;
+    }
     /** Engine (or control inside a section): QP slot @p slot has work this pass. */
     void activate(std::uint32_t slot) noexcept {
         if (active_flag_[slot]) return;
@@ -421,7 +444,7 @@ class Device {
     }
     /** Engine: puts the QP's next transport deadline (ACK timer, RNR wait) into the timer heap. */
     void sync_timer(const rc::Qp& qp) noexcept {
-        const std::uint32_t slot = qp.qpn - rc::kFirstQpn;
+        const std::uint32_t slot = qp_index(qp.qpn);
         const std::uint64_t d = qp.transport->next_deadline(qp);
         if (d != timers_.deadline(slot)) timers_.set(slot, d);
     }
@@ -544,7 +567,9 @@ class Device {
     std::uint32_t polls_ = 0;
     std::vector<std::unique_ptr<mem::Pd>> pds_;
     std::vector<std::unique_ptr<rc::Cq>> cqs_;
-    std::vector<std::unique_ptr<rc::Qp>> qps_; ///< index = qpn - kFirstQpn
+    std::vector<std::unique_ptr<rc::Qp>> qps_; ///< index = qpn - first_qpn_
+    /** QPN of qps_[0]: rc::kFirstQpn plus the steering slot (set_qpn_steering_slot). */
+    std::uint32_t first_qpn_ = rc::kFirstQpn;
     /**
      * The live QPs (non-null entries of qps_), in QPN order: what the engine passes walk, so a pass
      * costs per QP that exists, not per kMaxQp slot (a scan of all 1024 slots was ~40 % of an
@@ -553,7 +578,7 @@ class Device {
      */
     std::vector<rc::Qp*> live_qps_;
     /**
-     * Scheduling (poll.cc). An engine pass runs only the QPs on active_ (slot = qpn - kFirstQpn),
+     * Scheduling (poll.cc). An engine pass runs only the QPs on active_ (slot = qp_index(qpn)),
      * so an idle QP costs nothing per pass: a QP joins when its doorbell rings (post_send /
      * post_recv), when a frame for it arrives, when its timer fires or a control call changes it,
      * and leaves once its transport's has_work() is false. Engine-owned, control path inside a

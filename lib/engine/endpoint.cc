@@ -126,7 +126,9 @@ int Device::send_ep_probe(const EpProbeRequest& req) noexcept {
     wire::PacketFields f;
     f.opcode = wire::Opcode::MRC_PROBE;
     f.pkey = wire::kDefaultPkey;
-    f.dest_qp = wire::kMrcEndpointQpn;
+    // QP1 of this device's steering slot: the reply echoes it, so that on a shared UDP port the
+    // kernel steers the reply back to this process (wire/mrc.h). Slot 0: plain QP1.
+    f.dest_qp = wire::mrc_endpoint_qpn(qpn_steering_slot());
     f.mrc_ctl = &ctl;
     std::array<std::uint8_t, kEpFrameRoom> frame{};
     const std::size_t len = wire::build_frame(h, f, std::span<const std::uint8_t>{}, frame);
@@ -237,7 +239,7 @@ void Device::receive_endpoint(const wire::ParsedFrame& pkt, unsigned port) noexc
     wire::PacketFields f;
     f.opcode = wire::Opcode::MRC_PROBE_REPLY;
     f.pkey = wire::kDefaultPkey;
-    f.dest_qp = wire::kMrcEndpointQpn;
+    f.dest_qp = pkt.bth->dest_qp(); // the prober's slotted QP1: back to the prober (wire/mrc.h)
     f.mrc_ctl = &ctl;
     std::array<std::uint8_t, kEpFrameRoom> frame{};
     const std::size_t len = wire::build_frame(h, f, std::span<const std::uint8_t>{}, frame);

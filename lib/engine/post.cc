@@ -19,15 +19,14 @@ using namespace rc; // the engine runs the RC transport: Qp, WrOpcode, QpState .
 int Device::post_send(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n,
                       std::uint32_t* bad) noexcept {
     const int err = post_send_wqes(qp, wrs, n, bad);
-    if (*bad > 0)
-        notify_engine(qp->qpn - kFirstQpn); // published WQEs, even when a later one failed
+    if (*bad > 0) notify_engine(qp_index(qp->qpn)); // published WQEs, even when a later one failed
     return err;
 }
 
 int Device::post_recv(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n,
                       std::uint32_t* bad) noexcept {
     const int err = post_recv_wqes(qp, wrs, n, bad);
-    if (*bad > 0) notify_engine(qp->qpn - kFirstQpn);
+    if (*bad > 0) notify_engine(qp_index(qp->qpn));
     return err;
 }
 

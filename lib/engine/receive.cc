@@ -111,7 +111,7 @@ void Device::receive(PktBuf& buf, bool looped) noexcept {
     // Connectionless MRC endpoint operations (EV probes) go to QP1, which is no data QP: they are
     // answered or queued here, before the QP lookup (endpoint.cc). Other opcodes to QP1 find no QP
     // below.
-    if (pkt.bth->dest_qp() == wire::kMrcEndpointQpn &&
+    if (wire::is_mrc_endpoint_qpn(pkt.bth->dest_qp()) &&
         wire::transport_of(pkt.bth->opcode()) == wire::Transport::mrc) {
         receive_endpoint(pkt, buf.port);
         return;
@@ -135,7 +135,7 @@ void Device::receive(PktBuf& buf, bool looped) noexcept {
         counters_.inc(Counter::rx_dropped_bad_qp);
         return;
     }
-    const std::uint32_t slot = qp->qpn - rc::kFirstQpn;
+    const std::uint32_t slot = qp_index(qp->qpn);
     if (cnp) { // DCQCN reaction point: the peer's NP says our packets were marked
         rc::pacer_on_cnp(*qp, clock_->now_ns());
         activate(slot); // the rate and the QP's deadline changed
@@ -150,8 +150,7 @@ void Device::receive(PktBuf& buf, bool looped) noexcept {
         qp->transport->receive_response(*qp, pkt, ctx_);
     else
         qp->transport->receive_request(*qp, pkt, ctx_);
-    activate(qp->qpn -
-             rc::kFirstQpn); // an ACK opens the window, a request owes an ACK: run it this pass
+    activate(qp_index(qp->qpn)); // an ACK opens the window, a request owes an ACK: run it now
 }
 
 void Device::send_cnp(rc::Qp& qp, unsigned path_index) noexcept {

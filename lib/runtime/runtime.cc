@@ -53,11 +53,13 @@ bool needs_eal(const ConfigFile& file, const std::vector<unsigned>& which) {
 
 /**
  * Brings up uring port @p p of @p dc. The port's MTU (the interface's, unless the config set one)
- * is written back to @p pc, so that max_path_mtu() and the [qp] path_mtu check see it.
+ * is written back to @p pc, so that max_path_mtu() and the [qp] path_mtu check see it. A shared
+ * port takes steering slot @p share_slot (-1: any free one).
  * @return the port, or nullptr with *err = the driver's reason or "path_mtu does not fit".
  */
 std::unique_ptr<uring::UringPort> make_uring_port(const DeviceConfig& dc, unsigned p,
-                                                  PortConfig& pc, std::string* err) {
+                                                  PortConfig& pc, int share_slot,
+                                                  std::string* err) {
     uring::UringPortConfig uc;
     uc.port_index = static_cast<std::uint8_t>(p);
     uc.addr = pc.ip.addr;
@@ -67,6 +69,8 @@ std::unique_ptr<uring::UringPort> make_uring_port(const DeviceConfig& dc, unsign
     uc.peer_udp_port = pc.peer_udp_port;
     uc.mtu = pc.mtu;
     uc.mac = pc.mac;
+    uc.share = pc.share;
+    uc.share_slot = share_slot;
     uc.recv_mode = pc.recv_mode == "multishot" ? uring::RecvMode::multishot
                    : pc.recv_mode == "batched" ? uring::RecvMode::batched
                    : pc.recv_mode == "packet"  ? uring::RecvMode::packet
@@ -146,16 +150,30 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
         slot.cfg = file->devices[i];
         const DeviceConfig& dc = slot.cfg;
         std::vector<PortSpec> specs;
+        // Shared uring ports (share = yes) are created under the host-wide join lock, so that no
+        // other process takes this process's slot in one group while it joins another.
+        std::unique_ptr<uring::ShareJoinLock> join;
+        if (std::any_of(dc.ports.begin(), dc.ports.end(), [](const PortConfig& pc) {
+                return pc.driver == PortDriverKind::uring && pc.share;
+            })) {
+            join = std::make_unique<uring::ShareJoinLock>(10'000, &e);
+            if (!join->held()) {
+                *err = config_path + ": device " + dc.name + ": " + e;
+                return nullptr;
+            }
+        }
+        int share_slot = -1; // the slot of the first shared port: the others take the same
         for (unsigned p = 0; p < dc.ports.size(); ++p) {
             PortConfig& pc = slot.cfg.ports[p];
             PortDriver* drv = nullptr;
             wire::MacAddr mac{};
             if (pc.driver == PortDriverKind::uring) {
-                auto up = make_uring_port(dc, p, pc, &e);
+                auto up = make_uring_port(dc, p, pc, share_slot, &e);
                 if (!up) {
                     *err = port_prefix(dc, p) + e;
                     return nullptr;
                 }
+                if (up->shared() && share_slot < 0) share_slot = up->steering_slot();
                 drv = up.get();
                 mac = up->mac();
                 slot.eth.push_back(nullptr);
@@ -210,6 +228,9 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
             specs.back().l3 = pc.driver == PortDriverKind::uring; // the kernel routes
         }
         slot.dev = std::make_unique<Device>(dc.name, rt->clock_, specs);
+        join.reset();       // the slots are known: others may join
+        if (share_slot > 0) // a fresh device has no QP: cannot fail
+            (void)slot.dev->set_qpn_steering_slot(static_cast<std::uint8_t>(share_slot));
         if (dc.dcqcn != "off") slot.dev->set_dcqcn(cc::profile_by_name(dc.dcqcn));
         // DROCE_TX_BYREF_MIN=BYTES|off: smallest payload sent by reference (zero-copy) where a port
         // can; "off" copies everything. For benchmarks comparing both in one run (bench/e2e/run).
@@ -424,6 +445,12 @@ void Runtime::stop_engines() noexcept {
         shared_stop_.store(true, std::memory_order_relaxed);
         shared_.join();
     }
+}
+
+void Runtime::leave_shared_ports() noexcept {
+    for (auto& d : devices_)
+        for (auto& u : d.uring)
+            if (u) u->leave_share_group();
 }
 
 void Runtime::shared_loop() noexcept {

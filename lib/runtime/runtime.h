@@ -187,6 +187,13 @@ class Runtime {
     bool start_engines(EngineMode mode = EngineMode::per_device);
     /** Stops and joins the engine thread(s); no-op when none runs. */
     void stop_engines() noexcept;
+    /**
+     * Takes every shared uring port (share = yes) out of its group now, the way its destructor
+     * would (drivers/uring README: the others keep their slots), for a process that exits without
+     * destroying the runtime (the verbs library at exit). The ports receive nothing afterwards.
+     * Control path, with no engine running (stop_engines() first).
+     */
+    void leave_shared_ports() noexcept;
     [[nodiscard]] bool engines_running() const noexcept {
         return !threads_.empty() || shared_.joinable();
     }

@@ -50,7 +50,8 @@ void stop_all_engines_at_exit() {
     if (!p.mu.try_lock()) return; // a control verb is running on another thread: leave it
     if (p.runtime) {
         p.runtime->stop_engines();
-        p.runtime->stop_capture(); // DROCE_CAPTURE: write what the rings hold, close the file
+        p.runtime->stop_capture();       // DROCE_CAPTURE: write what the rings hold, close the file
+        p.runtime->leave_shared_ports(); // share = yes: the other processes keep their slots
     }
     p.mu.unlock();
 }

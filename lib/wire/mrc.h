@@ -55,6 +55,20 @@ inline constexpr std::uint32_t kSackBits = 256;
  * traffic class, so that the reply's RTT measures that EV's path.
  */
 inline constexpr std::uint32_t kMrcEndpointQpn = 1;
+/**
+ * QP1 carrying a steering slot in its top byte (Device::set_qpn_steering_slot): processes that
+ * share one UDP port are told apart by that byte, and an EV probe goes to the prober's slot's QP1
+ * so that its reply, which echoes the destination QP, is steered back to the prober. Any member
+ * answers a probe, whatever its slot. Slot 0 is plain kMrcEndpointQpn.
+ */
+[[nodiscard]] constexpr std::uint32_t mrc_endpoint_qpn(std::uint8_t slot) noexcept {
+    return static_cast<std::uint32_t>(slot) << 16 | kMrcEndpointQpn;
+}
+/** An endpoint QP (QP1 of any steering slot): the low 16 bits are 1. Data QPNs never are (they
+ *  start at rc::kFirstQpn in every slot). */
+[[nodiscard]] constexpr bool is_mrc_endpoint_qpn(std::uint32_t qpn) noexcept {
+    return (qpn & 0xffffu) == kMrcEndpointQpn;
+}
 
 /** MDETH flags. */
 enum MdethFlags : std::uint8_t {

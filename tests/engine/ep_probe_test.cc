@@ -735,5 +735,32 @@ TEST(EpProbe, AProbeFloodIsAnsweredAtABoundedRate) {
         t.run_until([&] { return t.count(0, Counter::ep_probe_replies_sent) == before + 1; }));
 }
 
+TEST(EpProbe, ProbeFromASlottedDeviceGoesToItsSlotsQp1AndTheReplyComesBackThere) {
+    // Processes sharing one UDP port (drivers/uring share = yes) are told apart by the top byte
+    // of the destination QP: the probe names the prober's slot, any member answers it, and the
+    // reply echoes the destination QP so the kernel steers it back to the prober.
+    EpPair t;
+    ASSERT_EQ(t.dev[0]->set_qpn_steering_slot(5), 0);
+    ASSERT_EQ(t.dev[1]->set_qpn_steering_slot(9), 0); // the answerer's own slot does not matter
+    const EpProbeRequest r = t.request(1, 7, 0x5107);
+    ASSERT_EQ(t.send_resolving(r), 0);
+    std::vector<EpProbeReply> got;
+    ASSERT_TRUE(t.run_until([&] {
+        auto more = t.take();
+        got.insert(got.end(), more.begin(), more.end());
+        return !got.empty();
+    }));
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].req_id, 7);
+    EXPECT_EQ(got[0].nonce, 0x5107u);
+    const auto probes = t.sent_with(0, Opcode::MRC_PROBE);
+    const auto replies = t.sent_with(1, Opcode::MRC_PROBE_REPLY);
+    ASSERT_EQ(probes.size(), 1u);
+    ASSERT_EQ(replies.size(), 1u);
+    EXPECT_EQ(probes[0].bth->dest_qp(), 0x050001u);
+    EXPECT_EQ(replies[0].bth->dest_qp(), 0x050001u);
+    EXPECT_EQ(t.count(0, Counter::rx_dropped_bad_qp) + t.count(1, Counter::rx_dropped_bad_qp), 0u);
+}
+
 } // namespace
 } // namespace droce::test

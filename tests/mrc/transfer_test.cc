@@ -147,6 +147,28 @@ TEST(MrcTransfer, OperationsMrcDoesNotCarryAreRefused) {
     }
 }
 
+TEST(MrcTransfer, SlottedQpnsOfProcessesSharingAUdpPortTransferAsBefore) {
+    // drivers/uring share = yes: each process's device carries its steering slot in the QPN's top
+    // byte (Device::set_qpn_steering_slot). MRC's SACKs, retransmits and path probes address the
+    // peer QP by number: slotted numbers must go everywhere the plain ones did.
+    MrcPair t;
+    ASSERT_EQ(t.dev[0]->set_qpn_steering_slot(3), 0);
+    ASSERT_EQ(t.dev[1]->set_qpn_steering_slot(200), 0);
+    t.connect();
+    EXPECT_EQ(t.qp[0]->qpn, 0x030000u | rc::kFirstQpn);
+    EXPECT_EQ(t.qp[1]->qpn, 0xc80000u | rc::kFirstQpn);
+    EXPECT_EQ(t.dev[0]->qp_by_num(t.qp[0]->qpn), t.qp[0]);
+    EXPECT_EQ(t.dev[0]->qp_by_num(rc::kFirstQpn), nullptr); // the unslotted number is nobody's
+    EXPECT_EQ(t.dev[0]->set_qpn_steering_slot(4), EBUSY);   // QPs exist: their numbers stay
+    auto src = t.buffer(0, 8 * kMsg, 11);
+    auto dst = t.buffer(1, 8 * kMsg, 0);
+    stream(t, *src, *dst, 16);
+    EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), src->bytes.size()), 0);
+    EXPECT_GT(t.mrc_counter(1, mrc::MrcCounter::sacks_sent), 0u);
+    EXPECT_EQ(t.dev[0]->total_counters()[Counter::rx_dropped_bad_qp], 0u);
+    EXPECT_EQ(t.dev[1]->total_counters()[Counter::rx_dropped_bad_qp], 0u);
+}
+
 TEST(MrcTransfer, RcAndMrcQpsRunSideBySide) {
     MrcPair t;
     t.connect();

@@ -77,6 +77,24 @@ TEST(UringConfig, OnlyIpIsRequired) {
     EXPECT_EQ(pc.mtu, 1500u);
     EXPECT_TRUE(pc.devargs.empty());
     EXPECT_EQ(pc.mac, wire::MacAddr{}); // the driver derives one
+    EXPECT_FALSE(pc.share);             // off by default: a port in use is EADDRINUSE
+}
+
+TEST(UringConfig, ShareYesOrNo) {
+    for (const char* v : {"yes", "no"}) {
+        TempFile f(file(std::string("driver = uring\nip = 127.0.0.9/8\nshare = ") + v + "\n"));
+        std::string err;
+        auto c = load_config(f.path(), &err);
+        ASSERT_TRUE(c) << err;
+        EXPECT_EQ(c->devices[0].ports[0].share, std::string(v) == "yes");
+    }
+    EXPECT_NE(load_error(file("driver = uring\nip = 127.0.0.9/8\nshare = 1\n"))
+                  .find(":6: [port0] share: \"1\" is not yes or no"),
+              std::string::npos);
+    EXPECT_NE(load_error(file("devargs = net_ring0\nmac = 02:00:00:00:00:01\nip = 10.0.0.1/24\n"
+                              "share = yes\n"))
+                  .find(":7: [port0] share: only for driver = uring"),
+              std::string::npos);
 }
 
 TEST(UringConfig, PacketReceiveModeIsAValue) {

@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * drivers/uring, share = yes: UringPorts of one process sharing one (address, UDP port) in one
+ * SO_REUSEPORT group, steered by the classic BPF program on the BTH destination QP's top byte.
+ * A plain UDP socket plays the peer: it sends datagrams whose BTH names slot 0, 1 or 2 and the
+ * test checks which port each one reached. Also: the slots the self-probe found (the join order),
+ * the probes the other members dropped and counted, the error without share, a slot no member has
+ * (hash fallback, counted as foreign), a member leaving (the kernel moves the last member into its
+ * index; the rewritten program keeps every slot with its member), a newcomer taking the free slot,
+ * the group table removed by the last member, a member killed without leaving repaired by the
+ * next joiner, and a table stale beyond repair refused. Each run takes its own loopback address
+ * and port (from the process id).
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "uring/uring_port.h"
+
+namespace {
+
+using namespace droce;
+using droce::uring::PortCounter;
+using droce::uring::UringPort;
+using droce::uring::UringPortConfig;
+
+wire::Ipv6Addr loop4() {
+    const unsigned pid = static_cast<unsigned>(getpid());
+    return wire::ipv4_mapped({127, static_cast<std::uint8_t>(100 + pid % 150),
+                              static_cast<std::uint8_t>((pid / 150) % 250 + 1), 77});
+}
+std::uint16_t test_port() {
+    return static_cast<std::uint16_t>(20000 + (getpid() * 11) % 20000);
+}
+
+/** The group table of the test's address and port (drivers/uring: table_path). */
+std::string table_file() {
+    struct stat st {};
+    EXPECT_EQ(stat("/proc/self/ns/net", &st), 0);
+    const wire::Ipv6Addr a = loop4();
+    return "/dev/shm/droce-share-" + std::to_string(getuid()) + "-" + std::to_string(st.st_ino) +
+           "-127." + std::to_string(a[13]) + "." + std::to_string(a[14]) + "." +
+           std::to_string(a[15]) + "-" + std::to_string(test_port());
+}
+
+UringPortConfig shared_config() {
+    UringPortConfig c;
+    c.addr = loop4();
+    c.udp_port = test_port();
+    c.n_buffers = 64;
+    c.share = true;
+    return c;
+}
+
+/** A datagram that looks like a BTH for QPN @p qpn, with @p tag in byte 12 (after the BTH). */
+void send_bth(int fd, std::uint32_t qpn, std::uint8_t tag) {
+    std::uint8_t d[40] = {};
+    d[0] = 0x04; // RC SEND_ONLY
+    d[1] = 0x40; // M, TVer 0
+    d[2] = d[3] = 0xff;
+    d[5] = static_cast<std::uint8_t>(qpn >> 16);
+    d[6] = static_cast<std::uint8_t>(qpn >> 8);
+    d[7] = static_cast<std::uint8_t>(qpn);
+    d[12] = tag;
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(test_port());
+    const wire::Ipv6Addr a = loop4();
+    std::memcpy(&to.sin_addr, a.data() + 12, 4);
+    ASSERT_EQ(sendto(fd, d, sizeof d, 0, reinterpret_cast<sockaddr*>(&to), sizeof to),
+              static_cast<ssize_t>(sizeof d));
+}
+
+/** Polls every port for 300 ms; returns, per port, the tags (BTH byte 12) of what it received. */
+std::vector<std::vector<int>> collect(const std::vector<UringPort*>& ports) {
+    std::vector<std::vector<int>> tags(ports.size());
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    while (std::chrono::steady_clock::now() < until) {
+        for (std::size_t i = 0; i < ports.size(); ++i) {
+            PktBuf* bufs[16];
+            const std::uint16_t n = ports[i]->rx_burst(bufs, 16);
+            for (std::uint16_t k = 0; k < n; ++k) {
+                // Rebuilt frame: Ethernet 14 + IPv4 20 + UDP 8, then the datagram.
+                tags[i].push_back(bufs[k]->data[14 + 20 + 8 + 12]);
+            }
+            ports[i]->free_bulk(bufs, n);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return tags;
+}
+
+TEST(UringShare, MembersGetSlotsInJoinOrderAndDatagramsGoToTheSlotOwner) {
+    std::string err;
+    std::unique_ptr<UringPort> m[3];
+    for (int i = 0; i < 3; ++i) {
+        m[i] = UringPort::create(shared_config(), &err);
+        ASSERT_TRUE(m[i]) << err;
+        EXPECT_TRUE(m[i]->shared());
+        EXPECT_EQ(m[i]->steering_slot(), i) << "member " << i;
+    }
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    // Each slot's QPs, several datagrams each (different QPNs of one slot go to one member).
+    for (std::uint8_t round = 0; round < 4; ++round)
+        for (std::uint32_t s = 0; s < 3; ++s)
+            send_bth(fd, s << 16 | (0x11 + round), static_cast<std::uint8_t>(s * 10 + round));
+    const auto tags = collect({m[0].get(), m[1].get(), m[2].get()});
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(tags[i].size(), 4u) << "member " << i;
+        for (int r = 0; r < 4; ++r)
+            EXPECT_EQ(tags[i][r], i * 10 + r) << "member " << i;
+        EXPECT_EQ(m[i]->counter(PortCounter::rx_foreign_slot), 0u);
+    }
+    // Members 1 and 2 each sent member 0 the probe for slot 0; member 2 sent member 1 slot 1's.
+    // (Probes for slots past the last member fall back to the hash: maybe more.) None reached
+    // the engine: every datagram collected above was one of the test's.
+    EXPECT_GE(m[0]->counter(PortCounter::rx_share_probes), 2u);
+    EXPECT_GE(m[1]->counter(PortCounter::rx_share_probes), 1u);
+
+    // A slot past the last member: the kernel falls back to its hash; whoever gets it counts it.
+    send_bth(fd, 7u << 16 | 0x11, 99);
+    const auto stray = collect({m[0].get(), m[1].get(), m[2].get()});
+    std::uint64_t foreign = 0;
+    std::size_t got = 0;
+    for (int i = 0; i < 3; ++i) {
+        foreign += m[i]->counter(PortCounter::rx_foreign_slot);
+        got += stray[i].size();
+    }
+    EXPECT_EQ(got, 1u);
+    EXPECT_EQ(foreign, 1u);
+
+    // Member 1 leaves (without being destroyed): the kernel moves the last member (slot 2) into
+    // index 1, and the table and program member 1 rewrote before it closed keep slot 2's datagrams
+    // on member 2. Slot 1 has no member: the hash picks one, which counts it as foreign.
+    const std::uint64_t foreign_before =
+        m[0]->counter(PortCounter::rx_foreign_slot) + m[2]->counter(PortCounter::rx_foreign_slot);
+    m[1]->leave_share_group(); // as the verbs library does at exit: its receive is armed
+    send_bth(fd, 2u << 16 | 0x11, 42);
+    send_bth(fd, 0u << 16 | 0x11, 43);
+    send_bth(fd, 1u << 16 | 0x11, 44);
+    auto after = collect({m[0].get(), m[2].get()});
+    std::sort(after[0].begin(), after[0].end());
+    std::sort(after[1].begin(), after[1].end());
+    const bool hashed_to_0 = after[0].size() == 2;
+    EXPECT_EQ(after[0], hashed_to_0 ? std::vector<int>({43, 44}) : std::vector<int>({43}));
+    EXPECT_EQ(after[1], hashed_to_0 ? std::vector<int>({42}) : std::vector<int>({42, 44}));
+    EXPECT_EQ(m[0]->counter(PortCounter::rx_foreign_slot) +
+                  m[2]->counter(PortCounter::rx_foreign_slot),
+              foreign_before + 1);
+
+    // A newcomer takes the free slot 1 and gets slot 1's datagrams; the others keep theirs.
+    m[1].reset(); // left already: the destructor does not leave twice
+    m[1] = UringPort::create(shared_config(), &err);
+    ASSERT_TRUE(m[1]) << err;
+    EXPECT_EQ(m[1]->steering_slot(), 1);
+    for (std::uint32_t s = 0; s < 3; ++s)
+        send_bth(fd, s << 16 | 0x12, static_cast<std::uint8_t>(50 + s));
+    const auto again = collect({m[0].get(), m[1].get(), m[2].get()});
+    for (int i = 0; i < 3; ++i)
+        EXPECT_EQ(again[i], std::vector<int>({50 + i})) << "member " << i;
+    close(fd);
+}
+
+TEST(UringShare, TableRemovedByTheLastAndStaleTableRefused) {
+    std::string err;
+    auto first = UringPort::create(shared_config(), &err);
+    ASSERT_TRUE(first) << err;
+    const std::string path = table_file();
+    ASSERT_EQ(access(path.c_str(), F_OK), 0) << path;
+    // Members killed without leaving: the table lists two more members than the group has (one
+    // more would be repaired: the next test).
+    std::uint8_t stale[4 + 256] = {3, 0, 0, 0, 0, 1, 2};
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_TRUE(f);
+    ASSERT_EQ(std::fwrite(stale, sizeof stale, 1, f), 1u);
+    std::fclose(f);
+    EXPECT_FALSE(UringPort::create(shared_config(), &err));
+    EXPECT_NE(err.find("ended without leaving"), std::string::npos) << err;
+    first.reset();
+    // Alone again: the stale table is replaced; and the last to leave removes it.
+    first = UringPort::create(shared_config(), &err);
+    ASSERT_TRUE(first) << err;
+    EXPECT_EQ(first->steering_slot(), 0);
+    first.reset();
+    EXPECT_NE(access(path.c_str(), F_OK), 0) << path << " left behind";
+}
+
+TEST(UringShare, AMemberKilledWithoutLeavingIsRepairedByTheNextJoiner) {
+    std::string err;
+    const UringPortConfig cfg = shared_config(); // of this process id: the child uses it too
+    auto m0 = UringPort::create(cfg, &err);
+    ASSERT_TRUE(m0) << err;
+    // Member 1 in a child process that ends with _exit, as if killed: nothing leaves the table.
+    int up[2], down[2];
+    ASSERT_EQ(pipe(up), 0);
+    ASSERT_EQ(pipe(down), 0);
+    const pid_t child = fork();
+    if (child == 0) {
+        close(up[0]);
+        close(down[1]);
+        std::string e;
+        auto m1 = UringPort::create(cfg, &e);
+        const char ok = m1 && m1->steering_slot() == 1 ? 'y' : 'n';
+        if (ok != 'y')
+            std::fprintf(stderr, "child: %s %d\n", e.c_str(), m1 ? m1->steering_slot() : -1);
+        char c;
+        if (write(up[1], &ok, 1) != 1 || read(down[0], &c, 1) != 1) _exit(3);
+        _exit(0); // no destructor: the kernel closes the socket and moves member 2 into index 1
+    }
+    char ok = 0;
+    const bool child_up = read(up[0], &ok, 1) == 1 && ok == 'y';
+    if (!child_up) {
+        close(down[1]); // the child's read returns: it ends
+        waitpid(child, nullptr, 0);
+    }
+    ASSERT_TRUE(child_up);
+    auto m2 = UringPort::create(cfg, &err);
+    ASSERT_TRUE(m2) << err;
+    EXPECT_EQ(m2->steering_slot(), 2);
+    ASSERT_EQ(write(down[1], "x", 1), 1);
+    int st = 0;
+    ASSERT_EQ(waitpid(child, &st, 0), child);
+    // The next joiner sees the table list one member too many, finds member 1's sign of life
+    // gone, replays the kernel's move and joins with the free slot 1.
+    auto m3 = UringPort::create(cfg, &err);
+    ASSERT_TRUE(m3) << err;
+    EXPECT_EQ(m3->steering_slot(), 1);
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    for (std::uint32_t s = 0; s < 3; ++s)
+        send_bth(fd, s << 16 | 0x11, static_cast<std::uint8_t>(60 + s));
+    const auto tags = collect({m0.get(), m3.get(), m2.get()});
+    for (int i = 0; i < 3; ++i)
+        EXPECT_EQ(tags[i], std::vector<int>({60 + i})) << "slot " << i;
+    close(fd);
+    for (int f : {up[0], up[1], down[0], down[1]})
+        close(f);
+}
+
+TEST(UringShare, ShareOffKeepsEaddrinuseWithAClearMessage) {
+    std::string err;
+    auto first = UringPort::create(shared_config(), &err);
+    ASSERT_TRUE(first) << err;
+    UringPortConfig c = shared_config();
+    c.share = false;
+    EXPECT_FALSE(UringPort::create(c, &err));
+    EXPECT_NE(err.find("is in use by another process; set share = yes to share it"),
+              std::string::npos)
+        << err;
+    EXPECT_NE(err.find("UDP port " + std::to_string(test_port())), std::string::npos) << err;
+    first.reset();
+
+    // The other way round: a member that does not share holds the port.
+    auto lone = UringPort::create(c, &err);
+    ASSERT_TRUE(lone) << err;
+    EXPECT_FALSE(lone->shared());
+    EXPECT_EQ(lone->steering_slot(), 0);
+    EXPECT_FALSE(UringPort::create(shared_config(), &err));
+    EXPECT_NE(err.find("does not share it"), std::string::npos) << err;
+}
+
+/**
+ * A child process, forked before this one takes the lock (a fork copies the lock's in-process
+ * mutex as it is): once told through the pipe, it tries the join lock for @p ms and exits 0 if it
+ * took it, 2 if it gave up with the reason, 3 otherwise.
+ */
+struct Child {
+    pid_t pid = -1;
+    int go = -1;
+    explicit Child(unsigned ms) {
+        int p[2];
+        if (pipe(p) != 0) return;
+        pid = fork();
+        if (pid == 0) {
+            close(p[1]);
+            char c;
+            if (read(p[0], &c, 1) != 1) _exit(4);
+            std::string err;
+            uring::ShareJoinLock l(ms, &err);
+            _exit(l.held() ? 0 : err.find("held it for") != std::string::npos ? 2 : 3);
+        }
+        close(p[0]);
+        go = p[1];
+    }
+    int run() {
+        if (write(go, "g", 1) != 1) return -1;
+        close(go);
+        int st = 0;
+        waitpid(pid, &st, 0);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    }
+};
+
+TEST(UringShare, JoinLockIsExclusiveBetweenProcessesAndReentrantInOne) {
+    std::string err;
+    Child waits(20), takes(1000);
+    ASSERT_GT(waits.pid, 0);
+    ASSERT_GT(takes.pid, 0);
+    {
+        uring::ShareJoinLock a(100, &err);
+        ASSERT_TRUE(a.held()) << err;
+        uring::ShareJoinLock again(20, &err); // this process: re-entered (create() under runtime)
+        EXPECT_TRUE(again.held()) << err;
+        EXPECT_EQ(waits.run(), 2); // another process waits, then gives up with a reason
+    }
+    EXPECT_EQ(takes.run(), 0); // released with the last holder
+}
+
+} // namespace
