@@ -580,6 +580,7 @@ Report run_client(Runtime& rt, const Channel& ch, const Options& o, const std::s
     rep.all.plane_out = -1;
     if (std::string e = exchange_identity(ch, rep.local, &rep.peer, true); !e.empty()) {
         rep.cabling.findings.push_back("side channel: " + e);
+        rep.peer = Identity{}; // no session: what was read is not a peer's identity
         rep.routable.status = Status::fail;
         rep.bandwidth_skipped = "no session with the peer";
         rep.seconds = ms_since(t0) / 1e3;

@@ -13,10 +13,12 @@
  */
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 
 #include "burnin.h"
+#include "config/config.h"
 
 namespace {
 
@@ -49,6 +51,11 @@ int run(const Cli& cli) {
     ro.tx_rate_gbps = cli.plane_rate;
     ro.engine.nice = cli.engine_nice;
     std::string err;
+    // A config that does not parse is a usage error (2), not a bring-up failure (3).
+    if (!load_config(cli.config, &err)) {
+        std::fprintf(stderr, "droce-burnin: %s\n", err.c_str());
+        return kExitUsage;
+    }
     auto rt = Runtime::create(cli.config, ro, &err);
     if (!rt) {
         std::fprintf(stderr, "droce-burnin: %s\n", err.c_str());
@@ -76,6 +83,8 @@ int run(const Cli& cli) {
                      cli.port, rt->device(0).name().c_str());
         ch = perf::tcp_accept_one(cli.port, 600'000, &err);
     } else {
+        std::fprintf(stderr, "droce-burnin: connecting to %s TCP port %u (up to 30 s)\n",
+                     cli.server_addr.c_str(), cli.port);
         ch = perf::tcp_connect(cli.server_addr, cli.port, 30'000, &err);
     }
     if (!ch.valid()) {
@@ -160,6 +169,15 @@ int main(int argc, char** argv) {
     if (cli.server == !cli.server_addr.empty()) {
         std::fprintf(stderr, "droce-burnin: give either --server or the peer's address\n");
         return kExitUsage;
+    }
+    // CLI11's Range lets NaN through (every comparison with it is false).
+    for (const double v :
+         {cli.o.plane_gbps, cli.plane_rate, cli.o.duration_s, cli.o.min_fraction, cli.o.out_low,
+          cli.o.out_high, cli.o.max_rtt_ms, cli.o.probe_timeout_ms}) {
+        if (!std::isfinite(v)) {
+            std::fprintf(stderr, "droce-burnin: a number given is not finite (nan or inf)\n");
+            return kExitUsage;
+        }
     }
     if (cli.o.out_low > cli.o.out_high) {
         std::fprintf(stderr, "droce-burnin: --out-low above --out-high\n");

@@ -234,8 +234,24 @@ std::string now_text() {
 
 using Reader = std::vector<Line> (*)(std::vector<Target>&, const Cli&);
 
+/** Exits 1 naming the devices there are when --dev names none of the processes' devices (a
+ *  misspelt name would otherwise print nothing and exit 0). */
+void require_dev(std::vector<Target>& ts, const Cli& cli) {
+    if (cli.dev.empty()) return;
+    std::string known;
+    for (Target& t : ts) {
+        const json d = ask(t, "/droce/devices");
+        for (const auto& name : d["devices"]) {
+            if (name.get<std::string>() == cli.dev) return;
+            known += (known.empty() ? "" : ", ") + name.get<std::string>();
+        }
+    }
+    die("no device named " + cli.dev + " (devices: " + (known.empty() ? "none" : known) + ")");
+}
+
 int show(Reader read, const Cli& cli) {
     std::vector<Target> ts = connect_all(cli);
+    require_dev(ts, cli);
     if (cli.watch <= 0) {
         const std::vector<Line> lines = read(ts, cli);
         if (cli.json) {
@@ -391,7 +407,8 @@ int main(int argc, char** argv) {
                    "rate view: per-second differences every SECONDS (default 1), refreshed")
         ->expected(0, 1)
         ->default_str("1");
-    app.add_option("-c,--count", cli.count, "with --watch: this many reports, then exit")
+    app.add_option("-c,--count", cli.count,
+                   "with --watch: this many reports, then exit (0, the default: until interrupted)")
         ->check(CLI::Range(0u, 1000000u));
 
     CLI::App* show_cmd = app.add_subcommand("show", "one line per device (the default)");
@@ -414,7 +431,15 @@ int main(int argc, char** argv) {
         const int rc = app.exit(e);
         return rc == 0 ? 0 : 2;
     }
-    if (app.count("--watch") && cli.watch <= 0) cli.watch = 1;
+    if (app.count("--watch")) {
+        // --watch with no value means 1 s; a value given must be a positive number of seconds.
+        const auto& given = app["--watch"]->results();
+        const bool has_value = !given.empty() && !given.front().empty();
+        if (!has_value)
+            cli.watch = 1;
+        else if (!(cli.watch > 0))
+            die("--watch: SECONDS must be more than 0 (got " + given.front() + ")", 2);
+    }
     if (cli.watch > 86400) die("--watch: at most 86400 seconds", 2);
     if (*cap_cmd) return capture(cli);
     if (*list_cmd) return list(cli);

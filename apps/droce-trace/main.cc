@@ -9,7 +9,9 @@
  *   droce-trace explain FILE [--json] [--qp QPN] [--html OUT.html]
  *                                     the capture as a story per connection (flow_explain.h)
  *
- * Exit status: 0 on success, 1 when the file cannot be opened or read, 2 on bad usage.
+ * Exit status: 0 on success, 1 when the file cannot be opened or read (explain: a damaged file
+ * still prints the story of the frames before the damage) or explain --qp names no connection in
+ * it, 2 on bad usage.
  */
 #include <cstdio>
 #include <cstdlib>
@@ -109,16 +111,37 @@ int run_explain(const ExplainOptions& opts) {
     }
     FlowExplainer explainer;
     RawFrame raw;
+    // A capture cut short (its writer killed, a copy interrupted) still tells the story of the
+    // frames before the damage, as tshark does; the exit status still says the file is bad.
+    std::string damage;
+    std::uint64_t read_frames = 0;
     for (;;) {
         const CaptureFile::Status st = capture.next(raw, error);
         if (st == CaptureFile::Status::end) break;
         if (st == CaptureFile::Status::error) {
-            std::fprintf(stderr, "droce-trace: %s\n", error.c_str());
-            return kExitFile;
+            damage = error;
+            break;
         }
         explainer.add(raw);
+        ++read_frames;
+    }
+    if (!damage.empty()) {
+        std::fprintf(stderr, "droce-trace: %s\n", damage.c_str());
+        if (read_frames == 0) return kExitFile;
+        std::fprintf(stderr, "droce-trace: the story below covers the %llu frames before it\n",
+                     static_cast<unsigned long long>(read_frames));
     }
     const FlowStory story = explainer.finish(opts.file);
+    if (so.qp) {
+        bool found = false;
+        for (const FlowConnection& c : story.connections)
+            found = found || story_selects(c, so);
+        if (!found) {
+            std::fprintf(stderr, "droce-trace: no connection in %s has QPN 0x%06x at either end\n",
+                         opts.file.c_str(), *so.qp);
+            return kExitFile;
+        }
+    }
     if (!opts.html.empty()) {
         const std::string page = story_html(story, so);
         std::FILE* f = std::fopen(opts.html.c_str(), "wb");
@@ -133,7 +156,7 @@ int run_explain(const ExplainOptions& opts) {
         std::fprintf(stderr, "droce-trace: cannot write the output\n");
         return kExitFile;
     }
-    return kExitOk;
+    return damage.empty() ? kExitOk : kExitFile;
 }
 
 } // namespace

@@ -5,8 +5,10 @@
  * the error message, one output line per frame, and --json output that parses line by line.
  */
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "trace_test_util.h"
@@ -146,6 +148,30 @@ TEST(TraceCli, ExplainAddsIndentedLines) {
     const auto first = nlohmann::json::parse(lines(j.output).at(0));
     ASSERT_TRUE(first.contains("explain"));
     EXPECT_EQ(first["explain"][0]["header"], "IPv4");
+}
+
+TEST(TraceCli, ExplainOfAnAbsentQpSaysSoAndExitsOne) {
+    const RunResult r =
+        run_trace("explain --qp 0xabcdef " + capture("droce_mrc_plane_down_loss.pcapng"));
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_TRUE(contains(r.output, "no connection")) << r.output;
+    EXPECT_TRUE(contains(r.output, "0xabcdef")) << r.output;
+}
+
+TEST(TraceCli, ExplainOfACutFileTellsTheStorySoFarAndExitsOne) {
+    // The first 300 KB of a 650 KB capture: the file ends inside a record.
+    const std::string whole = captures_dir() + "/droce_mrc_plane_down_loss.pcapng";
+    char path[] = "/tmp/droce-trace-cut-XXXXXX";
+    const int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    close(fd);
+    const std::string cut = path;
+    ASSERT_EQ(std::system(("head -c 300001 " + quoted(whole) + " > " + quoted(cut)).c_str()), 0);
+    const RunResult r = run_trace("explain " + quoted(cut));
+    std::remove(cut.c_str());
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_TRUE(contains(r.output, "the story below covers the")) << r.output;
+    EXPECT_TRUE(contains(r.output, "RDMA WRITE") || contains(r.output, "WRITE")) << r.output;
 }
 
 } // namespace
