@@ -17,6 +17,7 @@
 #include <string>
 
 #include "burnin.h"
+#include "dpdk/eal.h"
 
 namespace {
 
@@ -165,5 +166,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "droce-burnin: --out-low above --out-high\n");
         return kExitUsage;
     }
-    return run(cli);
+    const int rc = run(cli);
+    // The runtime is gone (ports closed): the EAL's runtime directory and hugepage files go too.
+    droce::dpdk::eal_release();
+    return rc;
 }
