@@ -19,6 +19,7 @@
 
 #include "burnin.h"
 #include "config/config.h"
+#include "dpdk/eal.h"
 
 namespace {
 
@@ -183,5 +184,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "droce-burnin: --out-low above --out-high\n");
         return kExitUsage;
     }
-    return run(cli);
+    const int rc = run(cli);
+    // The runtime is gone (ports closed): the EAL's runtime directory and hugepage files go too.
+    droce::dpdk::eal_release();
+    return rc;
 }

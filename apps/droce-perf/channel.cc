@@ -86,7 +86,7 @@ bool Channel::readable() const noexcept {
     return poll(&pfd, 1, 0) > 0;
 }
 
-Channel tcp_accept_one(std::uint16_t port, int timeout_ms, std::string* err) {
+Channel tcp_accept_one(std::uint16_t port, int timeout_ms, std::string* err, int stop_fd) {
     const int ls = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int fam = AF_INET6;
     int lfd = ls;
@@ -121,11 +121,15 @@ Channel tcp_accept_one(std::uint16_t port, int timeout_ms, std::string* err) {
         close(lfd);
         return {};
     }
-    pollfd pfd{lfd, POLLIN, 0};
-    const int r = poll(&pfd, 1, timeout_ms);
-    if (r <= 0) {
-        *err = r == 0 ? "no client connected to TCP port " + std::to_string(port) + " in time"
-                      : errno_text("poll");
+    pollfd pfd[2] = {{lfd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+    int r;
+    do
+        r = poll(pfd, stop_fd >= 0 ? 2 : 1, timeout_ms);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0 || (pfd[0].revents & POLLIN) == 0) {
+        *err = r == 0  ? "no client connected to TCP port " + std::to_string(port) + " in time"
+               : r < 0 ? errno_text("poll")
+                       : std::string(kStopped);
         close(lfd);
         return {};
     }

@@ -42,11 +42,18 @@ class Channel {
     int fd_ = -1;
 };
 
+/** What tcp_accept_one() puts in *err when @p stop_fd became readable first. */
+inline constexpr const char* kStopped = "stopped";
+
 /**
  * Listens on TCP @p port (all addresses, SO_REUSEADDR) and accepts one connection within
- * @p timeout_ms. @return the channel or an invalid one with *err set.
+ * @p timeout_ms (-1: no limit). When @p stop_fd (>= 0: an eventfd or pipe) becomes readable
+ * first, gives up with *err = kStopped: a server stopped by a signal while it waits.
+ * @return the channel or an invalid one with *err set (bind/listen/poll/accept errno text, "no
+ * client ... in time", kStopped).
  */
-[[nodiscard]] Channel tcp_accept_one(std::uint16_t port, int timeout_ms, std::string* err);
+[[nodiscard]] Channel tcp_accept_one(std::uint16_t port, int timeout_ms, std::string* err,
+                                     int stop_fd = -1);
 /**
  * Connects to @p host : @p port, retrying while the server is not listening yet, for up to
  * @p timeout_ms. @return the channel or an invalid one with *err set.

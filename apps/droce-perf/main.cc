@@ -4,7 +4,8 @@
  * droce-perf: perftest-shaped bandwidth and latency for RDMA WRITE, READ, SEND and FETCH_ADD over
  * droce devices on DPDK ports.
  *
- *   droce-perf --server -c CONFIG [options]            wait for one client on TCP -p PORT
+ *   droce-perf --server -c CONFIG [options]            serve clients on TCP -p PORT until stopped
+ *                                                      (SIGINT / SIGTERM; --once: one client)
  *   droce-perf SERVER_ADDR -c CONFIG --op OP [options] run against it
  *   droce-perf --demo [-c config/demo.ini]             two devices in one process, every op
  * verified
@@ -12,17 +13,26 @@
  * The client's test parameters are sent to the server, which adopts them (a server needs only
  * --server and -c). QP information travels over TCP as in perftest; the peer's MAC comes from the
  * engine's neighbour resolution. Exit status: 0 when every operation completed (and, with --verify,
- * every byte was right on both sides); 1 otherwise; 2 for usage errors.
+ * every byte was right on both sides; a server: in every run it served); 1 otherwise; 2 for usage
+ * errors; 128 + N when signal N stopped a run in progress.
  */
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "dpdk/eal.h"
 #include "perf.h"
 #include "report.h"
 #include "runtime/runtime.h"
@@ -40,6 +50,7 @@ constexpr double kDemoPlaneGbps = 1.0;
 
 struct Cli {
     bool server = false;
+    bool once = false; ///< --once: the server serves one client and exits (perftest's way)
     std::string server_addr;
     std::string op = "write";
     std::uint32_t size = 65536;
@@ -124,7 +135,60 @@ void settle() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Stopping: SIGINT / SIGTERM / SIGHUP
+
+/**
+ * Signals are blocked in every thread (main blocks them before the EAL and the engines start, and
+ * threads inherit the mask) and taken by one watcher thread with sigwait(), so no handler runs in
+ * the middle of the datapath. The watcher tells the main thread through g_stop_fd (a server waiting
+ * for a client returns at once and tears everything down as on a normal exit); when the main
+ * thread is in a run and does not finish within kStopGrace, the watcher removes what would outlive
+ * the process (the EAL runtime directory, hugepage files) and exits with 128 + the signal.
+ */
+int g_stop_fd = -1;
+std::atomic<int> g_stop_signal{0};
+std::atomic<bool> g_main_done{false};
+constexpr auto kStopGrace = std::chrono::milliseconds(1500);
+
+void block_stop_signals(sigset_t* set) {
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, set, nullptr);
+}
+
+void start_stop_watcher() {
+    static sigset_t set;
+    block_stop_signals(&set);
+    g_stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    std::thread([] {
+        int sig = 0;
+        if (sigwait(&set, &sig) != 0) return;
+        g_stop_signal.store(sig, std::memory_order_release);
+        const std::uint64_t one = 1;
+        if (g_stop_fd >= 0) (void)!write(g_stop_fd, &one, sizeof one);
+        const auto until = std::chrono::steady_clock::now() + kStopGrace;
+        while (std::chrono::steady_clock::now() < until) {
+            if (g_main_done.load(std::memory_order_acquire)) return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        std::fprintf(stderr, "droce-perf: %s during a run: stopped without finishing it\n",
+                     strsignal(sig));
+        dpdk::release_files_on_exit();
+        _exit(128 + sig);
+    }).detach();
+}
+
+bool stop_requested() noexcept {
+    return g_stop_signal.load(std::memory_order_acquire) != 0;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Two processes
+
+/** One client served (server) or one run against the server (client), on channel @p ch. */
+int run_one(const Cli& cli, Params p, Runtime& rt_ref, Channel& ch);
 
 int run_remote(const Cli& cli, Params p) {
     RuntimeOptions ro;
@@ -159,20 +223,45 @@ int run_remote(const Cli& cli, Params p) {
                 return 2;
             }
     }
-    const std::uint32_t port_mtu = rt->max_path_mtu(0, 0);
-    Channel ch;
-    if (cli.server) {
+    if (!cli.server) {
+        Channel ch = tcp_connect(cli.server_addr, cli.port, 30'000, &err);
+        if (!ch.valid()) {
+            std::fprintf(stderr, "droce-perf: %s\n", err.c_str());
+            return 1;
+        }
+        return run_one(cli, p, *rt, ch);
+    }
+    int rc = 0;
+    for (unsigned served = 0;; ++served) {
         // On stderr, so that --json keeps stdout for the one object; scripts wait for this line.
-        std::fprintf(stderr, "droce-perf: waiting for a client on TCP port %u (device %s)\n",
-                     cli.port, dc.name.c_str());
-        ch = tcp_accept_one(cli.port, 600'000, &err);
-    } else {
-        ch = tcp_connect(cli.server_addr, cli.port, 30'000, &err);
+        std::fprintf(stderr, "droce-perf: waiting for a client on TCP port %u (device %s)%s\n",
+                     cli.port, dc.name.c_str(),
+                     cli.once ? ""
+                     : served ? "; Ctrl-C stops"
+                              : "; serving until stopped (Ctrl-C)");
+        Channel ch = tcp_accept_one(cli.port, cli.once ? 600'000 : -1, &err, g_stop_fd);
+        if (!ch.valid()) {
+            if (err == kStopped) {
+                std::fprintf(stderr, "droce-perf: stopped (%s) after %u client(s)\n",
+                             strsignal(g_stop_signal.load()), served);
+                break;
+            }
+            std::fprintf(stderr, "droce-perf: %s\n", err.c_str());
+            return 1;
+        }
+        const int r = run_one(cli, p, *rt, ch);
+        if (r != 0) rc = r;
+        if (cli.once || stop_requested()) break;
     }
-    if (!ch.valid()) {
-        std::fprintf(stderr, "droce-perf: %s\n", err.c_str());
-        return 1;
-    }
+    return rc;
+}
+
+int run_one(const Cli& cli, Params p, Runtime& rt_ref, Channel& ch) {
+    std::string err;
+    Runtime* rt = &rt_ref;
+    Device& dev = rt->device(0);
+    const DeviceConfig& dc = rt->device_config(0);
+    const std::uint32_t port_mtu = rt->max_path_mtu(0, 0);
     auto ep = cli.server ? handshake_server(dev, &p, dc.qp, port_mtu, ch, &err)
                          : handshake_client(dev, p, dc.qp, port_mtu, ch, &err);
     if (!ep) {
@@ -187,6 +276,12 @@ int run_remote(const Cli& cli, Params p) {
         std::fprintf(stderr, "droce-perf: cannot start the engine thread\n");
         return 1;
     }
+    // Whatever way this run ends, the engines stop before the QPs go (ep is destroyed after
+    // this): a server's next client starts them again.
+    struct EnginesStop {
+        Runtime* rt;
+        ~EnginesStop() { rt->stop_engines(); }
+    } engines_stop{rt};
     if (err = barrier(ch, 30'000); !err.empty()) {
         std::fprintf(stderr, "droce-perf: %s\n", err.c_str());
         return 1;
@@ -628,6 +723,8 @@ int run_demo(const Cli& cli) {
     return all_ok ? 0 : 1;
 }
 
+int run(const Cli& cli);
+
 } // namespace
 } // namespace droce::perf
 
@@ -635,7 +732,9 @@ int main(int argc, char** argv) {
     using namespace droce::perf;
     Cli cli;
     CLI::App app{"droce-perf: RDMA bandwidth and latency over droce (perftest-shaped)"};
-    app.add_flag("--server", cli.server, "wait for a client (it sends the test parameters)");
+    app.add_flag("--server", cli.server,
+                 "serve clients (each sends its test parameters) until stopped (SIGINT/SIGTERM)");
+    app.add_flag("--once", cli.once, "with --server: serve one client, then exit (perftest's way)");
     app.add_option("server_addr", cli.server_addr, "the server's host name or address (client)");
     app.add_option("--op", cli.op, "write | read | send | atomic (fetch_add)")
         ->check(CLI::IsMember({"write", "read", "send", "atomic"}));
@@ -700,6 +799,19 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         return app.exit(e) == 0 ? 0 : 2;
     }
+    // Before anything starts a thread: every thread inherits the blocked stop signals.
+    start_stop_watcher();
+    const int rc = run(cli);
+    // Last, with every port closed: hugepages, the mp socket and the runtime directory go back.
+    droce::dpdk::eal_release();
+    g_main_done.store(true, std::memory_order_release);
+    return rc;
+}
+
+namespace droce::perf {
+namespace {
+
+int run(const Cli& cli) {
     if (cli.demo) return run_demo(cli);
     if (cli.config.empty()) {
         std::fprintf(stderr, "droce-perf: -c CONFIG is required (or --demo)\n");
@@ -780,3 +892,6 @@ int main(int argc, char** argv) {
     }
     return run_remote(cli, p);
 }
+
+} // namespace
+} // namespace droce::perf

@@ -102,8 +102,8 @@ void print_header(std::FILE* f, const Params& p, bool server, const std::string&
 void print_table_head(std::FILE* f, Mode m) {
     if (m == Mode::bw)
         std::fprintf(
-            f,
-            " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n");
+            f, " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]   "
+               "BW peak[MB/sec]    BW average[MB/sec]\n");
     else
         std::fprintf(
             f,
@@ -115,8 +115,9 @@ void print_table_row(std::FILE* f, const Params& p, const Result& r) {
     const std::uint32_t bytes = p.op == Op::atomic ? 8u : p.size;
     const std::uint64_t iters = p.mode == Mode::bw ? r.messages / p.qps : r.messages;
     if (p.mode == Mode::bw)
-        std::fprintf(f, " %-10u %-10" PRIu64 "     %-18.2f %-20.2f %-.6f\n", bytes, iters,
-                     r.bw_peak_gbps, r.bw_avg_gbps, r.msg_rate_mpps);
+        std::fprintf(f, " %-10u %-10" PRIu64 "     %-18.2f %-20.2f %-15.6f %-18.2f %.2f\n", bytes,
+                     iters, r.bw_peak_gbps, r.bw_avg_gbps, r.msg_rate_mpps,
+                     perftest_mb_per_sec(r.bw_peak_gbps), perftest_mb_per_sec(r.bw_avg_gbps));
     else
         std::fprintf(
             f, " %-7u %-10" PRIu64 "     %-14.2f %-12.2f %-18.2f %-14.2f %-15.2f %-23.2f %.2f\n",
@@ -278,6 +279,8 @@ nlohmann::json to_json(const Params& p, const Result& r, bool server, const std:
         if (p.mode == Mode::bw) {
             j["bw_peak_gbps"] = r.bw_peak_gbps;
             j["bw_avg_gbps"] = r.bw_avg_gbps;
+            j["bw_peak_mb_per_sec"] = perftest_mb_per_sec(r.bw_peak_gbps);
+            j["bw_avg_mb_per_sec"] = perftest_mb_per_sec(r.bw_avg_gbps);
             j["msg_rate_mpps"] = r.msg_rate_mpps;
         } else {
             j["t_min_usec"] = r.t_min;

@@ -22,7 +22,14 @@ namespace droce::perf {
 void print_header(std::FILE* f, const Params& p, bool server, const std::string& device,
                   std::uint32_t path_mtu, const std::vector<QpInfo>& local,
                   const std::vector<QpInfo>& remote);
-/** The column titles of the bw or lat table. */
+/**
+ * @p gbps (10^9 bit/s of payload) in perftest's bandwidth unit, "MB/sec": 2^20 bytes per second
+ * (perftest divides by 0x100000), so that a figure sits beside a perftest one unconverted.
+ */
+[[nodiscard]] constexpr double perftest_mb_per_sec(double gbps) noexcept {
+    return gbps * 1e9 / 8.0 / 1048576.0;
+}
+/** The column titles of the bw or lat table (bw: Gb/sec and perftest's MB/sec). */
 void print_table_head(std::FILE* f, Mode m);
 /** One table row. */
 void print_table_row(std::FILE* f, const Params& p, const Result& r);

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "eal.h"
 
+#include <dirent.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 
 #include <rte_bus.h>
@@ -14,10 +18,16 @@
 #include <rte_ethdev.h>
 #include <rte_ring.h>
 
+#include "dpdk/diagnose.h"
+
 namespace droce::dpdk {
 namespace {
 
 std::atomic<bool> g_eal_up{false};
+/** The runtime directory of this process's EAL (empty: none, or --in-memory / --no-shconf). */
+std::string g_runtime_dir;
+/** This process's --file-prefix (hugepage files are named PREFIXmap_N). */
+std::string g_file_prefix;
 
 constexpr std::string_view kRingPairPrefix = "droce_ringpair";
 constexpr std::size_t kRingPairNameMax = 12; // "net_ring_rp_" + name + "_a" fits RTE_RING_NAMESIZE
@@ -116,6 +126,9 @@ std::string eal_init(const std::vector<std::string>& args) {
     for (auto& a : storage)
         argv.push_back(a.data());
     argv.push_back(nullptr);
+    // What DPDK would report as "Success (errno 0)" (a second primary on one file prefix) or as
+    // EACCES (no hugepages): said with its cause before the EAL tries.
+    if (std::string why = eal_obstacle(args); !why.empty()) return why;
     const int ret = rte_eal_init(static_cast<int>(storage.size()), argv.data());
     if (ret < 0) {
         const int e = rte_errno;
@@ -123,10 +136,74 @@ std::string eal_init(const std::vector<std::string>& args) {
             g_eal_up.store(true, std::memory_order_release);
             return "EAL already initialised (once per process)";
         }
+        // The lock may have been taken between the check and rte_eal_init: look again.
+        if (std::string why = eal_obstacle(args); !why.empty()) return why;
+        if (e == 0)
+            return "rte_eal_init failed without a reason (DPDK's log above says which step); the "
+                   "EAL arguments were: " +
+                   [&] {
+                       std::string a;
+                       for (const std::string& s : args)
+                           a += (a.empty() ? "" : " ") + s;
+                       return a;
+                   }();
         return "rte_eal_init failed: " + errno_text(e);
     }
+    g_runtime_dir = runtime_dir_for(args);
+    g_file_prefix = file_prefix_of(args);
     g_eal_up.store(true, std::memory_order_release);
     return {};
+}
+
+const std::string& eal_runtime_dir() noexcept {
+    return g_runtime_dir;
+}
+
+void remove_runtime_dir(const std::string& dir) noexcept {
+    if (dir.empty()) return;
+    // Only the files a primary EAL makes (config, hugepage_info, fbarray_*, mp_socket*), not
+    // whatever else someone keeps there; then the directory if that emptied it.
+    if (DIR* d = opendir(dir.c_str())) {
+        while (dirent* e = readdir(d)) {
+            const std::string n = e->d_name;
+            if (n == "config" || n == "hugepage_info" || n.rfind("fbarray_", 0) == 0 ||
+                n.rfind("mp_socket", 0) == 0 || n == "dpdk_telemetry.v2" ||
+                n.rfind("dpdk_telemetry", 0) == 0)
+                (void)unlink((dir + "/" + n).c_str());
+        }
+        closedir(d);
+    }
+    (void)rmdir(dir.c_str());
+}
+
+void release_files_on_exit() noexcept {
+    if (!eal_initialized()) return;
+    remove_runtime_dir(g_runtime_dir);
+    // The mappings stay until the process exits; unlinking the files now lets the kernel take
+    // the pages back then instead of keeping them in hugetlbfs.
+    std::FILE* m = std::fopen("/proc/mounts", "r");
+    if (!m) return;
+    char dev[256], dir[512], type[64];
+    while (std::fscanf(m, "%255s %511s %63s %*[^\n]", dev, dir, type) == 3) {
+        if (std::strcmp(type, "hugetlbfs") != 0) continue;
+        DIR* d = opendir(dir);
+        if (!d) continue;
+        const std::string stem = g_file_prefix + "map_";
+        while (dirent* e = readdir(d))
+            if (std::strncmp(e->d_name, stem.c_str(), stem.size()) == 0)
+                (void)unlink((std::string(dir) + "/" + e->d_name).c_str());
+        closedir(d);
+    }
+    std::fclose(m);
+}
+
+void eal_release() noexcept {
+    // Not rte_eal_cleanup(): it unmaps DPDK memory while the interrupt thread keeps running, and
+    // in DPDK 22.11 an interrupt source can outlive its port's close with its handle in that
+    // memory; the thread then walked it after the unmap (seen here: eal-intr-thread segfault in
+    // rte_intr_fd_get, once in a few hugepage runs). The mappings end with the process anyway; the
+    // files are what outlives it, and those go here.
+    release_files_on_exit();
 }
 
 std::string create_ring_pair_end(const std::string& name, char end, unsigned ring_size,

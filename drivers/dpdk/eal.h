@@ -40,10 +40,43 @@ namespace droce::dpdk {
  * Initialises the DPDK EAL with @p args (argv[1..]; argv[0] is supplied as "droce").
  * Once per process: a second call returns "EAL already initialised" and changes nothing, because
  * DPDK cannot initialise twice.
- * @return empty on success, else a message naming rte_eal_init's rte_errno (EALREADY, EINVAL for
- * bad arguments, ENOMEM, EACCES, EPROTO ...).
+ * Before trying, eal_obstacle() (diagnose.h) looks for what DPDK would report badly: the file
+ * prefix's runtime directory locked by another process (DPDK: rte_errno 0), hugepages asked for on
+ * a host without them (DPDK: EACCES).
+ * @return empty on success, else a sentence: the obstacle and what to do; or rte_eal_init's
+ * rte_errno (EALREADY, EINVAL for bad arguments, ENOMEM, EACCES, EPROTO ...), never "errno 0".
  */
 [[nodiscard]] std::string eal_init(const std::vector<std::string>& args);
+
+/**
+ * Gives back what the EAL holds outside this process, at its end: the runtime directory DPDK
+ * leaves behind (/var/run/dpdk/PREFIX: config, hugepage_info, fbarray_*, mp_socket, the telemetry
+ * socket) and this file prefix's hugepage files, which DPDK 22.11 keeps in hugetlbfs after exit
+ * (held pages a next process on another prefix cannot use). Call last, after every port is
+ * closed, just before the process exits: the EAL stays up (its memory stays mapped until exit) but
+ * another process may take the file prefix from here on. Does not call rte_eal_cleanup() (see
+ * eal.cc). No-op when the EAL is not initialised.
+ */
+void eal_release() noexcept;
+
+/**
+ * Removes the files a primary DPDK process keeps in @p dir (config, hugepage_info, fbarray_*,
+ * mp_socket*, the telemetry socket), then @p dir if that emptied it. For eal_release() and for a
+ * process stopped by a signal while the EAL is up (it only unlinks files: the mappings go when
+ * the process exits). Nothing else in @p dir is touched.
+ */
+void remove_runtime_dir(const std::string& dir) noexcept;
+
+/**
+ * For a process about to _exit() with the EAL up (stopped by a signal in the middle of work, when
+ * closing ports in order is not possible): removes the runtime directory's files and unlinks this
+ * file prefix's hugepage files (PREFIXmap_* in every hugetlbfs mount), so that nothing outlives
+ * the process. Not async-signal-safe: call from an ordinary thread (a sigwait() watcher).
+ */
+void release_files_on_exit() noexcept;
+
+/** The runtime directory of this process's EAL; empty before eal_init() or without shared files. */
+[[nodiscard]] const std::string& eal_runtime_dir() noexcept;
 
 /** True once eal_init() (or anyone else in this process) initialised the EAL successfully. */
 [[nodiscard]] bool eal_initialized() noexcept;

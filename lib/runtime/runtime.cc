@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "dpdk/diagnose.h"
 #include "dpdk/eal.h"
 #include "dpdk/eth_port.h"
 #include "sim/impair.h"
@@ -87,6 +88,16 @@ std::unique_ptr<uring::UringPort> make_uring_port(const DeviceConfig& dc, unsign
         return nullptr;
     }
     return port;
+}
+
+/**
+ * DPDK's reason @p dpdk_err for a port that did not come up, with the cause in front where the
+ * host shows one (a memif client with no server listening: rte_eth_dev_start's EPERM; a memif
+ * server socket held by another process: a failed probe). DPDK's words stay, after the cause.
+ */
+std::string explain_port_failure(const std::string& devargs, const std::string& dpdk_err) {
+    const std::string why = dpdk::memif_obstacle(devargs);
+    return why.empty() ? dpdk_err : why + " (DPDK: " + dpdk_err + ")";
 }
 
 bool has_log_level(const std::vector<std::string>& args) {
@@ -181,7 +192,7 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
             } else {
                 dpdk::EthPortConfig ec;
                 if (e = dpdk::probe_port(pc.devargs, &ec.port_id); !e.empty()) {
-                    *err = port_prefix(dc, p) + e;
+                    *err = port_prefix(dc, p) + explain_port_failure(pc.devargs, e);
                     return nullptr;
                 }
                 ec.port_index = static_cast<std::uint8_t>(p);
@@ -196,7 +207,7 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
                 }
                 auto eth = dpdk::EthPort::create(ec, &e);
                 if (!eth) {
-                    *err = port_prefix(dc, p) + e;
+                    *err = port_prefix(dc, p) + explain_port_failure(pc.devargs, e);
                     return nullptr;
                 }
                 drv = eth.get();

@@ -258,6 +258,7 @@ extern "C" int ibv_destroy_cq(ibv_cq* ibcq) {
 
 /** Not supported: droce CQ rings have a fixed size. @return EOPNOTSUPP. */
 extern "C" int ibv_resize_cq(ibv_cq* cq, int cqe) {
+    DROCE_UNSUPPORTED("ibv_resize_cq");
     (void)cq;
     (void)cqe;
     return EOPNOTSUPP;

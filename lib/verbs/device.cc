@@ -5,14 +5,17 @@
  * (the runtime and its engine threads), query_device(_ex), query_port, GIDs, P_Keys, asynchronous
  * events, and the quiescence guard every control verb uses.
  */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "dpdk/eal.h"
 #include "provider.h"
 #include "rc/params.h"
 
@@ -42,6 +45,46 @@ std::uint64_t guid_from_mac(const wire::MacAddr& m) noexcept {
     return be;
 }
 
+/** Set by ibv_get_device_guid: a program that lists devices with their GUIDs (ibv_devices). */
+std::atomic<bool> g_guid_asked{false};
+
+/**
+ * At exit, when the program listed droce's devices and opened none, or opened one, created no QP
+ * and has librdmacm loaded: a verbs program that gives up there prints only its own words ("IB
+ * device X not found", "rdma_create_event_channel failed"), which do not say droce. One line on
+ * stderr names the likely cause: a device name the config does not have, or rdma_cm. Not for a
+ * program that lists devices to show them (ibv_devices asks their GUIDs).
+ */
+void hint_if_nothing_opened() {
+    Provider& p = provider();
+    if (!p.mu.try_lock()) return;
+    const bool opened = p.runtime != nullptr;
+    std::string names;
+    for (const auto& d : p.devices)
+        names += (names.empty() ? "" : ", ") + d->cfg.name;
+    const std::string config = p.config_path;
+    p.mu.unlock();
+    if (opened) {
+        // perftest -R opens the device, then fails in librdmacm before any QP exists.
+        if (!g_qp_created.load(std::memory_order_relaxed) &&
+            dlopen("librdmacm.so.1", RTLD_LAZY | RTLD_NOLOAD) != nullptr)
+            std::fprintf(stderr,
+                         "droce: the program opened a droce device and created no QP: if it "
+                         "connects with rdma_cm (perftest -R, rping), it cannot run on droce, "
+                         "which has no rdma_cm; exchange QP information out of band instead "
+                         "(README: Unsupported)\n");
+        return;
+    }
+    if (names.empty() || g_guid_asked.load(std::memory_order_relaxed)) return;
+    std::fprintf(stderr,
+                 "droce: the program listed droce's devices (%s, from %s) and opened none: a "
+                 "device name it did not find takes one of these (ibv_devices lists them; "
+                 "DROCE_CONFIG picks the config); a program that connects with rdma_cm "
+                 "(perftest -R, rping) cannot run on droce, which has no rdma_cm (README: "
+                 "Unsupported)\n",
+                 names.c_str(), config.c_str());
+}
+
 void stop_all_engines_at_exit() {
     // Runs from exit(): the application may not have closed its contexts (perftest does not). Stop
     // the engine threads so nothing polls ports while the process tears down, and the captures so
@@ -54,6 +97,9 @@ void stop_all_engines_at_exit() {
         p.runtime->leave_shared_ports(); // share = yes: the other processes keep their slots
     }
     p.mu.unlock();
+    // The EAL stays up (ports are not closed here), but its files need not outlive the process:
+    // the runtime directory and hugepage files go now, their mappings at exit.
+    dpdk::release_files_on_exit();
 }
 
 } // namespace
@@ -258,6 +304,11 @@ extern "C" ibv_device** ibv_get_device_list(int* num_devices) {
     Provider& p = provider();
     std::lock_guard<std::mutex> g(p.mu);
     load_devices(p);
+    static bool hint_registered = false;
+    if (!hint_registered) {
+        hint_registered = true;
+        std::atexit(hint_if_nothing_opened);
+    }
     auto** list = static_cast<ibv_device**>(std::calloc(p.devices.size() + 1, sizeof(ibv_device*)));
     if (!list) return fail<ibv_device*>(ENOMEM);
     for (std::size_t i = 0; i < p.devices.size(); ++i)
@@ -277,6 +328,7 @@ extern "C" const char* ibv_get_device_name(ibv_device* device) {
 
 /** Node GUID in network order: EUI-64 of port 0's MAC. */
 extern "C" __be64 ibv_get_device_guid(ibv_device* device) {
+    g_guid_asked.store(true, std::memory_order_relaxed);
     return device ? reinterpret_cast<VDevice*>(device)->guid_be : 0;
 }
 
@@ -342,6 +394,8 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
         p.runtime = Runtime::create(p.config_path, opts, &err);
         if (!p.runtime) {
             std::fprintf(stderr, "droce: %s\n", err.c_str());
+            // The EAL may be up with a port that failed: its files go now, not at exit only.
+            dpdk::release_files_on_exit();
             return fail<ibv_context>(ENODEV);
         }
         for (unsigned i = 0; i < p.runtime->num_devices() && i < p.devices.size(); ++i) {

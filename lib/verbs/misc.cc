@@ -11,6 +11,7 @@
  */
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 #include "provider.h"
@@ -243,35 +244,47 @@ extern "C" int ibv_read_sysfs_file(const char* dir, const char* file, char* buf,
 }
 
 // ---------------------------------------------------------------- unsupported public verbs
-// Listed in the README. Creators return NULL with errno EOPNOTSUPP, the others EOPNOTSUPP.
+// Listed in the README. Creators return NULL with errno EOPNOTSUPP, the others EOPNOTSUPP; each
+// says so once on stderr (say_unsupported).
+
+void droce::verbs::say_unsupported(std::atomic<bool>& said, const char* what) noexcept {
+    if (said.exchange(true, std::memory_order_relaxed)) return;
+    std::fprintf(stderr, "droce: %s is not supported (README: Unsupported)\n", what);
+}
 
 extern "C" ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+    DROCE_UNSUPPORTED("ibv_create_srq");
     (void)pd;
     (void)attr;
     return fail<ibv_srq>(EOPNOTSUPP);
 }
 extern "C" int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+    DROCE_UNSUPPORTED("ibv_modify_srq");
     (void)srq;
     (void)attr;
     (void)mask;
     return EOPNOTSUPP;
 }
 extern "C" int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+    DROCE_UNSUPPORTED("ibv_query_srq");
     (void)srq;
     (void)attr;
     return EOPNOTSUPP;
 }
 extern "C" int ibv_destroy_srq(ibv_srq* srq) {
+    DROCE_UNSUPPORTED("ibv_destroy_srq");
     (void)srq;
     return EOPNOTSUPP;
 }
 extern "C" int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+    DROCE_UNSUPPORTED("ibv_attach_mcast");
     (void)qp;
     (void)gid;
     (void)lid;
     return EOPNOTSUPP;
 }
 extern "C" int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+    DROCE_UNSUPPORTED("ibv_detach_mcast");
     (void)qp;
     (void)gid;
     (void)lid;
@@ -279,6 +292,7 @@ extern "C" int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
 }
 extern "C" ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova,
                                      int fd, int access) {
+    DROCE_UNSUPPORTED("ibv_reg_dmabuf_mr");
     (void)pd;
     (void)offset;
     (void)length;
@@ -290,6 +304,7 @@ extern "C" ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length,
 /** UD only (address handles from a received GRH): not supported. @return EOPNOTSUPP. */
 extern "C" int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_grh* grh,
                                    ibv_ah_attr* ah_attr) {
+    DROCE_UNSUPPORTED("ibv_init_ah_from_wc");
     (void)context;
     (void)port_num;
     (void)wc;
@@ -298,6 +313,7 @@ extern "C" int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_w
     return EOPNOTSUPP;
 }
 extern "C" ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port_num) {
+    DROCE_UNSUPPORTED("ibv_create_ah_from_wc");
     (void)pd;
     (void)wc;
     (void)grh;
@@ -306,6 +322,7 @@ extern "C" ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, u
 }
 extern "C" int ibv_resolve_eth_l2_from_gid(ibv_context* context, ibv_ah_attr* attr,
                                            uint8_t eth_mac[6], uint16_t* vid) {
+    DROCE_UNSUPPORTED("ibv_resolve_eth_l2_from_gid");
     (void)context;
     (void)attr;
     (void)eth_mac;
@@ -320,21 +337,25 @@ extern "C" int ibv_query_qp_data_in_order(ibv_qp* qp, ibv_wr_opcode op, uint32_t
     return 0;
 }
 extern "C" int ibv_set_ece(ibv_qp* qp, ibv_ece* ece) {
+    DROCE_UNSUPPORTED("ibv_set_ece");
     (void)qp;
     (void)ece;
     return EOPNOTSUPP;
 }
 extern "C" int ibv_query_ece(ibv_qp* qp, ibv_ece* ece) {
+    DROCE_UNSUPPORTED("ibv_query_ece");
     (void)qp;
     (void)ece;
     return EOPNOTSUPP;
 }
 // Sharing objects between processes through the kernel's uverbs fd: no kernel, not supported.
 extern "C" ibv_context* ibv_import_device(int cmd_fd) {
+    DROCE_UNSUPPORTED("ibv_import_device");
     (void)cmd_fd;
     return fail<ibv_context>(EOPNOTSUPP);
 }
 extern "C" ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
+    DROCE_UNSUPPORTED("ibv_import_pd");
     (void)context;
     (void)pd_handle;
     return fail<ibv_pd>(EOPNOTSUPP);
@@ -343,6 +364,7 @@ extern "C" void ibv_unimport_pd(ibv_pd* pd) {
     (void)pd;
 }
 extern "C" ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
+    DROCE_UNSUPPORTED("ibv_import_mr");
     (void)pd;
     (void)mr_handle;
     return fail<ibv_mr>(EOPNOTSUPP);
@@ -351,6 +373,7 @@ extern "C" void ibv_unimport_mr(ibv_mr* mr) {
     (void)mr;
 }
 extern "C" ibv_dm* ibv_import_dm(ibv_context* context, uint32_t dm_handle) {
+    DROCE_UNSUPPORTED("ibv_import_dm");
     (void)context;
     (void)dm_handle;
     return fail<ibv_dm>(EOPNOTSUPP);

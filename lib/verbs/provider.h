@@ -189,6 +189,25 @@ void post_async_event(Device* dev, const AsyncRecord& rec) noexcept;
 void install_cq_ops(VContext& c) noexcept;
 void install_qp_ops(VContext& c) noexcept;
 
+/**
+ * Tells the user, once per process for each @p what, that droce does not support it: one line on
+ * stderr, "droce: WHAT is not supported (README: Unsupported)". The caller then returns its errno
+ * (EOPNOTSUPP) as a hardware provider would; the line is what says why, since programs print only
+ * their own message. @p said: a flag of the call site (DROCE_UNSUPPORTED makes one). Thread-safe
+ * (the flag is exchanged atomically); control path only.
+ */
+void say_unsupported(std::atomic<bool>& said, const char* what) noexcept;
+
+/** Set once any QP was created in this process (the exit hint about rdma_cm reads it). */
+inline std::atomic<bool> g_qp_created{false};
+
+/** say_unsupported() with a flag of its own at this call site. */
+#define DROCE_UNSUPPORTED(what)                                                                    \
+    do {                                                                                           \
+        static std::atomic<bool> droce_said_{false};                                               \
+        ::droce::verbs::say_unsupported(droce_said_, what);                                        \
+    } while (0)
+
 /** Sets errno to @p err and returns nullptr (the verbs convention for creators). */
 template <typename T>
 inline T* fail(int err) noexcept {

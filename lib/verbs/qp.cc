@@ -428,8 +428,27 @@ constexpr std::uint64_t kSupportedSendOps =
 
 ibv_qp* create_qp_common(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
     if (!pd || !a->send_cq || !a->recv_cq) return fail<ibv_qp>(EINVAL);
-    if (a->qp_type != IBV_QPT_RC) return fail<ibv_qp>(EOPNOTSUPP); // UC, UD, XRC, raw: not on droce
-    if (a->srq) return fail<ibv_qp>(EOPNOTSUPP);
+    if (a->qp_type != IBV_QPT_RC) { // UC, UD, XRC, raw: not on droce
+        switch (a->qp_type) {
+        case IBV_QPT_UD:
+            DROCE_UNSUPPORTED("ibv_create_qp of a UD QP (IBV_QPT_UD)");
+            break;
+        case IBV_QPT_UC:
+            DROCE_UNSUPPORTED("ibv_create_qp of a UC QP (IBV_QPT_UC)");
+            break;
+        case IBV_QPT_RAW_PACKET:
+            DROCE_UNSUPPORTED("ibv_create_qp of a raw packet QP (IBV_QPT_RAW_PACKET)");
+            break;
+        default:
+            DROCE_UNSUPPORTED("ibv_create_qp of an XRC or driver QP (only IBV_QPT_RC)");
+            break;
+        }
+        return fail<ibv_qp>(EOPNOTSUPP);
+    }
+    if (a->srq) {
+        DROCE_UNSUPPORTED("ibv_create_qp with an SRQ");
+        return fail<ibv_qp>(EOPNOTSUPP);
+    }
     if (pd->context != context || a->send_cq->context != context || a->recv_cq->context != context)
         return fail<ibv_qp>(EINVAL);
     VContext* c = vctx_of(context);
@@ -478,6 +497,7 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr_ex* 
     b.qp_num = qp->native->qpn;
     b.state = IBV_QPS_RESET;
     b.qp_type = IBV_QPT_RC;
+    g_qp_created.store(true, std::memory_order_relaxed);
     pthread_mutex_init(&b.mutex, nullptr);
     pthread_cond_init(&b.cond, nullptr);
     b.events_completed = 0;
@@ -527,6 +547,32 @@ void install_qp_ops(VContext& c) noexcept {
     c.vctx.context.ops.post_send = post_send;
     c.vctx.context.ops.post_recv = post_recv;
     c.vctx.create_qp_ex = create_qp_ex;
+    // Verbs that verbs.h dispatches inline: with no op it returns EOPNOTSUPP without a word, so
+    // these ops exist only to say what is not supported (README: Unsupported).
+    c.vctx.context.ops.alloc_mw = [](ibv_pd*, ibv_mw_type) -> ibv_mw* {
+        DROCE_UNSUPPORTED("ibv_alloc_mw (memory windows)");
+        return fail<ibv_mw>(EOPNOTSUPP);
+    };
+    c.vctx.create_srq_ex = [](ibv_context*, ibv_srq_init_attr_ex*) -> ibv_srq* {
+        DROCE_UNSUPPORTED("ibv_create_srq_ex");
+        return fail<ibv_srq>(EOPNOTSUPP);
+    };
+    c.vctx.open_xrcd = [](ibv_context*, ibv_xrcd_init_attr*) -> ibv_xrcd* {
+        DROCE_UNSUPPORTED("ibv_open_xrcd (XRC)");
+        return fail<ibv_xrcd>(EOPNOTSUPP);
+    };
+    c.vctx.open_qp = [](ibv_context*, ibv_qp_open_attr*) -> ibv_qp* {
+        DROCE_UNSUPPORTED("ibv_open_qp");
+        return fail<ibv_qp>(EOPNOTSUPP);
+    };
+    c.vctx.alloc_dm = [](ibv_context*, ibv_alloc_dm_attr*) -> ibv_dm* {
+        DROCE_UNSUPPORTED("ibv_alloc_dm (device memory)");
+        return fail<ibv_dm>(EOPNOTSUPP);
+    };
+    c.vctx.create_wq = [](ibv_context*, ibv_wq_init_attr*) -> ibv_wq* {
+        DROCE_UNSUPPORTED("ibv_create_wq");
+        return fail<ibv_wq>(EOPNOTSUPP);
+    };
 }
 
 } // namespace droce::verbs

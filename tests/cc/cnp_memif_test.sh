@@ -37,7 +37,7 @@ fail() {
 run() {
     local name=$1
     shift
-    timeout 90 "$bin" --server -c "$tmp/server.ini" -p "$tcp_port" --json "$@" \
+    timeout 90 "$bin" --server -c "$tmp/server.ini" -p "$tcp_port" --once --json "$@" \
         > "$tmp/$name.server" 2> "$tmp/$name.server.err" &
     server_pid=$!
     local i

@@ -31,7 +31,7 @@ fail() {
 run_pair() {
     local name=$1
     shift
-    timeout 60 "$bin" --server -c "$tmp/server.ini" -p "$tcp_port" --json \
+    timeout 60 "$bin" --server -c "$tmp/server.ini" -p "$tcp_port" --once --json \
         > "$tmp/$name.server" 2> "$tmp/$name.server.err" &
     server_pid=$!
     local i

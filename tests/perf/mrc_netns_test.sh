@@ -72,7 +72,7 @@ fail() {
 }
 
 tcp_port=18515
-timeout 60 ip netns exec "$nsb" "$perf" --server -c "$tmp/b.ini" -p "$tcp_port" --json \
+timeout 60 ip netns exec "$nsb" "$perf" --server -c "$tmp/b.ini" -p "$tcp_port" --once --json \
     > "$tmp/server.json" 2> "$tmp/server.err" &
 spid=$!
 pids+=("$spid")

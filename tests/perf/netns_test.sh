@@ -100,7 +100,7 @@ tcp_port=18515
 run_pair() {
     local name=$1
     shift
-    timeout 120 ip netns exec "$nsb" "$perf" --server -c "$tmp/b.ini" -p "$tcp_port" \
+    timeout 120 ip netns exec "$nsb" "$perf" --server -c "$tmp/b.ini" -p "$tcp_port" --once \
         > "$tmp/$name.server" 2> "$tmp/$name.server.err" &
     local spid=$!
     pids+=("$spid")

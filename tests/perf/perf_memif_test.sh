@@ -32,7 +32,7 @@ run_pair() {
     local name=$1 sextra=$2
     shift 2
     # shellcheck disable=SC2086
-    timeout 120 "$bin" --server -c "$tmp/server.ini" -p "$tcp_port" $sextra \
+    timeout 120 "$bin" --server -c "$tmp/server.ini" -p "$tcp_port" --once $sextra \
         > "$tmp/$name.server" 2> "$tmp/$name.server.err" &
     server_pid=$!
     local i

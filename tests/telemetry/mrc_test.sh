@@ -22,7 +22,7 @@ tcp_port=$((20000 + ($$ + 5000) % 20000))
 . "$(dirname "$0")/common.sh" # fail, failures, client_pid; the EXIT trap
 C="droce-$tag-c"
 S="droce-$tag-s"
-timeout 50 "$perf" --server -c "$tmp/server.ini" -p "$tcp_port" > "$tmp/server.out" 2> "$tmp/server.err" &
+timeout 50 "$perf" --server -c "$tmp/server.ini" -p "$tcp_port" --once > "$tmp/server.out" 2> "$tmp/server.err" &
 server_pid=$!
 wait_tcp_listener "$tcp_port" "$server_pid" || { cat "$tmp/server.err"; echo "FAIL: no server"; exit 1; }
 timeout 50 "$perf" 127.0.0.1 -c "$tmp/client.ini" -p "$tcp_port" --mrc -s 65536 -D 12 --bw \

@@ -25,7 +25,7 @@ tcp_port=$((20000 + $$ % 20000))
 . "$(dirname "$0")/common.sh" # fail, failures, client_pid; the EXIT trap
 
 grep -q -- "--no-telemetry" "$tmp/client.ini" && { echo "FAIL: config/memif-client.ini has --no-telemetry"; exit 1; }
-timeout 55 "$perf" --server -c "$tmp/server.ini" -p "$tcp_port" > "$tmp/server.out" 2> "$tmp/server.err" &
+timeout 55 "$perf" --server -c "$tmp/server.ini" -p "$tcp_port" --once > "$tmp/server.out" 2> "$tmp/server.err" &
 server_pid=$!
 wait_tcp_listener "$tcp_port" "$server_pid" || { cat "$tmp/server.err"; echo "FAIL: no server"; exit 1; }
 timeout 55 "$perf" 127.0.0.1 -c "$tmp/client.ini" -p "$tcp_port" --op write -s 4096 -D 22 --lat \

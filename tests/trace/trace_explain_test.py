@@ -84,7 +84,7 @@ class MemifPair:
     def run(self, client_args):
         a = self.args
         serr = open(os.path.join(self.tmp, "server.err"), "w")
-        server = subprocess.Popen([a.perf, "--server", "-c", os.path.join(self.tmp, "server.ini"),
+        server = subprocess.Popen([a.perf, "--server", "--once", "-c", os.path.join(self.tmp, "server.ini"),
                                    "-p", str(self.port)], stdout=subprocess.DEVNULL, stderr=serr)
         try:
             for _ in range(300):

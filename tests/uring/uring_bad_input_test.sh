@@ -14,7 +14,7 @@ bin=$1
 uring_setup ubad
 bin=$(reachable "$bin")
 
-$run timeout 50 "$bin" --server -c "$tmp/b.ini" -p "$tcp_port" --json \
+$run timeout 50 "$bin" --server -c "$tmp/b.ini" -p "$tcp_port" --once --json \
     > "$tmp/server.json" 2> "$tmp/server.err" &
 spid=$!
 pids="$spid"

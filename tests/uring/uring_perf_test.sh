@@ -26,7 +26,7 @@ owned() {
 run_pair() { # NAME CLIENT_ARGS...
     local name=$1
     shift
-    $run timeout 50 "$bin" --server -c "$tmp/b.ini" -p "$tcp_port" \
+    $run timeout 50 "$bin" --server -c "$tmp/b.ini" -p "$tcp_port" --once \
         > "$tmp/$name.server" 2> "$tmp/$name.server.err" &
     local spid=$!
     pids="$pids $spid"

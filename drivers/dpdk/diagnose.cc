@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "diagnose.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace droce::dpdk {
+namespace {
+
+bool has_arg(const std::vector<std::string>& args, const char* name) {
+    for (const std::string& a : args)
+        if (a == name || a.rfind(std::string(name) + "=", 0) == 0) return true;
+    return false;
+}
+
+/** The value of `--key=value` or `--key value`, empty when absent. */
+std::string arg_value(const std::vector<std::string>& args, const std::string& key) {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        if (args[i].rfind(key + "=", 0) == 0) return args[i].substr(key.size() + 1);
+        if (args[i] == key && i + 1 < args.size()) return args[i + 1];
+    }
+    return {};
+}
+
+std::string comm_of(pid_t pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
+    std::string c;
+    std::getline(f, c);
+    return c;
+}
+
+/** The value of @p key in comma-separated devargs, or @p dflt. */
+std::string devarg(const std::string& devargs, const std::string& key, const std::string& dflt) {
+    std::size_t pos = devargs.find(',');
+    while (pos != std::string::npos) {
+        const std::size_t next = devargs.find(',', pos + 1);
+        const std::string kv =
+            devargs.substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
+        if (kv.rfind(key + "=", 0) == 0) return kv.substr(key.size() + 1);
+        pos = next;
+    }
+    return dflt;
+}
+
+/** Sum of free_hugepages over every hugepage size the kernel offers. */
+unsigned long free_hugepages() {
+    unsigned long sum = 0;
+    DIR* d = opendir("/sys/kernel/mm/hugepages");
+    if (!d) return 0;
+    while (dirent* e = readdir(d)) {
+        if (std::strncmp(e->d_name, "hugepages-", 10) != 0) continue;
+        std::ifstream f(std::string("/sys/kernel/mm/hugepages/") + e->d_name + "/free_hugepages");
+        unsigned long n = 0;
+        if (f >> n) sum += n;
+    }
+    closedir(d);
+    return sum;
+}
+
+bool hugetlbfs_mounted() {
+    std::ifstream f("/proc/mounts");
+    std::string dev, dir, type;
+    std::string rest;
+    while (f >> dev >> dir >> type) {
+        std::getline(f, rest);
+        if (type == "hugetlbfs") return true;
+    }
+    return false;
+}
+
+} // namespace
+
+std::string to_string(const Holder& h) {
+    std::string s = "PID " + std::to_string(h.pid);
+    if (!h.comm.empty()) s += " (" + h.comm + ")";
+    return s;
+}
+
+std::string file_prefix_of(const std::vector<std::string>& eal_args) {
+    const std::string p = arg_value(eal_args, "--file-prefix");
+    return p.empty() ? "rte" : p;
+}
+
+std::string runtime_dir_for(const std::vector<std::string>& eal_args) {
+    if (has_arg(eal_args, "--in-memory") || has_arg(eal_args, "--no-shconf")) return {};
+    std::string base = "/var/run";
+    if (geteuid() != 0) {
+        const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+        base = xdg && *xdg ? xdg : "/tmp";
+    }
+    return base + "/dpdk/" + file_prefix_of(eal_args);
+}
+
+bool runtime_dir_holder(const std::string& runtime_dir, Holder* who) {
+    if (runtime_dir.empty()) return false;
+    const int fd = ::open((runtime_dir + "/config").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    // The primary holds a write lock over a range inside the file (DPDK 22.11: the memsegs field
+    // of rte_mem_config); asking whether a read lock of the whole file would conflict returns the
+    // holder without taking anything.
+    struct flock fl {};
+    fl.l_type = F_RDLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 0;
+    fl.l_len = 0; // to the end of the file
+    const bool locked = fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+    ::close(fd);
+    if (!locked) return false;
+    who->pid = fl.l_pid;
+    who->comm = comm_of(fl.l_pid);
+    return true;
+}
+
+std::string eal_obstacle(const std::vector<std::string>& eal_args) {
+    const std::string dir = runtime_dir_for(eal_args);
+    Holder h;
+    if (runtime_dir_holder(dir, &h))
+        return "the DPDK file prefix \"" + file_prefix_of(eal_args) + "\" (runtime directory " +
+               dir + ") is in use by " + to_string(h) +
+               ": another process runs on this config; stop it, or give this process its own "
+               "--file-prefix in the config's eal line";
+    if (!has_arg(eal_args, "--no-huge") && !has_arg(eal_args, "--huge-dir")) {
+        if (!hugetlbfs_mounted())
+            return "the config's eal line asks for hugepages (no --no-huge) but no hugetlbfs is "
+                   "mounted: as root, echo 512 > /proc/sys/vm/nr_hugepages; mkdir -p "
+                   "/dev/hugepages; mount -t hugetlbfs nodev /dev/hugepages (or put --no-huge -m "
+                   "256 in the eal line)";
+        if (free_hugepages() == 0)
+            return "the config's eal line asks for hugepages (no --no-huge) but the host has no "
+                   "free hugepage: as root, echo 512 > /proc/sys/vm/nr_hugepages (or put --no-huge "
+                   "-m 256 in the eal line)";
+    }
+    return {};
+}
+
+bool memif_socket_of(const std::string& devargs, std::string* path, bool* abstract, bool* client) {
+    if (devargs.rfind("net_memif", 0) != 0) return false;
+    *path = devarg(devargs, "socket", "/run/memif.sock");
+    *abstract = devarg(devargs, "socket-abstract", "yes") != "no";
+    const std::string role = devarg(devargs, "role", "server");
+    *client = role == "client" || role == "slave";
+    return true;
+}
+
+bool unix_listener(const std::string& path, bool abstract, Holder* who) {
+    // /proc/net/unix: Num RefCount Protocol Flags Type St Inode Path. A listening socket has
+    // __SO_ACCEPTCON (0x10000) in Flags; an abstract name shows as '@' + name, its trailing NULs as
+    // '@' too (memif binds the whole sun_path).
+    std::ifstream f("/proc/net/unix");
+    std::string line;
+    std::getline(f, line); // header
+    unsigned long inode = 0;
+    const std::string want = (abstract ? "@" : "") + path;
+    while (std::getline(f, line)) {
+        std::istringstream ls(line);
+        std::string num, ref, proto, flags, type, st, ino, p;
+        if (!(ls >> num >> ref >> proto >> flags >> type >> st >> ino >> p)) continue;
+        if (p.compare(0, want.size(), want) != 0) continue;
+        if (p.find_first_not_of('@', want.size()) != std::string::npos) continue;
+        if ((std::strtoul(flags.c_str(), nullptr, 16) & 0x10000u) == 0) continue;
+        inode = std::strtoul(ino.c_str(), nullptr, 10);
+        break;
+    }
+    if (inode == 0) return false;
+    const std::string target = "socket:[" + std::to_string(inode) + "]";
+    DIR* proc = opendir("/proc");
+    if (!proc) return false;
+    bool found = false;
+    while (!found) {
+        dirent* e = readdir(proc);
+        if (!e) break;
+        const pid_t pid = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
+        if (pid <= 0) continue;
+        const std::string fddir = std::string("/proc/") + e->d_name + "/fd";
+        DIR* fds = opendir(fddir.c_str());
+        if (!fds) continue;
+        while (dirent* fe = readdir(fds)) {
+            char buf[64];
+            const ssize_t n = readlink((fddir + "/" + fe->d_name).c_str(), buf, sizeof buf - 1);
+            if (n <= 0) continue;
+            buf[n] = '\0';
+            if (target == buf) {
+                who->pid = pid;
+                who->comm = comm_of(pid);
+                found = true;
+                break;
+            }
+        }
+        closedir(fds);
+    }
+    closedir(proc);
+    if (!found) who->pid = 0; // listening, but in a process /proc does not show us
+    return true;
+}
+
+std::string memif_obstacle(const std::string& devargs) {
+    std::string path;
+    bool abstract = true, client = false;
+    if (!memif_socket_of(devargs, &path, &abstract, &client)) return {};
+    Holder h;
+    const bool listening = unix_listener(path, abstract, &h);
+    const std::string where = "memif socket " + path + (abstract ? " (abstract namespace)" : "");
+    if (client && !listening)
+        return "no droce server is listening on " + where +
+               ": start the server first (the config with role=server and this socket), then "
+               "this client";
+    if (!client && listening)
+        return where + " is in use by " + (h.pid ? to_string(h) : std::string("another process")) +
+               ": stop it, or give this server another socket= in the devargs (the client's too)";
+    return {};
+}
+
+} // namespace droce::dpdk

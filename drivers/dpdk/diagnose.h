@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * Turning DPDK's failures into sentences that say what to do, and finding what a process leaves
+ * behind. DPDK reports a second process on one file prefix as "rte_eal_init failed" with rte_errno
+ * 0, a memif client without a server as rte_eth_dev_start's EPERM, a missing hugepage mount as
+ * EACCES: these helpers look at the host (the runtime directory's lock, /proc/net/unix,
+ * /proc/mounts) to name the cause and, where there is one, the process in the way.
+ *
+ * Thread rules: control path only; each function reads the file system and keeps no state, so any
+ * thread may call them. None allocates on a datapath (none is called there).
+ */
+#pragma once
+
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace droce::dpdk {
+
+/** A process found holding something: its pid and its /proc/PID/comm (empty when unreadable). */
+struct Holder {
+    pid_t pid = 0;
+    std::string comm;
+};
+
+/** "PID 1234 (droce-perf)", or "PID 1234" without a comm. */
+[[nodiscard]] std::string to_string(const Holder& h);
+
+/**
+ * The DPDK runtime directory that EAL arguments @p eal_args would use: `--file-prefix` (default
+ * "rte") under /var/run/dpdk for root, else $XDG_RUNTIME_DIR/dpdk or /tmp/dpdk, as DPDK 22.11's
+ * eal_create_runtime_dir() decides. Empty when the arguments ask for no shared files
+ * (`--in-memory`, `--no-shconf`).
+ */
+[[nodiscard]] std::string runtime_dir_for(const std::vector<std::string>& eal_args);
+
+/** The `--file-prefix` of @p eal_args, "rte" (DPDK's default) when none is given. */
+[[nodiscard]] std::string file_prefix_of(const std::vector<std::string>& eal_args);
+
+/**
+ * The process holding the write lock DPDK's primary process takes on @p runtime_dir/config (the
+ * EAL's "is another primary running" check), found with fcntl(F_GETLK).
+ * @return true and *who when a live process holds it; false when the file is absent or unlocked.
+ */
+[[nodiscard]] bool runtime_dir_holder(const std::string& runtime_dir, Holder* who);
+
+/**
+ * Why EAL arguments @p eal_args cannot start, known before rte_eal_init tries: the runtime
+ * directory locked by another process, or hugepages asked for (no `--no-huge`) on a host with no
+ * hugetlbfs mount or no free hugepage. @return empty when nothing is in the way, else the sentence
+ * (cause and what to do).
+ */
+[[nodiscard]] std::string eal_obstacle(const std::vector<std::string>& eal_args);
+
+/**
+ * The memif control socket named by net_memif @p devargs (`socket=`, DPDK's default
+ * /run/memif.sock) and whether it is abstract (`socket-abstract=`, default yes).
+ * @return false when @p devargs is not a net_memif device.
+ */
+[[nodiscard]] bool memif_socket_of(const std::string& devargs, std::string* path, bool* abstract,
+                                   bool* client);
+
+/**
+ * The process with a listening AF_UNIX socket bound to @p path (abstract when @p abstract), found
+ * through /proc/net/unix and /proc/PID/fd. @return false when none is listening (or /proc hides
+ * it: another user's process without root).
+ */
+[[nodiscard]] bool unix_listener(const std::string& path, bool abstract, Holder* who);
+
+/**
+ * Why probing or starting net_memif @p devargs failed, as a sentence: a client with no server
+ * listening on the socket; a server whose socket another process holds (named). @return empty when
+ * neither applies (the caller keeps DPDK's message).
+ */
+[[nodiscard]] std::string memif_obstacle(const std::string& devargs);
+
+} // namespace droce::dpdk

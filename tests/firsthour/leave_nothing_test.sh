@@ -1,0 +1,148 @@
+#!/bin/bash
+# Nothing left behind (issue 17): a droce-perf server and client on hugepages (memif zero-copy,
+# config/memif-zc-*.ini as shipped) stopped in every way a user stops them, and after each:
+#   - SIGINT / SIGTERM in the middle of a run, a normal end of the client, SIGINT to the idle
+#     server after it, an error exit (a client with no server): no hugepage file of theirs in the
+#     hugetlbfs mount and no runtime directory (/var/run/dpdk/droce-memif-zc-*) left;
+#   - SIGKILL: the dead processes leave both (nothing can run in a killed process); the next start
+#     on the same configs must succeed at once and leave nothing when it ends.
+# After each stop the pair starts again at once and must reach its run (the next signal's run; after
+# SIGKILL a verified WRITE run, its client's normal end and SIGINT to the idle server).
+# Root only (hugepages, namespaces): the test runs in its own mount and network namespace, with
+# its own tmpfs on /var/run/dpdk, its own hugetlbfs mount and its own loopback (memif's abstract
+# sockets and the TCP port), so concurrent runs never meet; 2 MiB hugepages the host lacks are
+# reserved for the run and given back. Exit 77 (skipped) when not root or when the host cannot
+# reserve hugepages.
+# usage: leave_nothing_test.sh PATH/TO/droce-perf CONFIG_DIR
+set -u
+perf=$1
+cfg=$2
+
+if [ -z "${DROCE_LNB_INNER:-}" ]; then
+    [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (hugepages, namespaces)"; exit 77; }
+    need=300 # two processes of -m 256 (128 pages each) and the EAL's own
+    old=$(cat /proc/sys/vm/nr_hugepages)
+    free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
+    if [ "$free" -lt "$need" ]; then
+        trap 'echo "$old" > /proc/sys/vm/nr_hugepages' EXIT
+        echo $((old + need - free)) > /proc/sys/vm/nr_hugepages 2>/dev/null
+        free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
+        if [ "$free" -lt "$need" ]; then
+            echo "SKIP: the host has $free free 2 MiB hugepages and cannot reserve $need"
+            exit 77
+        fi
+    fi
+    DROCE_LNB_INNER=1 timeout 150 unshare -m -n "$0" "$@"
+    exit $?
+fi
+
+# ---- inside the namespaces
+mount --make-rprivate /
+tmp=$(mktemp -d)
+mkdir -p /var/run/dpdk "$tmp/huge"
+mount -t tmpfs tmpfs /var/run/dpdk
+# Hide the host's hugetlbfs mounts (DPDK would use the first) and mount a private one.
+awk '$3 == "hugetlbfs" {print $2}' /proc/mounts | while read -r m; do umount -l "$m"; done
+mount -t hugetlbfs -o pagesize=2M nodev "$tmp/huge"
+ip link set lo up
+trap 'kill $(jobs -p) 2>/dev/null; wait; umount -l "$tmp/huge"; rm -rf "$tmp"' EXIT
+port=18515
+failures=0
+fail() {
+    echo "FAIL: $*"
+    failures=$((failures + 1))
+}
+
+# leftovers: the hugepage files and runtime directories the two processes may have left, one a line.
+leftovers() {
+    ls "$tmp/huge"
+    ls -d /var/run/dpdk/droce-memif-zc-* 2>/dev/null
+}
+
+# start_server NAME [--once]: a server in the background, $spid; waits for its TCP listener.
+start_server() {
+    "$perf" --server -c "$cfg/memif-zc-server.ini" "${@:2}" > "$tmp/$1.server" 2>&1 &
+    spid=$!
+    local i
+    for i in $(seq 1 200); do
+        grep -q "waiting for a client" "$tmp/$1.server" && return 0
+        kill -0 "$spid" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "-- server $1 did not start:"; tail -5 "$tmp/$1.server"
+    return 1
+}
+
+# pair_ok NAME: a verified 64 KiB WRITE run against a server that serves until stopped, then the
+# server, idle again, stopped by SIGINT; both must exit 0, and then nothing may be left.
+pair_ok() {
+    start_server "$1" || { fail "$1: server"; return; }
+    timeout 40 "$perf" 127.0.0.1 -c "$cfg/memif-zc-client.ini" --op write -s 65536 -n 300 --bw \
+        --verify > "$tmp/$1.client" 2>&1
+    local crc=$?
+    for i in $(seq 1 100); do # the server is idle once it waits for its next client
+        [ "$(grep -c "waiting for a client" "$tmp/$1.server")" -ge 2 ] && break
+        sleep 0.1
+    done
+    kill -INT "$spid"
+    timeout 20 tail --pid="$spid" -f /dev/null
+    wait "$spid"
+    local src=$?
+    if [ $crc != 0 ] || [ $src != 0 ] || ! grep -q "data verified   : yes" "$tmp/$1.client"; then
+        fail "$1: run failed (client $crc, server $src after SIGINT)"
+        tail -n 5 "$tmp/$1.client" "$tmp/$1.server"
+    else
+        echo "== $1: run passed ($(grep -E '^ 65536' "$tmp/$1.client" | awk '{print $4 " Gb/s, " $7 " MB/sec"}')), idle server stopped by SIGINT: exit 0"
+    fi
+    local left
+    left=$(leftovers | tr '\n' ' ')
+    [ -z "$left" ] || fail "$1: left behind after a normal exit and an idle server's SIGINT: $left"
+}
+
+# An error exit: a client with no server (EAL up, the port fails) leaves nothing.
+timeout 20 "$perf" 127.0.0.1 -c "$cfg/memif-zc-client.ini" -n 10 > "$tmp/noserver" 2>&1
+rc=$?
+[ $rc = 1 ] || fail "client without a server exited $rc (expected 1)"
+grep -q "no droce server is listening" "$tmp/noserver" || fail "client without a server: $(tail -1 "$tmp/noserver")"
+left=$(leftovers | tr '\n' ' ')
+[ -z "$left" ] || fail "left behind after an error exit: $left"
+echo "== error exit (a client with no server): exit $rc; left: ${left:-nothing}"
+
+for sig in INT TERM KILL; do
+    start_server "$sig" || { fail "$sig: server"; continue; }
+    timeout 40 "$perf" 127.0.0.1 -c "$cfg/memif-zc-client.ini" --op write -s 65536 -D 20 --bw \
+        > "$tmp/$sig.client" 2>&1 &
+    cpid=$!
+    # Mid-run: the client prints its table head as the run starts. Reaching it is also the
+    # restart at once after the previous stop.
+    for i in $(seq 1 150); do
+        grep -q "#bytes" "$tmp/$sig.client" 2>/dev/null && break
+        sleep 0.1
+    done
+    grep -q "#bytes" "$tmp/$sig.client" || fail "$sig: the pair started after the previous stop did not reach a run"
+    sleep 0.3
+    [ -n "$(ls "$tmp/huge")" ] || fail "$sig: no hugepage file while running (not on hugepages?)"
+    kill -"$sig" "$spid" "$cpid"
+    timeout 10 tail --pid="$spid" -f /dev/null
+    timeout 10 tail --pid="$cpid" -f /dev/null
+    wait "$spid"
+    src=$?
+    wait "$cpid"
+    crc=$?
+    left=$(leftovers | tr '\n' ' ')
+    echo "== SIG$sig mid-run: server exit $src, client exit $crc; left: ${left:-nothing}"
+    if [ "$sig" = KILL ]; then
+        [ -n "$left" ] || echo "   (SIGKILL left nothing this time)"
+    else
+        [ $src -ge 128 ] || [ $src = 0 ] || fail "SIG$sig: server exit $src"
+        [ -z "$left" ] || fail "SIG$sig: left behind: $left"
+    fi
+done
+pair_ok "after-KILL"
+
+if [ $failures = 0 ]; then
+    echo "PASS: nothing left behind after normal, error, SIGINT, SIGTERM exits; SIGKILL's leftovers cleared by the next start"
+    exit 0
+fi
+echo "FAILED: $failures check(s)"
+exit 1
