@@ -36,6 +36,14 @@ namespace droce::uring {
 
 namespace {
 
+/** CLOCK_MONOTONIC_COARSE in ns (vDSO: no system call); for the share join deadlines. */
+std::uint64_t coarse_ns() noexcept {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+           static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
 // Layout of every slot. A multishot recvmsg writes io_uring_recvmsg_out, then msg_namelen bytes of
 // source address, then msg_controllen bytes of control messages, then the payload; the batched
 // receive points its msghdr at the same places, so both leave the payload at kPayloadOff. The

@@ -69,10 +69,10 @@ grep -q "Capturing on" "$tmp/dumpcap.err" || { echo "FAIL: dumpcap did not start
 run_pair() {
     local name=$1 side=$2
     shift 2
-    local srv=(in_b timeout 40 "$bin" --server -c "$tmp/d.ini") cli=(in_a $run timeout 30 "$ubin" "$ip_b" -c "$tmp/a.ini")
+    local srv=(in_b timeout 40 "$bin" --server --once -c "$tmp/d.ini") cli=(in_a $run timeout 30 "$ubin" "$ip_b" -c "$tmp/a.ini")
     local cip=$ip_a sip=$ip_d
     if [ "$side" = uring ]; then
-        srv=(in_a $run timeout 40 "$ubin" --server -c "$tmp/a.ini")
+        srv=(in_a $run timeout 40 "$ubin" --server --once -c "$tmp/a.ini")
         cli=(in_b timeout 30 "$bin" "$ip_a" -c "$tmp/d.ini")
         cip=$ip_d sip=$ip_a
     fi

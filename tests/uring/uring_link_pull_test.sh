@@ -29,7 +29,7 @@ fail() {
 veth=${tag}a0
 
 start_server() { # NAME
-    timeout 50 ip netns exec "$nsb" $run "$bin" --server -c "$tmp/b.ini" -p "$tcp_port" --json \
+    timeout 50 ip netns exec "$nsb" $run "$bin" --server --once -c "$tmp/b.ini" -p "$tcp_port" --json \
         > "$tmp/$1.server" 2> "$tmp/$1.server.err" &
     spid=$!
     pids="$pids $spid"

@@ -24,7 +24,7 @@ fail() {
 run_pair() { # NAME CLIENT_ARGS...
     local name=$1
     shift
-    $run timeout 50 "$bin" --server -c "$tmp/b.ini" -p "$tcp_port" --json \
+    $run timeout 50 "$bin" --server --once -c "$tmp/b.ini" -p "$tcp_port" --json \
         --impair loss=0.02,corrupt=0.005,side=rx,seed=5 > "$tmp/$name.server" 2> "$tmp/$name.server.err" &
     local spid=$!
     pids="$pids $spid"

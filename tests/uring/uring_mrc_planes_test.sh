@@ -25,7 +25,7 @@ fail() {
 link_config a 4 14 7
 link_config b 4 14 7
 
-timeout 50 ip netns exec "$nsb" $run "$bin" --server -c "$tmp/b.ini" -p "$tcp_port" --json \
+timeout 50 ip netns exec "$nsb" $run "$bin" --server --once -c "$tmp/b.ini" -p "$tcp_port" --json \
     > "$tmp/server.json" 2> "$tmp/server.err" &
 spid=$!
 pids="$pids $spid"

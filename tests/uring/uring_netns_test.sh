@@ -25,7 +25,7 @@ run_pair() {
     local lane=$1 name=$2
     shift 2
     local port=$((tcp_port + lane)) server=$net.$((20 + lane))
-    in_b $run timeout 40 "$bin" --server -c "$tmp/b$lane.ini" -p "$port" \
+    in_b $run timeout 40 "$bin" --server --once -c "$tmp/b$lane.ini" -p "$port" \
         > "$tmp/$name.server" 2> "$tmp/$name.server.err" &
     local spid=$!
     local i

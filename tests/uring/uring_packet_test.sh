@@ -27,7 +27,7 @@ fail() {
 }
 
 # 1. Without CAP_NET_RAW: refused, and the message says why.
-if $run timeout 10 "$bin" --server -c "$tmp/b-packet.ini" -p "$tcp_port" \
+if $run timeout 10 "$bin" --server --once -c "$tmp/b-packet.ini" -p "$tcp_port" \
     > /dev/null 2> "$tmp/nocap.err"; then
     fail "packet mode started as nobody"
 fi
@@ -81,7 +81,7 @@ run_pair() {
     local name=$1 sini=$2
     shift 2
     relay "$tmp/$name.relay"
-    timeout 30 "$bin" --server -c "$sini" -p "$tcp_port" --json \
+    timeout 30 "$bin" --server --once -c "$sini" -p "$tcp_port" --json \
         > "$tmp/$name.server.json" 2> "$tmp/$name.server.err" &
     spid=$!
     pids="$pids $spid"

@@ -69,7 +69,7 @@ fail() {
 run_pair() {
     local name=$1
     shift
-    timeout 40 ip netns exec "$nsb" "$bin" --server -c "$tmp/b.ini" --json \
+    timeout 40 ip netns exec "$nsb" "$bin" --server --once -c "$tmp/b.ini" --json \
         > "$tmp/$name.server.json" 2> "$tmp/$name.server.err" &
     spid=$!
     pids="$pids $spid"

@@ -103,7 +103,7 @@ iters=(40 100 100 4)
 tcp=$((30000 + $$ % 20000))
 # Four servers sharing 10.97.N.2:4791, started one after another (slots 0..3).
 for i in 0 1 2 3; do
-    as_nobody "$nsb" timeout 50 "$bin" --server -c "$tmp/b.ini" -p $((tcp + i)) \
+    as_nobody "$nsb" timeout 50 "$bin" --server --once -c "$tmp/b.ini" -p $((tcp + i)) \
         > "$tmp/s$i.out" 2> "$tmp/s$i.err" &
     pids+=($!)
 done
@@ -189,7 +189,7 @@ else
 fi
 
 # Sharing off: a process that does not share is told how.
-as_nobody "$nsa" timeout 20 "$bin" --server -c "$tmp/a.ini" -p $((tcp + 9)) > /dev/null \
+as_nobody "$nsa" timeout 20 "$bin" --server --once -c "$tmp/a.ini" -p $((tcp + 9)) > /dev/null \
     2> "$tmp/hold.err" &
 hold=$!
 pids+=($hold)
@@ -197,7 +197,7 @@ for t in $(seq 1 200); do
     grep -q "waiting for a client" "$tmp/hold.err" 2> /dev/null && break
     sleep 0.05
 done
-as_nobody "$nsa" timeout 20 "$bin" --server -c "$tmp/a-noshare.ini" -p $((tcp + 10)) \
+as_nobody "$nsa" timeout 20 "$bin" --server --once -c "$tmp/a-noshare.ini" -p $((tcp + 10)) \
     > /dev/null 2> "$tmp/noshare.err"
 grep -q "UDP port 4791 on $ipa is in use by another process; set share = yes to share it" \
     "$tmp/noshare.err" || fail "share off: $(cat "$tmp/noshare.err")"
