@@ -229,9 +229,10 @@ constexpr const char* kDeviceKeys[] = {"name",  "eal",     "clock",
                                        "dcqcn", "capture", "capture_snaplen"};
 constexpr const char* kPortKeys[] = {"driver",        "devargs",        "mac",       "ip",
                                      "mtu",           "line_rate_gbps", "interface", "udp_port",
-                                     "peer_udp_port", "recv_mode"};
+                                     "peer_udp_port", "recv_mode",      "send_zc",   "send_zc_min"};
 constexpr const char* kDpdkOnlyKeys[] = {"devargs"};
-constexpr const char* kUringOnlyKeys[] = {"interface", "udp_port", "peer_udp_port", "recv_mode"};
+constexpr const char* kUringOnlyKeys[] = {"interface", "udp_port", "peer_udp_port",
+                                          "recv_mode", "send_zc",  "send_zc_min"};
 constexpr const char* kQpKeys[] = {"path_mtu",  "timeout",       "retry_cnt",
                                    "rnr_retry", "min_rnr_timer", "max_rd_atomic"};
 
@@ -559,6 +560,16 @@ bool Loader::build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d
                                 quote(r) + " is not auto, multishot or batched");
                 pc.recv_mode = std::string(r);
             }
+            if (const char* zc = get(cfg, psec, "send_zc")) {
+                const std::string_view z(zc);
+                if (z != "auto" && z != "on" && z != "off")
+                    return fail(line_of(psec, "send_zc"), psec, "send_zc",
+                                quote(z) + " is not auto, on or off");
+                pc.send_zc = std::string(z);
+            }
+            std::uint64_t zc_min = 0;
+            if (!get_uint(cfg, psec, "send_zc_min", 0, 65535, &zc_min, &have)) return false;
+            if (have) pc.send_zc_min = static_cast<std::uint32_t>(zc_min);
         }
         const char* ip = get(cfg, psec, "ip");
         if (!parse_ip_prefix(ip, &pc.ip, &pc.prefix_len))

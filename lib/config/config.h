@@ -23,7 +23,9 @@
  *    the interface holding the address or its subnet), udp_port (receive port, 1..65535, default
  *    4791), peer_udp_port (destination port, default udp_port: another value only for tests on
  *    one address), recv_mode (auto | multishot | batched, default auto), mac (optional: the MAC
- *    the engine sees, never sent; default derived from the address). Keys of the other driver
+ *    the engine sees, never sent; default derived from the address), send_zc (auto | on | off,
+ *    default auto = off: io_uring SENDMSG_ZC for datagrams of send_zc_min bytes or more, 0..65535,
+ *    default 4096; see drivers/uring/README.md). Keys of the other driver
  *    are refused. A file whose ports are all uring needs no EAL (lib/runtime does not start it).
  *  - [qp]      defaults for new QPs: path_mtu (256|512|1024|2048|4096, default 1024; must fit every
  * port's mtu with RoCE headers), timeout (0..31, default 14), retry_cnt (0..7, default 7),
@@ -82,6 +84,11 @@ struct PortConfig {
     std::uint16_t udp_port = 4791;   ///< receive port
     std::uint16_t peer_udp_port = 0; ///< destination port; 0 = udp_port
     std::string recv_mode = "auto";  ///< auto | multishot | batched
+
+    /** auto | on | off: zero-copy sends (drivers/uring SendZc). */
+    std::string send_zc = "auto";
+    /** Smallest UDP payload sent zero-copy, bytes. */
+    std::uint32_t send_zc_min = 4096;
     /** The port's line rate in Mb/s (`line_rate_gbps`), where DCQCN starts and the pacer's ceiling
      *  when DCQCN is on; 0 = unknown (DCQCN starts at 100 Gb/s and paces only below it). */
     double line_rate_mbps = 0;
