@@ -89,6 +89,8 @@ namespace droce::uring {
     X(tx_dropped_family)     /* IPv4 frame on an IPv6 port or the reverse */                       \
     X(tx_dropped_no_socket)  /* no socket for the frame's UDP source port (bind failed, limit) */  \
     X(tx_errors)             /* send completions with an error */                                  \
+    X(tx_zc)                 /* sends made zero-copy (SENDMSG_ZC), their buffer back at the notif */\
+    X(tx_zc_copied)          /* zero-copy sends the kernel copied after all (loopback, veth, ...) */\
     X(tx_sq_full)            /* tx bursts cut short: no submission queue entry free */             \
     X(submit_errors)         /* io_uring_submit failures (entries stay queued, sent later) */      \
     X(source_ports_bound)    /* sockets bound to a UDP source port so far */                       \
@@ -121,6 +123,15 @@ enum class RecvMode : std::uint8_t {
     packet,
 };
 [[nodiscard]] const char* to_string(RecvMode m) noexcept;
+
+/** Whether large datagrams are sent with IORING_OP_SENDMSG_ZC (the kernel pins the frame buffer
+ *  instead of copying it; the buffer comes back only with the notification CQE). */
+enum class SendZc : std::uint8_t {
+    automatic, ///< what pays: off (measured in bench/uring: README, SEND_ZC)
+    on,        ///< zero-copy at send_zc_min bytes and more (create() fails without kernel support)
+    off,       ///< plain sendmsg (the kernel copies the payload into its buffers)
+};
+[[nodiscard]] const char* to_string(SendZc z) noexcept;
 
 /**
  * Source MAC of every frame rebuilt on receive: a locally administered address that no port has.
@@ -176,6 +187,13 @@ struct UringPortConfig {
     /** With share: the slot to take (0..255; create() fails if another member has it), so that a
      *  process has one slot on all its shared ports; -1: the smallest free one. */
     int share_slot = -1;
+    SendZc send_zc = SendZc::automatic;
+    /** Smallest UDP payload (BTH .. ICRC) sent zero-copy, bytes: below it the copy is cheaper
+     *  than pinning the page and reaping a second completion. */
+    std::uint32_t send_zc_min = 4096;
+    /** Offer the receive interrupt (rx_interrupt_fd); false only to measure the engine without it
+     *  (bench/uring: DROCE_URING_RX_INTERRUPT=off). */
+    bool rx_interrupt = true;
 };
 
 /**
@@ -261,6 +279,16 @@ class UringPort final : public PortDriver {
     std::uint16_t rx_burst(PktBuf** bufs, std::uint16_t n) noexcept override;
     /** Reaps send completions now (their buffers back to the free list). */
     void tx_reclaim() noexcept override;
+    /** The receive interrupt: an eventfd registered with the ring (io_uring_register_eventfd),
+     *  which the kernel signals on each completion while armed; -1 when the kernel refused it
+     *  (the engine's nap then bounds the receive latency). */
+    [[nodiscard]] int rx_interrupt_fd() const noexcept override;
+    /** Turns the eventfd's signalling on (IORING_CQ_EVENTFD_DISABLED cleared). @return false when
+     *  completions already wait in the completion ring. */
+    bool rx_interrupt_arm() noexcept override;
+    /** Turns the signalling off again (a busy ring does not pay an eventfd write per completion)
+     *  and drains the eventfd. */
+    void rx_interrupt_disarm() noexcept override;
     /** mtu() + 14. */
     [[nodiscard]] std::uint32_t max_frame() const noexcept override { return mtu_ + 14; }
     /** The interface's IFF_UP and IFF_RUNNING, and its own address (when it holds the port's)
@@ -277,6 +305,8 @@ class UringPort final : public PortDriver {
     [[nodiscard]] std::uint32_t mtu() const noexcept { return mtu_; }
     [[nodiscard]] const std::string& interface() const noexcept { return ifname_; }
     [[nodiscard]] std::uint16_t udp_port() const noexcept { return udp_port_; }
+    /** True when large datagrams go zero-copy (send_zc on, and the kernel has SENDMSG_ZC). */
+    [[nodiscard]] bool send_zc() const noexcept { return zc_min_ != UINT32_MAX; }
     /** multishot or batched: what create() chose (also in packet mode: how the packet socket is
      *  read). */
     [[nodiscard]] RecvMode recv_mode() const noexcept { return mode_; }
@@ -340,6 +370,7 @@ class UringPort final : public PortDriver {
     std::vector<std::int32_t> sport_fd_;
     std::vector<int> fds_; ///< every source socket, for the destructor
     std::uint32_t max_sports_ = 0;
+    std::uint32_t zc_min_ = UINT32_MAX; ///< smallest payload sent zero-copy; UINT32_MAX: never
 
     int rx_fd_ = -1;
     int pkt_fd_ = -1; ///< packet mode: the AF_PACKET socket receives read, else -1

@@ -227,12 +227,12 @@ bool classify(std::string_view name, SectionId* id) noexcept {
 
 constexpr const char* kDeviceKeys[] = {"name",  "eal",     "clock",
                                        "dcqcn", "capture", "capture_snaplen"};
-constexpr const char* kPortKeys[] = {"driver",        "devargs",        "mac",       "ip",
-                                     "mtu",           "line_rate_gbps", "interface", "udp_port",
-                                     "peer_udp_port", "recv_mode",      "share"};
+constexpr const char* kPortKeys[] = {
+    "driver",   "devargs",       "mac",       "ip",    "mtu",     "line_rate_gbps", "interface",
+    "udp_port", "peer_udp_port", "recv_mode", "share", "send_zc", "send_zc_min"};
 constexpr const char* kDpdkOnlyKeys[] = {"devargs"};
 constexpr const char* kUringOnlyKeys[] = {"interface", "udp_port", "peer_udp_port", "recv_mode",
-                                          "share"};
+                                          "share",     "send_zc",  "send_zc_min"};
 constexpr const char* kQpKeys[] = {"path_mtu",  "timeout",       "retry_cnt",
                                    "rnr_retry", "min_rnr_timer", "max_rd_atomic"};
 
@@ -567,6 +567,16 @@ bool Loader::build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d
                                 quote(v) + " is not yes or no");
                 pc.share = v == "yes";
             }
+            if (const char* zc = get(cfg, psec, "send_zc")) {
+                const std::string_view z(zc);
+                if (z != "auto" && z != "on" && z != "off")
+                    return fail(line_of(psec, "send_zc"), psec, "send_zc",
+                                quote(z) + " is not auto, on or off");
+                pc.send_zc = std::string(z);
+            }
+            std::uint64_t zc_min = 0;
+            if (!get_uint(cfg, psec, "send_zc_min", 0, 65535, &zc_min, &have)) return false;
+            if (have) pc.send_zc_min = static_cast<std::uint32_t>(zc_min);
         }
         const char* ip = get(cfg, psec, "ip");
         if (!parse_ip_prefix(ip, &pc.ip, &pc.prefix_len))

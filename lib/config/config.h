@@ -25,9 +25,11 @@
  *    one address), recv_mode (auto | multishot | batched | packet, default auto; packet: an
  *    AF_PACKET socket that sees the whole IP header, needs CAP_NET_RAW), share (yes | no, default
  *    no: yes lets processes of one user share ip:udp_port, steered by BTH destination QP; not with
- *    packet), mac (optional: the MAC the engine sees, never sent; default derived from the
- *    address). Keys of the other driver are refused. A file whose ports are all uring needs no
- *    EAL (lib/runtime does not start it).
+ *    packet), send_zc (auto | on | off, default auto = off: io_uring SENDMSG_ZC for datagrams of
+ *    send_zc_min bytes or more, 0..65535, default 4096; see drivers/uring/README.md), mac
+ *    (optional: the MAC the engine sees, never sent; default derived from the address). Keys of
+ *    the other driver are refused. A file whose ports are all uring needs no EAL (lib/runtime
+ *    does not start it).
  *  - [qp]      defaults for new QPs: path_mtu (256|512|1024|2048|4096, default 1024; must fit every
  * port's mtu with RoCE headers), timeout (0..31, default 14), retry_cnt (0..7, default 7),
  * rnr_retry (0..7, default 7 = infinite), min_rnr_timer (0..31, default 12), max_rd_atomic (0..16,
@@ -88,6 +90,11 @@ struct PortConfig {
     /** `share = yes`: several processes (of one user) share ip:udp_port, each datagram steered to
      *  the process whose QPs it is for (drivers/uring README, "Several processes on one port"). */
     bool share = false;
+
+    /** auto | on | off: zero-copy sends (drivers/uring SendZc). */
+    std::string send_zc = "auto";
+    /** Smallest UDP payload sent zero-copy, bytes. */
+    std::uint32_t send_zc_min = 4096;
     /** The port's line rate in Mb/s (`line_rate_gbps`), where DCQCN starts and the pacer's ceiling
      *  when DCQCN is on; 0 = unknown (DCQCN starts at 100 Gb/s and paces only below it). */
     double line_rate_mbps = 0;

@@ -64,6 +64,13 @@ Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
         set_tx_by_reference(p, rc::kTxByRefMinPayload);
     }
     doorbell_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    wake_fds_.push_back({doorbell_fd_, POLLIN, 0});
+    for (unsigned p = 0; p < ports_.size(); ++p) {
+        const int fd = ports_[p].driver ? ports_[p].driver->rx_interrupt_fd() : -1;
+        if (fd < 0) continue;
+        wake_fds_.push_back({fd, POLLIN, 0});
+        irq_ports_.push_back(p);
+    }
     // After every responder exists: responders_ no longer moves, so its counter cells stay put.
     registry_.add("device", kCounterNames, counters_.cells());
     registry_.add("device/parse", wire::kRejectReasonNames, parse_counters_.cells());

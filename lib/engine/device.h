@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include <poll.h>
+
 #include "common/clock.h"
 #include "common/counter_registry.h"
 #include "common/counters.h"
@@ -616,6 +618,10 @@ class Device {
     std::atomic<std::uint64_t> passes_{0};        ///< passes completed (engine writes)
     std::atomic<bool> engine_turned_away_{false}; ///< enter_pass() found a section open
     int doorbell_fd_ = -1;
+    /** What sleep_until_doorbell() waits on: the doorbell first, then the receive interrupt of
+     *  every port that has one (irq_ports_[i] is wake_fds_[i + 1]'s port). Set at creation. */
+    std::vector<pollfd> wake_fds_;
+    std::vector<unsigned> irq_ports_;
     std::uint32_t next_pd_handle_ = 1;
     std::uint32_t next_cqn_ = 1;
 };

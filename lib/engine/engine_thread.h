@@ -5,9 +5,10 @@
  * processes, each with an engine thread and a busy application thread, can share a 2-core host:
  *   1. spin: poll back to back for spin_polls idle passes;
  *   2. yield: sched_yield() between polls for yield_polls more idle passes;
- *   3. sleep: block on the device's doorbell eventfd until an application posts work, the next
- *      timer deadline, or max_sleep_ns passes (frames arriving on a port are noticed at the latest
- *      then — ports without interrupts cannot wake the thread).
+ *   3. sleep: block on the device's doorbell eventfd and the ports' receive interrupts
+ *      (PortDriver::rx_interrupt_fd, e.g. drivers/uring's eventfd) until an application posts
+ *      work, a frame arrives, the next timer deadline, or max_sleep_ns passes (frames arriving on
+ *      a port without an interrupt are noticed at the latest then).
  * Any work returns it to the spin phase. Thread rules: start() and stop() from one control thread.
  */
 #pragma once

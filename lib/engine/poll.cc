@@ -167,19 +167,27 @@ void Device::sleep_until_doorbell(std::uint64_t max_ns) noexcept {
         if (sw.load(std::memory_order_seq_cst) != 0) work = true;
     const std::uint64_t deadline = work ? 0 : timers_.next_deadline_ns();
     leave_pass();
+    // Ports with a receive interrupt: armed before the last look, so a frame arriving after it
+    // makes its descriptor readable; one already waiting cancels the nap.
+    unsigned armed = 0;
+    for (; !work && armed < irq_ports_.size(); ++armed)
+        if (!ports_[irq_ports_[armed]].driver->rx_interrupt_arm()) work = true;
     if (!work && doorbell_fd_ >= 0) {
         std::uint64_t wait = max_ns;
         const std::uint64_t now = clock_->now_ns();
         if (deadline) wait = deadline > now ? std::min(wait, deadline - now) : 0;
         if (wait > 0) {
-            pollfd pfd{doorbell_fd_, POLLIN, 0};
+            for (pollfd& w : wake_fds_)
+                w.revents = 0;
             timespec ts{static_cast<time_t>(wait / 1'000'000'000u),
                         static_cast<long>(wait % 1'000'000'000u)};
-            ppoll(&pfd, 1, &ts, nullptr);
+            ppoll(wake_fds_.data(), wake_fds_.size(), &ts, nullptr);
             std::uint64_t drained;
             [[maybe_unused]] ssize_t r = read(doorbell_fd_, &drained, sizeof drained);
         }
     }
+    for (unsigned i = 0; i < armed; ++i)
+        ports_[irq_ports_[i]].driver->rx_interrupt_disarm();
     asleep_.store(false, std::memory_order_seq_cst);
 }
 

@@ -109,6 +109,27 @@ class PortDriver {
      * nothing to transmit. Default: nothing to do.
      */
     virtual void tx_reclaim() noexcept {}
+
+    // ---- receive interrupt (optional; the default: none, the engine's nap is bounded instead)
+    // ----
+    /**
+     * A file descriptor that becomes readable (POLLIN) when a frame may have arrived while the
+     * interrupt is armed, or -1 when the port has none. Fixed once the port is set up: the engine
+     * asks once, at device creation, and polls it beside its doorbell while it naps. The driver
+     * owns it (the engine never reads or closes it).
+     */
+    [[nodiscard]] virtual int rx_interrupt_fd() const noexcept { return -1; }
+    /**
+     * Called by the polling thread just before it naps: from now on, a frame arriving makes
+     * rx_interrupt_fd() readable. @return false when frames already wait (the caller then polls
+     * instead of napping). Either way rx_interrupt_disarm() follows. Never blocks.
+     */
+    virtual bool rx_interrupt_arm() noexcept { return true; }
+    /**
+     * Called by the polling thread after the nap: stops the signalling (a busy port does not pay
+     * for it) and drains rx_interrupt_fd(). Never blocks.
+     */
+    virtual void rx_interrupt_disarm() noexcept {}
 };
 
 } // namespace droce

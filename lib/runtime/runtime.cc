@@ -76,6 +76,15 @@ std::unique_ptr<uring::UringPort> make_uring_port(const DeviceConfig& dc, unsign
                    : pc.recv_mode == "batched" ? uring::RecvMode::batched
                    : pc.recv_mode == "packet"  ? uring::RecvMode::packet
                                                : uring::RecvMode::automatic;
+    uc.send_zc = pc.send_zc == "on"    ? uring::SendZc::on
+                 : pc.send_zc == "off" ? uring::SendZc::off
+                                       : uring::SendZc::automatic;
+    uc.send_zc_min = pc.send_zc_min;
+    // DROCE_URING_RX_INTERRUPT=off: no receive interrupt, the engine's nap bounds the receive
+    // latency as before it had one. For benchmarks comparing both in one run (bench/uring/run).
+    if (const char* irq = std::getenv("DROCE_URING_RX_INTERRUPT");
+        irq && std::strcmp(irq, "off") == 0)
+        uc.rx_interrupt = false;
     auto port = uring::UringPort::create(uc, err);
     if (!port) return nullptr;
     pc.mtu = port->mtu();

@@ -59,6 +59,10 @@ class TxShaper final : public PortDriver {
         return inner_.attach_payload(buf, payload, trailer, ref);
     }
     void tx_reclaim() noexcept override { inner_.tx_reclaim(); }
+    // Receive is not shaped: the inner port's interrupt is this port's.
+    [[nodiscard]] int rx_interrupt_fd() const noexcept override { return inner_.rx_interrupt_fd(); }
+    bool rx_interrupt_arm() noexcept override { return inner_.rx_interrupt_arm(); }
+    void rx_interrupt_disarm() noexcept override { inner_.rx_interrupt_disarm(); }
 
   private:
     PortDriver& inner_;

@@ -66,7 +66,7 @@ TEST(UringConfig, ShippedConfigsLoad) {
 
 TEST(UringConfig, OnlyIpIsRequired) {
     TempFile f(file("driver = uring\nip = 127.0.0.9/8\nudp_port = 5000\npeer_udp_port = 5001\n"
-                    "recv_mode = batched\nmtu = 1500\n"));
+                    "recv_mode = batched\nmtu = 1500\nsend_zc = on\nsend_zc_min = 2048\n"));
     std::string err;
     auto c = load_config(f.path(), &err);
     ASSERT_TRUE(c) << err;
@@ -74,6 +74,8 @@ TEST(UringConfig, OnlyIpIsRequired) {
     EXPECT_EQ(pc.udp_port, 5000);
     EXPECT_EQ(pc.peer_udp_port, 5001);
     EXPECT_EQ(pc.recv_mode, "batched");
+    EXPECT_EQ(pc.send_zc, "on");
+    EXPECT_EQ(pc.send_zc_min, 2048u);
     EXPECT_EQ(pc.mtu, 1500u);
     EXPECT_TRUE(pc.devargs.empty());
     EXPECT_EQ(pc.mac, wire::MacAddr{}); // the driver derives one
@@ -125,6 +127,16 @@ TEST(UringConfig, BadLinesAreRefusedWithLineAndKey) {
         load_error(file("driver = uring\nip = 127.0.0.9/8\nrecv_mode = fast\n"))
             .find(":6: [port0] recv_mode: \"fast\" is not auto, multishot, batched or packet"),
         std::string::npos);
+    EXPECT_NE(load_error(file("driver = uring\nip = 127.0.0.9/8\nsend_zc = yes\n"))
+                  .find(":6: [port0] send_zc: \"yes\" is not auto, on or off"),
+              std::string::npos);
+    EXPECT_NE(load_error(file("driver = uring\nip = 127.0.0.9/8\nsend_zc_min = 70000\n"))
+                  .find(":6: [port0] send_zc_min:"),
+              std::string::npos);
+    EXPECT_NE(load_error(file("devargs = net_ring0\nmac = 02:00:00:00:00:01\nip = 10.0.0.1/24\n"
+                              "send_zc = on\n"))
+                  .find("[port0] send_zc: only for driver = uring"),
+              std::string::npos);
     EXPECT_NE(load_error(file("driver = uring\nip = 127.0.0.9/8\ninterface = a/b\n"))
                   .find(":6: [port0] interface:"),
               std::string::npos);
