@@ -83,6 +83,9 @@ mount -t overlay overlay -o "lowerdir=$root/usr:/usr" /usr || exit 1
 mount -t overlay overlay -o "lowerdir=$root/etc:/etc" /etc || exit 1
 mount -t tmpfs -o size=1m,mode=0755 none "$src" || exit 1
 [ -d "$build" ] && { mount -t tmpfs -o size=1m,mode=0755 none "$build" || exit 1; }
+# The EAL of the default config (demo.ini) makes its runtime directory in /run/dpdk: a private /run
+# takes it away with the namespace.
+mount -t tmpfs -o size=16m,mode=0755 none /run || exit 1
 [ -z "$(ls -A "$src")" ] || fail "the source tree is still reachable"
 cd "$work" || exit 1
 hash -r
