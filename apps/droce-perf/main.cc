@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include <pthread.h>
@@ -32,14 +33,16 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "config/default_path.h"
 #include "dpdk/eal.h"
 #include "perf.h"
 #include "report.h"
 #include "runtime/runtime.h"
 #include "sim/impair.h"
 
-#ifndef DROCE_SOURCE_DIR
-#define DROCE_SOURCE_DIR "."
+#if !defined(DROCE_DEFAULT_CONFIG) || !defined(DROCE_BUILD_DEFAULT_CONFIG) ||                      \
+    !defined(DROCE_BUILD_APPDIR)
+#error "meson passes DROCE_DEFAULT_CONFIG, DROCE_BUILD_DEFAULT_CONFIG and DROCE_BUILD_APPDIR"
 #endif
 
 namespace droce::perf {
@@ -586,8 +589,14 @@ bool run_demo_capture(Runtime& rt, const std::string& path) {
 }
 
 int run_demo(const Cli& cli) {
+    // The build tree's droce-perf takes the source tree's config/demo.ini, an installed one
+    // <sysconfdir>/droce/demo.ini: which one this is shows in where the program file lies.
+    std::error_code ec;
+    const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
     const std::string cfg =
-        cli.config.empty() ? std::string(DROCE_SOURCE_DIR) + "/config/demo.ini" : cli.config;
+        cli.config.empty() ? default_config_path(self.c_str(), DROCE_BUILD_APPDIR,
+                                                 DROCE_BUILD_DEFAULT_CONFIG, DROCE_DEFAULT_CONFIG)
+                           : cli.config;
     RuntimeOptions ro;
     ro.impair_spec =
         cli.impair.empty() ? "loss=0,seed=11" : cli.impair; // a stage on every port, idle for now

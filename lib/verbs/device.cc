@@ -15,12 +15,14 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "config/default_path.h"
 #include "dpdk/eal.h"
 #include "provider.h"
 #include "rc/params.h"
 
-#ifndef DROCE_DEFAULT_CONFIG
-#error "meson passes DROCE_DEFAULT_CONFIG (the config used when DROCE_CONFIG is not set)"
+#if !defined(DROCE_DEFAULT_CONFIG) || !defined(DROCE_BUILD_DEFAULT_CONFIG) ||                      \
+    !defined(DROCE_BUILD_LIBDIR)
+#error "meson passes DROCE_DEFAULT_CONFIG, DROCE_BUILD_DEFAULT_CONFIG and DROCE_BUILD_LIBDIR"
 #endif
 
 namespace droce::verbs {
@@ -107,7 +109,16 @@ void stop_all_engines_at_exit() {
 int load_devices(Provider& p) {
     if (p.listed) return 0;
     const char* env = std::getenv("DROCE_CONFIG");
-    p.config_path = (env && *env) ? env : DROCE_DEFAULT_CONFIG;
+    if (env && *env) {
+        p.config_path = env;
+    } else {
+        // The build tree's copy defaults to the source tree's config, an installed copy to
+        // <sysconfdir>/droce: which one this is shows in the file it was loaded from.
+        Dl_info self{};
+        const bool found = dladdr(reinterpret_cast<void*>(&load_devices), &self) != 0;
+        p.config_path = default_config_path(found ? self.dli_fname : nullptr, DROCE_BUILD_LIBDIR,
+                                            DROCE_BUILD_DEFAULT_CONFIG, DROCE_DEFAULT_CONFIG);
+    }
     std::string err;
     auto file = load_config(p.config_path, &err);
     if (!file) {
@@ -295,7 +306,8 @@ using namespace droce::verbs;
 #undef ibv_get_device_list
 
 /**
- * The droce devices of the config named by $DROCE_CONFIG (else the default config compiled in).
+ * The droce devices of the config named by $DROCE_CONFIG (else the default: config/demo.ini of the
+ * source tree for the build tree's library, <sysconfdir>/droce/demo.ini for an installed one).
  * Reads the file only; the EAL and ports come up at ibv_open_device.
  * @return a NULL-terminated array (free with ibv_free_device_list), empty (not NULL) when the
  * config cannot be read (the reason goes to stderr); NULL with errno ENOMEM.
