@@ -53,7 +53,7 @@ done
 [[ ", $depends," == *", libibverbs1 "* ]] && fail "Depends names the system libibverbs1"
 dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' > "$tmp/contents"
 for f in /usr/bin/droce-run /usr/bin/droce-perf /usr/bin/droce-trace /usr/bin/droce-stat \
-    /usr/bin/droce-burnin /usr/bin/droce-mrcctl "/usr/lib/$ma/droce/libibverbs.so.1" \
+    /usr/bin/droce-burnin /usr/bin/droce-mrcctl /usr/bin/droce-doctor "/usr/lib/$ma/droce/libibverbs.so.1" \
     "/usr/lib/$ma/droce/lib_mrc.so" "/usr/lib/$ma/droce/libmrc.so" /usr/include/droce/mrc.h \
     /usr/include/droce/mrc_ctl.h /etc/droce/demo.ini /etc/droce/uring-a.ini \
     /usr/share/doc/droce/copyright; do
@@ -92,7 +92,7 @@ hash -r
 
 droce-run --help | grep -q "^Usage: droce-run" || fail "droce-run --help"
 droce-run --version | grep -q "droce" || fail "droce-run --version"
-for t in droce-perf droce-trace droce-stat droce-burnin droce-mrcctl; do
+for t in droce-perf droce-trace droce-stat droce-burnin droce-mrcctl droce-doctor; do
     [ "$(command -v $t)" = "/usr/bin/$t" ] || fail "$t is $(command -v $t)"
     $t --help > help.out 2>&1 || fail "$t --help: exit $?"
     grep -qi "usage" help.out || fail "$t --help prints no usage"
