@@ -82,11 +82,6 @@ void intr_close(void* arg) {
     c->done.store(true, std::memory_order_release);
 }
 
-/** Sets the flag @p arg: an alarm that tells the interrupt thread has finished its last pass. */
-void intr_mark(void* arg) {
-    static_cast<std::atomic<bool>*>(arg)->store(true, std::memory_order_release);
-}
-
 /**
  * Stops and closes @p port_id on the EAL interrupt thread and waits for it. net_memif's
  * control-channel handler runs on that thread and, when the peer goes away, calls
@@ -115,17 +110,6 @@ void close_on_interrupt_thread(std::uint16_t port_id, bool started) noexcept {
             while (!c.done.load(std::memory_order_acquire))
                 rte_delay_us_sleep(100);
     }
-    // The interrupt thread goes on after the callback: it rebuilds its wait list from the
-    // interrupt sources, whose handles live in DPDK memory. A second alarm runs only once that
-    // pass is over; without waiting for it, a caller that unmapped DPDK memory next
-    // (rte_eal_cleanup in dpdk-port-ping) made that thread fault in rte_intr_fd_get.
-    std::atomic<bool> passed{false};
-    if (rte_eal_alarm_set(1, intr_mark, &passed) != 0) return;
-    for (int i = 0; i < 100'000 && !passed.load(std::memory_order_acquire); ++i)
-        rte_delay_us_sleep(100);
-    if (!passed.load(std::memory_order_acquire) && rte_eal_alarm_cancel(intr_mark, &passed) == 0)
-        while (!passed.load(std::memory_order_acquire)) // running now: let it finish
-            rte_delay_us_sleep(100);
 }
 
 constexpr std::uint32_t kMinMtu = 68;
