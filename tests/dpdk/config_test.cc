@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -102,6 +103,23 @@ TEST(Config, GoodFileParses) {
     EXPECT_EQ(d->qp.timeout, 14);
     ASSERT_EQ(d->neighbors.size(), 1u);
     EXPECT_EQ(to_string(d->neighbors[0].mac), "02:00:00:00:00:02");
+}
+
+TEST(Config, EveryFileInTheConfigDirectoryParses) {
+    // Every example a user may copy (config/pci-nic.ini, af-xdp.ini, the uring ones, ...) must at
+    // least parse: a file added later is covered without being listed.
+    std::size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(config_dir())) {
+        if (e.path().extension() != ".ini") continue;
+        ++n;
+        std::string err;
+        auto f = load_config(e.path().string(), &err);
+        ASSERT_TRUE(f) << e.path() << ": " << err;
+        ASSERT_FALSE(f->devices.empty()) << e.path();
+        for (const auto& d : f->devices)
+            EXPECT_FALSE(d.ports.empty()) << e.path();
+    }
+    EXPECT_GE(n, 17u) << "config/ should hold every shipped example";
 }
 
 TEST(Config, ShippedConfigsParse) {

@@ -233,8 +233,9 @@ def rc_loss(args, tmp):
           "rc-loss: the text tells why the NAK was sent and what was resent")
     only = explain_json(args, cap, "--qp", hex(c["responder"]["qpn"]))
     check([x["id"] for x in only["connections"]] == [c["id"]], "rc-loss: --qp selects it")
-    none = explain_json(args, cap, "--qp", "0xfedcba")
-    check(none["connections"] == [], "rc-loss: --qp 0xfedcba selects nothing")
+    none = run([args.trace, "explain", cap, "--json", "--qp", "0xfedcba"])
+    check(none.returncode == 1 and "no connection" in none.stderr and none.stdout == "",
+          "rc-loss: --qp 0xfedcba selects nothing and says so (exit %d)" % none.returncode)
     bad = run([args.trace, "explain", cap, "--qp", "nope"])
     check(bad.returncode == 2, "rc-loss: --qp nope is a usage error (exit %d)" % bad.returncode)
     check_page(args, tmp, cap, "rc-loss")

@@ -118,6 +118,12 @@ sleep 0.3
 # TERM: an asynchronous command of a script ignores SIGINT, and dumpcap inherits that.
 kill -TERM "$cap_pid" 2> /dev/null
 wait "$cap_pid"
+# timeout(1) can return before dumpcap has written its last records (in a test run, the last 100
+# frames were missing for droce-trace and present for tshark a moment later): wait for dumpcap itself.
+for _ in $(seq 1 100); do
+    pgrep -f -- "dumpcap .*-w $cap" > /dev/null || break
+    sleep 0.05
+done
 [ -s "$cap" ] || { fail "empty capture"; echo "failures: $failures"; exit 1; }
 
 timeout 60 "$trace" read --json "$cap" > "$tmp/trace.jsonl" 2> "$tmp/trace.err" ||

@@ -99,7 +99,6 @@ fail() {
 
 ops=(write read send write)
 sizes=(65536 4097 4095 1048576)
-iters=(40 100 100 4)
 tcp=$((30000 + $$ % 20000))
 # Four servers sharing 10.97.N.2:4791, started one after another (slots 0..3).
 for i in 0 1 2 3; do
@@ -114,13 +113,14 @@ for i in 0 1 2 3; do
     done
     grep -q "waiting for a client" "$tmp/s$i.err" || fail "server $i not up: $(tail -2 "$tmp/s$i.err")"
 done
-# Four clients sharing 10.97.N.1:4791, all at once. Four messages in flight per QP: eight
+# Four clients sharing 10.97.N.1:4791, all at once: each runs 2 s (a count of messages let a fast
+# client end, and free its slot for the next one, before the last had joined). Four messages in flight per QP: eight
 # processes poll on a small host, and an unprivileged socket buffer holds about 200 packets
 # (net.core.rmem_max), so deeper windows only measure the host's loss recovery.
 cpids=()
 for i in 0 1 2 3; do
     as_nobody "$nsa" timeout 45 "$bin" "$ipb" -c "$tmp/a.ini" -p $((tcp + i)) --op "${ops[$i]}" \
-        -s "${sizes[$i]}" -n "${iters[$i]}" -q 2 -t 4 --bw --verify \
+        -s "${sizes[$i]}" -D 2 -q 2 -t 4 --bw --verify \
         > "$tmp/c$i.out" 2> "$tmp/c$i.err" &
     cpids+=($!)
     pids+=($!)
@@ -129,7 +129,7 @@ for i in 0 1 2 3; do
     wait "${cpids[$i]}"
     crc=$?
     line=$(grep -E '^ +[0-9]+ +[0-9]+ ' "$tmp/c$i.out" | head -1)
-    echo "== client $i (${ops[$i]} ${sizes[$i]} B x ${iters[$i]} x 2 QPs): exit $crc: $line"
+    echo "== client $i (${ops[$i]} ${sizes[$i]} B for 2 s x 2 QPs): exit $crc: $line"
     if [ $crc != 0 ]; then
         fail "client $i exit $crc"
         tail -n 3 "$tmp/c$i.err" "$tmp/s$i.err"
