@@ -110,7 +110,9 @@ echo "== error exit (a client with no server): exit $rc; left: ${left:-nothing}"
 
 for sig in INT TERM KILL; do
     start_server "$sig" || { fail "$sig: server"; continue; }
-    timeout 40 "$perf" 127.0.0.1 -c "$cfg/memif-zc-client.ini" --op write -s 65536 -D 20 --bw \
+    # Not under timeout(1): SIGKILL must reach droce-perf itself, and timeout cannot pass it on
+    # (its child would live on and hold the config). -D 20 bounds the run.
+    "$perf" 127.0.0.1 -c "$cfg/memif-zc-client.ini" --op write -s 65536 -D 20 --bw \
         > "$tmp/$sig.client" 2>&1 &
     cpid=$!
     # Mid-run: the client prints its table head as the run starts. Reaching it is also the
@@ -125,6 +127,7 @@ for sig in INT TERM KILL; do
     kill -"$sig" "$spid" "$cpid"
     timeout 10 tail --pid="$spid" -f /dev/null
     timeout 10 tail --pid="$cpid" -f /dev/null
+    kill -0 "$cpid" 2>/dev/null && { fail "SIG$sig: client still running 10 s after the signal"; kill -KILL "$cpid"; }
     wait "$spid"
     src=$?
     wait "$cpid"
