@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "uring/link_watch.h"
 
+#include "common/clock.h"
+
 #include <ifaddrs.h>
 #include <linux/if_addr.h>
 #include <linux/netlink.h>
@@ -19,13 +21,6 @@
 namespace droce::uring {
 
 namespace {
-
-std::uint64_t coarse_ns() noexcept {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); // vDSO: no system call
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
-           static_cast<std::uint64_t>(ts.tv_nsec);
-}
 
 constexpr std::uint64_t kReadEveryNs = 1'000'000;
 // Reads per up() at most: a burst of announcements about other interfaces must not hold the
@@ -119,7 +114,7 @@ LinkWatch::~LinkWatch() {
 }
 
 bool LinkWatch::up() const noexcept {
-    const std::uint64_t now = coarse_ns();
+    const std::uint64_t now = coarse_monotonic_ns();
     if (now >= next_ns_.load(std::memory_order_relaxed) &&
         !reading_.test_and_set(std::memory_order_acquire)) {
         // acquire: the state the previous reader stored (and buf_) is seen before reading on.

@@ -30,20 +30,13 @@
 #include <new>
 #include <optional>
 
+#include "common/clock.h"
 #include "wire/ipv4.h"
 #include "wire/udp.h"
 
 namespace droce::uring {
 
 namespace {
-
-/** CLOCK_MONOTONIC_COARSE in ns (vDSO: no system call); for the share join deadlines. */
-std::uint64_t coarse_ns() noexcept {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
-           static_cast<std::uint64_t>(ts.tv_nsec);
-}
 
 // Layout of every slot. A multishot recvmsg writes io_uring_recvmsg_out, then msg_namelen bytes of
 // source address, then msg_controllen bytes of control messages, then the payload; the batched
@@ -834,17 +827,17 @@ bool UringPort::probe_index(unsigned* index, std::string* err) {
     // the smallest of our probes that arrives here is our index. Rounds of 16 candidates keep the
     // probes another member must drop (and its socket buffer must hold) few.
     if (getrandom(&probe_nonce_, sizeof probe_nonce_, 0) != sizeof probe_nonce_)
-        probe_nonce_ = coarse_ns() ^ (static_cast<std::uint64_t>(getpid()) << 40);
+        probe_nonce_ = coarse_monotonic_ns() ^ (static_cast<std::uint64_t>(getpid()) << 40);
     sockaddr_in6 self{};
     socklen_t selflen = 0;
     fill_sockaddr(ipv4_, addr_, udp_port_, &self, &selflen);
     std::uint8_t pkt[kShareProbeLen];
     std::uint8_t in[2048];
     unsigned best = kMaxShareSlots;
-    const std::uint64_t give_up = coarse_ns() + 500'000'000ull;
+    const std::uint64_t give_up = coarse_monotonic_ns() + 500'000'000ull;
     const auto drain = [&](int wait_ms) {
         pollfd pfd{rx_fd_, POLLIN, 0};
-        while (coarse_ns() < give_up && poll(&pfd, 1, wait_ms) > 0) {
+        while (coarse_monotonic_ns() < give_up && poll(&pfd, 1, wait_ms) > 0) {
             const ssize_t got = recv(rx_fd_, in, sizeof in, MSG_DONTWAIT);
             if (got < 0) break;
             const auto len = static_cast<std::uint32_t>(got);
@@ -868,7 +861,7 @@ bool UringPort::probe_index(unsigned* index, std::string* err) {
         drain(2); // loopback delivers within the sendto, unless softirqs are deferred
     }
     // Late arrivals (a loaded host defers softirqs) can only lower best, never below our index.
-    while (coarse_ns() < give_up) {
+    while (coarse_monotonic_ns() < give_up) {
         const unsigned before = best;
         drain(20);
         if (best != kMaxShareSlots && best == before) break;

@@ -17,6 +17,17 @@
 
 namespace droce {
 
+/**
+ * CLOCK_MONOTONIC_COARSE in nanoseconds: a vDSO read, no system call, resolution of a scheduler
+ * tick (1 - 4 ms). For deadlines that need no more (link state reads, start-up waits). Any thread.
+ */
+[[nodiscard]] inline std::uint64_t coarse_monotonic_ns() noexcept {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+           static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
 class Clock {
   public:
     /** A clock that reads the TSC, calibrated once against CLOCK_MONOTONIC (about 10 ms at start).
