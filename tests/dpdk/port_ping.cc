@@ -187,24 +187,34 @@ int session(const droce::DeviceConfig& dev, const std::string& role, unsigned co
     const droce::PortConfig& pc = dev.ports[0];
     // A memif client of the next round waits for the server's next socket file: connected to
     // the last one (still there while that server closes its port), it would wait forever, as
-    // DPDK 22.11 leaves a closed server's listener open but never accepts on it again.
+    // DPDK 22.11 leaves a closed server's listener open but never accepts on it again. And it
+    // starts again when the link stays down: a client that connects between the server's probe
+    // and its start is refused ("ID 0 not found").
     const std::string sock = memif_client_socket_file(pc.devargs);
-    if (!sock.empty()) {
-        const std::uint64_t until = now_ms() + timeout_ms;
-        while (*server_inode != 0 && inode_of(sock) == *server_inode && now_ms() < until)
-            usleep(5'000);
-    }
     droce::dpdk::EthPortConfig ec;
     ec.mtu = pc.mtu;
     ec.mac = pc.mac;
     std::string err;
     std::unique_ptr<EthPort> port;
     const std::uint64_t create_deadline = now_ms() + timeout_ms;
-    do {
+    for (;;) {
+        while (!sock.empty() && *server_inode != 0 && inode_of(sock) == *server_inode &&
+               now_ms() < create_deadline)
+            usleep(5'000);
         err = droce::dpdk::probe_port(pc.devargs, &ec.port_id);
         if (err.empty()) port = EthPort::create(ec, &err);
-        if (!port && retry) usleep(20'000);
-    } while (!port && retry && now_ms() < create_deadline);
+        if (port && !sock.empty() && retry) {
+            const std::uint64_t up_by = now_ms() + 1000;
+            while (!port->link_up() && now_ms() < up_by)
+                usleep(1'000);
+            if (!port->link_up()) {
+                port.reset();
+                err = "memif link not up 1 s after the start";
+            }
+        }
+        if (port || !retry || now_ms() >= create_deadline) break;
+        usleep(20'000);
+    }
     if (!port) {
         std::fprintf(stderr, "%s\n", err.c_str());
         return 1;
