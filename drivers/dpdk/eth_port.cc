@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <string_view>
@@ -15,9 +16,11 @@
 #include <rte_dev.h>
 #include <rte_devargs.h>
 
+#include <rte_alarm.h>
 #include <rte_cycles.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_interrupts.h>
 #include <rte_lcore.h>
 #include <rte_log.h>
 #include <rte_mbuf.h>
@@ -64,6 +67,48 @@ struct EthPortAccess {
 };
 
 namespace {
+
+/** What close_on_interrupt_thread() hands to the alarm: the port, and when the close is done. */
+struct IntrClose {
+    std::uint16_t port_id = 0;
+    bool started = false;
+    std::atomic<bool> done{false};
+};
+
+void intr_close(void* arg) {
+    auto* c = static_cast<IntrClose*>(arg);
+    if (c->started) (void)rte_eth_dev_stop(c->port_id);
+    (void)rte_eth_dev_close(c->port_id);
+    // Pairs with the acquire loads in close_on_interrupt_thread(): the close is complete.
+    c->done.store(true, std::memory_order_release);
+}
+
+/**
+ * Stops and closes @p port_id on the EAL interrupt thread and waits for it (at most about 10 s,
+ * then here). net_memif (DPDK 22.11) runs its control-channel handler on that thread; when the
+ * peer goes away the handler calls memif_disconnect(), which unmaps and rte_free()s the shared
+ * regions outside any lock, and rte_eth_dev_stop() calls the same function on the caller's
+ * thread. A peer leaving while we stopped had both threads free one region: the interrupt thread
+ * died in the heap's free-list insert (issue 17, `eal-intr-thread ... segfault at 68`). An alarm
+ * callback runs on the interrupt thread, between two of its handlers, so there the two follow
+ * one another. Called on the interrupt thread itself (an LSC callback destroying its port), it
+ * closes at once: an alarm would wait for the caller.
+ */
+void close_on_interrupt_thread(std::uint16_t port_id, bool started) noexcept {
+    IntrClose c;
+    c.port_id = port_id;
+    c.started = started;
+    if (rte_thread_is_intr() || rte_eal_alarm_set(1, intr_close, &c) != 0) {
+        intr_close(&c); // no alarm (EAL short of memory): close here, as before
+        return;
+    }
+    // The interrupt thread runs short callbacks; give it 10 s, then take the alarm back and close
+    // here if it never ran (a cancelled alarm never runs; cancel waits for one that is running).
+    for (int i = 0; i < 100'000 && !c.done.load(std::memory_order_acquire); ++i)
+        rte_delay_us_sleep(100);
+    if (!c.done.load(std::memory_order_acquire) && rte_eal_alarm_cancel(intr_close, &c) > 0)
+        intr_close(&c);
+}
 
 constexpr std::uint32_t kMinMtu = 68;
 constexpr std::uint32_t kMaxMtu = 9600;
@@ -408,9 +453,13 @@ EthPort::~EthPort() {
             rte_delay_us_sleep(100);
         }
     }
-    if (started_) (void)rte_eth_dev_stop(port_id_);
+    if (configured_ && driver_name_ == "net_memif") {
+        close_on_interrupt_thread(port_id_, started_);
+    } else {
+        if (started_) (void)rte_eth_dev_stop(port_id_);
+        if (configured_) (void)rte_eth_dev_close(port_id_); // rx ring's mbufs back to the pool
+    }
     if (configured_) {
-        (void)rte_eth_dev_close(port_id_); // gives the rx ring's mbufs back to the pool
         // Detach the device too, so that probing the same devargs again makes a fresh port (a
         // closed vdev stays plugged, and rte_dev_probe of it would fail with EEXIST).
         if (device_) (void)rte_dev_remove(device_);

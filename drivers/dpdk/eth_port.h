@@ -36,8 +36,11 @@
  * Thread rules: one engine thread calls alloc_bulk / free_bulk / tx_burst / rx_burst / link_up /
  * poll_link of a port (the queues are not multi-thread safe). The LSC interrupt callback runs on
  * the EAL interrupt thread and only sets an atomic flag. create() and the destructor are control
- * path. The datapath functions allocate no heap memory, take no lock, throw nothing; bursts go
- * through fixed arrays of kMaxBurst mbuf pointers (longer requests are done in chunks).
+ * path; for net_memif the destructor stops and closes the port on the EAL interrupt thread (an
+ * alarm it waits for: net_memif's own disconnect runs there and must not run beside it), so it
+ * must not be called while holding anything an interrupt-thread callback waits for. The datapath
+ * functions allocate no heap memory, take no lock, throw nothing; bursts go through fixed arrays of
+ * kMaxBurst mbuf pointers (longer requests are done in chunks).
  */
 #pragma once
 
