@@ -3,11 +3,13 @@
 """readme-figures: the README's "Figures at a glance" block is what bench/figures makes of the
 benchmark JSON committed in bench/*/ (bench/figures --check), and the check can fail: a changed
 figure is reported with a diff and repaired by bench/figures, a row whose JSON file is absent is
-left out, a JSON without a value a row names and a README without the markers are errors.
+left out, the newest of several runs is shown, a JSON without a value a row names and a README
+without the markers are errors.
 
 usage: readme_figures_test.py SOURCE_DIR
 """
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -96,6 +98,19 @@ class ReadmeFigures(unittest.TestCase):
         self.assertIn("| DCQCN", r.stdout)
         self.assertEqual(len(full.stdout.splitlines()) - len(r.stdout.splitlines()),
                          full.stdout.count("bench/mrc/"))
+
+    def test_the_newest_run_is_shown(self):
+        [mrc] = glob.glob(os.path.join(self.bench, "mrc", "mrc-bench-*.json"))
+        doc = json.loads(read(mrc))
+        doc["p5_one_of_four_down"]["ratio"] = 0.5  # under the goal of 0.72
+        newer = os.path.join(self.bench, "mrc", "mrc-bench-2099-01-01.json")
+        write(newer, json.dumps(doc))
+        r = figures("--print", "--bench", self.bench)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        [row] = [line for line in r.stdout.splitlines() if "one of 4 planes" in line]
+        self.assertIn("**0.500**", row)
+        self.assertIn("**not met**", row)
+        self.assertIn("bench/mrc/mrc-bench-2099-01-01.json`, 2099-01-01", row)
 
     def test_a_json_without_a_named_value_is_an_error(self):
         [cc] = glob.glob(os.path.join(self.bench, "cc", "dcqcn-bench-*.json"))
