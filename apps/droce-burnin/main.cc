@@ -118,7 +118,9 @@ int run(const Cli& cli) {
 
 int main(int argc, char** argv) {
     Cli cli;
-    CLI::App app{"droce-burnin: readiness check of a four-plane host against a peer"};
+    CLI::App app{"droce-burnin: readiness check of a four-plane host against a peer",
+                 "droce-burnin"};
+    app.set_version_flag("--version", "droce-burnin (droce) " DROCE_VERSION);
     app.add_flag("--server", cli.server, "be the peer: serve one client, then exit");
     app.add_option("server_addr", cli.server_addr, "the peer's host name or address (client)");
     app.add_option("-c,--config", cli.config,

@@ -148,7 +148,9 @@ void print_list(const json& r, bool evs) {
 } // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"droce-mrcctl: the OCP MRC controller API of a running droce process"};
+    CLI::App app{"droce-mrcctl: the OCP MRC controller API of a running droce process",
+                 "droce-mrcctl"};
+    app.set_version_flag("--version", "droce-mrcctl (droce) " DROCE_VERSION);
     app.require_subcommand(1);
     long pid = 0;
     app.add_option("--pid", pid, "the droce process (default: the only one listening)");

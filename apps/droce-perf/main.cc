@@ -740,7 +740,9 @@ int run(const Cli& cli);
 int main(int argc, char** argv) {
     using namespace droce::perf;
     Cli cli;
-    CLI::App app{"droce-perf: RDMA bandwidth and latency over droce (perftest-shaped)"};
+    CLI::App app{"droce-perf: RDMA bandwidth and latency over droce (perftest-shaped)",
+                 "droce-perf"};
+    app.set_version_flag("--version", "droce-perf (droce) " DROCE_VERSION);
     app.add_flag("--server", cli.server,
                  "serve clients (each sends its test parameters) until stopped (SIGINT/SIGTERM)");
     app.add_flag("--once", cli.once, "with --server: serve one client, then exit (perftest's way)");

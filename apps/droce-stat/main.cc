@@ -395,7 +395,9 @@ int list(const Cli& cli) {
 int main(int argc, char** argv) {
     Cli cli;
     CLI::App app{"droce-stat: counters of running droce processes (DPDK telemetry), shaped like "
-                 "`rdma statistic show`"};
+                 "`rdma statistic show`",
+                 "droce-stat"};
+    app.set_version_flag("--version", "droce-stat (droce) " DROCE_VERSION);
     app.fallthrough();
     app.require_subcommand(0, 1);
     app.add_option("-f,--file-prefix", cli.prefix, "only the process(es) of this EAL file prefix");

@@ -164,7 +164,7 @@ int run_explain(const ExplainOptions& opts) {
 int main(int argc, char** argv) {
     CLI::App app{"Decode RoCEv2 packets in capture files and explain them field by field.",
                  "droce-trace"};
-    app.set_version_flag("--version", DROCE_VERSION);
+    app.set_version_flag("--version", "droce-trace (droce) " DROCE_VERSION);
     app.require_subcommand(1);
 
     ReadOptions opts;

@@ -3,10 +3,12 @@
 # droce_<version>_<arch>.deb from this build directory (no rebuild), dpkg installs it into an empty
 # root, and a mount namespace shows that root's /usr and /etc over the system's (overlay mounts)
 # with the source and build trees hidden under empty tmpfs mounts. There, from the installed files
-# only: droce-run --help, every tool's --help, `droce-run ibv_devinfo` on the installed default
-# config (/etc/droce/demo.ini), a droce-perf pair and an ibv_rc_pingpong pair through droce-run over
-# uring ports on loopback (configs made from /etc/droce/uring-*.ini); the running processes' maps
-# must name the installed files and nothing of the trees. Then dpkg removes and purges it.
+# only: droce-run --help, every tool's --help, --version and man page (man -w), `droce-run
+# ibv_devinfo` on the installed default config (/etc/droce/demo.ini), a droce-perf pair and an
+# ibv_rc_pingpong pair through droce-run over uring ports on loopback (configs made from
+# /etc/droce/uring-*.ini); the running processes' maps must name the installed files and nothing of
+# the trees. Then dpkg removes and purges it. Before that: every program in /usr/bin has a man page
+# that `man -l --warnings` renders at 80 columns with no warning.
 # Needs root (mount namespace, overlay); exit 77 (skipped) without it, without ibverbs-utils, or
 # when the build directory's prefix is not /usr (the package's paths are compiled in).
 # usage: package_test.sh BUILD_DIR SOURCE_DIR BUILD_DEB
@@ -61,6 +63,12 @@ for f in /usr/bin/droce-run /usr/bin/droce-perf /usr/bin/droce-trace /usr/bin/dr
 done
 grep -E "^/usr/lib/($ma/)?libibverbs" "$tmp/contents" && fail "package would shadow the system libibverbs"
 dpkg-deb -I "$deb" conffiles | grep -qx /etc/droce/demo.ini || fail "/etc/droce/demo.ini not a conffile"
+# Every program in /usr/bin has its section-1 man page (help2man at build time), gzipped
+tools=$(sed -n 's|^/usr/bin/||p' "$tmp/contents" | grep -v '^$' | sort)
+[ "$(echo "$tools" | wc -w)" -ge 7 ] || fail "only $(echo $tools) in /usr/bin"
+for t in $tools; do
+    grep -qx "/usr/share/man/man1/$t.1.gz" "$tmp/contents" || fail "no man page for $t"
+done
 
 # ---- install it into an empty root with dpkg (its dependencies are the host's: --force-depends)
 root=$tmp/root
@@ -69,6 +77,27 @@ touch "$root/var/lib/dpkg/status"
 dpkg --root="$root" --log="$tmp/dpkg.log" --force-depends -i "$deb" > "$tmp/dpkg.out" 2>&1 ||
     { cat "$tmp/dpkg.out"; echo "FAIL: dpkg -i"; exit 1; }
 dpkg --root="$root" -s droce | grep -q '^Status: install ok installed' || fail "dpkg -s: not installed"
+# Each man page renders without a groff or man warning at 80 columns and says what --help and
+# --version say (its NAME line, its options, the version).
+if command -v man > /dev/null; then
+    for t in $tools; do
+        page=$root/usr/share/man/man1/$t.1.gz
+        [ -f "$page" ] || continue
+        warn=$(MANWIDTH=80 man -l --warnings "$page" 2>&1 > /dev/null)
+        [ -z "$warn" ] || fail "man -l $t.1.gz warns: $warn"
+        MANWIDTH=80 man -l "$page" 2> /dev/null > "$tmp/$t.man"
+        grep -q "^NAME" "$tmp/$t.man" && grep -q "^SYNOPSIS" "$tmp/$t.man" &&
+            grep -q "^SEE ALSO" "$tmp/$t.man" || fail "$t.1: no NAME, SYNOPSIS or SEE ALSO"
+        grep -Eq "^ +$t +- " "$tmp/$t.man" || fail "$t.1: NAME is not '$t - ...'"
+        grep -q -- "--help" "$tmp/$t.man" || fail "$t.1: no --help"
+        grep -q "droce $version" "$tmp/$t.man" || fail "$t.1: no 'droce $version' in its footer"
+    done
+    grep -q -- "--inline-progress" "$tmp/droce-perf.man" || fail "droce-perf.1 lacks --inline-progress"
+    grep -q -- "--snaplen" "$tmp/droce-stat.man" || fail "droce-stat.1 lacks its capture subcommand"
+    echo "man pages: $(echo $tools | wc -w), each rendered by man -l with no warning"
+else
+    fail "man (man-db) missing: cannot render the man pages"
+fi
 echo "installed into $root at $(elapsed)"
 
 # ---- use it in a mount namespace where /usr and /etc hold the installed files over the system's
@@ -76,7 +105,7 @@ echo "installed into $root at $(elapsed)"
 x=$((1 + $$ % 250))
 cat > "$tmp/inner.sh" <<'INNER'
 set -u
-root=$1 src=$2 build=$3 ma=$4 work=$5 x=$6
+root=$1 src=$2 build=$3 ma=$4 work=$5 x=$6 version=$7
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 mount -t overlay overlay -o "lowerdir=$root/usr:/usr" /usr || exit 1
@@ -92,10 +121,13 @@ hash -r
 
 droce-run --help | grep -q "^Usage: droce-run" || fail "droce-run --help"
 droce-run --version | grep -q "droce" || fail "droce-run --version"
-for t in droce-perf droce-trace droce-stat droce-burnin droce-mrcctl droce-doctor; do
+for t in droce-run droce-perf droce-trace droce-stat droce-burnin droce-mrcctl droce-doctor; do
     [ "$(command -v $t)" = "/usr/bin/$t" ] || fail "$t is $(command -v $t)"
     $t --help > help.out 2>&1 || fail "$t --help: exit $?"
     grep -qi "usage" help.out || fail "$t --help prints no usage"
+    $t --version > version.out 2>&1 || fail "$t --version: exit $?"
+    [ "$(cat version.out)" = "$t (droce) $version" ] || fail "$t --version: $(cat version.out)"
+    [ "$(man -w $t 2> /dev/null)" = "/usr/share/man/man1/$t.1.gz" ] || fail "man -w $t: $(man -w $t 2>&1)"
 done
 droce-run -c no-such-config true 2> err.out && fail "droce-run -c no-such-config succeeded"
 grep -q "no config file" err.out || fail "droce-run -c no-such-config: $(cat err.out)"
@@ -146,7 +178,7 @@ grep "iters in" pp.client || fail "ibv_rc_pingpong: no iteration line"
 exit $failures
 INNER
 mkdir -p "$tmp/work"
-unshare -m --propagation private bash "$tmp/inner.sh" "$root" "$src" "$build" "$ma" "$tmp/work" "$x"
+unshare -m --propagation private bash "$tmp/inner.sh" "$root" "$src" "$build" "$ma" "$tmp/work" "$x" "$version"
 rc=$?
 [ $rc = 0 ] || fail "in the namespace: $rc failure(s)"
 echo "used from the namespace at $(elapsed)"
