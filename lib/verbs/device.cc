@@ -383,20 +383,11 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
     if (!p.runtime) {
         std::string err;
         RuntimeOptions opts;
-        // The engine threads run at nice -10 (DROCE_ENGINE_NICE overrides; 0 leaves them alone): an
-        // application that spins on memory without calling into the library (ib_write_lat) would
-        // otherwise hold the core until the scheduler tick, 4 ms per message on a 2-core host.
+        // Engine threads alone (DROCE_PROGRESS=thread) run at nice -10 (DROCE_ENGINE_NICE
+        // overrides; 0 leaves them alone): an application that spins on memory without calling
+        // into the library (ib_write_lat) would otherwise hold the core until the scheduler tick,
+        // 4 ms per message on a 2-core host.
         opts.engine.nice = -10;
-        if (const char* n = std::getenv("DROCE_ENGINE_NICE"); n && *n)
-            opts.engine.nice = static_cast<int>(std::strtol(n, nullptr, 10));
-        // DROCE_ENGINE_BACKOFF=spin,yield,sleep_ns overrides the engine threads' idle back-off
-        // (EngineThread::Options; default the runtime's).
-        if (const char* bo = std::getenv("DROCE_ENGINE_BACKOFF"); bo && *bo) {
-            unsigned long long sp = 0, yi = 0, sl = 0;
-            if (std::sscanf(bo, "%llu,%llu,%llu", &sp, &yi, &sl) == 3)
-                opts.engine = EngineThread::Options{static_cast<std::uint32_t>(sp),
-                                                    static_cast<std::uint32_t>(yi), sl};
-        }
         // DROCE_PROGRESS=auto|thread|app: who runs the engine (ProgressMode, README: Progress);
         // DROCE_PROGRESS_PASSES=N (1..1024): engine passes one verb call may run.
         if (const char* pm = std::getenv("DROCE_PROGRESS"); pm && *pm) {
@@ -413,6 +404,33 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
                 return fail<ibv_context>(EINVAL);
             }
             p.progress_passes = static_cast<unsigned>(v);
+        }
+        // With application threads driving (auto), the engine threads only serve what no verb
+        // call sees (a passive side spinning on memory): a short yield phase, then naps of at most
+        // 20 us, instead of 200,000 yields that kept them competing with the application for the
+        // core on a host with fewer cores than busy threads (bench/verbs/progress). Engine threads
+        // alone (thread) keep the long yield phase: napping without a receive interrupt (droce's
+        // memif port has none yet) cost ib_write_lat 10 ms per message there.
+        // And at nice 0: at -10 they preempted the application that was about to drive the
+        // engine itself (ib_write_lat typical 80 us against 27 us at nice 0, same run).
+        if (p.progress == ProgressMode::automatic) {
+            opts.engine.spin_polls = kAutoEngineBackoff.spin_polls;
+            opts.engine.yield_polls = kAutoEngineBackoff.yield_polls;
+            opts.engine.max_sleep_ns = kAutoEngineBackoff.max_sleep_ns;
+            opts.engine.nice = kAutoEngineBackoff.nice;
+        }
+        if (const char* n = std::getenv("DROCE_ENGINE_NICE"); n && *n)
+            opts.engine.nice = static_cast<int>(std::strtol(n, nullptr, 10));
+        // DROCE_ENGINE_BACKOFF=spin,yield,sleep_ns overrides the engine threads' idle back-off
+        // (EngineThread::Options; default the runtime's, kAutoEngineBackoff in auto).
+        if (const char* bo = std::getenv("DROCE_ENGINE_BACKOFF"); bo && *bo) {
+            unsigned long long sp = 0, yi = 0, sl = 0;
+            if (std::sscanf(bo, "%llu,%llu,%llu", &sp, &yi, &sl) == 3) {
+                // The budget only: the nice value chosen above stays.
+                opts.engine.spin_polls = static_cast<std::uint32_t>(sp);
+                opts.engine.yield_polls = static_cast<std::uint32_t>(yi);
+                opts.engine.max_sleep_ns = sl;
+            }
         }
         // DROCE_IMPAIR=spec puts an impairment stage (loss, reorder, ECN marking, ...; the syntax
         // of sim::parse_impair_spec) on every port, for programs that cannot ask for one: how a

@@ -94,6 +94,11 @@ enum class ProgressMode : std::uint8_t {
     app,
 };
 
+/** Engine threads with ProgressMode::automatic: spin 20 idle passes, yield 2,000, then nap at most
+ *  20 us at a time, at nice 0 (chosen by bench/verbs/progress; DROCE_ENGINE_BACKOFF and
+ *  DROCE_ENGINE_NICE override). */
+inline constexpr EngineThread::Options kAutoEngineBackoff{20, 2'000, 20'000, 0};
+
 /** Parses a DROCE_PROGRESS value ("auto", "thread", "app"). @return false when it is none. */
 bool parse_progress_mode(const char* s, ProgressMode* out) noexcept;
 
