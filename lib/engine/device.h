@@ -13,9 +13,15 @@
  *    poll() (on_link_change, Cq::notify): that would wait for itself.
  *  - post_send / post_recv are the producer side of a QP's SQ/RQ ring, poll_cq the consumer side of
  * a CQ ring: one application thread per queue, concurrently with poll() on the engine thread.
- *  - poll() is the engine: one thread (an engine thread, or the application in inline-progress
- * mode). It allocates nothing, takes no lock and throws nothing. Errors are errno values as
- * libibverbs returns them.
+ *  - poll() / progress() are the engine. Any thread may call them, concurrently: each call first
+ *    try-acquires the device's poll ownership (one atomic flag, never a lock or a wait) and runs
+ *    its pass only when it got it; otherwise it returns 0 at once, since another thread is running
+ *    the engine. So a pass runs on at most one thread at a time, whoever holds the flag: an engine
+ *    thread, or an application thread driving progress from a verb (lib/verbs: ibv_post_send,
+ *    ibv_poll_cq, ibv_get_cq_event), or droce-perf --inline-progress. Ownership moves between
+ *    threads with acquire/release, so the engine state needs no other synchronisation.
+ *    The engine allocates nothing, takes no lock and throws nothing. Errors are errno values as
+ *    libibverbs returns them.
  */
 #pragma once
 
@@ -336,8 +342,12 @@ class Device {
      * @return 0; EINVAL (QP not in RTS/SQD/ERR... see README, unsupported opcode, num_sge above the
      * QP's cap, inline data too long or inline on READ/atomic, unaligned atomic length); ENOMEM (SQ
      * full).
+     * @param progress_passes 0: ring the doorbell (the engine runs elsewhere); N > 0: when the poll
+     * ownership is free, run up to N engine passes on this thread right away (progress()), so the
+     * WQEs leave without waiting for an engine thread; otherwise ring the doorbell.
      */
-    int post_send(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept;
+    int post_send(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, std::uint32_t* bad,
+                  unsigned progress_passes = 0) noexcept;
     /** ibv_post_recv. @return 0, EINVAL (QP in RESET, too many SGEs), ENOMEM (RQ full). */
     int post_recv(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept;
     /** ibv_poll_cq: copies up to @p n CQEs into @p out. @return how many (0..n). */
@@ -346,15 +356,40 @@ class Device {
     // ---- the engine ----
     /**
      * One pass of the engine: receive bursts on every port, demux to responder/completer, timers,
-     * READ responses, requesters, then transmit. @return units of work done (0 = idle).
+     * READ responses, requesters, then transmit. Any thread: when another thread holds the poll
+     * ownership (it is running a pass now) it returns 0 at once and runs nothing (counted by
+     * poll_contended()). @return units of work done (0 = idle, or not this thread's turn).
      */
     std::uint32_t poll() noexcept;
     /**
-     * Engine thread only: blocks until ring_doorbell() is called, the next QP timer deadline, or
-     * @p max_ns passes. Returns at once if an application posted work meanwhile. Publishes "asleep"
-     * so that post_send/post_recv know to ring the doorbell (one eventfd write, only then).
+     * Application-driven progress: up to @p max_passes passes under one acquisition of the poll
+     * ownership, stopping at the first idle pass. Any thread; returns 0 at once when another
+     * thread owns the engine. When it leaves work behind (active QPs, looped-back frames, a timer
+     * earlier than a napping engine's deadline) and an engine thread naps, it rings the doorbell so
+     * that the engine thread carries on. @return units of work done.
      */
-    void sleep_until_doorbell(std::uint64_t max_ns) noexcept;
+    std::uint32_t progress(unsigned max_passes) noexcept;
+    /** Passes run so far, by any thread (poll() or progress()). Any thread; relaxed. */
+    [[nodiscard]] std::uint64_t passes_run() const noexcept {
+        return passes_run_.load(std::memory_order_relaxed);
+    }
+    /** Calls of poll() / progress() that found another thread running the engine. Relaxed. */
+    [[nodiscard]] std::uint64_t poll_contended() const noexcept {
+        return poll_contended_.load(std::memory_order_relaxed);
+    }
+    /**
+     * Naps until ring_doorbell() is called, a port's receive interrupt fires, the next QP timer
+     * deadline, @p extra_fd becomes readable (POLLIN; -1 = none), or @p max_ns passes. Returns at
+     * once if an application posted work meanwhile. Publishes "asleep" so that post_send/post_recv
+     * know to ring the doorbell (one eventfd write, only then). Any thread, several at once (an
+     * engine thread, application threads waiting for a completion event): the thread that gets
+     * the poll ownership for its look at the rings arms the receive interrupts and waits for the
+     * timers; the others nap on the doorbell and @p extra_fd for at most kBusyNapNs. Must not be
+     * called from inside poll().
+     */
+    void sleep_until_doorbell(std::uint64_t max_ns, int extra_fd = -1) noexcept;
+    /** Longest nap of a sleeper that found another thread running the engine (ns). */
+    static constexpr std::uint64_t kBusyNapNs = 20'000;
     /** Wakes a sleeping engine thread. Any thread. */
     void ring_doorbell() noexcept;
 
@@ -432,6 +467,8 @@ class Device {
                        std::uint32_t* bad) noexcept;
     /** Any thread: rings QP slot @p slot's doorbell bit and wakes a sleeping engine. */
     void notify_engine(std::uint32_t slot) noexcept;
+    /** Any thread: sets QP slot @p slot's doorbell bit only (the next pass takes it). */
+    void ring_doorbell_bit(std::uint32_t slot) noexcept;
     /** Engine: QPs whose doorbell rang join the active list. @return how many rang. */
     std::uint32_t take_doorbells() noexcept;
     /** The qps_ index (the scheduling and timer slot) of this device's QP @p qpn. */
@@ -603,7 +640,27 @@ class Device {
     /** True while the engine thread sleeps in sleep_until_doorbell(). Posting threads read it after
      *  publishing a WQE; the engine sets it before its last look at the rings (seq_cst on both
      * sides, so either the engine sees the WQE or the poster sees the flag). */
-    std::atomic<bool> asleep_{false};
+    std::atomic<std::uint32_t> asleep_{0}; ///< threads in sleep_until_doorbell()
+    /**
+     * Poll ownership: true while a thread runs a pass (or a sleeper looks at the rings). Taken by
+     * try_own_poll() (test, then exchange: never waited for on the datapath), given back by
+     * release_poll(). Alone on its cache line: every polling thread reads it.
+     */
+    alignas(64) std::atomic<bool> poll_owner_{false};
+    std::atomic<std::uint64_t> passes_run_{0};     ///< written by the owner only
+    std::atomic<std::uint64_t> poll_contended_{0}; ///< try_own_poll() failures
+    /** The timer deadline (ns) an owner-sleeper naps until (UINT64_MAX: none, 0: no nap). Written
+     *  by the sleeper while it owns the poll flag, read by later owners (release_poll's choice). */
+    std::atomic<std::uint64_t> nap_deadline_ns_{0};
+    /** Doorbell, the extra fd, and up to four ports' receive interrupts. */
+    static constexpr std::size_t kMaxWakeFds = 6;
+    [[nodiscard]] bool try_own_poll() noexcept;
+    /** Gives the poll ownership back; rings a napping engine's doorbell when @p work_left. */
+    void release_poll(bool work_left) noexcept;
+    /** Owner: work the next owner must see soon (see progress()). */
+    [[nodiscard]] bool work_left() const noexcept;
+    /** One engine pass; the caller owns the poll flag. */
+    std::uint32_t pass() noexcept;
     /**
      * The quiescence handshake (Dekker-style, seq_cst on both sides): the engine sets in_pass_ and
      * then reads control_requests_; a control thread raises control_requests_ and then reads

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "engine_thread.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -34,6 +35,8 @@ void EngineThread::apply_nice(int nice) noexcept {
 }
 
 void EngineThread::run() noexcept {
+    // Named so that top -H, perf and tests tell the engine from the application's threads.
+    pthread_setname_np(pthread_self(), kThreadName);
     apply_nice(opts_.nice);
     std::uint32_t idle = 0;
     while (!stop_.load(std::memory_order_relaxed)) {

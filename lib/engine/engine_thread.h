@@ -36,6 +36,8 @@ class EngineThread {
          */
         int nice = 0;
     };
+    /** The name of every engine thread (pthread_setname_np; also Runtime's shared thread). */
+    static constexpr const char* kThreadName = "droce-engine";
     /** Applies Options::nice to the calling thread (no-op for 0; errors ignored). */
     static void apply_nice(int nice) noexcept;
 

@@ -7,6 +7,7 @@
 #include "device.h"
 
 #include <algorithm>
+#include <array>
 
 #include <poll.h>
 #include <sched.h>
@@ -84,8 +85,67 @@ std::uint32_t Device::take_doorbells() noexcept {
     return rang;
 }
 
+bool Device::try_own_poll() noexcept {
+    // Test first so that a thread finding the flag taken does not pull its cache line away from
+    // the owner with a failed RMW on every call of a polling loop.
+    if (poll_owner_.load(std::memory_order_relaxed)) {
+        poll_contended_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+    // seq_cst (acquire): the previous owner's writes to the engine state (rings' engine sides,
+    // active list, timers) happen before this owner's pass; it also orders the sleeper's asleep_
+    // increment before its attempt (sleep_until_doorbell).
+    if (poll_owner_.exchange(true, std::memory_order_seq_cst)) {
+        poll_contended_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+    return true;
+}
+
+void Device::release_poll(bool work_left) noexcept {
+    // seq_cst (release): this owner's writes happen before the next owner's acquire; and the store
+    // precedes the load of asleep_ below, so that a thread that failed to take the flag after
+    // raising asleep_ is seen here (Dekker, as for the doorbell).
+    poll_owner_.store(false, std::memory_order_seq_cst);
+    // A driver that leaves work behind (an application thread that ran its bounded passes and
+    // returns) wakes a napping engine thread, which otherwise would find it only when its nap ends.
+    if (work_left && asleep_.load(std::memory_order_seq_cst)) ring_doorbell();
+}
+
+bool Device::work_left() const noexcept {
+    if (!active_.empty() || loopback_.size() > 0) return true;
+    // A doorbell rung after this owner's pass took the doorbells, by a poster that found the flag
+    // taken and left its WQEs to the owner.
+    for (const auto& sw : doorbell_summary_)
+        if (sw.load(std::memory_order_relaxed) != 0) return true;
+    // A timer armed by this pass, earlier than the deadline a napping engine chose.
+    const std::uint64_t d = timers_.next_deadline_ns();
+    return d != 0 && d < nap_deadline_ns_.load(std::memory_order_relaxed);
+}
+
 std::uint32_t Device::poll() noexcept {
+    if (!try_own_poll()) return 0; // another thread runs the engine now
+    const std::uint32_t work = pass();
+    release_poll(work_left());
+    return work;
+}
+
+std::uint32_t Device::progress(unsigned max_passes) noexcept {
+    if (!try_own_poll()) return 0;
+    std::uint32_t work = 0;
+    for (unsigned i = 0; i < max_passes; ++i) {
+        const std::uint32_t w = pass();
+        work += w;
+        if (w == 0) break;
+    }
+    release_poll(work_left());
+    return work;
+}
+
+std::uint32_t Device::pass() noexcept {
     if (!enter_pass()) return 0; // a control section is open: stay between passes
+    // One writer at a time (the owner): a plain increment, no locked RMW per pass.
+    passes_run_.store(passes_run_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     open_tx_stage();
     std::uint32_t work = 0;
     bool wait_release = false;
@@ -153,42 +213,78 @@ std::uint32_t Device::poll() noexcept {
     return work + (wait_release ? 1u : 0u);
 }
 
-void Device::sleep_until_doorbell(std::uint64_t max_ns) noexcept {
-    asleep_.store(true, std::memory_order_seq_cst);
+void Device::sleep_until_doorbell(std::uint64_t max_ns, int extra_fd) noexcept {
+    asleep_.fetch_add(1, std::memory_order_seq_cst);
+    // The look at the engine state needs the poll flag. Another thread driving the engine now
+    // (an application in ibv_poll_cq) wakes us when it leaves work behind (release_poll): nap on
+    // the doorbell only, briefly, without touching the ports it is polling.
+    const bool owner = try_own_poll();
     // The QP list is read under the handshake (a control section may be changing it); the nap is
     // taken outside it, so control sections never wait for a sleeping engine.
-    if (!enter_pass()) {
-        asleep_.store(false, std::memory_order_seq_cst);
-        return;
+    bool work = false;
+    std::uint64_t deadline = 0;
+    if (owner) {
+        if (!enter_pass()) {
+            release_poll(false);
+            asleep_.fetch_sub(1, std::memory_order_seq_cst);
+            return;
+        }
+        // Looped-back frames, active QPs, or a doorbell rung since the last pass: no sleep.
+        work = loopback_.size() > 0 || !active_.empty();
+        for (const auto& sw : doorbell_summary_)
+            if (sw.load(std::memory_order_seq_cst) != 0) work = true;
+        deadline = work ? 0 : timers_.next_deadline_ns();
+        leave_pass();
+    } else {
+        max_ns = std::min<std::uint64_t>(max_ns, kBusyNapNs);
     }
-    // Looped-back frames, active QPs, or a doorbell rung since the last pass: no sleep.
-    bool work = loopback_.size() > 0 || !active_.empty();
-    for (const auto& sw : doorbell_summary_)
-        if (sw.load(std::memory_order_seq_cst) != 0) work = true;
-    const std::uint64_t deadline = work ? 0 : timers_.next_deadline_ns();
-    leave_pass();
     // Ports with a receive interrupt: armed before the last look, so a frame arriving after it
-    // makes its descriptor readable; one already waiting cancels the nap.
+    // makes its descriptor readable; one already waiting cancels the nap. Only the owner arms
+    // (the driver's arm and its rx_burst belong to one thread at a time).
     unsigned armed = 0;
-    for (; !work && armed < irq_ports_.size(); ++armed)
+    for (; owner && !work && armed < irq_ports_.size(); ++armed)
         if (!ports_[irq_ports_[armed]].driver->rx_interrupt_arm()) work = true;
+    if (owner) {
+        nap_deadline_ns_.store(deadline ? deadline : UINT64_MAX, std::memory_order_relaxed);
+        release_poll(false);
+    }
     if (!work && doorbell_fd_ >= 0) {
         std::uint64_t wait = max_ns;
         const std::uint64_t now = clock_->now_ns();
         if (deadline) wait = deadline > now ? std::min(wait, deadline - now) : 0;
         if (wait > 0) {
-            for (pollfd& w : wake_fds_)
-                w.revents = 0;
+            // A copy on the stack: several threads may nap at once (an engine thread and
+            // application threads waiting in ibv_get_cq_event); the receive interrupts only for
+            // the owner that armed them.
+            std::array<pollfd, kMaxWakeFds> fds{};
+            std::size_t n = 0;
+            fds[n++] = {doorbell_fd_, POLLIN, 0};
+            if (extra_fd >= 0) fds[n++] = {extra_fd, POLLIN, 0};
+            for (unsigned i = 0; i < armed; ++i)
+                fds[n++] = wake_fds_[i + 1];
             timespec ts{static_cast<time_t>(wait / 1'000'000'000u),
                         static_cast<long>(wait % 1'000'000'000u)};
-            ppoll(wake_fds_.data(), wake_fds_.size(), &ts, nullptr);
+            ppoll(fds.data(), n, &ts, nullptr);
             std::uint64_t drained;
             [[maybe_unused]] ssize_t r = read(doorbell_fd_, &drained, sizeof drained);
         }
     }
-    for (unsigned i = 0; i < armed; ++i)
-        ports_[irq_ports_[i]].driver->rx_interrupt_disarm();
-    asleep_.store(false, std::memory_order_seq_cst);
+    if (armed) {
+        // Disarming touches the driver: wait for the flag (at most one pass of another driver).
+        nap_deadline_ns_.store(0, std::memory_order_relaxed);
+        for (unsigned spins = 0; !try_own_poll(); ++spins) {
+            if (spins < 1000)
+                __builtin_ia32_pause();
+            else
+                sched_yield();
+        }
+        for (unsigned i = 0; i < armed; ++i)
+            ports_[irq_ports_[i]].driver->rx_interrupt_disarm();
+        release_poll(false);
+    } else if (owner) {
+        nap_deadline_ns_.store(0, std::memory_order_relaxed);
+    }
+    asleep_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 std::uint64_t Device::next_deadline_ns() const noexcept {

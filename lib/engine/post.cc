@@ -16,10 +16,22 @@ namespace droce {
 
 using namespace rc; // the engine runs the RC transport: Qp, WrOpcode, QpState ...
 
-int Device::post_send(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n,
-                      std::uint32_t* bad) noexcept {
+int Device::post_send(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, std::uint32_t* bad,
+                      unsigned progress_passes) noexcept {
     const int err = post_send_wqes(qp, wrs, n, bad);
-    if (*bad > 0) notify_engine(qp_index(qp->qpn)); // published WQEs, even when a later one failed
+    if (*bad == 0) return err;
+    // Published WQEs, even when a later one failed. A poster that gets the poll ownership sends
+    // them itself: no doorbell write for a napping engine thread, which would only wake to find
+    // the work done (release_poll wakes it if work is left).
+    const std::uint32_t slot = qp_index(qp->qpn);
+    if (progress_passes && try_own_poll()) {
+        ring_doorbell_bit(slot);
+        for (unsigned i = 0; i < progress_passes; ++i)
+            if (pass() == 0) break;
+        release_poll(work_left());
+        return err;
+    }
+    notify_engine(slot);
     return err;
 }
 
@@ -31,6 +43,11 @@ int Device::post_recv(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n,
 }
 
 void Device::notify_engine(std::uint32_t slot) noexcept {
+    ring_doorbell_bit(slot);
+    if (asleep_.load(std::memory_order_seq_cst)) ring_doorbell();
+}
+
+void Device::ring_doorbell_bit(std::uint32_t slot) noexcept {
     // The doorbell of a NIC: "QP slot has new WQEs". An RMW on the leaf word after the WQEs were
     // published; the engine takes the summary, then the leaf, with acquire, so a slot it finds set
     // shows every WQE published before the bit was set, and a bit set after the engine took its
@@ -42,7 +59,6 @@ void Device::notify_engine(std::uint32_t slot) noexcept {
     if (before == 0)
         doorbell_summary_[slot / 4096].fetch_or(1ull << ((slot / 64) % 64),
                                                 std::memory_order_seq_cst);
-    if (asleep_.load(std::memory_order_seq_cst)) ring_doorbell();
 }
 
 int Device::post_send_wqes(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n,

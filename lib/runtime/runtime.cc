@@ -3,6 +3,7 @@
 
 #include "cc/dcqcn.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <immintrin.h>
@@ -477,6 +478,7 @@ void Runtime::shared_loop() noexcept {
     // Spin while there is work or was recently; yield when idle so that application threads on a
     // small host get the core. No sleep: a doorbell belongs to one device.
     const std::uint32_t spin_polls = engine_opts_.spin_polls;
+    pthread_setname_np(pthread_self(), EngineThread::kThreadName);
     EngineThread::apply_nice(engine_opts_.nice);
     std::uint32_t idle = 0;
     while (!shared_stop_.load(std::memory_order_relaxed)) {

@@ -11,6 +11,7 @@
  * channel's fd (the read end) is readable while events are pending; ibv_get_cq_event reads one.
  */
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -32,14 +33,8 @@ void cq_notify(void* notify_ctx, rc::Cq&) noexcept {
     [[maybe_unused]] ssize_t r = write(ch->wfd, &cq, sizeof cq);
 }
 
-/**
- * ibv_poll_cq (context op): copies up to @p num_entries completions into @p wc, oldest first.
- * Any thread; threads polling one CQ are serialised by its spinlock. @return how many (0..n); a
- * non-positive @p num_entries returns 0. Never fails (droce detects no CQ error here).
- */
-int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
-    if (num_entries <= 0) return 0;
-    VCq* cq = from_ibv<VCq>(ibcq);
+/** Copies up to @p num_entries completions of @p cq into @p wc under the CQ's lock. */
+int reap(VCq* cq, int num_entries, ibv_wc* wc) noexcept {
     constexpr std::uint32_t kChunk = 16;
     rc::Cqe buf[kChunk];
     int done = 0;
@@ -54,6 +49,22 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
         if (got < want) break;
     }
     cq->lock.unlock();
+    return done;
+}
+
+/**
+ * ibv_poll_cq (context op): copies up to @p num_entries completions into @p wc, oldest first.
+ * Any thread; threads polling one CQ are serialised by its spinlock. When the CQ is empty and
+ * DROCE_PROGRESS is not thread, the caller runs up to DROCE_PROGRESS_PASSES engine passes itself
+ * (when no other thread is running the engine; outside the CQ's lock) and looks again: a program
+ * that polls in a loop makes progress with no engine thread. @return how many (0..n); a
+ * non-positive @p num_entries returns 0. Never fails (droce detects no CQ error here).
+ */
+int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
+    if (num_entries <= 0) return 0;
+    VCq* cq = from_ibv<VCq>(ibcq);
+    int done = reap(cq, num_entries, wc);
+    if (done == 0 && cq->ctx->drive_passes && drive(cq->ctx)) done = reap(cq, num_entries, wc);
     note_poll(static_cast<std::uint32_t>(done));
     return done;
 }
@@ -80,7 +91,8 @@ void load_cur(VCq* cq) noexcept {
 }
 /**
  * ibv_start_poll: takes the CQ's lock and reads the oldest completion (cqx->status, wr_id and the
- * read_* functions describe it until the next next_poll / end_poll). @return 0 (call ibv_end_poll
+ * read_* functions describe it until the next next_poll / end_poll); an empty CQ drives the
+ * engine as ibv_poll_cq does. @return 0 (call ibv_end_poll
  * later), ENOENT (empty: the lock is released, do not call ibv_end_poll), EINVAL (attr->comp_mask).
  */
 int start_poll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) {
@@ -88,9 +100,18 @@ int start_poll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) {
     if (attr && attr->comp_mask) return EINVAL;
     cq->lock.lock();
     if (cq->ctx->dev->poll_cq(cq->native, &cq->cur, 1) == 0) {
+        // Empty: drive the engine as ibv_poll_cq does (outside the lock), then look once more.
         cq->lock.unlock();
-        note_poll(0);
-        return ENOENT;
+        if (cq->ctx->drive_passes == 0 || drive(cq->ctx) == 0) {
+            note_poll(0);
+            return ENOENT;
+        }
+        cq->lock.lock();
+        if (cq->ctx->dev->poll_cq(cq->native, &cq->cur, 1) == 0) {
+            cq->lock.unlock();
+            note_poll(0);
+            return ENOENT;
+        }
     }
     load_cur(cq);
     return 0;
@@ -297,8 +318,40 @@ extern "C" int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
     return 0;
 }
 
+namespace {
+
+/**
+ * Until an event is pending on @p channel: runs engine passes of @p c's device on this thread
+ * (when no other thread runs them), kWaitSpins rounds; then, with engine threads running
+ * (DROCE_PROGRESS=auto), leaves the rest to them (the caller's read blocks); with none (app),
+ * naps on the channel, the doorbell and the ports' receive interrupts and drives again on each
+ * wake-up. A non-blocking channel gets one round (its read then says EAGAIN or returns the event).
+ */
+void wait_driving(ibv_comp_channel* channel, VContext* c) noexcept {
+    // Spin rounds before handing over to the engine threads or napping: about 10 to 50 us of
+    // passes, the time a peer on the same host takes to answer.
+    constexpr unsigned kWaitSpins = 64;
+    constexpr std::uint64_t kAppNapNs = 100'000;
+    const int flags = fcntl(channel->fd, F_GETFL);
+    const bool nonblocking = flags >= 0 && (flags & O_NONBLOCK);
+    for (unsigned round = 0;; ++round) {
+        drive(c);
+        pollfd pfd{channel->fd, POLLIN, 0};
+        if (poll(&pfd, 1, 0) > 0 || nonblocking) return;
+        if (round < kWaitSpins) continue;
+        if (!c->app_only) return;
+        c->dev->sleep_until_doorbell(kAppNapNs, channel->fd);
+    }
+}
+
+} // namespace
+
 /**
  * Waits for a completion event on @p channel (blocks unless channel->fd was made non-blocking).
+ * Unless DROCE_PROGRESS=thread, the waiting thread first drives the engine itself (wait_driving);
+ * with DROCE_PROGRESS=app it never blocks without driving, so a program that waits here progresses
+ * with no engine thread. (A program that waits on channel->fd with its own poll/epoll needs an
+ * engine thread: DROCE_PROGRESS=auto or thread.)
  * @return 0 with *cq and *cq_context set, or -1 with errno (EAGAIN when non-blocking and none
  * pending).
  */
@@ -307,6 +360,8 @@ extern "C" int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** c
         errno = EINVAL;
         return -1;
     }
+    VContext* c = vctx_of(channel->context);
+    if (c->drive_passes) wait_driving(channel, c);
     VCq* v = nullptr;
     ssize_t n;
     do {

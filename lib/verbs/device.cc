@@ -106,6 +106,19 @@ void stop_all_engines_at_exit() {
 
 } // namespace
 
+bool parse_progress_mode(const char* s, ProgressMode* out) noexcept {
+    if (std::strcmp(s, "auto") == 0) {
+        *out = ProgressMode::automatic;
+    } else if (std::strcmp(s, "thread") == 0) {
+        *out = ProgressMode::thread;
+    } else if (std::strcmp(s, "app") == 0) {
+        *out = ProgressMode::app;
+    } else {
+        return false;
+    }
+    return true;
+}
+
 int load_devices(Provider& p) {
     if (p.listed) return 0;
     const char* env = std::getenv("DROCE_CONFIG");
@@ -353,9 +366,11 @@ extern "C" int ibv_get_device_index(ibv_device* device) {
 
 /**
  * Opens a context. The first open in the process brings up the runtime of the whole config (EAL,
- * ports, every device); engine threads run while at least one context is open.
+ * ports, every device); engine threads run while at least one context is open, unless
+ * DROCE_PROGRESS=app (then the application's verb calls alone drive the engine).
  * @return the context, or NULL with errno ENODEV (runtime bring-up failed: the reason is on
- * stderr), EINVAL (not a droce device), ENOMEM or EMFILE (no pipe for async events).
+ * stderr), EINVAL (not a droce device; DROCE_PROGRESS or DROCE_PROGRESS_PASSES malformed, said on
+ * stderr), ENOMEM or EMFILE (no pipe for async events).
  */
 extern "C" ibv_context* ibv_open_device(ibv_device* device) {
     if (!device) return fail<ibv_context>(EINVAL);
@@ -368,19 +383,54 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
     if (!p.runtime) {
         std::string err;
         RuntimeOptions opts;
-        // The engine threads run at nice -10 (DROCE_ENGINE_NICE overrides; 0 leaves them alone): an
-        // application that spins on memory without calling into the library (ib_write_lat) would
-        // otherwise hold the core until the scheduler tick, 4 ms per message on a 2-core host.
+        // Engine threads alone (DROCE_PROGRESS=thread) run at nice -10 (DROCE_ENGINE_NICE
+        // overrides; 0 leaves them alone): an application that spins on memory without calling
+        // into the library (ib_write_lat) would otherwise hold the core until the scheduler tick,
+        // 4 ms per message on a 2-core host.
         opts.engine.nice = -10;
+        // DROCE_PROGRESS=auto|thread|app: who runs the engine (ProgressMode, README: Progress);
+        // DROCE_PROGRESS_PASSES=N (1..1024): engine passes one verb call may run.
+        if (const char* pm = std::getenv("DROCE_PROGRESS"); pm && *pm) {
+            if (!parse_progress_mode(pm, &p.progress)) {
+                std::fprintf(stderr, "droce: DROCE_PROGRESS=%s is not auto, thread or app\n", pm);
+                return fail<ibv_context>(EINVAL);
+            }
+        }
+        if (const char* pp = std::getenv("DROCE_PROGRESS_PASSES"); pp && *pp) {
+            std::uint64_t v = 0;
+            if (!parse_uint(pp, 1, 1024, &v)) {
+                std::fprintf(stderr, "droce: DROCE_PROGRESS_PASSES=%s is not a number in 1..1024\n",
+                             pp);
+                return fail<ibv_context>(EINVAL);
+            }
+            p.progress_passes = static_cast<unsigned>(v);
+        }
+        // With application threads driving (auto), the engine threads only serve what no verb
+        // call sees (a passive side spinning on memory): a short yield phase, then naps of at most
+        // 20 us, instead of 200,000 yields that kept them competing with the application for the
+        // core on a host with fewer cores than busy threads (bench/verbs/progress). Engine threads
+        // alone (thread) keep the long yield phase: napping without a receive interrupt (droce's
+        // memif port has none yet) cost ib_write_lat 10 ms per message there.
+        // And at nice 0: at -10 they preempted the application that was about to drive the
+        // engine itself (ib_write_lat typical 80 us against 27 us at nice 0, same run).
+        if (p.progress == ProgressMode::automatic) {
+            opts.engine.spin_polls = kAutoEngineBackoff.spin_polls;
+            opts.engine.yield_polls = kAutoEngineBackoff.yield_polls;
+            opts.engine.max_sleep_ns = kAutoEngineBackoff.max_sleep_ns;
+            opts.engine.nice = kAutoEngineBackoff.nice;
+        }
         if (const char* n = std::getenv("DROCE_ENGINE_NICE"); n && *n)
             opts.engine.nice = static_cast<int>(std::strtol(n, nullptr, 10));
         // DROCE_ENGINE_BACKOFF=spin,yield,sleep_ns overrides the engine threads' idle back-off
-        // (EngineThread::Options; default the runtime's).
+        // (EngineThread::Options; default the runtime's, kAutoEngineBackoff in auto).
         if (const char* bo = std::getenv("DROCE_ENGINE_BACKOFF"); bo && *bo) {
             unsigned long long sp = 0, yi = 0, sl = 0;
-            if (std::sscanf(bo, "%llu,%llu,%llu", &sp, &yi, &sl) == 3)
-                opts.engine = EngineThread::Options{static_cast<std::uint32_t>(sp),
-                                                    static_cast<std::uint32_t>(yi), sl};
+            if (std::sscanf(bo, "%llu,%llu,%llu", &sp, &yi, &sl) == 3) {
+                // The budget only: the nice value chosen above stays.
+                opts.engine.spin_polls = static_cast<std::uint32_t>(sp);
+                opts.engine.yield_polls = static_cast<std::uint32_t>(yi);
+                opts.engine.max_sleep_ns = sl;
+            }
         }
         // DROCE_IMPAIR=spec puts an impairment stage (loss, reorder, ECN marking, ...; the syntax
         // of sim::parse_impair_spec) on every port, for programs that cannot ask for one: how a
@@ -437,6 +487,22 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
     c->vdev = vd;
     c->dev = &p.runtime->device(vd->index);
     c->async_wfd = fds[1];
+    c->drive_passes = p.progress == ProgressMode::thread ? 0u : p.progress_passes;
+    c->app_only = p.progress == ProgressMode::app;
+    if (c->drive_passes) {
+        try {
+            if (c->app_only)
+                for (unsigned i = 0; i < p.runtime->num_devices(); ++i)
+                    c->drive_devs.push_back(&p.runtime->device(i));
+            else
+                c->drive_devs.push_back(c->dev);
+        } catch (...) {
+            close(fds[0]);
+            close(fds[1]);
+            delete c;
+            return fail<ibv_context>(ENOMEM);
+        }
+    }
     ibv_context& ic = c->vctx.context;
     ic.device = device;
     ic.cmd_fd = -1;
@@ -451,8 +517,9 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
     install_qp_ops(*c);
     p.contexts.push_back(c);
     ++p.open_contexts;
-    // Engine threads run while a context is open: the first open starts them.
-    if (!p.runtime->engines_running())
+    // Engine threads run while a context is open: the first open starts them (unless the
+    // application alone drives the engine).
+    if (p.progress != ProgressMode::app && !p.runtime->engines_running())
         p.runtime->start_engines(p.runtime->num_devices() > 1 ? EngineMode::shared
                                                               : EngineMode::per_device);
     return &ic;

@@ -79,9 +79,41 @@ struct AsyncRecord {
     void* element = nullptr; ///< ibv_qp / ibv_cq for QP and CQ events
 };
 
+/**
+ * Who drives the engine of the verbs library's devices (DROCE_PROGRESS, read at the first
+ * ibv_open_device of the process; README: Progress).
+ */
+enum class ProgressMode : std::uint8_t {
+    /** Engine threads run (they spin, yield, then nap on the doorbell and receive interrupts),
+     *  and ibv_post_send, an empty ibv_poll_cq and a waiting ibv_get_cq_event also run engine
+     *  passes on the application thread whenever no other thread is running one. The default. */
+    automatic,
+    thread, ///< engine threads only: the verbs never run the engine (droce before progress modes)
+    /** No engine thread: only the application's verb calls move traffic. For programs that poll a
+     *  CQ or wait in ibv_get_cq_event; a side that waits on memory alone never progresses. */
+    app,
+};
+
+/** Engine threads with ProgressMode::automatic: spin 20 idle passes, yield 2,000, then nap at most
+ *  20 us at a time, at nice 0 (chosen by bench/verbs/progress; DROCE_ENGINE_BACKOFF and
+ *  DROCE_ENGINE_NICE override). */
+inline constexpr EngineThread::Options kAutoEngineBackoff{20, 2'000, 20'000, 0};
+
+/** Parses a DROCE_PROGRESS value ("auto", "thread", "app"). @return false when it is none. */
+bool parse_progress_mode(const char* s, ProgressMode* out) noexcept;
+
 struct VContext {
     VDevice* vdev = nullptr;
     Device* dev = nullptr; ///< the runtime's device
+    /** Engine passes a verb call may run on the application thread (ProgressMode::automatic and
+     *  app: DROCE_PROGRESS_PASSES), 0 = never (ProgressMode::thread). Fixed at open. */
+    unsigned drive_passes = 0;
+    /** No engine thread runs (ProgressMode::app): a waiting ibv_get_cq_event must keep driving. */
+    bool app_only = false;
+    /** The devices a verb call of this context drives: its own; with ProgressMode::app every
+     *  device of the runtime (a program that joins two devices of one process, as config/demo.ini
+     *  does, polls only one CQ at a time). Fixed at open. */
+    std::vector<Device*> drive_devs;
     int async_wfd =
         -1; ///< write end of the async event pipe (non-blocking); read end = context.async_fd
     verbs_context vctx{}; ///< must be last: ibv_context is the last member of verbs_context
@@ -153,7 +185,9 @@ struct Provider {
     std::vector<std::unique_ptr<VDevice>> devices;
     std::unique_ptr<Runtime> runtime; ///< created at the first ibv_open_device, never destroyed
     unsigned open_contexts = 0;       ///< engines run while this is > 0
-    std::vector<VContext*> contexts;  ///< open contexts (for async events)
+    ProgressMode progress = ProgressMode::automatic; ///< DROCE_PROGRESS, set at the first open
+    unsigned progress_passes = 4;                    ///< DROCE_PROGRESS_PASSES
+    std::vector<VContext*> contexts;                 ///< open contexts (for async events)
 };
 
 /** The provider singleton (never destroyed, so nothing runs at exit in an order we do not control).
@@ -183,6 +217,18 @@ class ControlGuard {
 
 /** Writes an async event into every open context of @p dev (engine thread or control path). */
 void post_async_event(Device* dev, const AsyncRecord& rec) noexcept;
+
+/**
+ * Application-driven progress (ProgressMode): runs up to c->drive_passes engine passes on each of
+ * c->drive_devs whose engine no other thread is running now. Datapath: no lock, no allocation.
+ * @return units of work done (0: idle, or every engine was busy on another thread).
+ */
+inline std::uint32_t drive(const VContext* c) noexcept {
+    std::uint32_t work = 0;
+    for (Device* d : c->drive_devs)
+        work += d->progress(c->drive_passes);
+    return work;
+}
 
 /** Fills ibv_context_ops and the verbs_context ops of a new context (cq.cc / qp.cc provide them).
  */

@@ -157,6 +157,9 @@ void from_qp_attr(const rc::Qp& qp, ibv_qp_attr& a) noexcept {
 /**
  * ibv_post_send (context op): posts the chain @p wr in order, in chunks of VQp::kScratch, until the
  * first WR that cannot be posted. Inline data is copied now. Any thread (per-QP spinlock).
+ * Unless DROCE_PROGRESS=thread, the calling thread then runs up to DROCE_PROGRESS_PASSES engine
+ * passes itself when no other thread is running the engine (Device::post_send), so the WQEs leave
+ * at once.
  * @return 0; EINVAL (QP not in RTS/SQD/ERR, opcode droce does not support such as LOCAL_INV or
  *         BIND_MW, more SGEs than the QP's max_send_sge, inline data above max_inline_data or on
  *         READ/atomic, atomic SGE not 8 bytes); ENOMEM (send queue full). *bad_wr = the first WR
@@ -176,7 +179,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
         }
         std::uint32_t bad = n;
         if (n > 0) {
-            int prc = qp->ctx->dev->post_send(qp->native, buf, n, &bad);
+            int prc = qp->ctx->dev->post_send(qp->native, buf, n, &bad, qp->ctx->drive_passes);
             if (prc != 0) rc = prc;
         }
         if (rc != 0) {
@@ -278,7 +281,8 @@ int wr_complete(ibv_qp_ex* q) {
     int rc = qp->batch_err;
     if (rc == 0 && qp->batch_n > 0) {
         std::uint32_t bad = 0;
-        rc = qp->ctx->dev->post_send(qp->native, qp->batch.get(), qp->batch_n, &bad);
+        rc = qp->ctx->dev->post_send(qp->native, qp->batch.get(), qp->batch_n, &bad,
+                                     qp->ctx->drive_passes);
     }
     qp->batch_n = 0;
     qp->sq_lock.unlock();

@@ -8,6 +8,7 @@
  */
 #include <infiniband/verbs.h>
 
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -428,8 +430,19 @@ TEST_F(Pair, PostSendRejectsBadWrs) {
     wr.num_sge = 0;
     wr.next = &w2;
     bad = nullptr;
+    // The zero-length SEND before the bad WR is posted: give it a receive and wait for it, so
+    // that it is not still in flight (RNR retries) when the next test's QPs reuse these QPNs and
+    // PSNs (an application thread that drives progress sends it at once).
+    ibv_recv_wr pr{};
+    pr.wr_id = 9;
+    ibv_recv_wr* prbad = nullptr;
+    ASSERT_EQ(ibv_post_recv(sb.qp, &pr, &prbad), 0);
     EXPECT_EQ(ibv_post_send(sa.qp, &wr, &bad), EINVAL);
     EXPECT_EQ(bad, &w2);
+    ibv_wc rwc{};
+    ASSERT_TRUE(poll_one(sb.cq, &rwc));
+    EXPECT_EQ(rwc.wr_id, 9u);
+    EXPECT_EQ(rwc.byte_len, 0u);
     ibv_recv_wr rw{};
     rw.sg_list = nullptr;
     rw.num_sge = 40;
@@ -623,6 +636,84 @@ TEST_F(Pair, RateLimitPacesTheQp) {
     ibv_qp_attr at{};
     at.rate_limit = 0; // no limit again
     ASSERT_EQ(ibv_modify_qp(sa.qp, &at, IBV_QP_RATE_LIMIT), 0);
+}
+
+/** Threads of this process named as droce's engine threads (EngineThread::kThreadName). */
+int engine_threads() {
+    int n = 0;
+    DIR* d = opendir("/proc/self/task");
+    if (!d) return -1;
+    while (dirent* e = readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        const std::string path = std::string("/proc/self/task/") + e->d_name + "/comm";
+        std::FILE* f = std::fopen(path.c_str(), "r");
+        if (!f) continue;
+        char comm[32] = {};
+        if (std::fgets(comm, sizeof comm, f) && std::strncmp(comm, "droce-engine", 12) == 0) ++n;
+        std::fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+TEST_F(Pair, CqPollLoopMovesDataInEveryProgressMode) {
+    // DROCE_PROGRESS=app: no engine thread at all, the poll loop below is all that runs the
+    // engines (both devices: demo.ini joins them in this process). Otherwise engine threads run.
+    const char* mode = std::getenv("DROCE_PROGRESS");
+    const bool app = mode && std::strcmp(mode, "app") == 0;
+    if (app) {
+        EXPECT_EQ(engine_threads(), 0);
+    } else {
+        EXPECT_GE(engine_threads(), 1);
+    }
+    for (int round = 0; round < 20; ++round) {
+        for (std::size_t i = 0; i < 4096; ++i)
+            sa.buf[i] = static_cast<std::uint8_t>(i * 3 + round);
+        ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 4096, sa.mr->lkey};
+        ibv_send_wr wr = write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
+        ibv_send_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
+        ibv_wc wc{};
+        ASSERT_TRUE(poll_one(sa.cq, &wc)) << "round " << round;
+        ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+        ASSERT_EQ(std::memcmp(sa.buf.data(), sb.buf.data(), 4096), 0) << "round " << round;
+    }
+}
+
+TEST_F(Pair, GetCqEventWaitsForACompletion) {
+    // ibv_get_cq_event called at once, blocking, with nothing pending yet: the wait itself must
+    // see the SEND through (with DROCE_PROGRESS=app it is the only thing driving the engines).
+    for (int round = 0; round < 5; ++round) {
+        ibv_sge rs{reinterpret_cast<uintptr_t>(sb.buf.data()), 256, sb.mr->lkey};
+        ibv_recv_wr rw{};
+        rw.wr_id = 100 + static_cast<std::uint64_t>(round);
+        rw.sg_list = &rs;
+        rw.num_sge = 1;
+        ibv_recv_wr* rbad = nullptr;
+        ASSERT_EQ(ibv_post_recv(sb.qp, &rw, &rbad), 0);
+        ASSERT_EQ(ibv_req_notify_cq(sb.cq, 0), 0);
+        char msg[] = "event";
+        ibv_sge ss{reinterpret_cast<uintptr_t>(msg), sizeof msg, 0};
+        ibv_send_wr wr{};
+        wr.wr_id = 1;
+        wr.sg_list = &ss;
+        wr.num_sge = 1;
+        wr.opcode = IBV_WR_SEND;
+        wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+        ibv_send_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
+        ibv_cq* ev_cq = nullptr;
+        void* ev_ctx = nullptr;
+        ASSERT_EQ(ibv_get_cq_event(sb.ch, &ev_cq, &ev_ctx), 0);
+        EXPECT_EQ(ev_cq, sb.cq);
+        ibv_ack_cq_events(ev_cq, 1);
+        ibv_wc wc{};
+        ASSERT_TRUE(poll_one(sb.cq, &wc));
+        EXPECT_EQ(wc.wr_id, rw.wr_id);
+        EXPECT_EQ(wc.byte_len, sizeof msg);
+        ASSERT_TRUE(poll_one(sa.cq, &wc));
+        EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    }
 }
 
 TEST_F(Pair, ManyThreadsPostOnOneQp) {

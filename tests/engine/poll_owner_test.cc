@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * The poll ownership of a device (Device::poll / Device::progress, device.h's thread rules): any
+ * thread may call them, a pass runs on one thread at a time, and traffic stays correct when an
+ * application thread and engine threads take turns running the engine.
+ */
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "engine/engine_thread.h"
+#include "two_engines.h"
+
+namespace droce::test {
+namespace {
+
+using namespace std::chrono;
+
+/**
+ * A fabric port that notices two passes at once: every pass calls rx_burst once per port; inside
+ * it, the port holds the pass for a few microseconds and checks that no other thread entered
+ * rx_burst and that the device's pass counter did not move.
+ */
+class OverlapProbePort final : public PortDriver {
+  public:
+    explicit OverlapProbePort(PortDriver& inner) : inner_(inner) {}
+    const Device* dev = nullptr;
+    std::atomic<std::uint32_t> inside{0};
+    std::atomic<std::uint64_t> overlaps{0};
+    std::atomic<std::uint64_t> bursts{0};
+
+    std::uint16_t alloc_bulk(PktBuf** bufs, std::uint16_t n) noexcept override {
+        return inner_.alloc_bulk(bufs, n);
+    }
+    void free_bulk(PktBuf** bufs, std::uint16_t n) noexcept override { inner_.free_bulk(bufs, n); }
+    std::uint16_t tx_burst(PktBuf** bufs, std::uint16_t n) noexcept override {
+        return inner_.tx_burst(bufs, n);
+    }
+    std::uint16_t rx_burst(PktBuf** bufs, std::uint16_t n) noexcept override {
+        if (inside.fetch_add(1, std::memory_order_seq_cst) != 0) overlaps.fetch_add(1);
+        const std::uint64_t passes = dev ? dev->passes_run() : 0;
+        const auto until = steady_clock::now() + microseconds(3);
+        while (steady_clock::now() < until)
+            std::this_thread::yield(); // lets the other thread run on a busy 2-core host
+        if (dev && dev->passes_run() != passes) overlaps.fetch_add(1);
+        inside.fetch_sub(1, std::memory_order_seq_cst);
+        bursts.fetch_add(1, std::memory_order_relaxed);
+        return inner_.rx_burst(bufs, n);
+    }
+    std::uint32_t max_frame() const noexcept override { return inner_.max_frame(); }
+    bool link_up() const noexcept override { return inner_.link_up(); }
+
+  private:
+    PortDriver& inner_;
+};
+
+TEST(PollOwnership, TwoThreadsNeverRunAPassAtOnce) {
+    Clock clock = Clock::tsc();
+    sim::Fabric fabric(&clock, TwoEngines::fabric_config(1));
+    OverlapProbePort probe(fabric.port(0, 0));
+    Device dev("droce0", clock,
+               {PortSpec{&probe, sim::Fabric::mac(0, 0), gid_from_ipv4(10, 0, 0, 1), 4096}});
+    probe.dev = &dev;
+
+    // Two threads call poll() and progress() back to back until both ran passes and at least one
+    // call found the other running (or 20 s: a host so busy that they never met fails the test).
+    std::atomic<bool> go{false}, stop{false};
+    std::atomic<std::uint64_t> refused{0};
+    auto caller = [&](bool use_progress) {
+        while (!go.load(std::memory_order_acquire)) {
+        }
+        while (!stop.load(std::memory_order_relaxed)) {
+            const std::uint64_t before = probe.bursts.load(std::memory_order_relaxed);
+            const std::uint32_t w = use_progress ? dev.progress(4) : dev.poll();
+            (void)w;
+            if (probe.bursts.load(std::memory_order_relaxed) == before)
+                refused.fetch_add(1, std::memory_order_relaxed);
+        }
+    };
+    std::thread a(caller, false), b(caller, true);
+    go.store(true, std::memory_order_release);
+    const auto end = steady_clock::now() + seconds(20);
+    while (steady_clock::now() < end && (dev.passes_run() < 2000 || dev.poll_contended() < 100))
+        std::this_thread::sleep_for(milliseconds(5));
+    stop.store(true);
+    a.join();
+    b.join();
+    EXPECT_EQ(probe.overlaps.load(), 0u) << "two passes ran at once";
+    EXPECT_GE(dev.passes_run(), 2000u);
+    EXPECT_GE(dev.poll_contended(), 100u) << "the threads never met: the test proved nothing";
+    // One rx burst per pass (one port): every pass that ran went through the probe.
+    EXPECT_EQ(probe.bursts.load(), dev.passes_run());
+}
+
+/**
+ * Passive side with an engine thread, active side driven by the application thread while its own
+ * engine thread runs too (the verbs library's DROCE_PROGRESS=auto): every WRITE completes, in
+ * order, with its data in place, however the passes were shared out.
+ */
+TEST(PollOwnership, ApplicationAndEngineThreadsShareTheEngine) {
+    TwoEngines t(1, /*ipv6=*/false, /*real_time=*/true);
+    QpOptions o;
+    o.sq_depth = 256;
+    const QpPair p = t.connect(o);
+    constexpr std::size_t kMsg = 2048;
+    constexpr std::uint32_t kSlots = 32;
+    constexpr std::uint64_t kWrites = 3000;
+    auto src = t.buffer(0, kMsg * kSlots, 11);
+    auto dst = t.buffer(1, kMsg * kSlots);
+
+    EngineThread::Options eo;
+    eo.spin_polls = 20;
+    eo.yield_polls = 200;
+    eo.max_sleep_ns = 100'000;
+    EngineThread e0(*t.dev[0], eo), e1(*t.dev[1], eo);
+    ASSERT_TRUE(e0.start());
+    ASSERT_TRUE(e1.start());
+
+    std::uint64_t posted = 0, completed = 0, bad = 0, out_of_order = 0;
+    rc::Cqe cqes[32];
+    const auto end = steady_clock::now() + seconds(40);
+    const std::uint64_t passes_before = t.dev[0]->passes_run();
+    while (completed < kWrites && steady_clock::now() < end) {
+        while (posted < kWrites && posted - completed < kSlots) {
+            const std::size_t slot = posted % kSlots;
+            rc::SendWqe w =
+                TwoEngines::wqe(rc::WrOpcode::rdma_write, posted, *src, kMsg, slot * kMsg);
+            w.remote_addr = dst->addr(slot * kMsg);
+            w.rkey = dst->mr->rkey;
+            std::uint32_t n_bad = 0;
+            ASSERT_EQ(t.dev[0]->post_send(p.qp[0], &w, 1, &n_bad, 4), 0);
+            ++posted;
+        }
+        std::uint32_t n = t.dev[0]->poll_cq(t.send_cq[0], cqes, 32);
+        if (n == 0) {
+            t.dev[0]->progress(4);
+            n = t.dev[0]->poll_cq(t.send_cq[0], cqes, 32);
+        }
+        for (std::uint32_t i = 0; i < n; ++i) {
+            if (cqes[i].status != rc::WcStatus::success) ++bad;
+            if (cqes[i].wr_id != completed) ++out_of_order;
+            ++completed;
+        }
+    }
+    e0.stop();
+    e1.stop();
+    EXPECT_EQ(completed, kWrites);
+    EXPECT_EQ(bad, 0u);
+    EXPECT_EQ(out_of_order, 0u);
+    EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), kMsg * kSlots), 0);
+    EXPECT_GT(t.dev[0]->passes_run(), passes_before);
+}
+
+/** With no engine thread, poll() and progress() from one application thread alone move traffic
+ *  (droce-perf --inline-progress, DROCE_PROGRESS=app). */
+TEST(PollOwnership, ProgressAloneCompletesATransfer) {
+    TwoEngines t(1, /*ipv6=*/false, /*real_time=*/true);
+    const QpPair p = t.connect();
+    auto src = t.buffer(0, 65536, 5);
+    auto dst = t.buffer(1, 65536);
+    rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, 1, *src, 65536);
+    w.remote_addr = dst->addr();
+    w.rkey = dst->mr->rkey;
+    std::uint32_t n_bad = 0;
+    ASSERT_EQ(t.dev[0]->post_send(p.qp[0], &w, 1, &n_bad, 4), 0);
+    rc::Cqe c{};
+    const auto end = steady_clock::now() + seconds(20);
+    std::uint32_t got = 0;
+    while (got == 0 && steady_clock::now() < end) {
+        t.dev[0]->progress(4);
+        t.dev[1]->progress(4);
+        got = t.dev[0]->poll_cq(t.send_cq[0], &c, 1);
+    }
+    ASSERT_EQ(got, 1u);
+    EXPECT_EQ(c.status, rc::WcStatus::success);
+    EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), 65536), 0);
+    EXPECT_EQ(t.dev[0]->poll_contended(), 0u); // one thread: it never found the engine busy
+}
+
+} // namespace
+} // namespace droce::test
