@@ -78,6 +78,33 @@ bool hugetlbfs_mounted() {
     return false;
 }
 
+/** The default hugepage size in kB and its free pages, from /proc/meminfo (0 and 0 when none). */
+void default_hugepages(unsigned long* size_kb, unsigned long* free) {
+    *size_kb = 0;
+    *free = 0;
+    std::ifstream f("/proc/meminfo");
+    std::string key;
+    unsigned long v = 0;
+    std::string rest;
+    while (f >> key >> v) {
+        std::getline(f, rest);
+        if (key == "HugePages_Free:") *free = v;
+        if (key == "Hugepagesize:") *size_kb = v;
+    }
+}
+
+/** A hugetlbfs mount this process may create files in (@p want: that directory only). */
+bool writable_hugetlbfs(const std::string& want) {
+    std::ifstream f("/proc/mounts");
+    std::string dev, dir, type, rest;
+    while (f >> dev >> dir >> type) {
+        std::getline(f, rest);
+        if (type != "hugetlbfs" || (!want.empty() && dir != want)) continue;
+        if (access(dir.c_str(), W_OK) == 0) return true;
+    }
+    return false;
+}
+
 } // namespace
 
 std::string to_string(const Holder& h) {
@@ -217,6 +244,24 @@ std::string memif_obstacle(const std::string& devargs) {
     if (!client && listening)
         return where + " is in use by " + (h.pid ? to_string(h) : std::string("another process")) +
                ": stop it, or give this server another socket= in the devargs (the client's too)";
+    return {};
+}
+
+std::string hugepage_shortfall(const std::vector<std::string>& eal_args) {
+    const std::string dir = arg_value(eal_args, "--huge-dir");
+    if (!writable_hugetlbfs(dir))
+        return dir.empty() ? "no hugetlbfs is mounted (or none this user may write)"
+                           : "--huge-dir " + dir + " is not a hugetlbfs mount this user may write";
+    unsigned long size_kb = 0, free = 0;
+    default_hugepages(&size_kb, &free);
+    unsigned long need = 1;
+    if (const std::string m = arg_value(eal_args, "-m"); !m.empty() && size_kb > 0)
+        need = (std::strtoul(m.c_str(), nullptr, 10) * 1024 + size_kb - 1) / size_kb;
+    if (size_kb == 0 || free < need)
+        return std::to_string(need) + " free " + std::to_string(size_kb) +
+               " kB hugepages are needed" +
+               (arg_value(eal_args, "-m").empty() ? "" : " for -m " + arg_value(eal_args, "-m")) +
+               " and " + std::to_string(free) + " are free";
     return {};
 }
 

@@ -54,6 +54,17 @@ struct Holder {
 [[nodiscard]] std::string eal_obstacle(const std::vector<std::string>& eal_args);
 
 /**
+ * Why the host cannot give EAL arguments @p eal_args the hugepages they ask for, for a config
+ * with `hugepages = auto` deciding before rte_eal_init (DPDK cannot be initialised a second time
+ * after a failed try). Looks for a hugetlbfs mount (the `--huge-dir` one when given) this process
+ * may write, and for enough free hugepages of the host's default size for `-m N` (N MiB; one page
+ * without -m). @return empty when both are there, else the reason as a phrase ("no hugetlbfs is
+ * mounted", "128 free 2048 kB hugepages are needed for -m 256 and 0 are free"). Reads /proc and
+ * /sys only; the pages may still be taken by another process before the EAL starts.
+ */
+[[nodiscard]] std::string hugepage_shortfall(const std::vector<std::string>& eal_args);
+
+/**
  * The memif control socket named by net_memif @p devargs (`socket=`, DPDK's default
  * /run/memif.sock) and whether it is abstract (`socket-abstract=`, default yes).
  * @return false when @p devargs is not a net_memif device.

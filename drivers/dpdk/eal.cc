@@ -109,6 +109,38 @@ std::vector<std::string> split_args(const std::string& s) {
     return out;
 }
 
+std::vector<std::string> no_huge_args(const std::vector<std::string>& args) {
+    for (const std::string& a : args)
+        if (a == "--no-huge") return args;
+    std::vector<std::string> out;
+    bool has_m = false;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        if (a == "--single-file-segments" || a == "--huge-unlink" || a == "--in-memory" ||
+            a.rfind("--huge-dir=", 0) == 0 || a.rfind("--socket-mem=", 0) == 0 ||
+            a.rfind("--socket-limit=", 0) == 0)
+            continue;
+        if (a == "--huge-dir" || a == "--socket-mem" || a == "--socket-limit") {
+            ++i; // and its value
+            continue;
+        }
+        if (a.rfind("-m", 0) == 0) has_m = true; // "-m N" or "-mN"
+        out.push_back(a);
+    }
+    out.insert(out.begin(), "--no-huge");
+    if (!has_m) out.insert(out.begin() + 1, {"-m", "256"});
+    return out;
+}
+
+std::string memif_copy_mode(const std::string& devargs) {
+    if (devargs.rfind("net_memif", 0) != 0) return devargs;
+    std::string out = devargs;
+    const std::string yes = ",zero-copy=yes";
+    for (std::size_t pos = out.find(yes); pos != std::string::npos; pos = out.find(yes, pos))
+        out.replace(pos, yes.size(), ",zero-copy=no");
+    return out;
+}
+
 bool eal_initialized() noexcept {
     return g_eal_up.load(std::memory_order_acquire);
 }

@@ -85,6 +85,22 @@ void release_files_on_exit() noexcept;
 [[nodiscard]] std::vector<std::string> split_args(const std::string& s);
 
 /**
+ * The copy-mode fallback of a config with `hugepages = auto` or `off` (lib/config), EAL side:
+ * @p args without what asks for hugepages (`--single-file-segments`, `--huge-dir D`,
+ * `--huge-unlink`, `--socket-mem`, `--socket-limit`, `--in-memory`) and with `--no-huge`; `-m`
+ * is kept (256 added when absent: --no-huge needs a size). Arguments that already say --no-huge
+ * come back unchanged.
+ */
+[[nodiscard]] std::vector<std::string> no_huge_args(const std::vector<std::string>& args);
+
+/**
+ * The copy-mode fallback, port side: net_memif @p devargs with `zero-copy=no` in place of
+ * `zero-copy=yes` (memif zero-copy lends the peer this process's mempool, which must be hugepage
+ * memory). Any other devargs come back unchanged.
+ */
+[[nodiscard]] std::string memif_copy_mode(const std::string& devargs);
+
+/**
  * Finds or creates the ethdev named by @p devargs and returns its port id in @p port_id.
  *  - `droce_ringpair,...`: see the file comment; rings are created on first use and shared by the
  *    two ends.

@@ -225,7 +225,7 @@ bool classify(std::string_view name, SectionId* id) noexcept {
     return true;
 }
 
-constexpr const char* kDeviceKeys[] = {"name",  "eal",     "clock",
+constexpr const char* kDeviceKeys[] = {"name",  "eal",     "clock",          "hugepages",
                                        "dcqcn", "capture", "capture_snaplen"};
 constexpr const char* kPortKeys[] = {
     "driver",   "devargs",       "mac",       "ip",    "mtu",     "line_rate_gbps", "interface",
@@ -451,6 +451,24 @@ bool Loader::build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d
         std::istringstream in(eal);
         for (std::string a; in >> a;)
             d->eal.push_back(a);
+    }
+    if (const char* hp = get(cfg, dsec, "hugepages")) {
+        const std::string_view h(hp);
+        if (!first)
+            return fail(line_of(dsec, "hugepages"), dsec, "hugepages",
+                        "only the first device of a file sets it (it shapes the one EAL)");
+        if (h == "auto")
+            d->hugepages = HugepageMode::auto_fallback;
+        else if (h == "off")
+            d->hugepages = HugepageMode::off;
+        else
+            return fail(line_of(dsec, "hugepages"), dsec, "hugepages",
+                        quote(h) + " is not auto or off (leave it out: the eal line decides)");
+        // auto with --no-huge would never try hugepages: say so rather than run slow silently.
+        if (d->hugepages == HugepageMode::auto_fallback &&
+            std::find(d->eal.begin(), d->eal.end(), "--no-huge") != d->eal.end())
+            return fail(line_of(dsec, "hugepages"), dsec, "hugepages",
+                        "auto needs an eal line that asks for hugepages (remove --no-huge)");
     }
     if (const char* clk = get(cfg, dsec, "clock")) {
         const std::string_view c(clk);

@@ -12,9 +12,10 @@
  *    [device0], [device0.port0].., [device0.qp], [device0.neighbors], [device1], [device1.port0]
  * ... The two forms do not mix. Devices are numbered 0..3 and ports 0..3 without gaps.
  *  - [device]  name (required: 1..63 of [A-Za-z0-9_.-]), eal (EAL arguments, one string split on
- *    whitespace; only the first device of a file may set it: one process, one EAL), clock (tsc |
- * virtual, default tsc), dcqcn (off | nvidia | paper), capture (a pcapng file: capture every frame,
- * no whitespace), capture_snaplen (64..65535 bytes kept per frame, default whole frames).
+ *    whitespace; only the first device of a file may set it: one process, one EAL), hugepages
+ *    (auto | off, first device only; see HugepageMode; default: the eal line as written), clock
+ * (tsc | virtual, default tsc), dcqcn (off | nvidia | paper), capture (a pcapng file: capture every
+ * frame, no whitespace), capture_snaplen (64..65535 bytes kept per frame, default whole frames).
  *  - [portN]   driver (dpdk | uring, default dpdk), ip (required: IPv4 or IPv6 address with
  *    /prefix), mtu (IP MTU in bytes, 576..9600; default 1500 on dpdk, the interface's on uring).
  *    driver = dpdk: devargs (required: PMD devargs, no whitespace), mac (required:
@@ -115,12 +116,25 @@ struct Neighbor {
     wire::MacAddr mac{};
 };
 
+/**
+ * What the `hugepages` key asks of the EAL line (resolved by lib/runtime when the EAL starts).
+ * The fallback is copy mode: dpdk::no_huge_args() on the eal line (--no-huge, -m kept) and
+ * dpdk::memif_copy_mode() on every net_memif devargs (zero-copy=no).
+ */
+enum class HugepageMode : std::uint8_t {
+    as_written,    ///< no key: the eal line as it is (hugepages unless it says --no-huge)
+    auto_fallback, ///< `auto`: the eal line (which must ask for hugepages) when the host can give
+                   ///< them, else the fallback with one line on stderr saying why
+    off,           ///< `off`: the fallback, always, silently
+};
+
 enum class ClockKind : std::uint8_t { tsc, virtual_clock };
 [[nodiscard]] const char* to_string(ClockKind k) noexcept;
 
 struct DeviceConfig {
     std::string name;
-    std::vector<std::string> eal; ///< EAL arguments (argv[1..])
+    std::vector<std::string> eal;                      ///< EAL arguments (argv[1..])
+    HugepageMode hugepages = HugepageMode::as_written; ///< `hugepages`; devices[0] only
     ClockKind clock = ClockKind::tsc;
     std::vector<PortConfig> ports; ///< 1..4, index = droce port index
     QpDefaults qp;

@@ -7,6 +7,7 @@
 #include <sched.h>
 
 #include <immintrin.h>
+#include <rte_eal.h>
 #include <rte_log.h>
 
 #include <algorithm>
@@ -110,6 +111,43 @@ std::string explain_port_failure(const std::string& devargs, const std::string& 
     return why.empty() ? dpdk_err : why + " (DPDK: " + dpdk_err + ")";
 }
 
+/**
+ * Settles the config's `hugepages` key (config.h HugepageMode) into @p file before the EAL starts:
+ * on the copy-mode fallback the eal line gets --no-huge and every net_memif port zero-copy=no, so
+ * that what follows sees a plain config. auto falls back when the host lacks the hugepages (or,
+ * the EAL being up already in this process, when it runs without them) and says so in one line on
+ * stderr, because the user asked for the fast mode and gets the slow one.
+ */
+void resolve_hugepages(const std::string& config_path, ConfigFile& file) {
+    DeviceConfig& d0 = file.devices[0];
+    std::string why;
+    if (d0.hugepages == HugepageMode::as_written) return;
+    if (d0.hugepages == HugepageMode::auto_fallback) {
+        if (dpdk::eal_initialized())
+            why = rte_eal_has_hugepages() ? "" : "this process's EAL runs without hugepages";
+        else
+            why = dpdk::hugepage_shortfall(d0.eal);
+        if (why.empty()) return;
+    }
+    d0.eal = dpdk::no_huge_args(d0.eal);
+    bool memif = false;
+    for (DeviceConfig& d : file.devices)
+        for (PortConfig& pc : d.ports) {
+            if (pc.driver != PortDriverKind::dpdk) continue;
+            const std::string copy = dpdk::memif_copy_mode(pc.devargs);
+            memif = memif || copy != pc.devargs;
+            pc.devargs = copy;
+        }
+    if (why.empty()) return; // off: asked for, nothing to say
+    std::string m;
+    for (std::size_t i = 0; i + 1 < d0.eal.size(); ++i)
+        if (d0.eal[i] == "-m") m = " -m " + d0.eal[i + 1];
+    std::fprintf(stderr,
+                 "droce: %s: hugepages = auto, but %s: running %swith --no-huge%s, slower "
+                 "(README: Fast by default, for the hugepages to reserve)\n",
+                 config_path.c_str(), why.c_str(), memif ? "memif in copy mode " : "", m.c_str());
+}
+
 bool has_log_level(const std::vector<std::string>& args) {
     return std::any_of(args.begin(), args.end(),
                        [](const std::string& a) { return a.rfind("--log-level", 0) == 0; });
@@ -150,6 +188,7 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
             return nullptr;
         }
     }
+    if (needs_eal(*file, which)) resolve_hugepages(config_path, *file);
     if (!dpdk::eal_initialized() && needs_eal(*file, which)) {
         // DPDK logs to stdout by default; apps keep stdout for their own output (tables, JSON).
         rte_openlog_stream(stderr);

@@ -142,7 +142,11 @@ class Runtime {
      *         (virtual time is for tests that advance it by hand).
      * Calls eal_init() with devices[0]'s eal arguments unless the EAL is already initialised or
      * no port of the devices brought up is a DPDK port (all uring: no EAL, no hugepages, no
-     * root). The uring ports' errors read "device D port P (uring ADDR udp PORT): reason".
+     * root). Before that the config's `hugepages` key is settled (config.h HugepageMode): with
+     * `auto` on a host without a writable hugetlbfs mount or enough free pages for `-m`, and with
+     * `off`, the EAL gets --no-huge and net_memif ports zero-copy=no; `auto` then writes one line
+     * on stderr saying why (droce: PATH: hugepages = auto, but REASON: running ...). The uring
+     * ports' errors read "device D port P (uring ADDR udp PORT): reason".
      */
     [[nodiscard]] static std::unique_ptr<Runtime>
     create(const std::string& config_path, const RuntimeOptions& opts, std::string* err);

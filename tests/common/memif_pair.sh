@@ -3,7 +3,9 @@
 # $tmp is a fresh directory holding server.ini and client.ini: private copies of
 # CONFIG_DIR/BASE-server.ini and BASE-client.ini (BASE: memif, the default, or memif4 for the
 # four-plane files) with their own memif socket and EAL file prefixes (droce-$tag-s,
-# droce-$tag-c), so that concurrent runs of any of these tests never meet. An EXIT
+# droce-$tag-c), so that concurrent runs of any of these tests never meet, and with `hugepages =
+# off` (no hugepages, memif copy mode): tests never take the hugepages a benchmark or another test
+# on the host reserved (firsthour-fast-configs checks the shipped `auto`). An EXIT
 # trap kills $server_pid (the caller sets it while a server runs) and removes $tmp and the EAL
 # runtime directories the two prefixes leave behind.
 memif_pair_cleanup() {
@@ -21,6 +23,7 @@ memif_pair_setup() {
     for side in server client; do
         sed -e "s|socket=/run/droce/$base.sock|socket=/run/droce/memif-$tag.sock|" \
             -e "s|--file-prefix=droce-$base-$side|--file-prefix=droce-$tag-${side:0:1}|" \
+            -e "s|^hugepages = auto|hugepages = off|" \
             "$cfg/$base-$side.ini" > "$tmp/$side.ini"
     done
 }

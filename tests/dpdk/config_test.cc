@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -160,7 +161,17 @@ TEST(Config, ShippedConfigsParse) {
     auto c = load_device_config(config_dir() + "/memif-client.ini", &err);
     ASSERT_TRUE(s && c) << err;
     EXPECT_NE(s->eal, c->eal); // different --file-prefix
-    EXPECT_NE(s->ports[0].devargs.find("zero-copy=no"), std::string::npos);
+    // Fast by default (issue 15): hugepages when the host has them, the client in memif zero-copy
+    // (the fallback to --no-huge and copy mode is lib/runtime's), path MTU 4096 on IP MTU 4200.
+    for (const auto* d : {&*s, &*c}) {
+        EXPECT_EQ(d->hugepages, HugepageMode::auto_fallback) << d->name;
+        EXPECT_EQ(std::count(d->eal.begin(), d->eal.end(), "--no-huge"), 0) << d->name;
+        EXPECT_EQ(std::count(d->eal.begin(), d->eal.end(), "--single-file-segments"), 1) << d->name;
+        EXPECT_EQ(d->ports[0].mtu, 4200u) << d->name;
+        EXPECT_EQ(d->qp.path_mtu, 4096u) << d->name;
+        EXPECT_NE(d->ports[0].devargs.find("bsize=8192"), std::string::npos) << d->name;
+    }
+    EXPECT_NE(c->ports[0].devargs.find("zero-copy=yes"), std::string::npos);
     // The four-plane files: plane N is port N on both sides, its own PMD instance, a static
     // neighbour for each of the peer's planes.
     for (const char* pair : {"memif4-server.ini|memif4-client.ini", "netns4-a.ini|netns4-b.ini"}) {
@@ -292,6 +303,33 @@ TEST(Config, CaptureKeys) {
     expect_refused(edit(5, "capture_snaplen = 70000"), 5, {"[device] capture_snaplen"});
     expect_refused(edit(5, "capture = a b.pcapng"), 5, {"[device] capture", "whitespace"});
     expect_refused(edit(7, "capture = x.pcapng", true), 7, {"[port0] capture", "unknown key"});
+}
+
+TEST(Config, Hugepages) {
+    std::string err;
+    TempFile none(kGood);
+    auto d0 = load_device_config(none.path(), &err);
+    ASSERT_TRUE(d0) << err;
+    EXPECT_EQ(d0->hugepages, HugepageMode::as_written);
+    TempFile off(edit(5, "hugepages = off"));
+    auto d1 = load_device_config(off.path(), &err);
+    ASSERT_TRUE(d1) << err;
+    EXPECT_EQ(d1->hugepages, HugepageMode::off);
+    TempFile aut(edit(4, "eal = -m 64 --single-file-segments\nhugepages = auto"));
+    auto d2 = load_device_config(aut.path(), &err);
+    ASSERT_TRUE(d2) << err;
+    EXPECT_EQ(d2->hugepages, HugepageMode::auto_fallback);
+    // auto with an eal line that never asks for hugepages would silently never be fast.
+    expect_refused(edit(5, "hugepages = auto"), 5, {"[device] hugepages", "remove --no-huge"});
+    expect_refused(edit(5, "hugepages = yes"), 5, {"[device] hugepages", "not auto or off"});
+    expect_refused(edit(9, "hugepages = off", true), 9, {"[port0] hugepages", "unknown key"});
+    const std::string two = "[device0]\nname = a\neal = -m 64\n"                       // 1-3
+                            "[device0.port0]\ndevargs = x0\nmac = 02:00:00:00:00:01\n" // 4-6
+                            "ip = 10.0.0.1/24\n"                                       // 7
+                            "[device1]\nname = b\nhugepages = off\n"                   // 8-10
+                            "[device1.port0]\ndevargs = x1\nmac = 02:00:00:00:00:02\n"
+                            "ip = 10.0.0.2/24\n";
+    expect_refused(two, 10, {"[device1] hugepages", "first device"});
 }
 
 TEST(Config, SeveralDevices) {

@@ -1,9 +1,10 @@
 #!/bin/bash
 # Two processes over net_memif with the shipped configs: config/memif-server.ini echoes,
-# config/memif-client.ini pings, at the smallest and the largest frame of MTU 1500; then both again
-# raised to MTU 4200 / path_mtu 4096 as the configs' comments say (4214-byte frames).
-# Each run uses private copies of the configs (its own memif socket and EAL file prefixes), so that
-# runs of this test, droce-perf's memif tests and the verbs tests never meet on one socket.
+# config/memif-client.ini pings, at the smallest and the largest frame of MTU 1500 (the configs
+# lowered to MTU 1500 / path_mtu 1024); then as shipped, MTU 4200 / path_mtu 4096 (4214-byte frames).
+# Each run uses private copies of the configs (its own memif socket and EAL file prefixes, and
+# hugepages = off: copy mode, no hugepages taken from a benchmark on the host), so that runs of this
+# test, droce-perf's memif tests and the verbs tests never meet on one socket.
 # usage: memif_test.sh PATH/TO/dpdk-port-ping CONFIG_DIR
 set -u
 bin=$1
@@ -16,9 +17,10 @@ trap 'rm -rf "$tmp" "$runtime/droce-$tag-s" "$runtime/droce-$tag-c"' EXIT
 for side in server client; do
     sed -e "s|socket=/run/droce/memif.sock|socket=/run/droce/memif-$tag.sock|" \
         -e "s|--file-prefix=droce-memif-$side|--file-prefix=droce-$tag-${side:0:1}|" \
-        "$cfg/memif-$side.ini" > "$tmp/memif-$side.ini"
-    sed -e 's/^mtu = 1500/mtu = 4200/' -e 's/^path_mtu = 1024/path_mtu = 4096/' \
-        "$tmp/memif-$side.ini" > "$tmp/memif-$side-4k.ini"
+        -e "s|^hugepages = auto|hugepages = off|" \
+        "$cfg/memif-$side.ini" > "$tmp/memif-$side-4k.ini"
+    sed -e 's/^mtu = 4200/mtu = 1500/' -e 's/^path_mtu = 4096/path_mtu = 1024/' \
+        "$tmp/memif-$side-4k.ini" > "$tmp/memif-$side.ini"
 done
 status=0
 dir=$tmp

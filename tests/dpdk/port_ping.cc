@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "dpdk/diagnose.h"
 #include "dpdk/eal.h"
 #include "dpdk/eth_port.h"
 
@@ -279,10 +280,17 @@ int main(int argc, char** argv) {
         return 2;
     }
     std::string err;
-    const auto dev = droce::load_device_config(config, &err);
+    auto dev = droce::load_device_config(config, &err);
     if (!dev) {
         std::fprintf(stderr, "%s\n", err.c_str());
         return 1;
+    }
+    // `hugepages = auto | off` as lib/runtime resolves it (without its stderr line).
+    if (dev->hugepages == droce::HugepageMode::off ||
+        (dev->hugepages == droce::HugepageMode::auto_fallback &&
+         !droce::dpdk::hugepage_shortfall(dev->eal).empty())) {
+        dev->eal = droce::dpdk::no_huge_args(dev->eal);
+        dev->ports[0].devargs = droce::dpdk::memif_copy_mode(dev->ports[0].devargs);
     }
     if (err = droce::dpdk::eal_init(dev->eal); !err.empty()) {
         std::fprintf(stderr, "%s\n", err.c_str());

@@ -82,7 +82,8 @@ kill -INT "$first"
 wait "$first"
 
 # 4. Hugepages asked for, none mounted (this namespace has no hugetlbfs).
-sed -e 's/--no-huge -m 256 //' "$cfg/memif-server.ini" > "$tmp/huge.ini"
+# (Without `hugepages = auto`: the shipped file would fall back to --no-huge and run.)
+sed -e '/^hugepages = auto/d' "$cfg/memif-server.ini" > "$tmp/huge.ini"
 timeout 30 "$perf" --server --once -c "$tmp/huge.ini" > "$tmp/huge" 2>&1
 expect "no hugepages" "$tmp/huge" "asks for hugepages .* no hugetlbfs is mounted" "--no-huge"
 

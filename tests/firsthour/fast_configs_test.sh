@@ -1,0 +1,135 @@
+#!/bin/bash
+# The shipped memif configs are fast by default and fall back clearly (issue 15):
+# config/memif-server.ini and memif-client.ini as shipped (hugepages = auto, path MTU 4096):
+#   - without hugetlbfs: a droce-perf pair runs a verified 64 KiB WRITE at path MTU 4096, each
+#     side prints exactly one line saying it fell back (--no-huge; the client: memif copy mode),
+#     and droce's libibverbs.so.1 reports active_mtu 4096 with the same one line;
+#   - with a hugetlbfs mount and free hugepages: the same pair runs with no fallback line, both
+#     processes hold hugepage files of their prefix while they run, and nothing of theirs is left
+#     in the mount or in /var/run/dpdk once they have ended.
+# Root only: runs in its own mount and network namespace (tmpfs on /var/run/dpdk, the host's
+# hugetlbfs mounts hidden, its own loopback for memif's abstract socket and the TCP port); 2 MiB
+# hugepages the host lacks are reserved for the run and given back. Exit 77 (skipped) when not
+# root or when the host cannot reserve hugepages.
+# usage: fast_configs_test.sh PATH/TO/droce-perf CONFIG_DIR BUILD/lib/verbs
+set -u
+perf=$1
+cfg=$2
+libdir=$3
+
+if [ -z "${DROCE_FAST_INNER:-}" ]; then
+    [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (hugepages, namespaces)"; exit 77; }
+    need=300 # two processes of -m 256 (128 pages each) and the EAL's own
+    old=$(cat /proc/sys/vm/nr_hugepages)
+    free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
+    if [ "$free" -lt "$need" ]; then
+        trap 'echo "$old" > /proc/sys/vm/nr_hugepages' EXIT
+        echo $((old + need - free)) > /proc/sys/vm/nr_hugepages 2>/dev/null
+        free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
+        if [ "$free" -lt "$need" ]; then
+            echo "SKIP: the host has $free free 2 MiB hugepages and cannot reserve $need"
+            exit 77
+        fi
+    fi
+    DROCE_FAST_INNER=1 timeout 100 unshare -m -n "$0" "$@"
+    exit $?
+fi
+
+# ---- inside the namespaces
+mount --make-rprivate /
+tmp=$(mktemp -d)
+mkdir -p /var/run/dpdk "$tmp/huge"
+mount -t tmpfs tmpfs /var/run/dpdk
+awk '$3 == "hugetlbfs" {print $2}' /proc/mounts | while read -r m; do umount -l "$m"; done
+ip link set lo up
+trap 'kill $(jobs -p) 2>/dev/null; wait; umount -l "$tmp/huge" 2>/dev/null; rm -rf "$tmp"' EXIT
+port=18700
+failures=0
+fail() {
+    echo "FAIL: $*"
+    failures=$((failures + 1))
+}
+fallback_re='hugepages = auto, but .*--no-huge'
+
+# pair NAME: the shipped server (--once) and client, a verified 64 KiB WRITE run with --json.
+# While the client runs, the names of the hugepage files in the mount go to $tmp/NAME.held.
+pair() {
+    local name=$1 i
+    "$perf" --server --once -c "$cfg/memif-server.ini" -p $port > "$tmp/$name.server" \
+        2> "$tmp/$name.server.err" &
+    local spid=$!
+    for i in $(seq 1 200); do
+        grep -q "waiting for a client" "$tmp/$name.server.err" && break
+        kill -0 "$spid" 2>/dev/null || break
+        sleep 0.1
+    done
+    timeout 40 "$perf" 127.0.0.1 -c "$cfg/memif-client.ini" -p $port --op write -s 65536 -n 2000 \
+        --bw --verify --json > "$tmp/$name.client" 2> "$tmp/$name.client.err" &
+    local cpid=$!
+    : > "$tmp/$name.held"
+    while kill -0 "$cpid" 2>/dev/null; do
+        ls "$tmp/huge" >> "$tmp/$name.held" 2>/dev/null
+        sleep 0.2
+    done
+    wait "$cpid"
+    local crc=$?
+    [ $crc = 0 ] || kill "$spid" 2>/dev/null
+    wait "$spid"
+    local src=$?
+    port=$((port + 1))
+    if [ $crc != 0 ] || [ $src != 0 ]; then
+        fail "$name: client exit $crc, server exit $src"
+        tail -5 "$tmp/$name.client.err" "$tmp/$name.server.err"
+        return 1
+    fi
+    /usr/bin/python3 - "$tmp/$name.client" <<'PY' || fail "$name: client JSON"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j.get("ok") and j.get("verified"), "not ok or not verified"
+assert j.get("path_mtu") == 4096, "path_mtu %s" % j.get("path_mtu")
+PY
+}
+
+# 1. No hugetlbfs: the fallback, one line per process, the run as before.
+echo "-- without hugepages"
+if pair nohuge; then
+    for side in server client; do
+        n=$(grep -c -- "$fallback_re" "$tmp/nohuge.$side.err")
+        [ "$n" = 1 ] || { fail "nohuge: $side printed $n fallback lines"; cat "$tmp/nohuge.$side.err"; }
+    done
+    grep -q "no hugetlbfs is mounted" "$tmp/nohuge.client.err" || fail "nohuge: the line does not say why"
+    grep -q "memif in copy mode" "$tmp/nohuge.client.err" || fail "nohuge: the client does not say copy mode"
+    grep -m1 -- "$fallback_re" "$tmp/nohuge.client.err"
+fi
+if command -v ibv_devinfo > /dev/null; then
+    LD_LIBRARY_PATH=$libdir DROCE_CONFIG=$cfg/memif-server.ini timeout 20 ibv_devinfo -v \
+        > "$tmp/devinfo" 2> "$tmp/devinfo.err" || fail "ibv_devinfo on memif-server.ini failed"
+    grep -Eq "active_mtu:[[:space:]]*4096" "$tmp/devinfo" || fail "ibv_devinfo: active_mtu is not 4096"
+    n=$(grep -c -- "$fallback_re" "$tmp/devinfo.err")
+    [ "$n" = 1 ] || fail "ibv_devinfo: $n fallback lines"
+fi
+
+# 2. Hugepages: no fallback line, hugepage files held while running, none left after.
+echo "-- with hugepages"
+mount -t hugetlbfs -o pagesize=2M nodev "$tmp/huge"
+if pair huge; then
+    for side in server client; do
+        if grep -q -- "$fallback_re" "$tmp/huge.$side.err"; then
+            fail "huge: $side fell back with hugepages free"
+            cat "$tmp/huge.$side.err"
+        fi
+        grep -q "^droce-memif-${side}map_" "$tmp/huge.held" || fail "huge: no hugepage file of the $side seen"
+    done
+fi
+left=$(ls "$tmp/huge"; ls -d /var/run/dpdk/droce-memif-* 2>/dev/null)
+[ -z "$left" ] || fail "left behind: $left"
+for name in nohuge huge; do
+    [ -s "$tmp/$name.client" ] && /usr/bin/python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print("%s: 64 KiB WRITE %.2f Gb/s, path MTU %d (a check, not a figure)" % (sys.argv[2], j.get("bw_avg_gbps", 0), j.get("path_mtu", 0)))' "$tmp/$name.client" "$name"
+done
+
+if [ $failures = 0 ]; then
+    echo "PASS: shipped memif configs: fallback said once without hugepages, hugepages used and given back with them"
+    exit 0
+fi
+echo "FAIL: $failures check(s) failed"
+exit 1
