@@ -360,16 +360,21 @@ struct Qp {
  * Local checks of a send WQE before its first packet (opcode, inline and message lengths, every
  * SGE's lkey, PD, bounds and access): the one place that decides a requester-side completion
  * error. @return success, loc_len_err, loc_qp_op_err or loc_prot_err (IBTA ch. 10, as rxe).
+ * @param hosts when not null and the result is success: the host address of each SGE of non-zero
+ * length (the whole SGE passed its check), for gather_payload() in the same engine pass.
  */
-[[nodiscard]] WcStatus check_send_wqe(Qp& qp, TransportCtx& ctx, const SendWqe& w) noexcept;
+[[nodiscard]] WcStatus check_send_wqe(Qp& qp, TransportCtx& ctx, const SendWqe& w,
+                                      std::array<std::uint8_t*, kMaxSge>* hosts = nullptr) noexcept;
 /**
  * Gathers @p len bytes at message offset @p off of @p w into @p out as spans of registered memory
  * (or of the WQE's inline data). @return spans used, or -1 when an SGE no longer passes its lkey
  * check (the MR went away).
+ * @param hosts null, or what check_send_wqe() found for @p w in this same engine pass (MRs change
+ * only between passes, so they still hold): the MR lookup is then not repeated per packet.
  */
 int gather_payload(Qp& qp, TransportCtx& ctx, const SendWqe& w, std::uint32_t off,
-                   std::uint32_t len,
-                   std::array<std::span<const std::uint8_t>, kMaxSge>& out) noexcept;
+                   std::uint32_t len, std::array<std::span<const std::uint8_t>, kMaxSge>& out,
+                   const std::array<std::uint8_t*, kMaxSge>* hosts = nullptr) noexcept;
 /**
  * Sends packets of posted WQEs while the PSN window (kPsnWindow), max_rd_atomic, fences, the pacer
  * and the tx path allow, at most @p budget packets. Arms the local ACK timer when it sends a packet

@@ -119,7 +119,8 @@ Opcode send_write_opcode(const SendWqe& w, bool first, bool last) noexcept {
 
 } // namespace
 
-WcStatus check_send_wqe(Qp& qp, TransportCtx& ctx, const SendWqe& w) noexcept {
+WcStatus check_send_wqe(Qp& qp, TransportCtx& ctx, const SendWqe& w,
+                        std::array<std::uint8_t*, kMaxSge>* hosts) noexcept {
     std::uint32_t access = 0;
     switch (w.opcode) {
     case WrOpcode::send:
@@ -164,14 +165,15 @@ WcStatus check_send_wqe(Qp& qp, TransportCtx& ctx, const SendWqe& w) noexcept {
         std::uint8_t* host = nullptr;
         if (ctx.mrs->check(s.lkey, qp.pd, s.addr, s.length, access, &host) != mem::MemCheck::ok)
             return WcStatus::loc_prot_err; // lkey, PD, bounds or access: Local Protection Error
+        if (hosts) (*hosts)[i] = host;
     }
     if (total != w.length || total > kMaxMsgSize) return WcStatus::loc_len_err;
     return WcStatus::success;
 }
 
 int gather_payload(Qp& qp, TransportCtx& ctx, const SendWqe& w, std::uint32_t off,
-                   std::uint32_t len,
-                   std::array<std::span<const std::uint8_t>, kMaxSge>& out) noexcept {
+                   std::uint32_t len, std::array<std::span<const std::uint8_t>, kMaxSge>& out,
+                   const std::array<std::uint8_t*, kMaxSge>* hosts) noexcept {
     if (len == 0) return 0;
     if (w.send_flags & kSendInline) {
         out[0] = std::span<const std::uint8_t>(w.inline_data + off, len);
@@ -188,7 +190,10 @@ int gather_payload(Qp& qp, TransportCtx& ctx, const SendWqe& w, std::uint32_t of
         const std::uint32_t in_sge = off - pos;
         const std::uint32_t take = std::min(len, s.length - in_sge);
         std::uint8_t* host = nullptr;
-        if (ctx.mrs->check(s.lkey, qp.pd, s.addr + in_sge, take, 0, &host) != mem::MemCheck::ok)
+        if (hosts)
+            host = (*hosts)[i] + in_sge;
+        else if (ctx.mrs->check(s.lkey, qp.pd, s.addr + in_sge, take, 0, &host) !=
+                 mem::MemCheck::ok)
             return -1;
         out[static_cast<std::size_t>(n++)] = std::span<const std::uint8_t>(host, take);
         off += take;
@@ -210,6 +215,11 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
     const std::uint32_t mtu = qp.mtu;
     std::uint32_t sent = 0;
     std::array<std::span<const std::uint8_t>, kMaxSge> spans;
+    // The MR lookup of the WQE checked in this call, per SGE, for its packets in this call: the
+    // MR table changes only between passes (control sections wait for the pass to end).
+    std::array<std::uint8_t*, kMaxSge> hosts{};
+    std::uint32_t hosts_wqe = 0;
+    bool hosts_valid = false;
 
     while (sent < budget) {
         if (req.next_wqe == qp.sq.producer_index()) break;
@@ -231,7 +241,7 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
             if (req.next_psn.distance_from(qp.comp.oldest_unacked) >=
                 static_cast<std::int32_t>(kPsnWindow))
                 break;
-            const WcStatus st = check_send_wqe(qp, ctx, w);
+            const WcStatus st = check_send_wqe(qp, ctx, w, &hosts);
             if (st != WcStatus::success) {
                 w.npkts = 0;
                 fail_local(qp, ctx, w, st);
@@ -244,6 +254,8 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
             w.recv_bytes = 0;
             w.status = WcStatus::success;
             w.state = WqeState::sending;
+            hosts_wqe = req.next_wqe;
+            hosts_valid = true;
             if (rd_atomic) ++req.rd_atomic_inflight;
         }
 
@@ -294,7 +306,8 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
                 f.solicited = (w.send_flags & kSendSolicited) &&
                               (is_send(w) || w.opcode == WrOpcode::rdma_write_with_imm);
             }
-            nspans = gather_payload(qp, ctx, w, off, payload_len, spans);
+            nspans = gather_payload(qp, ctx, w, off, payload_len, spans,
+                                    hosts_valid && hosts_wqe == req.next_wqe ? &hosts : nullptr);
             if (nspans < 0) { // the MR went away under a message in progress
                 fail_local(qp, ctx, w, WcStatus::loc_prot_err);
                 break;
