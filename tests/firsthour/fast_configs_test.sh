@@ -17,30 +17,13 @@ perf=$1
 cfg=$2
 libdir=$3
 
+. "$(dirname "$0")/private_hugepages.sh"
 if [ -z "${DROCE_FAST_INNER:-}" ]; then
-    [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (hugepages, namespaces)"; exit 77; }
-    need=300 # two processes of -m 256 (128 pages each) and the EAL's own
-    old=$(cat /proc/sys/vm/nr_hugepages)
-    free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
-    if [ "$free" -lt "$need" ]; then
-        trap 'echo "$old" > /proc/sys/vm/nr_hugepages' EXIT
-        echo $((old + need - free)) > /proc/sys/vm/nr_hugepages 2>/dev/null
-        free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
-        if [ "$free" -lt "$need" ]; then
-            echo "SKIP: the host has $free free 2 MiB hugepages and cannot reserve $need"
-            exit 77
-        fi
-    fi
-    DROCE_FAST_INNER=1 timeout 100 unshare -m -n "$0" "$@"
-    exit $?
+    run_in_private_namespaces DROCE_FAST_INNER 100 "$0" "$@"
 fi
 
 # ---- inside the namespaces
-mount --make-rprivate /
-tmp=$(mktemp -d)
-mkdir -p /var/run/dpdk "$tmp/huge"
-mount -t tmpfs tmpfs /var/run/dpdk
-awk '$3 == "hugetlbfs" {print $2}' /proc/mounts | while read -r m; do umount -l "$m"; done
+enter_private_dpdk_dirs
 ip link set lo up
 trap 'kill $(jobs -p) 2>/dev/null; wait; umount -l "$tmp/huge" 2>/dev/null; rm -rf "$tmp"' EXIT
 port=18700
