@@ -2,6 +2,8 @@
 #include "eal.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -28,6 +30,77 @@ std::atomic<bool> g_eal_up{false};
 std::string g_runtime_dir;
 /** This process's --file-prefix (hugepage files are named PREFIXmap_N). */
 std::string g_file_prefix;
+
+/**
+ * What release_files_from_signal() removes, in fixed buffers written once by eal_init() before
+ * g_eal_up is set and only read afterwards: a signal handler may read them (no allocation, no
+ * lock). Paths that do not fit are left out (the ordinary release_files_on_exit() still has them).
+ */
+struct SignalReleasePlan {
+    static constexpr std::size_t kPath = 512;
+    static constexpr std::size_t kMaxMounts = 8;
+    char runtime_dir[kPath] = {};
+    char hugepage_stem[kPath] = {}; // PREFIXmap_
+    char mounts[kMaxMounts][kPath] = {};
+    std::size_t num_mounts = 0;
+};
+SignalReleasePlan g_signal_plan;
+
+/** Copies @p s with its terminator into @p out (kPath bytes); false when it does not fit. */
+bool copy_path(const std::string& s, char (&out)[SignalReleasePlan::kPath]) noexcept {
+    if (s.size() + 1 > sizeof out) return false;
+    std::memcpy(out, s.c_str(), s.size() + 1);
+    return true;
+}
+
+void plan_signal_release() noexcept {
+    SignalReleasePlan& p = g_signal_plan;
+    if (!copy_path(g_runtime_dir, p.runtime_dir)) p.runtime_dir[0] = '\0';
+    if (!copy_path(g_file_prefix + "map_", p.hugepage_stem)) p.hugepage_stem[0] = '\0';
+    p.num_mounts = 0;
+    std::FILE* m = std::fopen("/proc/mounts", "r");
+    if (!m) return;
+    char dev[256], dir[512], type[64];
+    while (p.num_mounts < SignalReleasePlan::kMaxMounts &&
+           std::fscanf(m, "%255s %511s %63s %*[^\n]", dev, dir, type) == 3)
+        if (std::strcmp(type, "hugetlbfs") == 0 && copy_path(dir, p.mounts[p.num_mounts]))
+            ++p.num_mounts;
+    std::fclose(m);
+}
+
+/** One linux_dirent64 record (getdents64(2)); opendir/readdir may allocate, getdents64 does not. */
+struct LinuxDirent64 {
+    std::uint64_t d_ino;
+    std::int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+/**
+ * Unlinks the entries of directory @p dir whose names @p match accepts; async-signal-safe
+ * (open, getdents64, unlinkat, close only).
+ */
+template <class Pred>
+void unlink_matching(const char* dir, Pred match) noexcept {
+    const int fd = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;
+    alignas(8) char buf[4096];
+    for (;;) {
+        const long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
+        if (n <= 0) break;
+        for (long off = 0; off < n;) {
+            const auto* e = reinterpret_cast<const LinuxDirent64*>(buf + off);
+            if (match(e->d_name)) (void)::unlinkat(fd, e->d_name, 0);
+            off += e->d_reclen;
+        }
+    }
+    ::close(fd);
+}
+
+bool starts_with(const char* s, const char* prefix) noexcept {
+    return std::strncmp(s, prefix, std::strlen(prefix)) == 0;
+}
 
 constexpr std::string_view kRingPairPrefix = "droce_ringpair";
 constexpr std::size_t kRingPairNameMax = 12; // "net_ring_rp_" + name + "_a" fits RTE_RING_NAMESIZE
@@ -183,6 +256,7 @@ std::string eal_init(const std::vector<std::string>& args) {
     }
     g_runtime_dir = runtime_dir_for(args);
     g_file_prefix = file_prefix_of(args);
+    plan_signal_release();
     g_eal_up.store(true, std::memory_order_release);
     return {};
 }
@@ -227,6 +301,24 @@ void release_files_on_exit() noexcept {
         closedir(d);
     }
     std::fclose(m);
+}
+
+void release_files_from_signal() noexcept {
+    if (!g_eal_up.load(std::memory_order_acquire)) return;
+    const SignalReleasePlan& p = g_signal_plan;
+    if (p.runtime_dir[0]) {
+        // The same names remove_runtime_dir() removes.
+        unlink_matching(p.runtime_dir, [](const char* n) {
+            return std::strcmp(n, "config") == 0 || std::strcmp(n, "hugepage_info") == 0 ||
+                   starts_with(n, "fbarray_") || starts_with(n, "mp_socket") ||
+                   starts_with(n, "dpdk_telemetry");
+        });
+        (void)::rmdir(p.runtime_dir);
+    }
+    if (p.hugepage_stem[0])
+        for (std::size_t i = 0; i < p.num_mounts; ++i)
+            unlink_matching(p.mounts[i],
+                            [&p](const char* n) { return starts_with(n, p.hugepage_stem); });
 }
 
 void eal_release() noexcept {

@@ -75,6 +75,16 @@ void remove_runtime_dir(const std::string& dir) noexcept;
  */
 void release_files_on_exit() noexcept;
 
+/**
+ * release_files_on_exit() for a signal handler: the same files (runtime directory, this file
+ * prefix's hugepage files in the hugetlbfs mounts there were at eal_init()), removed with
+ * async-signal-safe calls only (open, getdents64, unlinkat, rmdir, close; no allocation, no lock)
+ * from paths eal_init() wrote down. For a library that cannot own the process's signals (droce's
+ * libibverbs under a program that leaves SIGINT/SIGTERM at their defaults): its handler calls
+ * this, then lets the signal end the process. No-op before eal_init() succeeded. Any thread.
+ */
+void release_files_from_signal() noexcept;
+
 /** The runtime directory of this process's EAL; empty before eal_init() or without shared files. */
 [[nodiscard]] const std::string& eal_runtime_dir() noexcept;
 

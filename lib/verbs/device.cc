@@ -7,6 +7,7 @@
  */
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -102,6 +103,44 @@ void stop_all_engines_at_exit() {
     // The EAL stays up (ports are not closed here), but its files need not outlive the process:
     // the runtime directory and hugepage files go now, their mappings at exit.
     dpdk::release_files_on_exit();
+}
+
+/** The signals that end a process by default and that users send to stop a program. */
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+/**
+ * The handler release_files_on_stop_signals() installs: the EAL's files go (hugepage files,
+ * runtime directory; async-signal-safe), then the signal ends the process as it would have
+ * without droce (SA_RESETHAND put the default back; the signal, raised again, is delivered once
+ * this returns), so the program's exit status is unchanged.
+ */
+void release_files_then_die(int sig) {
+    const int saved_errno = errno;
+    dpdk::release_files_from_signal();
+    (void)raise(sig);
+    errno = saved_errno;
+}
+
+/**
+ * An application stopped by Ctrl-C or SIGTERM never reaches exit(), so stop_all_engines_at_exit()
+ * does not run and DPDK's hugepage files and runtime directory would stay until the next start on
+ * the config cleaned them (README: Nothing left behind). For each stop signal the application
+ * left at its default disposition, a handler that removes them before the signal ends the
+ * process; a signal the application handles, or ignores, stays its own (it then exits through
+ * exit() or not at all). Later handlers the application installs replace droce's. Once per
+ * process, at the runtime's bring-up.
+ */
+void release_files_on_stop_signals() {
+    for (int sig : kStopSignals) {
+        struct sigaction old {};
+        if (sigaction(sig, nullptr, &old) != 0) continue;
+        if ((old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL) continue;
+        struct sigaction sa {};
+        sa.sa_handler = release_files_then_die;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESETHAND;
+        (void)sigaction(sig, &sa, nullptr);
+    }
 }
 
 } // namespace
@@ -473,6 +512,7 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
             };
         }
         std::atexit(stop_all_engines_at_exit);
+        release_files_on_stop_signals();
     }
     if (vd->index >= p.runtime->num_devices()) return fail<ibv_context>(ENODEV);
     auto* c = new (std::nothrow) VContext;

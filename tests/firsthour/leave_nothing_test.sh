@@ -13,14 +13,19 @@
 # sockets and the TCP port), so concurrent runs never meet; 2 MiB hugepages the host lacks are
 # reserved for the run and given back. Exit 77 (skipped) when not root or when the host cannot
 # reserve hugepages.
-# usage: leave_nothing_test.sh PATH/TO/droce-perf CONFIG_DIR
+# Then the same for a verbs program under droce-run: perftest's ib_write_bw (which leaves SIGINT and
+# SIGTERM at their defaults) on the same configs, stopped mid-run by SIGINT and by SIGTERM: each
+# must die of its signal (exit 130 / 143, as without droce) and leave nothing; then a pair that
+# ends normally leaves nothing. Skipped (with a line) where perftest is not installed.
+# usage: leave_nothing_test.sh PATH/TO/droce-perf CONFIG_DIR PATH/TO/droce-run
 set -u
 perf=$1
 cfg=$2
+droce_run=$3
 
 . "$(dirname "$0")/private_hugepages.sh"
 if [ -z "${DROCE_LNB_INNER:-}" ]; then
-    run_in_private_namespaces DROCE_LNB_INNER 150 "$0" "$@"
+    run_in_private_namespaces DROCE_LNB_INNER 220 "$0" "$@"
 fi
 
 # ---- inside the namespaces
@@ -125,8 +130,83 @@ for sig in INT TERM KILL; do
 done
 pair_ok "after-KILL"
 
+# wait_for FILE PATTERN TENTHS: 0 once PATTERN shows in FILE, 1 after TENTHS tenths of a second.
+wait_for() {
+    local i
+    for i in $(seq 1 "$3"); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# verbs_pair NAME PERFTEST_ARGS...: ib_write_bw server and client under droce-run in the
+# background ($vspid, $vcpid); 0 once the client's run has started (its table head printed).
+# SIGINT back at its default (a background job of a script starts with it ignored; a program run
+# from a terminal has it at the default), stdout line-buffered (stdbuf) so the table head shows
+# when printed.
+verbs_pair() {
+    local name=$1
+    shift
+    env --default-signal=INT stdbuf -oL "$droce_run" -c "$cfg/memif-zc-server.ini" ib_write_bw -d droce_memif_zs -x 0 -F "$@" \
+        > "$tmp/$name.vserver" 2>&1 &
+    vspid=$!
+    local i
+    for i in $(seq 1 100); do # perftest listens once its device is up
+        ss -Hltn 'sport = :18515' 2>/dev/null | grep -q . && break
+        sleep 0.1
+    done
+    env --default-signal=INT stdbuf -oL "$droce_run" -c "$cfg/memif-zc-client.ini" ib_write_bw -d droce_memif_zc -x 0 -F "$@" \
+        127.0.0.1 > "$tmp/$name.vclient" 2>&1 &
+    vcpid=$!
+    wait_for "$tmp/$name.vclient" "#bytes" 150
+}
+
+if command -v ib_write_bw > /dev/null; then
+    for sig in INT TERM; do
+        want=$((128 + $(kill -l "$sig")))
+        verbs_pair "v$sig" -D 20 || fail "droce-run ib_write_bw (SIG$sig run): the run did not start"
+        sleep 0.5
+        [ -n "$(ls "$tmp/huge")" ] || fail "droce-run ib_write_bw: no hugepage file while running"
+        kill -"$sig" "$vspid" "$vcpid"
+        timeout 10 tail --pid="$vspid" -f /dev/null
+        timeout 10 tail --pid="$vcpid" -f /dev/null
+        for p in "$vspid" "$vcpid"; do
+            kill -0 "$p" 2>/dev/null && { fail "SIG$sig: ib_write_bw $p still running 10 s after it"; kill -KILL "$p"; }
+        done
+        wait "$vspid"
+        src=$?
+        wait "$vcpid"
+        crc=$?
+        left=$(leftovers | tr '\n' ' ')
+        echo "== droce-run ib_write_bw, SIG$sig mid-run: server exit $src, client exit $crc (the signal's own: $want); left: ${left:-nothing}"
+        [ $src = "$want" ] && [ $crc = "$want" ] || {
+            fail "droce-run ib_write_bw SIG$sig: exits $src / $crc, not $want"
+            tail -n 3 "$tmp/v$sig.vserver" "$tmp/v$sig.vclient"
+        }
+        [ -z "$left" ] || fail "droce-run ib_write_bw SIG$sig: left behind: $left"
+    done
+    verbs_pair vnormal -n 2000 || fail "droce-run ib_write_bw (normal run): the run did not start"
+    timeout 30 tail --pid="$vcpid" -f /dev/null
+    timeout 10 tail --pid="$vspid" -f /dev/null
+    kill -KILL "$vspid" "$vcpid" 2>/dev/null
+    wait "$vspid"
+    src=$?
+    wait "$vcpid"
+    crc=$?
+    left=$(leftovers | tr '\n' ' ')
+    echo "== droce-run ib_write_bw, a normal end: server exit $src, client exit $crc; left: ${left:-nothing}"
+    [ $src = 0 ] && [ $crc = 0 ] || {
+        fail "droce-run ib_write_bw normal run: exits $src / $crc"
+        tail -n 3 "$tmp/vnormal.vserver" "$tmp/vnormal.vclient"
+    }
+    [ -z "$left" ] || fail "droce-run ib_write_bw normal run: left behind: $left"
+else
+    echo "-- ib_write_bw (perftest) not installed: the droce-run cases are skipped"
+fi
+
 if [ $failures = 0 ]; then
-    echo "PASS: nothing left behind after normal, error, SIGINT, SIGTERM exits; SIGKILL's leftovers cleared by the next start"
+    echo "PASS: nothing left behind after normal, error, SIGINT, SIGTERM exits (droce-perf and droce-run ib_write_bw); SIGKILL's leftovers cleared by the next start"
     exit 0
 fi
 echo "FAILED: $failures check(s)"
