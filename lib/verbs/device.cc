@@ -50,6 +50,9 @@ std::uint64_t guid_from_mac(const wire::MacAddr& m) noexcept {
 
 /** Set by ibv_get_device_guid: a program that lists devices with their GUIDs (ibv_devices). */
 std::atomic<bool> g_guid_asked{false};
+/** Set when ibv_open_device found the device but could not bring droce up: its reason is on
+ *  stderr already, so the exit hint (which would blame the device name) stays silent. */
+std::atomic<bool> g_open_failed{false};
 
 /**
  * At exit, when the program listed droce's devices and opened none, or opened one, created no QP
@@ -59,6 +62,7 @@ std::atomic<bool> g_guid_asked{false};
  * program that lists devices to show them (ibv_devices asks their GUIDs).
  */
 void hint_if_nothing_opened() {
+    std::fflush(stdout); // the program's buffered output first (see stop_all_engines_at_exit)
     Provider& p = provider();
     if (!p.mu.try_lock()) return;
     const bool opened = p.runtime != nullptr;
@@ -78,7 +82,9 @@ void hint_if_nothing_opened() {
                          "(README: Unsupported)\n");
         return;
     }
-    if (names.empty() || g_guid_asked.load(std::memory_order_relaxed)) return;
+    if (names.empty() || g_guid_asked.load(std::memory_order_relaxed) ||
+        g_open_failed.load(std::memory_order_relaxed))
+        return;
     std::fprintf(stderr,
                  "droce: the program listed droce's devices (%s, from %s) and opened none: a "
                  "device name it did not find takes one of these (ibv_devices lists them; "
@@ -94,6 +100,9 @@ void stop_all_engines_at_exit() {
     // their files are complete; leave the rest.
     Provider& p = provider();
     if (!p.mu.try_lock()) return; // a control verb is running on another thread: leave it
+    // exit() flushes stdio after the atexit handlers: the program's buffered output (perftest's
+    // table, written to a pipe or file) would otherwise come after droce's lines below.
+    std::fflush(stdout);
     if (p.runtime) {
         p.runtime->stop_engines();
         p.runtime->stop_capture();       // DROCE_CAPTURE: write what the rings hold, close the file
@@ -494,6 +503,7 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
         opts.control_mutex = &p.mu;
         p.runtime = Runtime::create(p.config_path, opts, &err);
         if (!p.runtime) {
+            g_open_failed.store(true, std::memory_order_relaxed);
             std::fprintf(stderr, "droce: %s\n", err.c_str());
             // The EAL may be up with a port that failed: its files go now, not at exit only.
             dpdk::release_files_on_exit();

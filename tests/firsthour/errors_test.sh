@@ -9,6 +9,8 @@
 #     ibv_ud_pingpong: UD QPs): "droce: VERB is not supported (README: Unsupported)", once;
 #   - a device name the config does not have (ibv_rc_pingpong -d mlx5_0) and rdma_cm
 #     (ib_write_bw -R): droce's line at exit names the devices there are and says rdma_cm is not.
+#   - a verbs program (ibv_devinfo) on a memif client config with no server: the no-server line, no
+#     exit hint blaming the device name; droce's exit lines after the program's own buffered output.
 # Root only: it runs in its own mount and network namespace (a tmpfs on /var/run/dpdk, no
 # hugetlbfs, its own loopback and abstract sockets), so it never meets another run. Exit 77 when
 # not root.
@@ -114,6 +116,28 @@ if command -v ib_write_bw > /dev/null; then
     LD_LIBRARY_PATH=$libdir DROCE_CONFIG=$cfg/memif-server.ini timeout 20 ib_write_bw -R \
         -d droce_memif_s -x 0 -F > "$tmp/rdmacm" 2>&1
     expect "perftest -R (rdma_cm)" "$tmp/rdmacm" "which has no rdma_cm; exchange QP information out of band"
+fi
+
+# 8. A verbs program on a memif client config with no server: droce says so when the program
+# opens the device, and its exit hint (which would blame the device name) stays silent.
+if command -v ibv_devinfo > /dev/null; then
+    LD_LIBRARY_PATH=$libdir DROCE_CONFIG=$cfg/memif-client.ini timeout 20 ibv_devinfo \
+        > "$tmp/devinfo-noserver" 2>&1
+    expect "ibv_devinfo, no server" "$tmp/devinfo-noserver" "no droce server is listening"
+    grep -q "opened none" "$tmp/devinfo-noserver" &&
+        fail "ibv_devinfo, no server: the exit hint blames the device name: $(grep "opened none" "$tmp/devinfo-noserver" | cut -c1-120)"
+fi
+
+# 9. droce's lines at exit come after the program's own output, also when that goes to a file
+# (buffered: exit() flushes it after droce's exit handlers ran).
+if command -v ibv_devinfo > /dev/null; then
+    DROCE_CAPTURE=$tmp/devinfo.pcapng LD_LIBRARY_PATH=$libdir DROCE_CONFIG=$cfg/uring-a.ini \
+        timeout 20 ibv_devinfo > "$tmp/devinfo-order" 2>&1
+    expect "ibv_devinfo, a capture" "$tmp/devinfo-order" "^droce: capture .*frames" "hca_id"
+    last=$(grep -n "hca_id\|phys_port_cnt\|GID" "$tmp/devinfo-order" | tail -1 | cut -d: -f1)
+    cap=$(grep -n "^droce: capture" "$tmp/devinfo-order" | cut -d: -f1)
+    [ -n "$last" ] && [ -n "$cap" ] && [ "$cap" -gt "$last" ] ||
+        fail "droce's capture line (line ${cap:-none}) is not after ibv_devinfo's output (last line ${last:-none})"
 fi
 
 if [ $failures = 0 ]; then
