@@ -647,7 +647,10 @@ class Device {
      * release_poll(). Alone on its cache line: every polling thread reads it.
      */
     alignas(64) std::atomic<bool> poll_owner_{false};
-    std::atomic<std::uint64_t> passes_run_{0};     ///< written by the owner only
+    std::atomic<std::uint64_t> passes_run_{0}; ///< written by the owner only
+    /** Clock ns at the start of the last pass (0: none yet), for TransportCtx::prev_pass_start_ns.
+     *  The poll owner's only (the poll flag hands it over with acquire/release). */
+    std::uint64_t last_pass_start_ns_ = 0;
     std::atomic<std::uint64_t> poll_contended_{0}; ///< try_own_poll() failures
     /** The timer deadline (ns) an owner-sleeper naps until (UINT64_MAX: none, 0: no nap). Written
      *  by the sleeper while it owns the poll flag, read by later owners (release_poll's choice). */

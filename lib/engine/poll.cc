@@ -146,6 +146,8 @@ std::uint32_t Device::pass() noexcept {
     if (!enter_pass()) return 0; // a control section is open: stay between passes
     // One writer at a time (the owner): a plain increment, no locked RMW per pass.
     passes_run_.store(passes_run_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    ctx_.prev_pass_start_ns = last_pass_start_ns_;
+    last_pass_start_ns_ = clock_->now_ns();
     open_tx_stage();
     std::uint32_t work = 0;
     bool wait_release = false;

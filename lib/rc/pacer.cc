@@ -32,6 +32,7 @@ void update_rate(Qp& qp) noexcept {
 void pacer_reset(Qp& qp) noexcept {
     Pacer& p = qp.pacer;
     p.next_send_ns = 0;
+    p.held = false;
     p.gap_from_ns = 0;
     p.gap_bytes = 0;
     p.np = cc::DcqcnNp{};
@@ -50,7 +51,8 @@ void pacer_set_rate_limit(Qp& qp, double mbps) noexcept {
     update_rate(qp);
 }
 
-void pacer_sent(Qp& qp, std::uint64_t wire_bytes, std::uint64_t now_ns) noexcept {
+void pacer_sent(Qp& qp, std::uint64_t wire_bytes, std::uint64_t now_ns,
+                std::uint64_t prev_pass_start_ns) noexcept {
     Pacer& p = qp.pacer;
     if (p.dcqcn != nullptr) {
         const double before = p.rp.rate_mbps();
@@ -58,13 +60,22 @@ void pacer_sent(Qp& qp, std::uint64_t wire_bytes, std::uint64_t now_ns) noexcept
         if (p.rp.rate_mbps() != before) update_rate(qp);
     }
     if (p.rate_mbps <= 0) return;
-    // Idle time earns credit up to kPacerBurstNs: a burst never exceeds that much time's worth.
-    const std::uint64_t earliest = now_ns > kPacerBurstNs ? now_ns - kPacerBurstNs : 0;
+    // Time the QP did not send earns credit (pacer.h): a burst never exceeds it.
+    std::uint64_t burst_ns = kPacerBurstNs;
+    if (p.held && prev_pass_start_ns != 0 && now_ns > prev_pass_start_ns) {
+        const std::uint64_t engine_away_ns = now_ns - prev_pass_start_ns;
+        const auto bytes_ns = static_cast<std::uint64_t>(kPacerBurstBytes * 8000.0 / p.rate_mbps);
+        burst_ns = std::max(kPacerBurstNs, std::min({engine_away_ns, bytes_ns, kPacerBurstMaxNs}));
+    }
+    const std::uint64_t earliest = now_ns > burst_ns ? now_ns - burst_ns : 0;
     const std::uint64_t from = std::max(p.next_send_ns, earliest);
     p.gap_from_ns = from;
     p.gap_bytes = wire_bytes;
     p.next_send_ns =
         from + static_cast<std::uint64_t>(static_cast<double>(wire_bytes) * 8000.0 / p.rate_mbps);
+    // Still behind (catching up on a late engine): the next packet is due at once and counts as
+    // held, so the same credit applies to it.
+    p.held = p.next_send_ns <= now_ns;
 }
 
 void pacer_on_time(Qp& qp, std::uint64_t now_ns) noexcept {

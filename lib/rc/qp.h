@@ -99,6 +99,10 @@ struct TransportCtx {
      * response packet — one ACK per QP per received burst instead of one per request packet.
      */
     bool defer_acks = false;
+    /** Clock ns at the start of the engine's previous pass (0: first pass, or not driven by a
+     *  Device). A held packet's lateness up to now minus this is the engine's, which the pacer
+     *  forgives (rc/pacer.h, kPacerBurstBytes). */
+    std::uint64_t prev_pass_start_ns = 0;
     // ---- set by the engine for each received packet, before receive_request/receive_response
     std::uint8_t rx_port = 0; ///< 0-based device port (plane) the packet arrived on
     bool rx_ecn_ce = false;   ///< the packet's IP ECN field is CE (congestion experienced)
@@ -219,7 +223,8 @@ struct RemotePlane {
 /**
  * The per-QP pacer and DCQCN state (rc/pacer.h has the functions). A QP sends unpaced unless it has
  * a rate limit (IBV_QP_RATE_LIMIT) or DCQCN has brought its rate below the port's line rate; then
- * packets are spaced by their wire length at that rate, with at most kPacerBurstNs of credit.
+ * packets are spaced by their wire length at that rate, with some credit (rc/pacer.h,
+ * kPacerBurstBytes).
  */
 struct Pacer {
     std::uint64_t next_send_ns = 0; ///< earliest time the next packet may leave; 0 = no pacing
@@ -229,6 +234,9 @@ struct Pacer {
      *  sit out that gap after DCQCN had long raised its rate again. */
     std::uint64_t gap_from_ns = 0;
     std::uint64_t gap_bytes = 0;
+    /** The pacer held a ready packet back (pacer_blocked): a delay past next_send_ns is then the
+     *  engine's or the port's, not the QP's idleness (pacer.h, kPacerBurstBytes). */
+    bool held = false;
     double rate_mbps = 0;       ///< the rate in force (0 = unpaced)
     double rate_limit_mbps = 0; ///< IBV_QP_RATE_LIMIT (0 = none)
     double line_rate_mbps = 0;  ///< the QP's port (0 = unknown: DCQCN starts at 100 Gb/s)

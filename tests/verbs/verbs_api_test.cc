@@ -586,9 +586,10 @@ TEST_F(Pair, QueryQp) {
  * them) over wall time, for 1, 5 and 20 Gb/s. Asserted: the QP never exceeds its limit (+5 %), and
  * the limit is what paces it (at least 0.6 of it when the same QP unpaced, measured first in this
  * run, moves 1.25 x the limit). Not asserted, printed: the issue's -5 % bound. The engine thread
- * naps until the next send time and wakes late on a busy host, and the pacer keeps only 2 us of
- * credit, so a real-time QP falls short of its limit (0.71 - 0.95 of 1 Gb/s seen here); the sim
- * fabric's virtual-clock pacer test (cc-fabric) holds +-5 % at 1, 5 and 20 Gb/s. README, DCQCN.
+ * naps until the next send time and wakes late on a busy host; the pacer's credit
+ * (kPacerBurstBytes) makes up for part of that, so a real-time QP may fall short of its limit;
+ * the sim fabric's virtual-clock pacer test (cc-fabric) holds +-5 % at 1, 5 and 20 Gb/s. README,
+ * DCQCN.
  */
 TEST_F(Pair, RateLimitPacesTheQp) {
     ibv_device_attr_ex dx{};
