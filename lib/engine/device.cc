@@ -186,7 +186,7 @@ int Device::destroy_cq(rc::Cq* cq) noexcept {
 
 rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const rc::QpCap& cap,
                           bool sq_sig_all, int* err, const rc::TransportOps& transport) noexcept {
-    if (!pd || !send_cq || !recv_cq || cap.max_send_wr == 0 || cap.max_send_wr > rc::kMaxQpWr ||
+    if (!pd || !send_cq || !recv_cq || cap.max_send_wr > rc::kMaxQpWr ||
         cap.max_recv_wr > rc::kMaxQpWr || cap.max_send_sge > rc::kMaxSge ||
         cap.max_recv_sge > rc::kMaxSge || cap.max_inline_data > rc::kMaxInlineData) {
         *err = EINVAL;

@@ -53,18 +53,34 @@ int reap(VCq* cq, int num_entries, ibv_wc* wc) noexcept {
 }
 
 /**
+ * A completion the engine could not push (the ring was full: an overrun) is lost: IBV_EVENT_CQ_ERR
+ * on the CQ's context, once (as rxe; the CQ goes on delivering what it holds). The flag is the
+ * engine's; an atomic view reads it.
+ */
+void report_overrun(VCq* cq) noexcept {
+    if (!std::atomic_ref<bool>(cq->native->overflowed).load(std::memory_order_relaxed)) return;
+    if (cq->overrun_reported.exchange(true, std::memory_order_relaxed)) return;
+    AsyncRecord r;
+    r.type = IBV_EVENT_CQ_ERR;
+    r.element = ibv_cq_ex_to_cq(&cq->cqx);
+    post_context_event(cq->ctx, r);
+}
+
+/**
  * ibv_poll_cq (context op): copies up to @p num_entries completions into @p wc, oldest first.
  * Any thread; threads polling one CQ are serialised by its spinlock. When the CQ is empty and
  * DROCE_PROGRESS is not thread, the caller runs up to DROCE_PROGRESS_PASSES engine passes itself
  * (when no other thread is running the engine; outside the CQ's lock) and looks again: a program
  * that polls in a loop makes progress with no engine thread. @return how many (0..n); a
- * non-positive @p num_entries returns 0. Never fails (droce detects no CQ error here).
+ * non-positive @p num_entries returns 0. Never fails: an overrun is reported as
+ * IBV_EVENT_CQ_ERR (report_overrun).
  */
 int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
     if (num_entries <= 0) return 0;
     VCq* cq = from_ibv<VCq>(ibcq);
     int done = reap(cq, num_entries, wc);
     if (done == 0 && cq->ctx->drive_passes && drive(cq->ctx)) done = reap(cq, num_entries, wc);
+    report_overrun(cq); // after the passes this call may have run (DROCE_PROGRESS=app)
     note_poll(static_cast<std::uint32_t>(done));
     return done;
 }
@@ -98,6 +114,7 @@ void load_cur(VCq* cq) noexcept {
 int start_poll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) {
     VCq* cq = from_ibv<VCq>(cqx);
     if (attr && attr->comp_mask) return EINVAL;
+    report_overrun(cq);
     cq->lock.lock();
     if (cq->ctx->dev->poll_cq(cq->native, &cq->cur, 1) == 0) {
         // Empty: drive the engine as ibv_poll_cq does (outside the lock), then look once more.

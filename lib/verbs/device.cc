@@ -232,6 +232,11 @@ void post_async_event(Device* dev, const AsyncRecord& rec) noexcept {
     }
 }
 
+void post_context_event(VContext* ctx, const AsyncRecord& rec) noexcept {
+    if (ctx->async_wfd < 0) return;
+    [[maybe_unused]] ssize_t r = write(ctx->async_wfd, &rec, sizeof rec);
+}
+
 namespace {
 
 VContext* ctx_of(ibv_context* c) noexcept {
@@ -520,6 +525,17 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
                 r.port = port + 1;
                 post_async_event(dev, r);
             };
+            // A QP that failed by itself (a fatal error of its own, not the application's modify
+            // to ERR): IBV_EVENT_QP_FATAL on the async fd of the QP's context (IBTA 11.6.3, as
+            // rxe and ConnectX).
+            dev->on_qp_fatal = [vdev](rc::Qp& q) {
+                const auto it = vdev->qps.find(q.qpn);
+                if (it == vdev->qps.end()) return;
+                AsyncRecord r;
+                r.type = IBV_EVENT_QP_FATAL;
+                r.qpn = q.qpn;
+                post_context_event(vctx_of(it->second->context), r);
+            };
         }
         std::atexit(stop_all_engines_at_exit);
         release_files_on_stop_signals();
@@ -690,7 +706,10 @@ extern "C" int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, __be16
 
 /**
  * Blocks (unless the application made context->async_fd non-blocking) until an asynchronous event
- * arrives: IBV_EVENT_PORT_ACTIVE / IBV_EVENT_PORT_ERR when a port's link changes.
+ * arrives: IBV_EVENT_PORT_ACTIVE / IBV_EVENT_PORT_ERR when a port's link changes,
+ * IBV_EVENT_QP_FATAL when a QP failed by itself, IBV_EVENT_CQ_ERR when a CQ overran. A QP event
+ * whose QP was destroyed before it was read is dropped (rdma-core would make ibv_destroy_qp wait
+ * for it to be acknowledged; droce does not make a program that never reads events hang there).
  * @return 0, or -1 with errno (EAGAIN on a non-blocking fd with nothing pending, EINVAL).
  */
 extern "C" int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
@@ -699,10 +718,22 @@ extern "C" int ibv_get_async_event(ibv_context* context, ibv_async_event* event)
         return -1;
     }
     AsyncRecord r;
-    ssize_t n = read(context->async_fd, &r, sizeof r);
-    if (n != static_cast<ssize_t>(sizeof r)) {
-        if (n >= 0) errno = EIO;
-        return -1;
+    ibv_qp* qp = nullptr;
+    for (;;) {
+        ssize_t n = read(context->async_fd, &r, sizeof r);
+        if (n != static_cast<ssize_t>(sizeof r)) {
+            if (n >= 0) errno = EIO;
+            return -1;
+        }
+        if (r.type != IBV_EVENT_QP_FATAL) break;
+        Provider& p = provider();
+        std::lock_guard<std::mutex> g(p.mu);
+        VContext* c = vctx_of(context);
+        const auto it = c->vdev->qps.find(r.qpn);
+        if (it != c->vdev->qps.end() && it->second->context == context) {
+            qp = it->second;
+            break;
+        }
     }
     event->event_type = static_cast<ibv_event_type>(r.type);
     switch (event->event_type) {
@@ -714,7 +745,7 @@ extern "C" int ibv_get_async_event(ibv_context* context, ibv_async_event* event)
         event->element.cq = static_cast<ibv_cq*>(r.element);
         break;
     default:
-        event->element.qp = static_cast<ibv_qp*>(r.element);
+        event->element.qp = qp;
         break;
     }
     return 0;

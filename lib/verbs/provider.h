@@ -30,6 +30,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "config/config.h"
@@ -68,6 +69,11 @@ struct VDevice {
     /** Per port: the link was up and went down (set from Device::on_link_change on the engine
      *  thread, read by ibv_query_port). A link that has not come up yet is not "lost". */
     std::atomic<bool> link_lost[kMaxConfigPorts] = {};
+    /** The verbs QPs of this device by QPN, for IBV_EVENT_QP_FATAL (Device::on_qp_fatal, engine
+     *  thread, inside a pass; ibv_get_async_event under the provider mutex). Changed only inside a
+     *  ControlGuard of the device (provider mutex held, engine between passes), so the engine
+     *  reads it without a lock. */
+    std::unordered_map<std::uint32_t, ibv_qp*> qps;
 };
 
 struct VContext;
@@ -76,7 +82,8 @@ struct VContext;
 struct AsyncRecord {
     std::uint32_t type = 0;  ///< enum ibv_event_type
     std::uint32_t port = 0;  ///< 1-based port for port events
-    void* element = nullptr; ///< ibv_qp / ibv_cq for QP and CQ events
+    void* element = nullptr; ///< ibv_cq for CQ events
+    std::uint32_t qpn = 0;   ///< QP events: the QP, looked up when the event is read
 };
 
 /**
@@ -143,6 +150,8 @@ struct VCq {
     std::uint64_t wc_flags = 0; ///< ibv_create_cq_wc_flags asked at create_cq_ex
     SpinLock lock;              ///< consumer side of the CQ ring
     rc::Cqe cur;                ///< ibv_start_poll / ibv_next_poll: the completion being read
+    /** IBV_EVENT_CQ_ERR was posted for this CQ's overrun (once, as rxe). */
+    std::atomic<bool> overrun_reported{false};
 };
 
 struct VQp {
@@ -189,6 +198,13 @@ struct Provider {
     unsigned progress_passes = 4;                    ///< DROCE_PROGRESS_PASSES
     std::vector<VContext*> contexts;                 ///< open contexts (for async events)
 };
+
+/**
+ * Writes @p rec to @p ctx's async pipe (non-blocking: an event the pipe has no room for is lost, as
+ * ibv_get_async_event's reader fell that far behind). Any thread, no lock: the context lives while
+ * its objects do.
+ */
+void post_context_event(VContext* ctx, const AsyncRecord& rec) noexcept;
 
 /** The provider singleton (never destroyed, so nothing runs at exit in an order we do not control).
  */

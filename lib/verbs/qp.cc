@@ -124,8 +124,12 @@ void from_qp_attr(const rc::Qp& qp, ibv_qp_attr& a) noexcept {
     a.path_mtu = static_cast<ibv_mtu>(q.path_mtu);
     a.path_mig_state = IBV_MIG_MIGRATED;
     a.qkey = q.qkey;
-    a.rq_psn = q.rq_psn;
-    a.sq_psn = q.sq_psn;
+    // Live PSNs (as rxe and ConnectX report them): the next PSN the requester sends from RTS on,
+    // the PSN the responder expects from RTR on; before that, what modify set. RC transport only
+    // (a multipath QP keeps its PSNs in its own state).
+    const bool rc_live = qp.transport == &rc::kRcTransport;
+    a.rq_psn = rc_live && qp.state >= rc::QpState::rtr ? qp.resp.expected_psn.value() : q.rq_psn;
+    a.sq_psn = rc_live && qp.state >= rc::QpState::rts ? qp.req.next_psn.value() : q.sq_psn;
     a.dest_qp_num = q.dest_qp_num;
     a.qp_access_flags = static_cast<unsigned>(q.qp_access_flags);
     a.cap.max_send_wr = qp.cap.max_send_wr;
@@ -485,6 +489,16 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr_ex* 
         delete qp;
         return fail<ibv_qp>(ENOMEM);
     }
+    {
+        ControlGuard guard(c->dev);
+        try {
+            c->vdev->qps[qp->native->qpn] = &qp->qpx.qp_base;
+        } catch (...) {
+            c->dev->destroy_qp(qp->native);
+            delete qp;
+            return fail<ibv_qp>(ENOMEM);
+        }
+    }
     a->cap.max_send_wr = qp->native->cap.max_send_wr;
     a->cap.max_recv_wr = qp->native->cap.max_recv_wr;
     a->cap.max_send_sge = qp->native->cap.max_send_sge;
@@ -820,7 +834,9 @@ extern "C" int ibv_destroy_qp(ibv_qp* ibqp) {
     VQp* qp = from_ibv<VQp>(ibqp);
     {
         ControlGuard guard(qp->ctx->dev);
+        const std::uint32_t qpn = qp->native->qpn;
         if (int e = qp->ctx->dev->destroy_qp(qp->native); e != 0) return e;
+        qp->ctx->vdev->qps.erase(qpn);
         purge_cqs(ibqp);
     }
     pthread_mutex_destroy(&ibqp->mutex);

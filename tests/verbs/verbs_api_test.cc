@@ -751,3 +751,213 @@ TEST_F(Pair, ManyThreadsPostOnOneQp) {
 }
 
 } // namespace
+
+// ---- Verbs edge cases real programs use (issue 16), each as rxe or a ConnectX behaves.
+
+/** Reads one async event of @p c within @p ms milliseconds. @return false when none came. */
+bool next_async_event(ibv_context* c, ibv_async_event* ev, int ms) {
+    pollfd pfd{c->async_fd, POLLIN, 0};
+    if (poll(&pfd, 1, ms) != 1) return false;
+    return ibv_get_async_event(c, ev) == 0;
+}
+
+/** Reads async events of @p c for up to @p ms until one of @p type for @p element arrives (a QP or
+ *  a CQ; others, such as those of earlier tests' QPs, are acknowledged and passed over). */
+bool wait_async_event(ibv_context* c, ibv_event_type type, const void* element,
+                      ibv_async_event* out, int ms) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < end) {
+        ibv_async_event ev{};
+        if (!next_async_event(c, &ev, 50)) continue;
+        ibv_ack_async_event(&ev);
+        const void* el = type == IBV_EVENT_CQ_ERR ? static_cast<const void*>(ev.element.cq)
+                                                  : static_cast<const void*>(ev.element.qp);
+        if (ev.event_type == type && el == element) {
+            *out = ev;
+            return true;
+        }
+    }
+    return false;
+}
+
+/**
+ * Create-time capabilities programs ask for: a QP with no receive queue (0 WRs, 0 SGEs: it only
+ * sends) or no send queue, and max_inline_data 0. Each is created (droce gives a queue of one WR
+ * where none was asked), the real capabilities are written back (at least what was asked), and
+ * ibv_query_qp reports the same.
+ */
+TEST_F(Verbs, QpCapabilityCornersAreAccepted) {
+    ibv_pd* pd = ibv_alloc_pd(a);
+    ibv_cq* cq = ibv_create_cq(a, 16, nullptr, nullptr, 0);
+    ASSERT_NE(cq, nullptr);
+    struct Case {
+        const char* what;
+        std::uint32_t send_wr, send_sge, recv_wr, recv_sge, inline_data;
+    };
+    for (const Case& k :
+         {Case{"no receive queue", 8, 1, 0, 0, 0}, Case{"no send queue", 0, 0, 8, 1, 0},
+          Case{"max_inline_data 0, odd sizes", 5, 1, 3, 1, 0}}) {
+        SCOPED_TRACE(k.what);
+        ibv_qp_init_attr ia{};
+        ia.send_cq = cq;
+        ia.recv_cq = cq;
+        ia.cap.max_send_wr = k.send_wr;
+        ia.cap.max_send_sge = k.send_sge;
+        ia.cap.max_recv_wr = k.recv_wr;
+        ia.cap.max_recv_sge = k.recv_sge;
+        ia.cap.max_inline_data = k.inline_data;
+        ia.qp_type = IBV_QPT_RC;
+        ibv_qp* qp = ibv_create_qp(pd, &ia);
+        ASSERT_NE(qp, nullptr) << std::strerror(errno);
+        EXPECT_GE(ia.cap.max_send_wr, k.send_wr);
+        EXPECT_GE(ia.cap.max_send_sge, k.send_sge);
+        EXPECT_GE(ia.cap.max_recv_wr, k.recv_wr);
+        EXPECT_GE(ia.cap.max_recv_sge, k.recv_sge);
+        EXPECT_GE(ia.cap.max_inline_data, k.inline_data);
+        ibv_qp_attr at{};
+        ibv_qp_init_attr qa{};
+        ASSERT_EQ(ibv_query_qp(qp, &at, IBV_QP_CAP, &qa), 0);
+        EXPECT_EQ(qa.cap.max_send_wr, ia.cap.max_send_wr);
+        EXPECT_EQ(qa.cap.max_recv_wr, ia.cap.max_recv_wr);
+        EXPECT_EQ(qa.cap.max_send_sge, ia.cap.max_send_sge);
+        EXPECT_EQ(qa.cap.max_recv_sge, ia.cap.max_recv_sge);
+        EXPECT_EQ(qa.cap.max_inline_data, ia.cap.max_inline_data);
+        EXPECT_EQ(ibv_destroy_qp(qp), 0);
+    }
+    EXPECT_EQ(ibv_destroy_cq(cq), 0);
+    EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+}
+
+/** ibv_query_qp reports the live PSNs: after a 4-packet WRITE the requester's sq_psn and the
+ *  responder's rq_psn have moved past it (rxe and ConnectX do; droce reported the initial ones). */
+TEST_F(Pair, QueryQpReportsLivePsns) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 4096, sa.mr->lkey};
+    ibv_send_wr wr = write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
+    ibv_wc wc{};
+    ASSERT_TRUE(poll_one(sa.cq, &wc));
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    ibv_qp_attr at{};
+    ibv_qp_init_attr ia{};
+    ASSERT_EQ(ibv_query_qp(sa.qp, &at, IBV_QP_SQ_PSN | IBV_QP_STATE, &ia), 0);
+    EXPECT_EQ(at.qp_state, IBV_QPS_RTS);
+    EXPECT_EQ(at.sq_psn, 104u) << "4 packets at path MTU 1024 from PSN 100";
+    ASSERT_EQ(ibv_query_qp(sb.qp, &at, IBV_QP_RQ_PSN, &ia), 0);
+    EXPECT_EQ(at.rq_psn, 104u);
+}
+
+/**
+ * Posting beyond the send queue's depth returns ENOMEM with bad_wr on the first WR that did not
+ * fit, and the queue is intact: the WRs that fit all complete, in order, with their data. The QP
+ * is paced at 1 Mb/s while the queue is filled so that nothing completes meanwhile.
+ */
+TEST_F(Pair, PostingBeyondTheQueueDepthReturnsEnomem) {
+    ibv_qp_attr at{};
+    ibv_qp_init_attr ia{};
+    ASSERT_EQ(ibv_query_qp(sa.qp, &at, IBV_QP_CAP, &ia), 0);
+    const std::uint32_t depth = ia.cap.max_send_wr;
+    ASSERT_GT(depth, 1u);
+    at = {};
+    at.rate_limit = 1000; // kb/s: a 16 KiB WRITE takes 0.13 s
+    ASSERT_EQ(ibv_modify_qp(sa.qp, &at, IBV_QP_RATE_LIMIT), 0);
+    for (std::size_t i = 0; i < sa.buf.size(); ++i)
+        sa.buf[i] = static_cast<std::uint8_t>(i * 7 + 1);
+    std::vector<ibv_sge> sges(depth + 4);
+    std::vector<ibv_send_wr> wrs(depth + 4);
+    std::uint32_t posted = 0;
+    int rc = 0;
+    ibv_send_wr* bad = nullptr;
+    for (std::uint32_t i = 0; i < depth + 4; ++i) {
+        // WR 0: 16 KiB; then 64 bytes each, WR i to offset 16384 + 64 (i - 1).
+        const std::uint32_t off = i == 0 ? 0 : 16384 + 64 * (i - 1);
+        const std::uint32_t len = i == 0 ? 16384 : 64;
+        sges[i] = {reinterpret_cast<uintptr_t>(sa.buf.data() + off), len, sa.mr->lkey};
+        wrs[i] = write_wr(&sges[i], sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data() + off));
+        wrs[i].wr_id = i;
+        rc = ibv_post_send(sa.qp, &wrs[i], &bad);
+        if (rc != 0) break;
+        ++posted;
+    }
+    EXPECT_EQ(rc, ENOMEM);
+    EXPECT_EQ(bad, &wrs[posted]);
+    EXPECT_EQ(posted, depth) << "the first WR is still on the wire: the queue holds depth WRs";
+    at = {};
+    at.rate_limit = 0;
+    ASSERT_EQ(ibv_modify_qp(sa.qp, &at, IBV_QP_RATE_LIMIT), 0);
+    for (std::uint32_t i = 0; i < posted; ++i) {
+        ibv_wc wc{};
+        ASSERT_TRUE(poll_one(sa.cq, &wc)) << "completion " << i;
+        EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(wc.wr_id, i) << "completions in order";
+    }
+    EXPECT_EQ(std::memcmp(sa.buf.data(), sb.buf.data(), 16384 + 64 * (posted - 1)), 0);
+}
+
+/**
+ * A CQ overrun (more completions than its depth, none polled) raises IBV_EVENT_CQ_ERR on the
+ * context's async fd, naming the CQ; a QP that fails by itself (the responder of a WRITE with a
+ * bad rkey: IBTA class C, the QP goes to ERR) raises IBV_EVENT_QP_FATAL naming the QP.
+ */
+TEST_F(Pair, CqOverrunAndFatalQpRaiseAsyncEvents) {
+    // A CQ of (at least) 1 entry for a third QP pair's sends.
+    ibv_cq* small = ibv_create_cq(a, 1, nullptr, nullptr, 0);
+    ASSERT_NE(small, nullptr);
+    const int depth = small->cqe;
+    ibv_qp_init_attr ia{};
+    ia.send_cq = small;
+    ia.recv_cq = sa.cq;
+    ia.cap.max_send_wr = static_cast<std::uint32_t>(depth + 8);
+    ia.cap.max_recv_wr = 1;
+    ia.cap.max_send_sge = 1;
+    ia.cap.max_recv_sge = 1;
+    ia.qp_type = IBV_QPT_RC;
+    Side x, y;
+    x.pd = sa.pd;
+    y.pd = sb.pd;
+    x.qp = ibv_create_qp(sa.pd, &ia);
+    ASSERT_NE(x.qp, nullptr);
+    ia.send_cq = sb.cq;
+    ia.recv_cq = sb.cq;
+    y.qp = ibv_create_qp(sb.pd, &ia);
+    ASSERT_NE(y.qp, nullptr);
+    connect(a, x, y, b);
+    connect(b, y, x, a);
+    // depth + 4 signalled WRITEs, nothing polled.
+    ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 64, sa.mr->lkey};
+    for (int i = 0; i < depth + 4; ++i) {
+        ibv_send_wr wr = write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
+        ibv_send_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_send(x.qp, &wr, &bad), 0) << i;
+    }
+    // Poll the small CQ now and then (it drives the engine where no engine thread runs, and
+    // reports the overrun at the latest) until the event comes.
+    ibv_async_event ev{};
+    bool cq_err = false;
+    for (int i = 0; i < 100 && !cq_err; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        ibv_wc wc[1];
+        (void)ibv_poll_cq(small, 1, wc);
+        cq_err = wait_async_event(a, IBV_EVENT_CQ_ERR, small, &ev, 1);
+    }
+    ASSERT_TRUE(cq_err) << "no IBV_EVENT_CQ_ERR for the small CQ";
+
+    // A WRITE with a bad rkey to y: y's responder NAKs it and goes to ERR by itself.
+    ibv_sge sge2{reinterpret_cast<uintptr_t>(sa.buf.data()), 64, sa.mr->lkey};
+    ibv_send_wr wr =
+        write_wr(&sge2, sb.mr->rkey ^ 0x5a5a00u, reinterpret_cast<uintptr_t>(sb.buf.data()));
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
+    ibv_wc w{};
+    ASSERT_TRUE(poll_one(sa.cq, &w));
+    EXPECT_EQ(w.status, IBV_WC_REM_ACCESS_ERR);
+    ASSERT_TRUE(wait_async_event(b, IBV_EVENT_QP_FATAL, sb.qp, &ev, 2000))
+        << "no IBV_EVENT_QP_FATAL for the responder";
+    // sa went to ERR by itself too (the NAK's completion reported it): its event on a.
+    ASSERT_TRUE(wait_async_event(a, IBV_EVENT_QP_FATAL, sa.qp, &ev, 2000))
+        << "no IBV_EVENT_QP_FATAL for the requester";
+
+    EXPECT_EQ(ibv_destroy_qp(x.qp), 0);
+    EXPECT_EQ(ibv_destroy_qp(y.qp), 0);
+    EXPECT_EQ(ibv_destroy_cq(small), 0);
+}
