@@ -46,6 +46,21 @@ leftovers() {
     ls -d /var/run/dpdk/droce-memif-zc-* 2>/dev/null
 }
 
+# stop_pair SIG SERVER_PID CLIENT_PID WHAT: SIG to both; each gets 10 s to exit (then a failure and
+# SIGKILL); sets src and crc to their exit statuses.
+stop_pair() {
+    local sig=$1 s=$2 c=$3 what=$4 p
+    kill -"$sig" "$s" "$c"
+    for p in "$s" "$c"; do
+        timeout 10 tail --pid="$p" -f /dev/null
+        kill -0 "$p" 2>/dev/null && { fail "SIG$sig: $what $p still running 10 s after the signal"; kill -KILL "$p"; }
+    done
+    wait "$s"
+    src=$?
+    wait "$c"
+    crc=$?
+}
+
 # start_server NAME [--once]: a server in the background, $spid; waits for its TCP listener.
 start_server() {
     "$perf" --server -c "$cfg/memif-zc-server.ini" "${@:2}" > "$tmp/$1.server" 2>&1 &
@@ -111,14 +126,7 @@ for sig in INT TERM KILL; do
     grep -q "#bytes" "$tmp/$sig.client" || fail "$sig: the pair started after the previous stop did not reach a run"
     sleep 0.3
     [ -n "$(ls "$tmp/huge")" ] || fail "$sig: no hugepage file while running (not on hugepages?)"
-    kill -"$sig" "$spid" "$cpid"
-    timeout 10 tail --pid="$spid" -f /dev/null
-    timeout 10 tail --pid="$cpid" -f /dev/null
-    kill -0 "$cpid" 2>/dev/null && { fail "SIG$sig: client still running 10 s after the signal"; kill -KILL "$cpid"; }
-    wait "$spid"
-    src=$?
-    wait "$cpid"
-    crc=$?
+    stop_pair "$sig" "$spid" "$cpid" droce-perf
     left=$(leftovers | tr '\n' ' ')
     echo "== SIG$sig mid-run: server exit $src, client exit $crc; left: ${left:-nothing}"
     if [ "$sig" = KILL ]; then
@@ -168,16 +176,7 @@ if command -v ib_write_bw > /dev/null; then
         verbs_pair "v$sig" -D 20 || fail "droce-run ib_write_bw (SIG$sig run): the run did not start"
         sleep 0.5
         [ -n "$(ls "$tmp/huge")" ] || fail "droce-run ib_write_bw: no hugepage file while running"
-        kill -"$sig" "$vspid" "$vcpid"
-        timeout 10 tail --pid="$vspid" -f /dev/null
-        timeout 10 tail --pid="$vcpid" -f /dev/null
-        for p in "$vspid" "$vcpid"; do
-            kill -0 "$p" 2>/dev/null && { fail "SIG$sig: ib_write_bw $p still running 10 s after it"; kill -KILL "$p"; }
-        done
-        wait "$vspid"
-        src=$?
-        wait "$vcpid"
-        crc=$?
+        stop_pair "$sig" "$vspid" "$vcpid" ib_write_bw
         left=$(leftovers | tr '\n' ' ')
         echo "== droce-run ib_write_bw, SIG$sig mid-run: server exit $src, client exit $crc (the signal's own: $want); left: ${left:-nothing}"
         [ $src = "$want" ] && [ $crc = "$want" ] || {
