@@ -19,6 +19,8 @@ constexpr std::uint32_t kBlockShb = 0x0a0d0d0a;
 constexpr std::uint32_t kBlockIdb = 1;
 constexpr std::uint32_t kBlockSpb = 3;
 constexpr std::uint32_t kBlockEpb = 6;
+constexpr std::uint32_t kBlockIsb = 5;
+constexpr std::uint16_t kOptIsbIfDrop = 5; ///< frames the interface dropped (droce: ring full)
 constexpr std::uint32_t kByteOrderMagic = 0x1a2b3c4d;
 constexpr std::uint16_t kOptEnd = 0;
 constexpr std::uint16_t kOptIfName = 2;
@@ -201,7 +203,21 @@ CaptureFile::Status CaptureFile::next_pcapng(RawFrame& frame, std::string& error
             ifaces_.push_back(std::move(ifc));
             continue;
         }
-        if (type != kBlockEpb && type != kBlockSpb) continue; // statistics, name resolution ...
+        if (type == kBlockIsb && len >= 24) {
+            // Interface statistics: isb_ifdrop is cumulative, so the last one of an interface
+            // counts (droce writes one per interface when its capture stops).
+            const std::uint32_t iface = u32(b + 8);
+            options(b + 20, end, [&](std::uint16_t code, std::size_t at, std::uint16_t n) {
+                if (code != kOptIsbIfDrop || n != 8) return;
+                std::uint64_t v;
+                std::memcpy(&v, ng_.data() + at, 8);
+                if (ng_swap_) v = __builtin_bswap64(v);
+                if (iface >= if_dropped_.size()) if_dropped_.resize(iface + 1, 0);
+                if_dropped_[iface] = v;
+            });
+            continue;
+        }
+        if (type != kBlockEpb && type != kBlockSpb) continue; // name resolution, custom ...
         std::uint32_t iface = 0, caplen = 0, origlen = 0;
         std::uint64_t ts = 0;
         std::size_t data = 0;

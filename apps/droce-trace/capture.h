@@ -74,6 +74,18 @@ class CaptureFile {
     /** The interfaces a pcapng file read here has described so far (empty for libpcap reads). */
     [[nodiscard]] const std::vector<Interface>& interfaces() const noexcept { return ifaces_; }
 
+    /**
+     * Frames the capturing side dropped, as the pcapng interface statistics read so far say
+     * (isb_ifdrop, the last of each interface, summed; droce counts its capture ring's
+     * overflows there): frames that happened but are not in the file. 0 for libpcap reads.
+     */
+    [[nodiscard]] std::uint64_t dropped() const noexcept {
+        std::uint64_t n = 0;
+        for (const std::uint64_t d : if_dropped_)
+            n += d;
+        return n;
+    }
+
   private:
     bool open_pcapng(const std::string& path, std::string& error);
     Status next_pcapng(RawFrame& frame, std::string& error);
@@ -86,7 +98,8 @@ class CaptureFile {
     bool ng_swap_ = false;
     bool ng_open_ = false;
     std::vector<Interface> ifaces_;
-    std::uint64_t count_ = 0; ///< frames returned so far
+    std::vector<std::uint64_t> if_dropped_; ///< per interface id: its last isb_ifdrop
+    std::uint64_t count_ = 0;               ///< frames returned so far
     std::string path_;
 };
 

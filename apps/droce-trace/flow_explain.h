@@ -133,6 +133,9 @@ struct FlowStory {
     std::uint64_t roce_frames = 0; ///< RoCEv2 frames (accepted, or cut by the snap length)
     std::uint64_t twins = 0;       ///< inbound copies matched to their outbound copy
     bool directions = false;       ///< the capture said which way frames went
+    /** Frames the capturing side dropped (pcapng isb_ifdrop: droce's capture ring was full):
+     *  missing from the file, so a gap in the story may be the capture's, not the network's. */
+    std::uint64_t capture_dropped = 0;
     std::vector<FlowConnection> connections;
 };
 

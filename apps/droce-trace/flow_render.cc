@@ -152,6 +152,11 @@ std::string story_text(const FlowStory& s, const StoryOptions& opts) {
         out += "; " + std::to_string(s.twins) +
                " packets were captured at both ends (sent and received) and count once";
     }
+    if (s.capture_dropped > 0) {
+        out += "; the capture itself dropped " + std::to_string(s.capture_dropped) +
+               " frames (its ring was full: pcapng isb_ifdrop), so a gap below may be the "
+               "capture's, not the network's";
+    }
     out += '\n';
     std::size_t id = 0;
     for (const FlowConnection& c : s.connections) {
@@ -195,6 +200,7 @@ Json story_json(const FlowStory& s, const StoryOptions& opts) {
     j["roce_frames"] = s.roce_frames;
     j["directions"] = s.directions;
     j["twins"] = s.twins;
+    j["capture_dropped"] = s.capture_dropped;
     Json conns = Json::array();
     std::size_t id = 0;
     for (const FlowConnection& c : s.connections) {
@@ -488,6 +494,11 @@ std::string story_html(const FlowStory& s, const StoryOptions& opts) {
         std::to_string(s.roce_frames) + " RoCEv2, " + std::to_string(s.connections.size()) +
         " connection(s). Time runs left to right, PSN upward: a straight rising "
         "line is a connection sending in order; a step back down is a resend.</p>\n";
+    if (s.capture_dropped > 0)
+        page += "<p class=\"counts\">The capture itself dropped " +
+                std::to_string(s.capture_dropped) +
+                " frames (its ring was full): a gap below may be the capture's, not the "
+                "network's.</p>\n";
     // An index first: a capture of a whole demo holds dozens of connections.
     page += "<table class=\"index\">\n<tr><th>connection</th><th>transport</th><th>requester "
             "QP</th><th>responder QP</th><th>packets</th><th>resent</th><th>lost</th><th>NAKs</th>"

@@ -131,7 +131,8 @@ int run_explain(const ExplainOptions& opts) {
         std::fprintf(stderr, "droce-trace: the story below covers the %llu frames before it\n",
                      static_cast<unsigned long long>(read_frames));
     }
-    const FlowStory story = explainer.finish(opts.file);
+    FlowStory story = explainer.finish(opts.file);
+    story.capture_dropped = capture.dropped();
     if (so.qp) {
         bool found = false;
         for (const FlowConnection& c : story.connections)

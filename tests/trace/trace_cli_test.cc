@@ -174,5 +174,41 @@ TEST(TraceCli, ExplainOfACutFileTellsTheStorySoFarAndExitsOne) {
     EXPECT_TRUE(contains(r.output, "RDMA WRITE") || contains(r.output, "WRITE")) << r.output;
 }
 
+/**
+ * A droce capture whose ring overflowed says so in its interface statistics (isb_ifdrop); explain
+ * reports those frames as missing from the story, in text and JSON (a gap may be the capture's).
+ * The committed MRC capture with one Interface Statistics Block appended: 7 frames dropped.
+ */
+TEST(TraceCli, ExplainReportsFramesTheCaptureDropped) {
+    const std::string src = captures_dir() + "/droce_mrc_plane_down_loss.pcapng";
+    std::FILE* in = std::fopen(src.c_str(), "rb");
+    ASSERT_NE(in, nullptr) << src;
+    std::vector<unsigned char> bytes;
+    for (int c; (c = std::fgetc(in)) != EOF;)
+        bytes.push_back(static_cast<unsigned char>(c));
+    std::fclose(in);
+    // ISB (pcapng 4.6), host byte order as droce writes: type 5, length, interface 0, timestamp,
+    // option isb_ifdrop (5) of 8 bytes = 7, opt_endofopt, length again.
+    const std::uint32_t words[] = {5, 40, 0, 0, 0, 5u | (8u << 16), 7, 0, 0, 40};
+    const auto* w = reinterpret_cast<const unsigned char*>(words);
+    bytes.insert(bytes.end(), w, w + sizeof words);
+    char path[] = "/tmp/droce-trace-isb-XXXXXX";
+    const int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    close(fd);
+    const RunResult text = run_trace("explain " + quoted(path));
+    const RunResult json = run_trace("explain --json " + quoted(path));
+    const RunResult plain = run_trace("explain --json " + quoted(src));
+    unlink(path);
+    EXPECT_EQ(text.status, 0) << text.output;
+    EXPECT_NE(text.output.find("the capture itself dropped 7 frames"), std::string::npos)
+        << text.output.substr(0, 400);
+    ASSERT_EQ(json.status, 0);
+    EXPECT_EQ(nlohmann::json::parse(json.output).value("capture_dropped", -1), 7);
+    ASSERT_EQ(plain.status, 0);
+    EXPECT_EQ(nlohmann::json::parse(plain.output).value("capture_dropped", -1), 0);
+}
+
 } // namespace
 } // namespace droce::trace::test
