@@ -62,7 +62,7 @@ void report_overrun(VCq* cq) noexcept {
     if (cq->overrun_reported.exchange(true, std::memory_order_relaxed)) return;
     AsyncRecord r;
     r.type = IBV_EVENT_CQ_ERR;
-    r.element = ibv_cq_ex_to_cq(&cq->cqx);
+    r.handle = cq->native->cqn;
     post_context_event(cq->ctx, r);
 }
 
@@ -201,6 +201,14 @@ VCq* create(ibv_context* context, std::uint32_t cqe, void* cq_context, ibv_comp_
             return nullptr;
         }
         cq->ctx = c;
+        try {
+            c->vdev->cqs[cq->native->cqn] = ibv_cq_ex_to_cq(&cq->cqx);
+        } catch (...) {
+            c->dev->destroy_cq(cq->native);
+            delete cq;
+            *err = ENOMEM;
+            return nullptr;
+        }
         if (channel) {
             cq->channel = from_ibv<VChannel>(channel);
             ++channel->refcnt;
@@ -285,7 +293,9 @@ extern "C" int ibv_destroy_cq(ibv_cq* ibcq) {
     VCq* cq = from_ibv<VCq>(ibcq);
     {
         ControlGuard guard(cq->ctx->dev);
+        const std::uint32_t cqn = cq->native->cqn;
         if (int e = cq->ctx->dev->destroy_cq(cq->native); e != 0) return e;
+        cq->ctx->vdev->cqs.erase(cqn);
         if (cq->channel) --cq->channel->ch.refcnt;
     }
     pthread_mutex_destroy(&cq->cqx.mutex);

@@ -533,7 +533,7 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
                 if (it == vdev->qps.end()) return;
                 AsyncRecord r;
                 r.type = IBV_EVENT_QP_FATAL;
-                r.qpn = q.qpn;
+                r.handle = q.qpn;
                 post_context_event(vctx_of(it->second->context), r);
             };
         }
@@ -707,9 +707,12 @@ extern "C" int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, __be16
 /**
  * Blocks (unless the application made context->async_fd non-blocking) until an asynchronous event
  * arrives: IBV_EVENT_PORT_ACTIVE / IBV_EVENT_PORT_ERR when a port's link changes,
- * IBV_EVENT_QP_FATAL when a QP failed by itself, IBV_EVENT_CQ_ERR when a CQ overran. A QP event
- * whose QP was destroyed before it was read is dropped (rdma-core would make ibv_destroy_qp wait
- * for it to be acknowledged; droce does not make a program that never reads events hang there).
+ * IBV_EVENT_QP_FATAL when a QP failed by itself, IBV_EVENT_CQ_ERR when a CQ overran. A QP or CQ
+ * event whose object was destroyed before it was read is dropped, never handed out with a freed
+ * pointer: rdma-core makes ibv_destroy_qp / _cq wait until such events are acknowledged; droce
+ * does not, so a program that never reads events cannot hang in destroy. (A reader that polled
+ * the fd and finds only dropped events then waits for the next one, or gets EAGAIN on a
+ * non-blocking fd.)
  * @return 0, or -1 with errno (EAGAIN on a non-blocking fd with nothing pending, EINVAL).
  */
 extern "C" int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
@@ -719,20 +722,29 @@ extern "C" int ibv_get_async_event(ibv_context* context, ibv_async_event* event)
     }
     AsyncRecord r;
     ibv_qp* qp = nullptr;
+    ibv_cq* cq = nullptr;
     for (;;) {
         ssize_t n = read(context->async_fd, &r, sizeof r);
         if (n != static_cast<ssize_t>(sizeof r)) {
             if (n >= 0) errno = EIO;
             return -1;
         }
-        if (r.type != IBV_EVENT_QP_FATAL) break;
+        if (r.type != IBV_EVENT_QP_FATAL && r.type != IBV_EVENT_CQ_ERR) break;
         Provider& p = provider();
         std::lock_guard<std::mutex> g(p.mu);
-        VContext* c = vctx_of(context);
-        const auto it = c->vdev->qps.find(r.qpn);
-        if (it != c->vdev->qps.end() && it->second->context == context) {
-            qp = it->second;
-            break;
+        VDevice* vd = vctx_of(context)->vdev;
+        if (r.type == IBV_EVENT_QP_FATAL) {
+            const auto it = vd->qps.find(r.handle);
+            if (it != vd->qps.end() && it->second->context == context) {
+                qp = it->second;
+                break;
+            }
+        } else {
+            const auto it = vd->cqs.find(r.handle);
+            if (it != vd->cqs.end() && it->second->context == context) {
+                cq = it->second;
+                break;
+            }
         }
     }
     event->event_type = static_cast<ibv_event_type>(r.type);
@@ -742,7 +754,7 @@ extern "C" int ibv_get_async_event(ibv_context* context, ibv_async_event* event)
         event->element.port_num = static_cast<int>(r.port);
         break;
     case IBV_EVENT_CQ_ERR:
-        event->element.cq = static_cast<ibv_cq*>(r.element);
+        event->element.cq = cq;
         break;
     default:
         event->element.qp = qp;

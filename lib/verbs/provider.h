@@ -74,16 +74,20 @@ struct VDevice {
      *  ControlGuard of the device (provider mutex held, engine between passes), so the engine
      *  reads it without a lock. */
     std::unordered_map<std::uint32_t, ibv_qp*> qps;
+    /** The verbs CQs of this device by CQN, for IBV_EVENT_CQ_ERR; as qps (changed inside a
+     *  ControlGuard, read under the provider mutex). */
+    std::unordered_map<std::uint32_t, ibv_cq*> cqs;
 };
 
 struct VContext;
 
 /** An asynchronous event as it travels through the context's async pipe. */
 struct AsyncRecord {
-    std::uint32_t type = 0;  ///< enum ibv_event_type
-    std::uint32_t port = 0;  ///< 1-based port for port events
-    void* element = nullptr; ///< ibv_cq for CQ events
-    std::uint32_t qpn = 0;   ///< QP events: the QP, looked up when the event is read
+    std::uint32_t type = 0; ///< enum ibv_event_type
+    std::uint32_t port = 0; ///< 1-based port for port events
+    /** QP events: the QPN; CQ events: the CQN. The object is looked up when the event is read
+     *  (ibv_get_async_event), so an event of an object destroyed meanwhile names nothing. */
+    std::uint32_t handle = 0;
 };
 
 /**

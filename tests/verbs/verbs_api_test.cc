@@ -9,9 +9,11 @@
 #include <infiniband/verbs.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -942,7 +944,7 @@ TEST_F(Pair, CqOverrunAndFatalQpRaiseAsyncEvents) {
     }
     ASSERT_TRUE(cq_err) << "no IBV_EVENT_CQ_ERR for the small CQ";
 
-    // A WRITE with a bad rkey to y: y's responder NAKs it and goes to ERR by itself.
+    // A WRITE with a bad rkey from sa to sb: sb's responder NAKs it and goes to ERR by itself.
     ibv_sge sge2{reinterpret_cast<uintptr_t>(sa.buf.data()), 64, sa.mr->lkey};
     ibv_send_wr wr =
         write_wr(&sge2, sb.mr->rkey ^ 0x5a5a00u, reinterpret_cast<uintptr_t>(sb.buf.data()));
@@ -960,4 +962,85 @@ TEST_F(Pair, CqOverrunAndFatalQpRaiseAsyncEvents) {
     EXPECT_EQ(ibv_destroy_qp(x.qp), 0);
     EXPECT_EQ(ibv_destroy_qp(y.qp), 0);
     EXPECT_EQ(ibv_destroy_cq(small), 0);
+}
+
+/** Reads every async event pending on @p c (the fd made non-blocking meanwhile) into @p out. */
+void drain_async_events(ibv_context* c, std::vector<ibv_async_event>* out) {
+    const int flags = fcntl(c->async_fd, F_GETFL);
+    ASSERT_EQ(fcntl(c->async_fd, F_SETFL, flags | O_NONBLOCK), 0);
+    for (ibv_async_event e{}; ibv_get_async_event(c, &e) == 0;) {
+        ibv_ack_async_event(&e);
+        out->push_back(e);
+    }
+    EXPECT_EQ(errno, EAGAIN);
+    ASSERT_EQ(fcntl(c->async_fd, F_SETFL, flags), 0);
+}
+
+/**
+ * An async event still queued when its object is destroyed never names the freed object: a CQ of
+ * depth 1 overruns (CQ_ERR) and a QP pair fails by itself (a WRITE with a bad rkey: QP_FATAL on
+ * both sides), nobody reads the events, the QPs and the CQ are destroyed; what the async fds give
+ * afterwards names none of them.
+ */
+TEST_F(Pair, EventsOfDestroyedObjectsAreDropped) {
+    std::vector<ibv_async_event> before;
+    drain_async_events(a, &before); // what earlier tests left
+    drain_async_events(b, &before);
+    // A third QP pair whose requester's send CQ holds 1 completion; more than that, unpolled.
+    ibv_cq* small = ibv_create_cq(a, 1, nullptr, nullptr, 0);
+    ASSERT_NE(small, nullptr);
+    ibv_qp_init_attr ia{};
+    ia.send_cq = small;
+    ia.recv_cq = sa.cq;
+    ia.cap.max_send_wr = static_cast<std::uint32_t>(small->cqe + 8);
+    ia.cap.max_recv_wr = 1;
+    ia.cap.max_send_sge = 1;
+    ia.cap.max_recv_sge = 1;
+    ia.qp_type = IBV_QPT_RC;
+    Side x, y;
+    x.qp = ibv_create_qp(sa.pd, &ia);
+    ASSERT_NE(x.qp, nullptr);
+    ia.send_cq = sb.cq;
+    ia.recv_cq = sb.cq;
+    y.qp = ibv_create_qp(sb.pd, &ia);
+    ASSERT_NE(y.qp, nullptr);
+    connect(a, x, y, b);
+    connect(b, y, x, a);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 64, sa.mr->lkey};
+    for (int i = 0; i < small->cqe + 4; ++i) {
+        ibv_send_wr wr = write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
+        ibv_send_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_send(x.qp, &wr, &bad), 0) << i;
+    }
+    for (int i = 0; i < 20; ++i) { // the overrun happens and is reported (not read)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        ibv_wc wc[1];
+        (void)ibv_poll_cq(small, 1, wc);
+    }
+    // sa -> sb with a bad rkey: both fail by themselves.
+    ibv_send_wr wr =
+        write_wr(&sge, sb.mr->rkey ^ 0x5a5a00u, reinterpret_cast<uintptr_t>(sb.buf.data()));
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
+    ibv_wc w{};
+    ASSERT_TRUE(poll_one(sa.cq, &w)); // both QPs are in ERR now and their events are queued
+    EXPECT_EQ(w.status, IBV_WC_REM_ACCESS_ERR);
+    const std::vector<const void*> gone = {sa.qp, sb.qp, x.qp, y.qp, small};
+    for (ibv_qp** q : {&sa.qp, &sb.qp, &x.qp, &y.qp}) {
+        EXPECT_EQ(ibv_destroy_qp(*q), 0);
+        *q = nullptr;
+    }
+    EXPECT_EQ(ibv_destroy_cq(small), 0);
+    std::vector<ibv_async_event> after;
+    drain_async_events(a, &after);
+    drain_async_events(b, &after);
+    for (const ibv_async_event& e : after) {
+        const void* el = e.event_type == IBV_EVENT_CQ_ERR ? static_cast<const void*>(e.element.cq)
+                                                          : static_cast<const void*>(e.element.qp);
+        EXPECT_EQ(std::count(gone.begin(), gone.end(), el), 0)
+            << "event " << e.event_type << " names a destroyed object";
+        if (e.event_type == IBV_EVENT_QP_FATAL || e.event_type == IBV_EVENT_CQ_ERR) {
+            EXPECT_NE(el, nullptr);
+        }
+    }
 }
