@@ -384,6 +384,36 @@ class Pair : public Verbs {
         wr.wr.rdma.rkey = rkey;
         return wr;
     }
+    /**
+     * A third QP pair, x on a and y on b, connected; x sends into @p send_cq (a CQ of a) and has
+     * posted send_cq->cqe + 4 signalled 64-byte WRITEs to sb's buffer, none polled: more
+     * completions than the CQ holds. The caller destroys x.qp and y.qp.
+     */
+    void overrun_cq(ibv_cq* send_cq, Side& x, Side& y) {
+        ibv_qp_init_attr ia{};
+        ia.send_cq = send_cq;
+        ia.recv_cq = sa.cq;
+        ia.cap.max_send_wr = static_cast<std::uint32_t>(send_cq->cqe + 8);
+        ia.cap.max_recv_wr = 1;
+        ia.cap.max_send_sge = 1;
+        ia.cap.max_recv_sge = 1;
+        ia.qp_type = IBV_QPT_RC;
+        x.qp = ibv_create_qp(sa.pd, &ia);
+        ASSERT_NE(x.qp, nullptr);
+        ia.send_cq = sb.cq;
+        ia.recv_cq = sb.cq;
+        y.qp = ibv_create_qp(sb.pd, &ia);
+        ASSERT_NE(y.qp, nullptr);
+        connect(a, x, y, b);
+        connect(b, y, x, a);
+        ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 64, sa.mr->lkey};
+        for (int i = 0; i < send_cq->cqe + 4; ++i) {
+            ibv_send_wr wr =
+                write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
+            ibv_send_wr* bad = nullptr;
+            ASSERT_EQ(ibv_post_send(x.qp, &wr, &bad), 0) << i;
+        }
+    }
 };
 
 TEST_F(Pair, WriteMovesDataAndBadKeysFail) {
@@ -902,36 +932,11 @@ TEST_F(Pair, PostingBeyondTheQueueDepthReturnsEnomem) {
  * bad rkey: IBTA class C, the QP goes to ERR) raises IBV_EVENT_QP_FATAL naming the QP.
  */
 TEST_F(Pair, CqOverrunAndFatalQpRaiseAsyncEvents) {
-    // A CQ of (at least) 1 entry for a third QP pair's sends.
+    // A CQ of (at least) 1 entry for a third QP pair's sends, overrun.
     ibv_cq* small = ibv_create_cq(a, 1, nullptr, nullptr, 0);
     ASSERT_NE(small, nullptr);
-    const int depth = small->cqe;
-    ibv_qp_init_attr ia{};
-    ia.send_cq = small;
-    ia.recv_cq = sa.cq;
-    ia.cap.max_send_wr = static_cast<std::uint32_t>(depth + 8);
-    ia.cap.max_recv_wr = 1;
-    ia.cap.max_send_sge = 1;
-    ia.cap.max_recv_sge = 1;
-    ia.qp_type = IBV_QPT_RC;
     Side x, y;
-    x.pd = sa.pd;
-    y.pd = sb.pd;
-    x.qp = ibv_create_qp(sa.pd, &ia);
-    ASSERT_NE(x.qp, nullptr);
-    ia.send_cq = sb.cq;
-    ia.recv_cq = sb.cq;
-    y.qp = ibv_create_qp(sb.pd, &ia);
-    ASSERT_NE(y.qp, nullptr);
-    connect(a, x, y, b);
-    connect(b, y, x, a);
-    // depth + 4 signalled WRITEs, nothing polled.
-    ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 64, sa.mr->lkey};
-    for (int i = 0; i < depth + 4; ++i) {
-        ibv_send_wr wr = write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
-        ibv_send_wr* bad = nullptr;
-        ASSERT_EQ(ibv_post_send(x.qp, &wr, &bad), 0) << i;
-    }
+    ASSERT_NO_FATAL_FAILURE(overrun_cq(small, x, y));
     // Poll the small CQ now and then (it drives the engine where no engine thread runs, and
     // reports the overrun at the latest) until the event comes.
     ibv_async_event ev{};
@@ -989,29 +994,9 @@ TEST_F(Pair, EventsOfDestroyedObjectsAreDropped) {
     // A third QP pair whose requester's send CQ holds 1 completion; more than that, unpolled.
     ibv_cq* small = ibv_create_cq(a, 1, nullptr, nullptr, 0);
     ASSERT_NE(small, nullptr);
-    ibv_qp_init_attr ia{};
-    ia.send_cq = small;
-    ia.recv_cq = sa.cq;
-    ia.cap.max_send_wr = static_cast<std::uint32_t>(small->cqe + 8);
-    ia.cap.max_recv_wr = 1;
-    ia.cap.max_send_sge = 1;
-    ia.cap.max_recv_sge = 1;
-    ia.qp_type = IBV_QPT_RC;
     Side x, y;
-    x.qp = ibv_create_qp(sa.pd, &ia);
-    ASSERT_NE(x.qp, nullptr);
-    ia.send_cq = sb.cq;
-    ia.recv_cq = sb.cq;
-    y.qp = ibv_create_qp(sb.pd, &ia);
-    ASSERT_NE(y.qp, nullptr);
-    connect(a, x, y, b);
-    connect(b, y, x, a);
+    ASSERT_NO_FATAL_FAILURE(overrun_cq(small, x, y));
     ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 64, sa.mr->lkey};
-    for (int i = 0; i < small->cqe + 4; ++i) {
-        ibv_send_wr wr = write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
-        ibv_send_wr* bad = nullptr;
-        ASSERT_EQ(ibv_post_send(x.qp, &wr, &bad), 0) << i;
-    }
     for (int i = 0; i < 20; ++i) { // the overrun happens and is reported (not read)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
         ibv_wc wc[1];
