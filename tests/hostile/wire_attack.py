@@ -51,7 +51,7 @@ def check(name, cond, detail=""):
 def start(side, ns, role):
     err = open(f"{tmp}/{side}.err", "w")
     p = subprocess.Popen(["timeout", "240", "ip", "netns", "exec", ns, victim, "--config",
-                          f"{tmp}/{side}.ini", *role, "--port", tcp_port, "--info",
+                          f"{tmp}/{side}.ini", *role, "--info",
                           f"{tmp}/{side}.json", "--idle", "10"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
                          bufsize=1)
@@ -95,10 +95,10 @@ def bye(msg):
     sys.exit(max(failures, 1))
 
 
-start("b", ns_b, ["--server"])
+start("b", ns_b, ["--server", "--port", tcp_port])
 if not wait_for(f"{tmp}/b.err", "waiting for the client", procs["b"]):
     bye("the server did not start")
-start("a", ns_a, ["--client", kernel_b])
+start("a", ns_a, ["--client", f"{kernel_b}:{tcp_port}"])
 for side in ("a", "b"):
     if not wait_for(f"{tmp}/{side}.err", "connected", procs[side]):
         bye(f"{side} did not connect")
