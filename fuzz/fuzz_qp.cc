@@ -20,12 +20,13 @@
 // registered region changed), every completion names a posted wr_id and arrives once, no QP
 // completes more WQEs than were posted on it. A violation aborts.
 //
-// The devices live for the whole process; every input gets a new connected QP pair on them after
-// the last input's QPs are destroyed and the fabric drained (Pair::reset): building two Devices
-// per input cost most of the time (their tables' page faults), about 100 inputs a second. So an
-// input runs on devices that earlier inputs used (their counters, clock, freed table slots); a
-// crash input replays alone in a fresh process (fuzz/run, regressions) and reproduces when the
-// input alone causes it.
+// The devices live for the whole process, and so does an MRC QP pair while both its QPs stay in
+// RTS; an RC pair, and an MRC pair an input left in another state, is made anew for the next
+// input (Pair::reset). Building two Devices per input cost most of the time (their tables' page
+// faults; about 100 inputs a second), and a new MRC QP clears its trackers. So an input may run on
+// devices and QPs that earlier inputs used (counters, clock, PSNs, receive WQEs); a crash input
+// replays alone in a fresh process (fuzz/run, regressions) and reproduces when the input alone
+// causes it.
 #include <array>
 #include <cstdint>
 #include <cstdlib>
@@ -33,6 +34,7 @@
 #include <deque>
 #include <memory>
 #include <span>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/connect.h"
@@ -52,6 +54,9 @@ constexpr std::size_t kGuard = 256;
 constexpr std::uint8_t kCanary = 0xA5;
 constexpr std::size_t kMrSize = 8192;
 constexpr std::uint32_t kPlanes = FUZZ_MRC ? 2 : 1;
+/** Pair::reset keeps a QP pair in RTS: for MRC (a new MRC QP clears its trackers, most of an
+ *  input's time); an RC pair is cheap to make and a fresh one per input runs faster. */
+constexpr bool kKeepQps = FUZZ_MRC != 0;
 
 /** Aborts with a message: a fuzz finding. */
 [[noreturn]] void fail(const char* what) {
@@ -144,7 +149,8 @@ struct Pair {
     std::uint64_t next_wr_id = 1;
     std::uint64_t posted_send[2] = {}, posted_recv[2] = {};
     std::uint64_t done_send[2] = {}, done_recv[2] = {};
-    std::vector<bool> completed; ///< by wr_id: a CQE was seen
+    /** Posted WQEs (by wr_id) of the live QP pair whose CQE has not been seen. */
+    std::unordered_set<std::uint64_t> outstanding;
 
     /** Devices, PDs, CQs and MRs: made once per process (a Device's tables cost most of an
      *  input's time when built per input); the QPs are made anew for every input (reset()). */
@@ -169,12 +175,21 @@ struct Pair {
     }
 
     /**
-     * The state of a fresh pair for the next input: the last input's QPs destroyed, every frame
-     * still on the fabric delivered (to no QP) and every CQE taken, the buffers back to canaries,
-     * then a new connected QP pair and the harness's counts at zero. What stays: the devices'
-     * tables, counters and clock (virtual time only moves forward).
+     * The pair for the next input. An MRC QP pair that is still RTS on both sides is kept
+     * (kKeepQps), with what it still holds: receive
+     * WQEs, their wr_ids outstanding, its PSNs. Otherwise its QPs are destroyed, every frame still
+     * on the fabric is delivered (to no QP), every CQE taken, and a new pair is connected. Either
+     * way the buffers go back to canaries. What always stays: the devices' tables, counters and
+     * clock (virtual time only moves forward).
      */
     void reset() {
+        for (int e = 0; e < 2; ++e) {
+            std::fill(mr[e].all.begin(), mr[e].all.end(), kCanary);
+            std::fill(buf[e].all.begin(), buf[e].all.end(), kCanary);
+        }
+        if (kKeepQps && qp[0] && qp[1] && qp[0]->state == rc::QpState::rts &&
+            qp[1]->state == rc::QpState::rts)
+            return;
         for (int e = 0; e < 2; ++e)
             if (qp[e] && dev[e]->destroy_qp(qp[e]) != 0) fail("destroy_qp");
         qp[0] = qp[1] = nullptr;
@@ -191,13 +206,9 @@ struct Pair {
             else
                 clock.advance(1000);
         }
-        for (int e = 0; e < 2; ++e) {
-            std::fill(mr[e].all.begin(), mr[e].all.end(), kCanary);
-            std::fill(buf[e].all.begin(), buf[e].all.end(), kCanary);
+        for (int e = 0; e < 2; ++e)
             posted_send[e] = posted_recv[e] = done_send[e] = done_recv[e] = 0;
-        }
-        next_wr_id = 1;
-        completed.clear();
+        outstanding.clear();
         for (std::uint32_t e = 0; e < 2; ++e) {
             int err = 0;
             qp[e] = dev[e]->create_qp(pd[e], cq[e], cq[e], rc::QpCap{64, 64, 1, 1, 64}, false, &err
@@ -246,11 +257,9 @@ struct Pair {
             std::uint32_t n;
             while ((n = dev[e]->poll_cq(cq[e], c, 64)) > 0)
                 for (std::uint32_t i = 0; i < n; ++i) {
-                    // wr_ids are 2k+1 for sends, 2k+2 for receives, below next_wr_id.
-                    if (c[i].wr_id == 0 || c[i].wr_id >= next_wr_id) fail("CQE for no WQE");
-                    if (completed.size() <= c[i].wr_id) completed.resize(next_wr_id);
-                    if (completed[c[i].wr_id]) fail("a WQE completed twice");
-                    completed[c[i].wr_id] = true;
+                    // wr_ids are 2k+1 for sends, 2k+2 for receives.
+                    if (outstanding.erase(c[i].wr_id) == 0)
+                        fail("CQE for no outstanding WQE (none posted, or completed twice)");
                     // By the wr_id, not the opcode: a flushed WQE's opcode is not defined.
                     if ((c[i].wr_id & 1) == 0)
                         ++done_recv[e];
@@ -369,9 +378,15 @@ struct Pair {
         r.num_sge = 1;
         r.sg_list[0] = rc::Sge{buf[1 - e].addr(kMrSize / 2), kMrSize / 2, buf[1 - e].mr->lkey};
         std::uint32_t bad = 0;
-        if (dev[1 - e]->post_recv(qp[1 - e], &r, 1, &bad) == 0) ++posted_recv[1 - e];
+        if (dev[1 - e]->post_recv(qp[1 - e], &r, 1, &bad) == 0) {
+            ++posted_recv[1 - e];
+            outstanding.insert(r.wr_id);
+        }
         w.wr_id = next_wr_id;
-        if (dev[e]->post_send(qp[e], &w, 1, &bad) == 0) ++posted_send[e];
+        if (dev[e]->post_send(qp[e], &w, 1, &bad) == 0) {
+            ++posted_send[e];
+            outstanding.insert(w.wr_id);
+        }
         next_wr_id += 2;
     }
 
