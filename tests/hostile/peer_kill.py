@@ -8,82 +8,22 @@ scheduling slack) after the kill; the stream to Q keeps completing, without an e
 again at once on the same config and S reconnects to it and streams; in the end every message S
 completed was verified by its server. Prints a line per check; exits with the number that failed.
 """
-import json
-import os
-import select
 import signal
-import subprocess
 import sys
 import time
+
+from victims import Victims
 
 victim, tmp = sys.argv[1:3]
 TIMEOUT_CODE, RETRY_CNT = 14, 7
 ack_timeout_ms = 4.096e-3 * 2 ** TIMEOUT_CODE
-failures = 0
-procs = {}
-
-
-def check(name, cond, detail=""):
-    global failures
-    print(("ok   " if cond else "FAIL ") + name + (f"  ({detail})" if detail else ""), flush=True)
-    if not cond:
-        failures += 1
+v = Victims(victim, tmp)
+check, status, wait_for, bye = v.check, v.status, v.wait_for, v.bye
+procs = v.procs
 
 
 def start(name, cfg, *args):
-    err = open(f"{tmp}/{name}.err", "w")
-    p = subprocess.Popen([victim, "--config", f"{tmp}/{cfg}.ini", "--info", f"{tmp}/{name}.json",
-                          "--idle", "1", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=err, text=True, bufsize=1)
-    procs[name] = p
-    return p
-
-
-def wait_for(name, text, secs=30):
-    end = time.time() + secs
-    while time.time() < end:
-        if text in open(f"{tmp}/{name}.err").read():
-            return True
-        if procs[name].poll() is not None:
-            return False
-        time.sleep(0.02)
-    return False
-
-
-def status(name):
-    p = procs[name]
-    p.stdin.write("status\n")
-    p.stdin.flush()
-    r, _, _ = select.select([p.stdout], [], [], 20)
-    if not r:
-        raise RuntimeError(f"{name}: no status line")
-    return json.loads(p.stdout.readline())
-
-
-def quit(name):
-    p = procs[name]
-    try:
-        p.stdin.write("quit\n")
-        p.stdin.flush()
-        r, _, _ = select.select([p.stdout], [], [], 30)
-        line = p.stdout.readline() if r else ""
-    except BrokenPipeError:
-        line = ""
-    try:
-        rc = p.wait(30)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        rc = "hung"
-    check(f"{name} exits 0", rc == 0, f"exit {rc}")
-    return json.loads(line) if line else None
-
-
-def bye(msg):
-    print("FAIL " + msg)
-    for name in procs:
-        print(f"-- {name}.err:\n" + open(f"{tmp}/{name}.err").read()[-1500:])
-        procs[name].kill()
-    sys.exit(max(failures, 1))
+    v.start(name, cfg, ["--idle", "1", *args])
 
 
 # S first: its memif sockets must be there when P's and Q's ports start.
@@ -136,8 +76,7 @@ check("P starts again at once on the same config after SIGKILL", started,
       f"{time.time() - t0:.2f} s" if started else open(f"{tmp}/p.err").read()[-400:])
 if not started:
     bye("P did not restart")
-procs["s"].stdin.write("reconnect 0\n")
-procs["s"].stdin.flush()
+v.command("s", "reconnect 0")
 ok = wait_for("s", "peer 0 connected again") and wait_for("p", "connected")
 check("S reconnects to the restarted P", ok)
 time.sleep(1)
@@ -151,8 +90,8 @@ check("S streams to the restarted P, without an error",
                                                 "tx_wait_neigh")))
 del procs["p_dead"]
 
-fs = quit("s")
-fp, fq = quit("p"), quit("q")
+fs = v.quit("s")
+fp, fq = v.quit("p"), v.quit("q")
 if fs and fp and fq:
     print(f"S completed {fs['peers'][0]['completed']} messages to the restarted P ({fp['stream']['verified']} "
           f"verified) and {fs['peers'][1]['completed']} to Q ({fq['stream']['verified']} verified)")
@@ -162,8 +101,7 @@ if fs and fp and fq:
           fp["stream"]["bad"] == 0 and fq["stream"]["bad"] == 0)
 else:
     check("final status lines", False)
-if failures:
-    for name in ("s", "p", "q"):
-        print(f"-- {name}.err:\n" + open(f"{tmp}/{name}.err").read()[-1500:])
-print(f"failures: {failures}")
-sys.exit(min(failures, 76))
+if v.failures:
+    v.dump(("s", "p", "q"))
+print(f"failures: {v.failures}")
+sys.exit(min(v.failures, 76))

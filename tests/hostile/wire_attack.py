@@ -12,14 +12,13 @@ guarded MR or its canaries changed except where an accepted WRITE put it. Prints
 and exits with the number of failed checks (77 when scapy is missing).
 """
 import json
-import os
 import random
-import select
 import socket
 import struct
-import subprocess
 import sys
 import time
+
+from victims import Victims
 
 try:
     from scapy.all import Ether, IP, UDP, Raw
@@ -37,71 +36,22 @@ WRITE_FIRST, WRITE_ONLY, READ_REQUEST = 0x06, 0x0A, 0x0C
 READ_RESP_FIRST, READ_RESP_LAST, READ_RESP_ONLY, ACK = 0x0D, 0x0F, 0x10, 0x11
 SYN_ACK, SYN_RNR, SYN_NAK_ACCESS = 0x1F, 0x20 | 1, 0x62
 
-failures = 0
-procs = {}
-
-
-def check(name, cond, detail=""):
-    global failures
-    print(("ok   " if cond else "FAIL ") + name + (f"  ({detail})" if detail else ""), flush=True)
-    if not cond:
-        failures += 1
+v = Victims(victim, tmp)
+check = v.check
+status = v.status
 
 
 def start(side, ns, role):
-    err = open(f"{tmp}/{side}.err", "w")
-    p = subprocess.Popen(["timeout", "240", "ip", "netns", "exec", ns, victim, "--config",
-                          f"{tmp}/{side}.ini", *role, "--info",
-                          f"{tmp}/{side}.json", "--idle", "10"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-                         bufsize=1)
-    procs[side] = p
-    return p
-
-
-def wait_for(path, text, p, secs=60):
-    end = time.time() + secs
-    while time.time() < end:
-        try:
-            if text in open(path).read():
-                return True
-        except OSError:
-            pass
-        if p.poll() is not None:
-            return False
-        time.sleep(0.05)
-    return False
-
-
-def status(side):
-    p = procs[side]
-    p.stdin.write("status\n")
-    p.stdin.flush()
-    r, _, _ = select.select([p.stdout], [], [], 20)
-    if not r:
-        raise RuntimeError(f"{side}: no status line")
-    return json.loads(p.stdout.readline())
-
-
-def bye(msg):
-    print("FAIL " + msg)
-    for side in ("a", "b"):
-        try:
-            print(f"-- {side}.err:\n" + open(f"{tmp}/{side}.err").read()[-1500:])
-        except OSError:
-            pass
-    for p in procs.values():
-        p.kill()
-    sys.exit(max(failures, 1))
+    v.start(side, side, [*role, "--idle", "10"], prefix=["timeout", "240", "ip", "netns", "exec", ns])
 
 
 start("b", ns_b, ["--server", "--port", tcp_port])
-if not wait_for(f"{tmp}/b.err", "waiting for the client", procs["b"]):
-    bye("the server did not start")
+if not v.wait_for("b", "waiting for the client"):
+    v.bye("the server did not start")
 start("a", ns_a, ["--client", f"{kernel_b}:{tcp_port}"])
 for side in ("a", "b"):
-    if not wait_for(f"{tmp}/{side}.err", "connected", procs[side]):
-        bye(f"{side} did not connect")
+    if not v.wait_for(side, "connected"):
+        v.bye(f"{side} did not connect")
 A = json.load(open(f"{tmp}/a.json"))
 B = json.load(open(f"{tmp}/b.json"))
 att_mac = open(f"/sys/class/net/{iface}/address").read().strip()
@@ -335,20 +285,7 @@ check("flood: guarded MRs unchanged", s1b["g"]["changed"] == placed and
       s1b["g"]["canaries_intact"] and s1a["g"]["changed"] == [] and s1a["g"]["canaries_intact"])
 
 # ---- The end: every message the client completed was received and verified, in order.
-finals = {}
-for side in ("a", "b"):
-    p = procs[side]
-    p.stdin.write("quit\n")
-    p.stdin.flush()
-    r, _, _ = select.select([p.stdout], [], [], 30)
-    line = p.stdout.readline() if r else ""
-    finals[side] = json.loads(line) if line else None
-    try:
-        rc = p.wait(30)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        rc = "hung"
-    check(f"{side} exits 0", rc == 0, f"exit {rc}")
+finals = {side: v.quit(side) for side in ("a", "b")}
 fa, fb = finals["a"], finals["b"]
 if fa and fb:
     print(f"stream: {fa['stream']['completed']} messages of 4 KiB completed by A, "
@@ -358,5 +295,5 @@ if fa and fb:
           fa["stream"]["error_completions"] == 0 and fb["stream"]["error_completions"] == 0)
 else:
     check("final status lines", False)
-print(f"failures: {failures}")
-sys.exit(min(failures, 76))
+print(f"failures: {v.failures}")
+sys.exit(min(v.failures, 76))
