@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
@@ -728,10 +729,13 @@ std::optional<ConfigFile> Loader::run(std::string* err) {
         *err = path_ + ": cannot open: " + std::strerror(errno);
         return std::nullopt;
     }
+    // In chunks, up to one byte past the limit: a buffer of the limit's size, zeroed for every
+    // load, cost more than reading a config (1 MiB; the config fuzzer ran at 100 inputs/s).
     std::string text;
-    text.resize(kMaxFileBytes + 1);
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    text.resize(static_cast<std::size_t>(in.gcount()));
+    std::array<char, 16384> chunk;
+    while (text.size() <= kMaxFileBytes &&
+           in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())).gcount() > 0)
+        text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
     if (text.size() > kMaxFileBytes) {
         *err = path_ + ": larger than " + std::to_string(kMaxFileBytes) + " bytes";
         return std::nullopt;
