@@ -122,8 +122,11 @@ class Chaos {
             step();
         if (r_.ops_completed + r_.recv_completions != before)
             problem("completions after every operation had completed");
-        for (auto& f : flows_)
+        for (auto& f : flows_) {
             check_atomic_target(*f);
+            for (std::size_t si = 0; si < o_.window; ++si)
+                recheck(*f, si);
+        }
         finish();
         return r_;
     }
@@ -149,6 +152,8 @@ class Chaos {
         mem::Mr* local_mr = nullptr;
         mem::Mr* remote_mr = nullptr;
         mem::Mr* counter_mr = nullptr;
+        std::vector<Op> last; ///< per slot: its last completed operation (valid: last_ok)
+        std::vector<bool> last_ok;
         std::deque<Op> in_flight; ///< posted, completion not seen, in posting order
         std::deque<Op> recv_due;  ///< receive completions owed at the peer, in order
         std::uint64_t next_seq = 0;
@@ -193,6 +198,8 @@ class Chaos {
         const std::size_t bytes = std::size_t{o_.window} * o_.max_len;
         f->local.resize(bytes);
         f->remote.resize(bytes);
+        f->last.resize(o_.window);
+        f->last_ok.assign(o_.window, false);
         int err = 0;
         const std::uint32_t all = rc::kAccessLocalWrite | rc::kAccessRemoteWrite |
                                   rc::kAccessRemoteRead | rc::kAccessRemoteAtomic;
@@ -300,6 +307,8 @@ class Chaos {
             w.rkey = f.remote_mr->rkey;
             std::uint8_t* src = f.local.data() + slot;
             std::uint8_t* dst = f.remote.data() + slot;
+            recheck(f, op.seq % o_.window);
+            f.last_ok[op.seq % o_.window] = false;
             if (op.op == rc::WrOpcode::atomic_fetch_and_add ||
                 op.op == rc::WrOpcode::atomic_cmp_and_swp) {
                 op.len = 8;
@@ -317,6 +326,7 @@ class Chaos {
                     if (hit) f.counter_value = w.swap;
                 }
                 std::memset(src, 0xEE, 8);
+                std::memset(src + 8, kTail, o_.max_len - 8);
             } else if (op.op == rc::WrOpcode::rdma_read) {
                 fill(dst, op.len);
                 fill(src, op.len);
@@ -324,6 +334,10 @@ class Chaos {
                 fill(src, op.len);
                 fill(dst, op.len);
                 if (std::memcmp(src, dst, op.len) == 0 && op.len) dst[0] ^= 1;
+            }
+            if (!is_atomic(op.op)) { // bytes past the operation's length must never change
+                std::memset(src + op.len, kTail, o_.max_len - op.len);
+                std::memset(dst + op.len, kTail, o_.max_len - op.len);
             }
             w.sg_list[0] = rc::Sge{reinterpret_cast<std::uintptr_t>(src), op.len, f.local_mr->lkey};
             if (op.op == rc::WrOpcode::send || op.op == rc::WrOpcode::rdma_write_with_imm) {
@@ -395,6 +409,10 @@ class Chaos {
             return problem("flow " + std::to_string(f->uid) + " op " + std::to_string(seq) + ": " +
                            std::string(rc::to_string(c.status)));
         const bool is_recv = side != f->req;
+        if (c.qp_num != f->qp[side]->qpn)
+            problem("completion of flow " + std::to_string(f->uid) + " on QPN " +
+                    std::to_string(c.qp_num) + ", not its QP's " +
+                    std::to_string(f->qp[side]->qpn));
         std::deque<Op>& q = is_recv ? f->recv_due : f->in_flight;
         if (q.empty() || q.front().seq != seq)
             return problem(std::string(is_recv ? "receive" : "send") + " completion of flow " +
@@ -406,6 +424,10 @@ class Chaos {
         const std::size_t slot = (op.seq % o_.window) * o_.max_len;
         const std::uint8_t* src = f->local.data() + slot;
         const std::uint8_t* dst = f->remote.data() + slot;
+        if (c.opcode != wc_opcode(op.op, is_recv))
+            problem("flow " + std::to_string(f->uid) + " op " + std::to_string(op.seq) +
+                    " completed as " + std::string(rc::to_string(c.opcode)) + " for " +
+                    std::string(rc::to_string(op.op)));
         if (is_recv) {
             ++r_.recv_completions;
             if (op.op == rc::WrOpcode::send && c.byte_len != op.len)
@@ -421,9 +443,11 @@ class Chaos {
                         std::to_string(op.seq));
         } else {
             ++r_.ops_completed;
-            if (op.op == rc::WrOpcode::atomic_fetch_and_add ||
-                op.op == rc::WrOpcode::atomic_cmp_and_swp) {
+            if (is_atomic(op.op)) {
                 ++r_.atomics;
+                if (!tail_intact(src + 8, o_.max_len - 8))
+                    problem("atomic result of flow " + std::to_string(f->uid) + " op " +
+                            std::to_string(op.seq) + " wrote past its 8 bytes");
                 std::uint64_t got;
                 std::memcpy(&got, src, 8);
                 if (got != op.atomic_expected)
@@ -438,9 +462,63 @@ class Chaos {
                             std::to_string(f->uid) + " op " + std::to_string(op.seq));
                 r_.bytes_verified += op.len;
             }
+            if (!is_atomic(op.op)) {
+                const std::size_t si = op.seq % o_.window;
+                if (!tail_intact(src + op.len, o_.max_len - op.len) ||
+                    !tail_intact(dst + op.len, o_.max_len - op.len))
+                    problem(std::string(rc::to_string(op.op)) + " of flow " +
+                            std::to_string(f->uid) + " op " + std::to_string(op.seq) +
+                            " changed bytes past its length");
+                f->last[si] = op;
+                f->last_ok[si] = true;
+            }
             if (!f->draining && std::uniform_real_distribution<>(0, 1)(rng_) < o_.churn)
                 f->draining = true;
         }
+    }
+
+    static constexpr std::uint8_t kTail = 0xC5; ///< slot bytes past an operation's length
+
+    static bool is_atomic(rc::WrOpcode op) {
+        return op == rc::WrOpcode::atomic_fetch_and_add || op == rc::WrOpcode::atomic_cmp_and_swp;
+    }
+
+    /** The completion opcode IBTA / verbs give operation @p op on the requester or responder. */
+    static rc::WcOpcode wc_opcode(rc::WrOpcode op, bool recv) {
+        if (recv)
+            return op == rc::WrOpcode::send ? rc::WcOpcode::recv : rc::WcOpcode::recv_rdma_with_imm;
+        switch (op) {
+        case rc::WrOpcode::send:
+            return rc::WcOpcode::send;
+        case rc::WrOpcode::rdma_read:
+            return rc::WcOpcode::rdma_read;
+        case rc::WrOpcode::atomic_fetch_and_add:
+            return rc::WcOpcode::fetch_add;
+        case rc::WrOpcode::atomic_cmp_and_swp:
+            return rc::WcOpcode::comp_swap;
+        default:
+            return rc::WcOpcode::rdma_write;
+        }
+    }
+
+    static bool tail_intact(const std::uint8_t* p, std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i)
+            if (p[i] != kTail) return false;
+        return true;
+    }
+
+    /** Slot @p si still holds what its last completed operation left (a late duplicate or a
+     *  stray placement after the completion would have changed it). */
+    void recheck(Flow& f, std::size_t si) {
+        if (!f.last_ok[si]) return;
+        const Op& op = f.last[si];
+        const std::uint8_t* src = f.local.data() + si * o_.max_len;
+        const std::uint8_t* dst = f.remote.data() + si * o_.max_len;
+        if (std::memcmp(src, dst, op.len) != 0 || !tail_intact(src + op.len, o_.max_len - op.len) ||
+            !tail_intact(dst + op.len, o_.max_len - op.len))
+            problem("the slot of flow " + std::to_string(f.uid) + " op " + std::to_string(op.seq) +
+                    " (" + std::string(rc::to_string(op.op)) +
+                    ") changed after its completion: a late or duplicated placement");
     }
 
     void check_atomic_target(const Flow& f) {

@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """wire-victim processes driven over their stdin/stdout, and the check lines of the hostile tests
 (wire_attack.py, peer_kill.py): one copy of what both referees need."""
+import atexit
 import json
+import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -15,6 +18,7 @@ class Victims:
         self.victim, self.tmp = victim, tmp
         self.procs = {}
         self.failures = 0
+        atexit.register(self.kill_all)  # whatever way the referee ends, no victim outlives it
 
     def check(self, name, cond, detail=""):
         """Prints "ok   NAME" or "FAIL NAME (DETAIL)" and counts a failure."""
@@ -27,10 +31,11 @@ class Victims:
         """Starts wire-victim NAME on TMP/CFG.ini with ARGS, the command behind PREFIX (for
         example `ip netns exec NS`)."""
         err = open(f"{self.tmp}/{name}.err", "w")
+        # A session of its own: kill_all() reaches the victim behind any wrapper (timeout).
         p = subprocess.Popen([*prefix, self.victim, "--config", f"{self.tmp}/{cfg}.ini", "--info",
                               f"{self.tmp}/{name}.json", *args],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-                             bufsize=1)
+                             bufsize=1, start_new_session=True)
         self.procs[name] = p
         return p
 
@@ -58,14 +63,16 @@ class Victims:
             return False
 
     def status(self, name):
-        """NAME's status line, parsed."""
+        """NAME's status line, parsed; a victim that died or hangs ends the test (bye)."""
         p = self.procs[name]
         if not self.command(name, "status"):
-            raise RuntimeError(f"{name} has exited")
+            self.bye(f"{name} has exited ({p.poll()}): no status")
         r, _, _ = select.select([p.stdout], [], [], 20)
-        if not r:
-            raise RuntimeError(f"{name}: no status line")
-        return json.loads(p.stdout.readline())
+        line = p.stdout.readline() if r else ""
+        try:
+            return json.loads(line)
+        except ValueError:
+            self.bye(f"{name}: no status line (exit {p.poll()}): {line[:200]!r}")
 
     def quit(self, name):
         """quit to NAME: its last status line (None without one); checks that it exits 0."""
@@ -90,10 +97,19 @@ class Victims:
             except OSError:
                 pass
 
+    def kill_all(self):
+        """SIGKILL to every victim still running (its whole session)."""
+        for p in self.procs.values():
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+
     def bye(self, msg):
         """A failure that ends the test: stderr of every process, all killed, exit."""
         print("FAIL " + msg)
         self.dump(list(self.procs))
-        for p in self.procs.values():
-            p.kill()
-        sys.exit(max(self.failures, 1))
+        self.kill_all()
+        sys.exit(max(self.failures + 1, 1))

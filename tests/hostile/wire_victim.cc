@@ -18,9 +18,9 @@
 //  - writes --info FILE (JSON, peer 0: MAC, GID, QPNs, initial PSNs, the guarded MR's VA/length/
 //    rkey, the stale rkey, the peer's MAC/GID/QPNs) and answers on stdin:
 //      status       one JSON line: the streams (summed, and per peer, with the CLOCK_MONOTONIC time
-//                   of a peer's first error completion), each QP's state and live PSNs, the guarded
-//                   MR (canaries intact, the byte ranges of the MR no longer zero), the device's
-//                   counters and the parser's reject reasons
+//                   of a peer's first error completion), each QP's state, live PSNs and non-zero
+//                   counters, the guarded MR (canaries intact, the byte ranges of the MR no longer
+//                   zero), the device's counters and the parser's reject reasons
 //      reconnect K  client: peer K's QPs are destroyed, new ones connected to the same HOST:PORT
 //                   (a restarted server), and its stream starts again from sequence 0
 //      quit         stops the streams, prints a last status line and exits 0 (1 when a stream
@@ -337,6 +337,12 @@ class Victim {
     void reconnect(std::size_t k) {
         if (o_.server || k >= peers_.size()) return;
         Peer& p = *peers_[k];
+        // Completions the old QPs still have in the CQ are theirs: taken now, while the stream
+        // QPN still names the old QP (the new one may get the same number).
+        for (int i = 0; i < 20; ++i) {
+            (void)poll();
+            usleep(1000);
+        }
         for (rc::Qp* q : p.idle)
             (void)dev_.destroy_qp(q);
         (void)dev_.destroy_qp(p.stream);
@@ -483,6 +489,23 @@ class Victim {
                 }
             }
         }
+        // Each QP's own counters (the registry's "qp/0x..." blocks), the non-zero ones.
+        s += "}, \"qp_counters\": {";
+        std::string scope_now;
+        dev_.counter_registry().for_each([&](std::string_view scope, std::string_view name,
+                                             std::uint64_t v) {
+            if (!scope.starts_with("qp/") || scope.find('/', 3) != std::string_view::npos || v == 0)
+                return;
+            if (scope != scope_now) {
+                if (!scope_now.empty()) s += "}, ";
+                scope_now = std::string(scope);
+                s += "\"" + std::to_string(std::stoul(scope_now.substr(3), nullptr, 16)) + "\": {";
+            } else {
+                s += ", ";
+            }
+            s += "\"" + std::string(name) + "\": " + std::to_string(v);
+        });
+        if (!scope_now.empty()) s += "}";
         s += "}, \"g\": {\"canaries_intact\": ";
         s += g_.canaries_intact() ? "true" : "false";
         s += ", \"changed\": " + g_.changed() + "}, \"counters\": {";
