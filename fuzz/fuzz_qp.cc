@@ -54,9 +54,19 @@ constexpr std::size_t kGuard = 256;
 constexpr std::uint8_t kCanary = 0xA5;
 constexpr std::size_t kMrSize = 8192;
 constexpr std::uint32_t kPlanes = FUZZ_MRC ? 2 : 1;
-/** Pair::reset keeps a QP pair in RTS: for MRC (a new MRC QP clears its trackers, most of an
- *  input's time); an RC pair is cheap to make and a fresh one per input runs faster. */
-constexpr bool kKeepQps = FUZZ_MRC != 0;
+/**
+ * Pair::reset keeps a QP pair in RTS: for MRC (a new MRC QP clears its trackers, most of an
+ * input's time); an RC pair is cheap to make and a fresh one per input runs faster.
+ * DROCE_FUZZ_FRESH_QPS=1 gives every input a new pair (to triage or minimise a finding that
+ * depends on what earlier inputs left in the pair).
+ */
+bool keep_qps() {
+    static const bool keep = FUZZ_MRC != 0 && std::getenv("DROCE_FUZZ_FRESH_QPS") == nullptr;
+    return keep;
+}
+/** Fabric buffers a drained pair may hold beyond the first drain's (engine caches): more is a
+ *  leak, which would empty the pool and quietly stop the fuzzing from reaching anything. */
+constexpr std::uint32_t kPoolSlack = 64;
 
 /** Aborts with a message: a fuzz finding. */
 [[noreturn]] void fail(const char* what) {
@@ -149,6 +159,7 @@ struct Pair {
     std::uint64_t next_wr_id = 1;
     std::uint64_t posted_send[2] = {}, posted_recv[2] = {};
     std::uint64_t done_send[2] = {}, done_recv[2] = {};
+    std::uint32_t pool_baseline = 0; ///< fabric.pool_free() after the first drain
     /** Posted WQEs (by wr_id) of the live QP pair whose CQE has not been seen. */
     std::unordered_set<std::uint64_t> outstanding;
 
@@ -176,7 +187,7 @@ struct Pair {
 
     /**
      * The pair for the next input. An MRC QP pair that is still RTS on both sides is kept
-     * (kKeepQps), with what it still holds: receive
+     * (keep_qps()), with what it still holds: receive
      * WQEs, their wr_ids outstanding, its PSNs. Otherwise its QPs are destroyed, every frame still
      * on the fabric is delivered (to no QP), every CQE taken, and a new pair is connected. Either
      * way the buffers go back to canaries. What always stays: the devices' tables, counters and
@@ -187,7 +198,7 @@ struct Pair {
             std::fill(mr[e].all.begin(), mr[e].all.end(), kCanary);
             std::fill(buf[e].all.begin(), buf[e].all.end(), kCanary);
         }
-        if (kKeepQps && qp[0] && qp[1] && qp[0]->state == rc::QpState::rts &&
+        if (keep_qps() && qp[0] && qp[1] && qp[0]->state == rc::QpState::rts &&
             qp[1]->state == rc::QpState::rts)
             return;
         for (int e = 0; e < 2; ++e)
@@ -206,6 +217,9 @@ struct Pair {
             else
                 clock.advance(1000);
         }
+        if (fabric.in_flight() != 0) fail("frames still in flight after the drain");
+        if (pool_baseline == 0) pool_baseline = fabric.pool_free();
+        if (fabric.pool_free() + kPoolSlack < pool_baseline) fail("fabric buffers leaked");
         for (int e = 0; e < 2; ++e)
             posted_send[e] = posted_recv[e] = done_send[e] = done_recv[e] = 0;
         outstanding.clear();

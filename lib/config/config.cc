@@ -736,6 +736,10 @@ std::optional<ConfigFile> Loader::run(std::string* err) {
     while (text.size() <= kMaxFileBytes &&
            in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())).gcount() > 0)
         text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+    if (in.bad()) {
+        *err = path_ + ": read error";
+        return std::nullopt;
+    }
     if (text.size() > kMaxFileBytes) {
         *err = path_ + ": larger than " + std::to_string(kMaxFileBytes) + " bytes";
         return std::nullopt;
