@@ -16,8 +16,15 @@ namespace {
 /** One temporary file per process, rewritten for each input. */
 const std::string& scratch_path() {
     static const std::string path = [] {
-        char tmpl[] = "/tmp/droce-fuzz-config-XXXXXX";
-        const int fd = mkstemp(tmpl);
+        // tmpfs when there is one: the file is written and read twice for every input.
+        char shm[] = "/dev/shm/droce-fuzz-config-XXXXXX";
+        char tmp[] = "/tmp/droce-fuzz-config-XXXXXX";
+        char* tmpl = shm;
+        int fd = mkstemp(shm);
+        if (fd < 0) {
+            tmpl = tmp;
+            fd = mkstemp(tmp);
+        }
         if (fd < 0) std::abort();
         close(fd);
         std::atexit([] { unlink(scratch_path().c_str()); });
