@@ -3,38 +3,18 @@
 // apps/droce-trace/capture.cc) and its decoder and formatters, on any file contents. The input is
 // written to a private temporary file (the reader opens a path) and every frame it yields is
 // decoded and printed as text and JSON, as `droce-trace FILE` and `--json` do.
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "scratch_file.h"
+
 #include "capture.h"
 #include "trace_format.h"
 
-namespace {
-
-const std::string& scratch_path() {
-    static const std::string path = [] {
-        char tmpl[] = "/tmp/droce-fuzz-trace-XXXXXX";
-        const int fd = mkstemp(tmpl);
-        if (fd < 0) std::abort();
-        close(fd);
-        std::atexit([] { unlink(scratch_path().c_str()); });
-        return std::string(tmpl);
-    }();
-    return path;
-}
-
-} // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    const std::string& path = scratch_path();
-    FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f) std::abort();
-    if (size && std::fwrite(data, 1, size, f) != size) std::abort();
-    std::fclose(f);
+    const std::string& path = fuzz::write_scratch("trace", data, size);
     droce::trace::CaptureFile cap;
     std::string err;
     if (!cap.open(path, err)) return 0;
