@@ -75,7 +75,11 @@ void Device::receive(PktBuf& buf, bool looped) noexcept {
     std::memcpy(static_cast<void*>(&pkt), &kEmpty, sizeof pkt);
     const wire::RejectReason r = wire::parse_frame(buf.frame(), pkt);
     parse_counters_.count(r);
-    const bool roce_port = pkt.udp && pkt.udp->dst_port.get() == wire::kRoceV2Port;
+    // A frame cut short (or with impossible lengths) still names its UDP port: RoCE that is
+    // malformed, not traffic of another protocol. Only rejected frames need the second look.
+    const bool roce_port = pkt.udp
+                               ? pkt.udp->dst_port.get() == wire::kRoceV2Port
+                               : r != wire::RejectReason::ok && wire::names_roce_port(buf.frame());
     // The receive filter, before anything acts on the frame: a port hears frames for other hosts
     // (promiscuous PMDs, software switches), and executing them would let any host on the link
     // write through this device's QPs. Frames too short for an Ethernet header carry no address

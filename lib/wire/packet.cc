@@ -81,6 +81,34 @@ const char* nak_code_name(std::uint8_t code) noexcept {
     return "reserved";
 }
 
+bool names_roce_port(std::span<const std::uint8_t> f) noexcept {
+    std::size_t off = sizeof(EthHdr);
+    if (f.size() < off) return false;
+    std::uint16_t et = header_at<EthHdr>(f, 0)->ether_type.get();
+    if (et == kEtherTypeVlan) {
+        if (f.size() < off + sizeof(VlanTag)) return false;
+        et = header_at<VlanTag>(f, off)->ether_type.get();
+        off += sizeof(VlanTag);
+    }
+    if (et == kEtherTypeIpv4) {
+        if (f.size() < off + sizeof(Ipv4Hdr)) return false;
+        const auto* ip = header_at<Ipv4Hdr>(f, off);
+        if (ip->version() != 4 || ip->protocol != kIpProtoUdp ||
+            ip->header_length() < sizeof(Ipv4Hdr))
+            return false;
+        off += ip->header_length();
+    } else if (et == kEtherTypeIpv6) {
+        if (f.size() < off + sizeof(Ipv6Hdr)) return false;
+        const auto* ip = header_at<Ipv6Hdr>(f, off);
+        if (ip->version() != 6 || ip->next_header != kIpProtoUdp) return false;
+        off += sizeof(Ipv6Hdr);
+    } else {
+        return false;
+    }
+    return f.size() >= off + sizeof(UdpHdr) &&
+           header_at<UdpHdr>(f, off)->dst_port.get() == kRoceV2Port;
+}
+
 RejectReason parse_frame(std::span<const std::uint8_t> f, ParsedFrame& out,
                          ParseOptions opts) noexcept {
     // A copy of a constant empty frame, not `out = ParsedFrame{}`: GCC zeroes that with `rep stos`,

@@ -151,6 +151,15 @@ struct ParseOptions {
                                        ParseOptions opts = {}) noexcept;
 
 /**
+ * Whether @p frame names UDP port 4791 as its destination: an IPv4 or IPv6 frame (an 802.1Q tag
+ * allowed) whose first IP header and UDP header are in the frame, however its IP or UDP lengths
+ * disagree with it. For counting a frame parse_frame() rejected (cut short, say) as malformed
+ * RoCE rather than as traffic of another protocol; it says nothing of the rest of the frame.
+ * Thread safety: pure; reads only inside @p frame.
+ */
+[[nodiscard]] bool names_roce_port(std::span<const std::uint8_t> frame) noexcept;
+
+/**
  * Addressing of one path: everything below the BTH. A QP prepares one per path at modify time so
  * that the per-packet build only fills the BTH and what follows.
  * IPv4 addresses live in the last four bytes of src_ip/dst_ip (the IPv4-mapped GID layout).

@@ -151,6 +151,10 @@ after = status("b")
 d = delta(before, after, "too_short", "bad_ip_length", block="parse")
 check(f"truncated frames (14..{len(full) - 1} bytes): {len(full) - 14} counted too_short or "
       "bad_ip_length", d == len(full) - 14, f"+{d}")
+# Those whose UDP header is whole name port 4791: malformed RoCE for the device's counters.
+m = delta(before, after, "rx_dropped_malformed")
+check(f"truncated frames with a whole UDP header ({len(full) - 42} of them): rx_dropped_malformed "
+      f"+{len(full) - 42}", m == len(full) - 42, f"+{m}")
 check("truncated frames: nothing executed, canaries intact", after["g"]["changed"] == [] and
       after["g"]["canaries_intact"] and qp(after, "b", 0) == qp(before, "b", 0))
 bad_icrc = bytearray(full)

@@ -113,6 +113,24 @@ TEST_F(Malformed, TruncatedAtEveryOffsetIsRejectedForTheRegionCut) {
     EXPECT_GT(cuts, 1500u);
 }
 
+TEST_F(Malformed, ACutFrameNamesItsRocePortOnceItsUdpHeaderIsWhole) {
+    // What the engine counts as malformed RoCE (rx_dropped_malformed) rather than other traffic.
+    for (const Sample& s : all_) {
+        SCOPED_TRACE(s.name);
+        const Layout l = layout_of(s.frame);
+        for (std::size_t n = 0; n <= s.frame.size(); ++n) {
+            const Bytes cut(s.frame.begin(), s.frame.begin() + static_cast<std::ptrdiff_t>(n));
+            ASSERT_EQ(names_roce_port(cut), n >= l.l4 + 8) << "cut at " << n;
+        }
+        Bytes other = s.frame;
+        other[l.l4 + 3] ^= 1; // destination port 4790 or 4792
+        EXPECT_FALSE(names_roce_port(other));
+        other = s.frame;
+        other[l.l3 + (l.ipv6 ? 6 : 9)] = 6; // TCP
+        EXPECT_FALSE(names_roce_port(other));
+    }
+}
+
 TEST_F(Malformed, TruncatedWithMatchingIpAndUdpLengthsIsRejectedForTheHeaderCut) {
     // Cut the IP packet at every length and rewrite the IP (and, when present, UDP) lengths to
     // match, so the IP layer is consistent and the cut shows at the layer it falls in.
