@@ -218,9 +218,10 @@ class Device {
     int set_remote_planes(rc::Qp* qp, std::span<const rc::RemotePlane> planes) noexcept;
     /**
      * Administrative state of port @p port (0-based): down takes the port out as a pulled cable
-     * would (multiplane QPs move their paths off it, link_downed counts it) while the driver's
-     * link may stay up; up gives it back (OCP MRC: port admin state). Seen by the engine at its
-     * next link check (each pass). @return 0 or EINVAL (no such port).
+     * would (multiplane QPs move their paths off it, link_downed counts it; frames arriving on it
+     * for a QP are dropped, rx_dropped_port_down) while the driver's link may stay up; up gives
+     * it back (OCP MRC: port admin state). Seen by the engine at its next link check (each pass).
+     * @return 0 or EINVAL (no such port).
      */
     int set_port_admin(unsigned port, bool up) noexcept;
     /** True while port @p port is administratively up. */
@@ -593,7 +594,7 @@ class Device {
     NeighTable neigh_;
     std::vector<NeighResponder> responders_; ///< one per port
     std::vector<bool> link_was_up_;
-    std::vector<bool> admin_up_;              ///< set_port_admin; read by check_links()
+    std::vector<bool> admin_up_;              ///< set_port_admin; read by check_links(), receive()
     const cc::DcqcnProfile* dcqcn_ = nullptr; ///< set_dcqcn: for new QPs
     /** Per port: smallest payload sent by reference; UINT32_MAX = copy (chosen at setup). */
     std::vector<std::uint32_t> zc_min_payload_;

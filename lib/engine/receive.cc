@@ -125,6 +125,13 @@ void Device::receive(PktBuf& buf, bool looped) noexcept {
         receive_endpoint(pkt, buf.port);
         return;
     }
+    // A port taken out of service (set_port_admin, mrc_ctl_modify_port) is documented as a pulled
+    // cable, and a pulled cable hears nothing: what the peer sent on it before it learned (the
+    // MRC port status) is lost and recovered as a loss. admin_up_ changes only between passes.
+    if (!looped && buf.port < admin_up_.size() && !admin_up_[buf.port]) [[unlikely]] {
+        counters_.inc(Counter::rx_dropped_port_down);
+        return;
+    }
     const bool cnp = pkt.bth->opcode() == wire::Opcode::CNP;
     rc::Qp* qp = qp_by_num(pkt.bth->dest_qp());
     // An opcode of another transport (an MRC packet for an RC QP, UC/UD for anyone) is dropped

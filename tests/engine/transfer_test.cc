@@ -3,6 +3,8 @@
 // for PMTU 256, 1024 and 4096, data verified byte for byte.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "two_engines.h"
 
 namespace droce::test {
@@ -312,6 +314,32 @@ TEST(TransferLinks, LinkDownAndUpAreReported) {
     EXPECT_EQ(events[1], std::make_pair(0u, true));
     EXPECT_EQ(t.dev[0]->counters()[Counter::link_downed], 1u);
     EXPECT_EQ(t.dev[0]->counters()[Counter::link_upped], 1u);
+}
+
+// A port taken out of service is a pulled cable on receive too: a WRITE arriving on it moves no
+// byte and is counted; once the port is back, the requester's retry delivers it.
+TEST(TransferLinks, AnAdministrativelyDownPortHearsNothing) {
+    TwoEngines t(25);
+    QpPair p = t.connect();
+    auto src = t.buffer(0, 3000, 7);
+    auto dst = t.buffer(1, 3000, 0);
+    ASSERT_EQ(t.dev[1]->set_port_admin(0, false), 0);
+    rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, 1, *src, 3000);
+    w.remote_addr = dst->addr();
+    w.rkey = dst->mr->rkey;
+    ASSERT_EQ(t.post_send(0, p.qp[0], w), 0);
+    ASSERT_TRUE(t.run_until([&] { return t.dev[1]->counters()[Counter::rx_dropped_port_down] > 0; },
+                            10'000'000));
+    t.run_until([] { return false; }, 1'000'000);
+    EXPECT_TRUE(t.send_cqes[0].empty());
+    EXPECT_TRUE(std::all_of(dst->bytes.begin(), dst->bytes.end(), [](auto b) { return b == 0; }))
+        << "a frame on a port administratively down was placed";
+    EXPECT_EQ(p.qp[1]->counters[Counter::rcvd_pkts], 0u);
+    ASSERT_EQ(t.dev[1]->set_port_admin(0, true), 0);
+    ASSERT_TRUE(t.run_until([&] { return !t.send_cqes[0].empty(); }, 1'000'000'000));
+    EXPECT_EQ(t.send_cqes[0][0].status, rc::WcStatus::success);
+    EXPECT_EQ(0, std::memcmp(dst->bytes.data(), src->bytes.data(), 3000));
+    EXPECT_GT(t.dev[0]->total_counters()[Counter::retransmitted_pkts], 0u);
 }
 
 } // namespace
