@@ -8,7 +8,9 @@
  * them; and per-flow goodput over the steady state. Writes one JSON (bench/cc/plot.py draws it):
  * per case the samples, Jain index and utilisation of the steady state (20..60 ms), drops, marks,
  * CNPs, and the convergence time (the first time after which the Jain index of the flows' rates
- * stays at or above 0.95 for 5 ms).
+ * stays at or above 0.95 for 5 ms). Then `nvidia` again, 2 and 16 flows, in a lossless fabric (PFC
+ * at XOFF 320 KB / XON 300 KB, sim/fabric.h): PFC pauses, and the share of time the senders spent
+ * paused.
  *
  * usage: dcqcn_bench OUT.json
  */
@@ -27,16 +29,21 @@ constexpr std::uint64_t kSampleNs = 20'000;
 constexpr std::uint64_t kTraceNs = 60'000'000;
 constexpr std::uint64_t kSteadyFromNs = 20'000'000;
 
-nlohmann::json run_case(const char* profile, std::uint32_t flows) {
-    Incast t(flows, bottleneck(), cc::profile_by_name(profile));
+nlohmann::json run_case(const char* profile, std::uint32_t flows, bool lossless) {
+    const sim::LinkConfig link = lossless ? bottleneck_pfc() : bottleneck();
+    Incast t(flows, link, cc::profile_by_name(profile));
     nlohmann::json samples = nlohmann::json::array();
     std::vector<std::uint64_t> done_at_steady;
+    std::uint64_t paused_at_steady = 0;
     const std::uint64_t t0 = t.clock.now_ns();
     double converged_ms = -1;
     double good_since_ms = -1;
     while (t.clock.now_ns() - t0 < kTraceNs) {
         const std::uint64_t now = t.clock.now_ns() - t0;
-        if (now >= kSteadyFromNs && done_at_steady.empty()) done_at_steady = t.done;
+        if (now >= kSteadyFromNs && done_at_steady.empty()) {
+            done_at_steady = t.done;
+            paused_at_steady = t.paused_ns();
+        }
         // Step until the next sample time (run_for would reset the queue statistics each time;
         // here the depth is sampled directly).
         const std::uint64_t until = t.clock.now_ns() + kSampleNs;
@@ -66,12 +73,20 @@ nlohmann::json run_case(const char* profile, std::uint32_t flows) {
     for (rc::Qp* q : t.send_qp)
         cnps += q->counters[Counter::rp_cnp_handled];
     const double util = total / (kLinkGbps * 4096.0 / 4154.0);
-    std::printf("P7 %-6s %2u flows: Jain %.4f, utilisation %.3f, converged %s%.1f ms, drops %llu, "
-                "marks %llu, CNPs %llu\n",
-                profile, flows, jain(goodput), util, converged_ms < 0 ? "never (" : "",
-                converged_ms < 0 ? 60.0 : converged_ms, static_cast<unsigned long long>(t.drops()),
-                static_cast<unsigned long long>(t.marks()), static_cast<unsigned long long>(cnps));
+    const double paused = static_cast<double>(t.paused_ns() - paused_at_steady) / steady_ns / flows;
+    std::printf("P7 %-6s %-8s %2u flows: Jain %.4f, utilisation %.3f, converged %s%.1f ms, drops "
+                "%llu, marks %llu, CNPs %llu, senders paused %.3f of the time\n",
+                profile, lossless ? "lossless" : "lossy", flows, jain(goodput), util,
+                converged_ms < 0 ? "never (" : "", converged_ms < 0 ? 60.0 : converged_ms,
+                static_cast<unsigned long long>(t.drops()),
+                static_cast<unsigned long long>(t.marks()), static_cast<unsigned long long>(cnps),
+                paused);
     return {{"profile", profile},
+            {"fabric", lossless ? "lossless" : "lossy"},
+            {"pfc_xoff_kb", link.pfc_xoff_bytes / 1e3},
+            {"pfc_xon_kb", link.pfc_xon_bytes / 1e3},
+            {"pfc_pauses", t.pauses()},
+            {"paused_share", paused},
             {"flows", flows},
             {"jain", jain(goodput)},
             {"utilisation", util},
@@ -91,11 +106,16 @@ int main(int argc, char** argv) {
     nlohmann::json j;
     j["what"] = "DCQCN P7 on the sim fabric: N RC flows (64 KiB WRITEs, 8 outstanding) from line "
                 "rate into one 10 Gb/s port, RED 40-160 KB Pmax 0.2, 4 MB queue, 1 us links, "
-                "virtual clock; steady state 20..60 ms";
+                "virtual clock; steady state 20..60 ms; fabric lossless: PFC pauses a sender "
+                "above XOFF 320 KB until the queue drains to XON 300 KB (paused_share: the "
+                "senders' mean share of the steady state spent paused)";
     j["cases"] = nlohmann::json::array();
     for (const char* profile : {"paper", "nvidia"})
         for (const std::uint32_t n : {2u, 16u})
-            j["cases"].push_back(run_case(profile, n));
+            j["cases"].push_back(run_case(profile, n, false));
+    // Where ConnectX's defaults are deployed: the same port with PFC (lossless).
+    for (const std::uint32_t n : {2u, 16u})
+        j["cases"].push_back(run_case("nvidia", n, true));
     std::ofstream(out) << j.dump(1) << "\n";
     std::printf("wrote %s\n", out);
     return 0;

@@ -12,7 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 doc = json.load(open(sys.argv[1]))
 cases = doc["cases"]
-fig, axes = plt.subplots(2, 2, figsize=(12, 7), sharex=True)
+rows = (len(cases) + 1) // 2
+fig, axes = plt.subplots(rows, 2, figsize=(12, 3.5 * rows), sharex=True)
 for ax, c in zip(axes.flat, cases):
     t = [s["t_ms"] for s in c["samples"]]
     n = c["flows"]
@@ -24,13 +25,17 @@ for ax, c in zip(axes.flat, cases):
     q.plot(t, [s["queue_kb"] for s in c["samples"]], color="0.4", linewidth=0.6, alpha=0.6)
     q.axhline(40, color="0.6", linestyle=":", linewidth=0.8)
     q.axhline(160, color="0.6", linestyle=":", linewidth=0.8)
+    lossless = c.get("fabric") == "lossless"
+    if lossless:
+        q.axhline(c["pfc_xoff_kb"], color="tab:red", linestyle="--", linewidth=0.8)
     q.set_ylim(0, 400)
     q.set_ylabel("queue (KB), Kmin/Kmax dotted", color="0.4")
     conv = c["convergence_ms"]
-    ax.set_title(f"{c['profile']}, {n} flows: Jain {c['jain']:.3f}, util {c['utilisation']:.2f}, "
+    pfc = f", PFC (XOFF dashed; paused {c['paused_share']:.2f})" if lossless else ""
+    ax.set_title(f"{c['profile']}{pfc}, {n} flows\nJain {c['jain']:.3f}, util {c['utilisation']:.2f}, "
                  f"converged {'never' if conv is None else f'{conv:.1f} ms'}, drops {c['drops']}",
                  fontsize=9)
-for ax in axes[1]:
+for ax in axes[-1]:
     ax.set_xlabel("time (ms, virtual clock)")
 fig.suptitle("DCQCN on droce's sim fabric: N flows from line rate into one 10 Gb/s RED port")
 fig.tight_layout()

@@ -86,7 +86,10 @@ struct Fabric::Impl final : detail::FramePool {
     std::vector<detail::Link> links; ///< index (plane * E + from) * E + to
     std::vector<SimPort> ports;      ///< index endpoint * P + plane
     std::vector<PortStats> port_stats;
-    std::vector<std::uint64_t> egress_busy_ps; ///< per destination port, for shared_egress
+    std::vector<detail::EgressQueue> egress_queues; ///< per destination port, for shared_egress
+    /** Per port (endpoint * P + plane): the link whose queue paused it (PFC), or nullptr. */
+    std::vector<detail::Link*> paused_by;
+    std::vector<std::uint64_t> paused_since_ns;
 
     Impl(Clock* c, const FabricConfig& cfg)
         : clock(c), n_endpoints(cfg.endpoints), n_planes(cfg.planes), capacity(cfg.buffer_capacity),
@@ -104,19 +107,39 @@ struct Fabric::Impl final : detail::FramePool {
         const std::size_t n_links = static_cast<std::size_t>(n_planes) * n_endpoints * n_endpoints;
         entries.resize(n_links * slots);
         links.reserve(n_links);
-        egress_busy_ps.resize(static_cast<std::size_t>(n_endpoints) * n_planes);
+        egress_queues.resize(static_cast<std::size_t>(n_endpoints) * n_planes);
         for (std::size_t i = 0; i < n_links; ++i) {
             detail::Link& l = links.emplace_back(ctx, entries.data() + i * slots, slots, cfg.link,
                                                  detail::Pacing::serialise);
             const std::size_t to = i % n_endpoints;
             const std::size_t plane = i / (static_cast<std::size_t>(n_endpoints) * n_endpoints);
-            if (cfg.shared_egress) l.share_egress(&egress_busy_ps[to * n_planes + plane]);
+            if (cfg.shared_egress) l.share_egress(&egress_queues[to * n_planes + plane]);
         }
         ports.reserve(static_cast<std::size_t>(n_endpoints) * n_planes);
         for (std::uint32_t e = 0; e < n_endpoints; ++e)
             for (std::uint32_t p = 0; p < n_planes; ++p)
                 ports.emplace_back(this, e, p);
         port_stats.resize(ports.size());
+        paused_by.assign(ports.size(), nullptr);
+        paused_since_ns.assign(ports.size(), 0);
+    }
+
+    /**
+     * PFC: true while port (@p e, @p p) stays paused at @p now; ends a pause whose queue has
+     * drained to its XON level.
+     */
+    bool paused(std::uint32_t e, std::uint32_t p, std::uint64_t now) noexcept {
+        const std::size_t i = static_cast<std::size_t>(e) * n_planes + p;
+        detail::Link* by = paused_by[i];
+        if (by == nullptr) return false;
+        // XON goes to every port the queue paused at once, when it drains to the XON level, even
+        // if another sender filled it again before this one came to send.
+        if (by->egress().xon_reached_ns <= paused_since_ns[i] &&
+            by->backlog(now) > by->config.pfc_xon_bytes)
+            return true;
+        pstats(e, p).inc(PortCounter::pfc_paused_ns, now - paused_since_ns[i]);
+        paused_by[i] = nullptr;
+        return false;
     }
 
     detail::Link& link(std::uint32_t from, std::uint32_t to, std::uint32_t plane) noexcept {
@@ -186,6 +209,10 @@ struct Fabric::Impl final : detail::FramePool {
     std::uint16_t tx(std::uint32_t e, std::uint32_t p, PktBuf** in, std::uint16_t n) noexcept {
         PortStats& ps = pstats(e, p);
         const std::uint64_t now = clock->now_ns();
+        if (n != 0 && paused(e, p, now)) {
+            ps.inc(PortCounter::tx_paused);
+            return 0;
+        }
         for (std::uint16_t i = 0; i < n; ++i) {
             PktBuf* b = in[i];
             ps.inc(PortCounter::tx_frames);
@@ -222,7 +249,15 @@ struct Fabric::Impl final : detail::FramePool {
                 pool_put(b);
                 continue;
             }
-            link(e, dst[4], p).offer(b, now);
+            detail::Link& l = link(e, dst[4], p);
+            l.offer(b, now);
+            if (l.config.pfc_xoff_bytes != 0 && l.backlog(now) > l.config.pfc_xoff_bytes) {
+                l.stats.inc(LinkCounter::pfc_pauses);
+                const std::size_t pi = static_cast<std::size_t>(e) * n_planes + p;
+                paused_by[pi] = &l;
+                paused_since_ns[pi] = now;
+                return static_cast<std::uint16_t>(i + 1);
+            }
         }
         return n;
     }
@@ -268,6 +303,14 @@ struct Fabric::Impl final : detail::FramePool {
         std::uint64_t best = detail::kNever;
         for (const detail::Link& l : links)
             best = std::min(best, l.ring.next_event_ns(0));
+        // A pause whose queue has drained ends when its port next sends: only one still to end
+        // is an event.
+        const std::uint64_t now = clock->now_ns();
+        for (const detail::Link* by : paused_by) {
+            if (by == nullptr) continue;
+            const std::uint64_t resume = by->drained_to_ns(by->config.pfc_xon_bytes);
+            if (resume > now) best = std::min(best, resume);
+        }
         return best == detail::kNever ? 0 : best;
     }
 };

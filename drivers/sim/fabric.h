@@ -15,11 +15,11 @@
  *
  * Links. Each directed link has a LinkConfig (loss, reorder, duplication, corruption, up/down,
  * bandwidth, propagation delay, a finite egress queue with tail drop, RED/ECN marking, packet
- * trimming) that can be changed at run time, and LinkCounters. A frame crosses its link in this
- * order: down → dropped; loss draw → dropped; trim draw (RoCEv2 frames long enough only); queue
- * full → tail-dropped (or, with trim_when_full, trimmed and let through); RED mark (ECT frames
- * only); corruption; timing (queue drain at the link bandwidth, then the propagation delay);
- * reorder draw; duplication draw.
+ * trimming, PFC pausing of the sender) that can be changed at run time, and LinkCounters. A frame
+ * crosses its link in this order: down → dropped; loss draw → dropped; trim draw (RoCEv2 frames
+ * long enough only); queue full → tail-dropped (or, with trim_when_full, trimmed and let through);
+ * RED mark (ECT frames only); corruption; timing (queue drain at the link bandwidth, then the
+ * propagation delay); reorder draw; duplication draw.
  *
  * Time. The fabric reads the Clock given at construction (a virtual clock in tests). A frame is
  * receivable by rx_burst() once clock.now_ns() >= its delivery time; with bandwidth 0 and delay 0
@@ -39,10 +39,12 @@
  * Port functions, beyond port/port.h:
  *  - alloc_bulk(bufs, n): up to n buffers with len 0, capacity buffer_capacity; fewer (possibly 0)
  *    when the pool runs dry (PortCounter::alloc_failed counts the shortfall).
- *  - tx_burst(bufs, n): always returns n, i.e. takes every buffer. A frame that cannot travel (no
- *    route, link down, lost, queue full, invalid) is dropped, counted and its buffer returned to
- *    the pool; it is never handed back to the caller. Buffers not from this fabric's pool are
- *    counted (tx_invalid) and left alone.
+ *  - tx_burst(bufs, n): returns n, i.e. takes every buffer, unless PFC pauses the port
+ *    (LinkConfig::pfc_xoff_bytes): then it returns how many it took before the pause (0 while the
+ *    port stays paused) and the caller keeps the rest. A frame that cannot travel (no route, link
+ *    down, lost, queue full, invalid) is dropped, counted and its buffer returned to the pool; it
+ *    is never handed back to the caller. Buffers not from this fabric's pool are counted
+ *    (tx_invalid) and left alone.
  *  - rx_burst(bufs, n): up to n frames receivable now, merged over the incoming links by delivery
  *    time; PktBuf::port is set to the plane, PktBuf::ecn_ce tells whether the IP ECN field is CE.
  *  - free_bulk(bufs, n): back to the pool; foreign or already free buffers are counted and ignored.
@@ -159,6 +161,20 @@ struct LinkConfig {
     std::uint16_t trim_keep_bytes = 64;
     /** DSCP (0..63; higher bits ignored) of a trimmed frame. */
     std::uint8_t trim_dscp = 9;
+    /**
+     * Priority flow control (IEEE 802.1Qbb), which keeps a RoCE fabric lossless: bytes of egress
+     * backlog above which the switch pauses the port a frame came from. When a frame sent on port
+     * (from, plane) leaves the backlog of the queue it joined above pfc_xoff_bytes (after it was
+     * queued: the switch's headroom takes it), that port is paused: its tx_burst() takes no frame
+     * (the NIC's transmit queue is full; the frames stay with the caller, as a paused ConnectX's
+     * stay in its send queue) until that queue has drained to pfc_xon_bytes. The pause stops every
+     * flow of the port, also those to other, uncongested ports: PFC's head-of-line blocking. It
+     * acts at once (no pause frame's flight time, so the overshoot is at most one frame per
+     * sender: size queue_bytes above xoff by the senders' MTUs for zero drops), pauses unicast
+     * traffic only, and a paused port still receives. 0 = no PFC. pfc_xon_bytes <= pfc_xoff_bytes.
+     */
+    std::uint64_t pfc_xoff_bytes = 0;
+    std::uint64_t pfc_xon_bytes = 0;
 };
 
 // clang-format off
@@ -174,7 +190,8 @@ struct LinkConfig {
     X(reordered)          /* frames held back */ \
     X(corrupted)          /* frames with one bit flipped */ \
     X(ecn_marked)         /* ECT frames marked CE by RED */ \
-    X(trimmed)            /* frames let on the link trimmed: by the trim draw or when full */
+    X(trimmed)            /* frames let on the link trimmed: by the trim draw or when full */ \
+    X(pfc_pauses)         /* times a frame of this link left its queue above pfc_xoff_bytes */
 /** X(name) of the counters of one port. */
 #define DROCE_SIM_PORT_COUNTERS(X) \
     X(tx_frames)      /* frames taken by tx_burst */ \
@@ -182,7 +199,9 @@ struct LinkConfig {
     X(tx_no_route)    /* unicast destination MAC owned by no port of the plane */ \
     X(tx_invalid)     /* not a buffer of this fabric's pool, or length < 14 or > max_frame() */ \
     X(alloc_failed)   /* buffers asked of alloc_bulk that the empty pool could not give */ \
-    X(free_invalid)   /* free_bulk of a foreign or already free buffer (ignored) */
+    X(free_invalid)   /* free_bulk of a foreign or already free buffer (ignored) */ \
+    X(tx_paused)      /* tx_burst calls that took nothing: the port was paused by PFC */ \
+    X(pfc_paused_ns)  /* ns the port spent paused by PFC (counted when the pause ends) */
 // clang-format on
 
 enum class LinkCounter : std::uint8_t {
@@ -308,7 +327,8 @@ class Fabric {
 
     /**
      * Earliest time in ns at which something in flight becomes receivable (a delivery time, or the
-     * release time of a held-back frame), possibly already past; 0 when nothing is in flight.
+     * release time of a held-back frame), possibly already past, or, if sooner, the future time at
+     * which a port paused by PFC may send again; 0 when there is neither.
      */
     [[nodiscard]] std::uint64_t next_event_ns() const noexcept;
     /** Frames in flight on all links. */

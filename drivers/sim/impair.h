@@ -106,7 +106,8 @@ struct ImpairConfig {
      * file comment), duplicate, corrupt, delay_ns (frames wait in the ring), the modelled egress
      * queue (bandwidth_gbps, queue_bytes: not paced, see the file comment), RED (ecn,
      * kmin_bytes, kmax_bytes, pmax) and trimming (trim, trim_when_full, trim_keep_bytes,
-     * trim_dscp).
+     * trim_dscp). PFC (pfc_xoff_bytes, pfc_xon_bytes) is the fabric's only: a stage pauses
+     * nobody, and its pfc_pauses counter stays 0.
      */
     LinkConfig link;
     /** PRNG seed (applied at construction only). */

@@ -288,8 +288,16 @@ std::uint64_t serialisation_ps(std::uint32_t len, double gbps) noexcept {
 
 std::uint64_t Link::backlog(std::uint64_t now_ns) const noexcept {
     const std::uint64_t now_ps = now_ns > ctx_->t0_ns ? (now_ns - ctx_->t0_ns) * 1000u : 0;
-    const std::uint64_t busy = shared_busy_ps_ != nullptr ? *shared_busy_ps_ : own_busy_ps_;
-    return backlog_bytes(busy, now_ps, config.bandwidth_gbps);
+    return backlog_bytes(egress().busy_until_ps, now_ps, config.bandwidth_gbps);
+}
+
+std::uint64_t Link::drained_to_ns(std::uint64_t bytes) const noexcept {
+    const std::uint64_t busy = egress().busy_until_ps;
+    if (!(config.bandwidth_gbps > 0.0)) return ctx_->t0_ns;
+    const auto left_ps =
+        static_cast<std::uint64_t>(static_cast<double>(bytes) * 8000.0 / config.bandwidth_gbps);
+    const std::uint64_t at_ps = busy > left_ps ? busy - left_ps : 0;
+    return ctx_->t0_ns + (at_ps + 999) / 1000; // rounded up: backlog() <= bytes from then on
 }
 
 void Link::drop(PktBuf* b, LinkCounter why) noexcept {
@@ -319,8 +327,13 @@ void Link::offer(PktBuf* b, std::uint64_t now_ns) noexcept {
     // Serialisation times are kept in ps so that small frames on fast links do not round to whole
     // ns; 2^64 ps is 213 days after t0.
     const std::uint64_t now_ps = now_ns > ctx_->t0_ns ? (now_ns - ctx_->t0_ns) * 1000u : 0;
-    std::uint64_t& busy_ps = busy_until_ps();
+    EgressQueue& q = queue();
+    std::uint64_t& busy_ps = q.busy_until_ps;
     const std::uint64_t backlog = backlog_bytes(busy_ps, now_ps, c.bandwidth_gbps);
+    // Between arrivals the backlog only falls: what this frame finds is its low point since the
+    // previous one, so a dip to XON, which resumes every port the queue paused, is seen here.
+    if (c.pfc_xoff_bytes != 0 && backlog <= c.pfc_xon_bytes)
+        q.xon_reached_ns = std::max(q.xon_reached_ns, drained_to_ns(c.pfc_xon_bytes));
     const Layout ly = layout_of(*b);
     // chance() draws nothing for trim 0 (or 1), so the other decisions' draws stay where they were.
     bool trimmed = chance(rng, c.trim) && trim_frame(*b, ly, c);

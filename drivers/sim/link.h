@@ -228,6 +228,17 @@ enum class Pacing : std::uint8_t {
     model_queue,
 };
 
+/** The state of one egress queue, a link's own or shared by the links into one port. */
+struct EgressQueue {
+    /** When its last queued byte is serialised: ps since LinkContext::t0_ns. */
+    std::uint64_t busy_until_ps = 0;
+    /**
+     * PFC: the latest ns at which the backlog was seen to fall to pfc_xon_bytes (recorded when a
+     * frame arrives, from the backlog it finds); a port paused before then may send again.
+     */
+    std::uint64_t xon_reached_ns = 0;
+};
+
 /** One impaired link: its configuration, counters, egress queue state and ring of frames. */
 struct Link {
     /**
@@ -258,14 +269,21 @@ struct Link {
     void drop_in_flight() noexcept;
 
     /**
-     * Makes the egress queue the one at @p busy_until_ps (end of its serialisation, ps since
-     * LinkContext::t0_ns), shared with other links into the same port; nullptr: its own.
+     * Makes the egress queue @p queue, shared with other links into the same port; nullptr: its
+     * own.
      */
-    void share_egress(std::uint64_t* busy_until_ps) noexcept { shared_busy_ps_ = busy_until_ps; }
+    void share_egress(EgressQueue* queue) noexcept { shared_ = queue; }
+    /** The egress queue this link's frames join (shared or its own). */
+    [[nodiscard]] const EgressQueue& egress() const noexcept {
+        return shared_ != nullptr ? *shared_ : own_;
+    }
 
     /** Bytes in the link's egress queue (shared or its own) not yet serialised at @p now_ns; 0
      *  with infinite bandwidth. */
     [[nodiscard]] std::uint64_t backlog(std::uint64_t now_ns) const noexcept;
+    /** The ns at which backlog() falls to @p bytes (possibly past); t0_ns with infinite
+     *  bandwidth. */
+    [[nodiscard]] std::uint64_t drained_to_ns(std::uint64_t bytes) const noexcept;
 
     LinkConfig config;
     /** Probability that an ECT frame RED did not mark is marked CE anyway (the stage's flat
@@ -278,16 +296,14 @@ struct Link {
     HoldRing ring;
 
   private:
-    std::uint64_t& busy_until_ps() noexcept {
-        return shared_busy_ps_ != nullptr ? *shared_busy_ps_ : own_busy_ps_;
-    }
+    EgressQueue& queue() noexcept { return shared_ != nullptr ? *shared_ : own_; }
     void drop(PktBuf* b, LinkCounter why) noexcept;
     void push(PktBuf* b, std::uint64_t deliver_ns, std::uint16_t hold_left,
               std::uint64_t hold_until_ns) noexcept;
 
     LinkContext* ctx_;
-    std::uint64_t* shared_busy_ps_ = nullptr;
-    std::uint64_t own_busy_ps_ = 0;
+    EgressQueue* shared_ = nullptr;
+    EgressQueue own_;
     std::uint64_t last_deliver_ns_ = 0; ///< due time of the last frame: the FIFO floor
 };
 

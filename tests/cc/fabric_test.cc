@@ -6,6 +6,8 @@
  * RED/ECN marking, sized as a lossless buffer): fair, fully used, the queue between Kmin and Kmax,
  * nothing dropped; a late flow converges to its share.
  */
+#include <string>
+
 #include "incast.h"
 
 namespace droce::test {
@@ -81,6 +83,32 @@ TEST(DcqcnFabric, NvidiaProfileAtTheSameBottleneck) {
     }
 }
 
+TEST(DcqcnFabric, NvidiaProfileInALosslessFabric) {
+    // Where ConnectX's defaults are deployed: a lossless fabric. The same bottleneck with PFC
+    // (XOFF 320 KB, twice Kmax; XON 300 KB): nothing is dropped and no flow starves, but at this
+    // rate and MTU the profile does not hold the queue under XOFF: PFC pauses the senders for much
+    // of the time, and the flows' shares follow their unequal DCQCN rates (Jain 0.90 with 4 flows;
+    // printed; README, DCQCN). The paper's profile needs PFC only at the start (IncastVictim).
+    for (const std::uint32_t n : {2u, 4u, 8u, 16u}) {
+        Incast t(n, bottleneck_pfc(), cc::profile_by_name("nvidia"));
+        (void)t.run_for(20'000'000);
+        const std::uint64_t paused0 = t.paused_ns();
+        const std::vector<double> g = t.run_for(40'000'000);
+        const double util =
+            std::accumulate(g.begin(), g.end(), 0.0) / (kLinkGbps * 4096.0 / 4154.0);
+        std::printf("nvidia, PFC, %2u flows: Jain %.4f, utilisation %.3f, drops %llu, pauses %llu, "
+                    "senders paused %.3f of the time, queue mean %.0f KB, max %.0f KB\n",
+                    n, jain(g), util, static_cast<unsigned long long>(t.drops()),
+                    static_cast<unsigned long long>(t.pauses()),
+                    (t.paused_ns() - paused0) / (40e6 * n), t.queue.mean_bytes / 1e3,
+                    t.queue.max_bytes / 1e3);
+        EXPECT_EQ(t.drops(), 0u) << n << " flows";
+        EXPECT_GE(jain(g), 0.85) << n << " flows"; // lossy, 16 flows: 0.35 (10 flows starved)
+        EXPECT_GE(util, 0.75) << n << " flows";
+        EXPECT_GT(t.pauses(), 0u) << n << " flows";
+    }
+}
+
 TEST(DcqcnFabric, PacerRetimesItsGapWhenTheRateRises) {
     // A QP cut to 1 Mb/s after a 4 KB packet would wait 33 ms for its next one; once DCQCN (here:
     // the rate limit, the same path through update_rate) raises the rate, the gap is re-timed.
@@ -101,36 +129,56 @@ TEST(DcqcnFabric, PacerRetimesItsGapWhenTheRateRises) {
 TEST(DcqcnFabric, IncastVictim) {
     // 7:1 incast into endpoint 0 through its 10 Gb/s RED port, and an eighth flow, the victim, from
     // the first incast sender to another receiver: it shares that sender's NIC (10 Gb/s, shaped)
-    // with the sender's incast flow. The sim fabric is lossy (no PFC): nothing pauses the victim's
-    // path, so what DCQCN changes is the incast port's queue (the incast flows' latency), not the
-    // victim's rate; the figures are reported both ways.
-    double victim[2] = {0, 0}, first[2] = {0, 0}, queue[2] = {0, 0};
-    std::uint64_t drops[2] = {0, 0};
-    for (int on = 0; on < 2; ++on) {
-        Incast t(7, bottleneck(), on ? cc::profile_by_name("paper") : nullptr, true);
+    // with the sender's incast flow. In a lossy fabric nothing pauses the victim's path: what DCQCN
+    // changes is the incast port's queue (the incast flows' latency). In a lossless one PFC pauses
+    // the first sender's whole port whenever the incast queue passes XOFF, and the victim, which
+    // goes nowhere near that queue, stalls with it (the paper's Sec. 2 victim); DCQCN keeps the
+    // queue under XOFF and gives the victim its rate back.
+    struct Case {
+        bool pfc;
+        const char* profile; // nullptr: DCQCN off
+        double victim = 0, first = 0, queue = 0, paused = 0;
+        std::uint64_t drops = 0;
+    };
+    std::vector<Case> cases = {
+        {false, nullptr}, {false, "paper"}, {true, nullptr}, {true, "paper"}, {true, "nvidia"}};
+    for (Case& k : cases) {
+        Incast t(7, k.pfc ? bottleneck_pfc() : bottleneck(),
+                 k.profile ? cc::profile_by_name(k.profile) : nullptr, true);
         (void)t.run_for(20'000'000);
+        const std::uint64_t paused0 = t.paused_ns();
         const std::vector<double> g = t.run_for(40'000'000);
-        victim[on] = g[7];
-        first[on] = g[0];
-        queue[on] = t.queue.mean_bytes;
-        drops[on] = t.drops();
+        k.victim = g[7];
+        k.first = g[0];
+        k.queue = t.queue.mean_bytes;
+        k.drops = t.drops();
+        k.paused = (t.paused_ns() - paused0) / (40e6 * 7);
         const double incast = std::accumulate(g.begin(), g.begin() + 7, 0.0);
-        std::printf("DCQCN %-3s: victim %.2f Gb/s, incast total %.2f Gb/s (Jain %.4f), first "
+        std::printf("%-8s DCQCN %-6s: victim %.2f Gb/s, incast total %.2f Gb/s (Jain %.4f), first "
                     "sender's incast flow %.2f Gb/s, incast port queue mean %.0f KB (%.0f us), "
-                    "drops %llu\n",
-                    on ? "on" : "off", victim[on], incast,
-                    jain(std::vector<double>(g.begin(), g.begin() + 7)), g[0], queue[on] / 1e3,
-                    queue[on] * 8 / (kLinkGbps * 1e3), static_cast<unsigned long long>(drops[on]));
+                    "senders paused %.3f of the time, drops %llu\n",
+                    k.pfc ? "lossless" : "lossy", k.profile ? k.profile : "off", k.victim, incast,
+                    jain(std::vector<double>(g.begin(), g.begin() + 7)), g[0], k.queue / 1e3,
+                    k.queue * 8 / (kLinkGbps * 1e3), k.paused,
+                    static_cast<unsigned long long>(k.drops));
     }
     const double line = kLinkGbps * 4096.0 / 4154.0;
-    for (int on = 0; on < 2; ++on) {
+    for (const Case& k : cases) {
+        const std::string name = std::string(k.pfc ? "lossless, DCQCN " : "lossy, DCQCN ") +
+                                 (k.profile ? k.profile : "off");
+        EXPECT_EQ(k.drops, 0u) << name;
+        if (k.pfc && k.profile == nullptr) {
+            EXPECT_LT(k.victim, 0.6 * line) << name << ": PFC should stall the victim";
+            continue;
+        }
         // The NIC serves both QPs of the first sender (its arbiter turns): the victim gets what the
         // incast flow's 1/7 of the congested port leaves of the NIC, and the incast flow its share.
-        EXPECT_GE(victim[on], 0.7 * line) << (on ? "with" : "without") << " DCQCN";
-        EXPECT_GE(first[on], 0.5 * line / 7) << (on ? "with" : "without") << " DCQCN";
-        EXPECT_EQ(drops[on], 0u);
+        EXPECT_GE(k.victim, 0.7 * line) << name;
+        EXPECT_GE(k.first, 0.5 * line / 7) << name;
     }
-    EXPECT_LT(queue[1], queue[0] / 4) << "DCQCN should keep the incast port's queue short";
+    EXPECT_LT(cases[1].queue, cases[0].queue / 4)
+        << "DCQCN should keep the incast port's queue short";
+    EXPECT_LT(cases[3].paused, cases[2].paused / 4) << "DCQCN should keep PFC from pausing";
 }
 
 TEST(DcqcnFabric, ALateFlowConvergesToItsShare) {

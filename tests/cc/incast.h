@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdio>
 #include <memory>
 #include <numeric>
@@ -37,9 +38,15 @@ class CountingPort final : public PortDriver {
     }
     void free_bulk(PktBuf** b, std::uint16_t n) noexcept override { inner_.free_bulk(b, n); }
     std::uint16_t tx_burst(PktBuf** b, std::uint16_t n) noexcept override {
-        for (std::uint16_t i = 0; i < n; ++i)
-            bytes += b[i]->len + b[i]->ext_len;
-        return inner_.tx_burst(b, n);
+        // Lengths first: a frame the fabric took may be dropped and back in its pool at once.
+        // Only the frames taken count (a port paused by PFC takes fewer).
+        std::array<std::uint32_t, 512> len{};
+        for (std::uint16_t i = 0; i < n && i < len.size(); ++i)
+            len[i] = b[i]->len + b[i]->ext_len;
+        const std::uint16_t sent = inner_.tx_burst(b, n);
+        for (std::uint16_t i = 0; i < sent && i < len.size(); ++i)
+            bytes += len[i];
+        return sent;
     }
     std::uint16_t rx_burst(PktBuf** b, std::uint16_t n) noexcept override {
         return inner_.rx_burst(b, n);
@@ -99,20 +106,28 @@ struct Incast {
                              static_cast<std::uint8_t>(e));
     }
 
+    /** Every NIC's line rate, Gb/s. */
+    double nic_gbps;
+
+    /**
+     * @param nic_gbps every port's line rate (DCQCN's line, and the victim sender's shaper);
+     * @param mtu every QP's path MTU.
+     */
     Incast(std::uint32_t senders, const sim::LinkConfig& link, const cc::DcqcnProfile* profile,
-           bool victim = false)
-        : fabric(&clock, config(senders + 1 + (victim ? 1 : 0), link)), link_cfg(link) {
+           bool victim = false, double nic_gbps_ = kLinkGbps, rc::Mtu mtu = rc::Mtu::mtu4096)
+        : fabric(&clock, config(senders + 1 + (victim ? 1 : 0), link)), link_cfg(link),
+          nic_gbps(nic_gbps_) {
         const std::uint32_t n = senders + 1 + (victim ? 1 : 0);
         const std::uint32_t victim_rx = senders + 1;
         for (std::uint32_t e = 0; e < n; ++e) {
             ports.push_back(std::make_unique<CountingPort>(fabric.port(e, 0)));
             PortDriver* drv = ports.back().get();
             if (victim && e == 1) {
-                shaper = std::make_unique<TxShaper>(*drv, clock, kLinkGbps);
+                shaper = std::make_unique<TxShaper>(*drv, clock, nic_gbps);
                 drv = shaper.get();
             }
             PortSpec ps{drv, sim::Fabric::mac(e, 0), gid(e), 4096};
-            ps.line_rate_mbps = kLinkGbps * 1000;
+            ps.line_rate_mbps = nic_gbps * 1000;
             dev.push_back(std::make_unique<Device>("d" + std::to_string(e), clock,
                                                    std::vector<PortSpec>{ps}));
             dev.back()->set_dcqcn(profile);
@@ -143,7 +158,7 @@ struct Incast {
             for (int side = 0; side < 2; ++side) {
                 RcConnectParams c;
                 c.qp_access_flags = rc::kAccessRemoteWrite;
-                c.path_mtu = rc::Mtu::mtu4096;
+                c.path_mtu = mtu;
                 c.timeout = 14;
                 const std::uint32_t peer_e = side == 0 ? r : s;
                 c.dest_qp_num = side == 0 ? b->qpn : a->qpn;
@@ -240,6 +255,20 @@ struct Incast {
         }
         return d;
     }
+    /** Times the receiver's queue paused a sender (PFC). */
+    [[nodiscard]] std::uint64_t pauses() const {
+        std::uint64_t m = 0;
+        for (std::uint32_t s = 1; s < dev.size(); ++s)
+            m += fabric.link_stats(s, 0, 0)[sim::LinkCounter::pfc_pauses];
+        return m;
+    }
+    /** ns the senders spent paused by PFC, summed over them. */
+    [[nodiscard]] std::uint64_t paused_ns() const {
+        std::uint64_t m = 0;
+        for (std::uint32_t s = 1; s < dev.size(); ++s)
+            m += fabric.port_stats(s, 0)[sim::PortCounter::pfc_paused_ns];
+        return m;
+    }
     [[nodiscard]] std::uint64_t marks() const {
         std::uint64_t m = 0;
         for (std::uint32_t s = 1; s < dev.size(); ++s)
@@ -267,6 +296,16 @@ inline sim::LinkConfig bottleneck() {
     l.kmin_bytes = 40'000;
     l.kmax_bytes = 160'000;
     l.pmax = 0.2;
+    return l;
+}
+
+/** bottleneck() in a lossless fabric: PFC pauses a sender whose frame leaves the queue above
+ *  @p xoff_bytes, until it drains to @p xon_bytes (far above Kmax: DCQCN should act first). */
+inline sim::LinkConfig bottleneck_pfc(std::uint64_t xoff_bytes = 320'000,
+                                      std::uint64_t xon_bytes = 300'000) {
+    sim::LinkConfig l = bottleneck();
+    l.pfc_xoff_bytes = xoff_bytes;
+    l.pfc_xon_bytes = xon_bytes;
     return l;
 }
 

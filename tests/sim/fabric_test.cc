@@ -1081,6 +1081,53 @@ TEST_F(FabricTest, SharedEgressMakesIncastCongest) {
     EXPECT_EQ(shared_marked, 5u);       // frames 16..20 find >= 15000 bytes queued
 }
 
+TEST_F(FabricTest, PfcPausesTheSenderAndXonResumesEveryPausedPortAtOnce) {
+    // Endpoints 0 and 2 send 1000-byte frames (800 ns at 10 Gb/s) into endpoint 1's shared egress
+    // queue; PFC pauses a sender whose frame leaves it above 5000 bytes, until it drains to 2000.
+    FabricConfig c = config(4, 1);
+    c.shared_egress = true;
+    c.link.bandwidth_gbps = 10.0;
+    c.link.queue_bytes = 100'000;
+    c.link.pfc_xoff_bytes = 5000;
+    c.link.pfc_xon_bytes = 2000;
+    Fabric f(&clock, c);
+    const std::uint64_t t0 = clock.now_ns();
+    std::array<PktBuf*, 10> a{};
+    for (std::uint32_t i = 0; i < a.size(); ++i)
+        a[i] = make_sized(f, 0, 0, Fabric::mac(1, 0), i, 1000);
+    // The sixth frame leaves 6000 bytes queued: taken (the switch's headroom), then the pause.
+    ASSERT_EQ(f.port(0, 0).tx_burst(a.data(), 10), 6);
+    EXPECT_EQ(f.link_stats(0, 1, 0)[LC::pfc_pauses], 1u);
+    EXPECT_EQ(f.port(0, 0).tx_burst(a.data() + 6, 4), 0) << "a paused port takes nothing";
+    EXPECT_EQ(f.port_stats(0, 0)[PortCounter::tx_paused], 1u);
+    // Endpoint 2's frame finds the queue above XOFF: it is taken and pauses endpoint 2, whose
+    // frame to endpoint 3, an idle port, must now wait too (head-of-line blocking).
+    PktBuf* b = make_sized(f, 2, 0, Fabric::mac(1, 0), 100, 1000);
+    ASSERT_EQ(f.port(2, 0).tx_burst(&b, 1), 1);
+    PktBuf* to3 = make_sized(f, 2, 0, Fabric::mac(3, 0), 200, 1000);
+    EXPECT_EQ(f.port(2, 0).tx_burst(&to3, 1), 0);
+    // 7000 bytes queued: 2000 left after 5000 bytes, 4000 ns. next_event_ns() wakes a virtual
+    // clock for it even when no frame is due then.
+    EXPECT_LE(f.next_event_ns(), t0 + 4000);
+    clock.set(t0 + 3999);
+    EXPECT_EQ(f.port(0, 0).tx_burst(a.data() + 6, 4), 0);
+    clock.set(t0 + 4000);
+    // Endpoint 0 resumes and refills the queue past XOFF with its fourth frame (2000 + 4000)...
+    ASSERT_EQ(f.port(0, 0).tx_burst(a.data() + 6, 4), 4);
+    EXPECT_EQ(f.port_stats(0, 0)[PortCounter::pfc_paused_ns], 4000u);
+    EXPECT_EQ(f.egress_backlog_bytes(0, 1, 0), 6000u);
+    // ...but the queue did reach XON, which resumes endpoint 2 as well: its frames go.
+    ASSERT_EQ(f.port(2, 0).tx_burst(&to3, 1), 1);
+    EXPECT_EQ(f.link_stats(0, 1, 0)[LC::pfc_pauses], 2u);
+    EXPECT_EQ(f.link_stats(2, 1, 0)[LC::pfc_pauses], 1u);
+    clock.set(t0 + 1'000'000);
+    EXPECT_EQ(drain(f, 1, 0).size(), 11u); // nothing dropped
+    EXPECT_EQ(drain(f, 3, 0).size(), 1u);
+    EXPECT_EQ(f.next_event_ns(), 0u);
+    EXPECT_EQ(f.link_stats(0, 1, 0)[LC::dropped_queue_full], 0u);
+    EXPECT_EQ(f.pool_free(), c.pool_buffers);
+}
+
 TEST_F(FabricTest, ShorthandConstructor) {
     Fabric f(&clock, 5, 3, 4);
     EXPECT_EQ(f.endpoints(), 3u);
