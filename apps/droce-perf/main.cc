@@ -201,6 +201,9 @@ int run_remote(const Cli& cli, Params p) {
     ro.capture_snaplen = cli.snaplen;
     ro.tx_shaper = cli.plane_rate > 0;
     ro.tx_rate_gbps = cli.plane_rate;
+    // Inline progress: this thread polls and never naps on a port's receive interrupt, so uring
+    // ports may hand over completions without interrupting it (drivers/uring TaskRun::coop).
+    ro.uring_coop_taskrun = p.inline_progress;
     std::string err;
     auto rt = Runtime::create(cli.config, ro, &err);
     if (!rt) {

@@ -644,6 +644,9 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
     // larger CQ; the kernel keeps overflowing CQEs rather than dropping them.
     io_uring_params params{};
     params.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
+    if (cfg.taskrun == TaskRun::coop)
+        params.flags |= IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
+    p->coop_ = cfg.taskrun == TaskRun::coop;
     params.cq_entries = cfg.sq_entries * 4;
     if (const int rc = io_uring_queue_init_params(cfg.sq_entries, &p->ring_->ring, &params); rc < 0)
         return fail(errno_text("io_uring_queue_init", -rc));
@@ -1216,6 +1219,10 @@ std::uint16_t UringPort::reap(PktBuf** out, std::uint16_t n) noexcept {
     unsigned head = 0, seen = 0;
     std::uint16_t got = 0;
     io_uring_cqe* cqe = nullptr;
+    // Cooperative task running (TaskRun::coop): completions the kernel holds as task work come
+    // out only when this thread enters the kernel; the flag says when that is worth a system call.
+    if (coop_ && (IO_URING_READ_ONCE(*r.sq.kflags) & IORING_SQ_TASKRUN) != 0)
+        (void)io_uring_get_events(&r);
     io_uring_for_each_cqe(&r, head, cqe) {
         const auto tag = static_cast<Tag>(cqe->user_data >> 32);
         const auto slot = static_cast<std::uint32_t>(cqe->user_data);
@@ -1389,6 +1396,8 @@ bool UringPort::rx_interrupt_arm() noexcept {
     // flag. A CQE that slips between both is seen here or signalled; a missed one costs no more
     // than the nap's bound.
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (coop_ && (IO_URING_READ_ONCE(*ring_->ring.sq.kflags) & IORING_SQ_TASKRUN) != 0)
+        return false; // completions wait as task work: no interrupt will announce them
     return io_uring_cq_ready(&ring_->ring) == 0;
 }
 

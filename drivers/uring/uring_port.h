@@ -155,6 +155,23 @@ inline constexpr unsigned kMaxShareSlots = 256; ///< members of one group at mos
 /** Bytes of a slot probe datagram (never a valid BTH: TVer 15). */
 inline constexpr unsigned kShareProbeLen = 32;
 
+/**
+ * How the kernel gets a receive completion to the thread that drives the port. A datagram's
+ * arrival queues io_uring task work for the thread that armed the receive; the completion exists
+ * only once that thread has run it in the kernel.
+ *  - signal: the kernel interrupts the thread (an IPI when it runs, a wake-up when it sleeps). A
+ *    thread napping on the port's receive interrupt (rx_interrupt_fd) wakes at once. On this
+ *    project's 2-core VM the interrupt of a running thread took tens of microseconds: 64 B WRITE
+ *    latency 51 us (droce-perf --lat --inline-progress over lo).
+ *  - coop: IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG: no interrupt; the kernel raises
+ *    IORING_SQ_TASKRUN in the ring and the next rx_burst() enters the kernel to run the work
+ *    (io_uring_get_events). A polling thread sees it within one pass: 11.8 us in the same run.
+ *    A sleeping thread is not woken by it: the receive interrupt then fires only at its nap's
+ *    end (rx_interrupt_arm() still refuses a nap while work is flagged). For threads that poll
+ *    (droce-perf --inline-progress, DROCE_PROGRESS=app's busy callers).
+ */
+enum class TaskRun : std::uint8_t { signal, coop };
+
 /** How to set up one port. */
 struct UringPortConfig {
     std::uint8_t port_index = 0; ///< droce's 0-based port index, written to PktBuf::port
@@ -194,6 +211,7 @@ struct UringPortConfig {
     /** Offer the receive interrupt (rx_interrupt_fd); false only to measure the engine without it
      *  (bench/uring: DROCE_URING_RX_INTERRUPT=off). */
     bool rx_interrupt = true;
+    TaskRun taskrun = TaskRun::signal;
 };
 
 /**
@@ -383,6 +401,7 @@ class UringPort final : public PortDriver {
     wire::MacAddr mac_{};
     std::uint8_t port_index_ = 0;
     RecvMode mode_ = RecvMode::batched;
+    bool coop_ = false; ///< TaskRun::coop: run flagged task work in reap()
     bool share_ = false;
     bool joined_ = false; ///< in the group's table: the destructor leaves it
     std::uint8_t slot_ = 0;

@@ -230,10 +230,10 @@ constexpr const char* kDeviceKeys[] = {"name",  "eal",     "clock",          "hu
                                        "dcqcn", "capture", "capture_snaplen"};
 constexpr const char* kPortKeys[] = {
     "driver",   "devargs",       "mac",       "ip",    "mtu",     "line_rate_gbps", "interface",
-    "udp_port", "peer_udp_port", "recv_mode", "share", "send_zc", "send_zc_min"};
+    "udp_port", "peer_udp_port", "recv_mode", "share", "send_zc", "send_zc_min",    "taskrun"};
 constexpr const char* kDpdkOnlyKeys[] = {"devargs"};
 constexpr const char* kUringOnlyKeys[] = {"interface", "udp_port", "peer_udp_port", "recv_mode",
-                                          "share",     "send_zc",  "send_zc_min"};
+                                          "share",     "send_zc",  "send_zc_min",   "taskrun"};
 constexpr const char* kQpKeys[] = {"path_mtu",  "timeout",       "retry_cnt",
                                    "rnr_retry", "min_rnr_timer", "max_rd_atomic"};
 
@@ -596,6 +596,13 @@ bool Loader::build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d
             std::uint64_t zc_min = 0;
             if (!get_uint(cfg, psec, "send_zc_min", 0, 65535, &zc_min, &have)) return false;
             if (have) pc.send_zc_min = static_cast<std::uint32_t>(zc_min);
+            if (const char* tr = get(cfg, psec, "taskrun")) {
+                const std::string_view t(tr);
+                if (t != "auto" && t != "signal" && t != "coop")
+                    return fail(line_of(psec, "taskrun"), psec, "taskrun",
+                                quote(t) + " is not auto, signal or coop");
+                pc.taskrun = std::string(t);
+            }
         }
         const char* ip = get(cfg, psec, "ip");
         if (!parse_ip_prefix(ip, &pc.ip, &pc.prefix_len))

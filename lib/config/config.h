@@ -27,7 +27,9 @@
  *    AF_PACKET socket that sees the whole IP header, needs CAP_NET_RAW), share (yes | no, default
  *    no: yes lets processes of one user share ip:udp_port, steered by BTH destination QP; not with
  *    packet), send_zc (auto | on | off, default auto = off: io_uring SENDMSG_ZC for datagrams of
- *    send_zc_min bytes or more, 0..65535, default 4096; see drivers/uring/README.md), mac
+ *    send_zc_min bytes or more, 0..65535, default 4096; see drivers/uring/README.md), taskrun
+ *    (auto | signal | coop, default auto: the runtime's choice; coop for a thread that polls, see
+ *    drivers/uring TaskRun), mac
  *    (optional: the MAC the engine sees, never sent; default derived from the address). Keys of
  *    the other driver are refused. A file whose ports are all uring needs no EAL (lib/runtime
  *    does not start it).
@@ -96,6 +98,9 @@ struct PortConfig {
     std::string send_zc = "auto";
     /** Smallest UDP payload sent zero-copy, bytes. */
     std::uint32_t send_zc_min = 4096;
+    /** auto | signal | coop: how the kernel hands the port's completions to the engine
+     *  (drivers/uring TaskRun; auto: RuntimeOptions::uring_taskrun). */
+    std::string taskrun = "auto";
     /** The port's line rate in Mb/s (`line_rate_gbps`), where DCQCN starts and the pacer's ceiling
      *  when DCQCN is on; 0 = unknown (DCQCN starts at 100 Gb/s and paces only below it). */
     double line_rate_mbps = 0;

@@ -61,7 +61,7 @@ bool needs_eal(const ConfigFile& file, const std::vector<unsigned>& which) {
  * @return the port, or nullptr with *err = the driver's reason or "path_mtu does not fit".
  */
 std::unique_ptr<uring::UringPort> make_uring_port(const DeviceConfig& dc, unsigned p,
-                                                  PortConfig& pc, int share_slot,
+                                                  PortConfig& pc, int share_slot, bool coop_default,
                                                   std::string* err) {
     uring::UringPortConfig uc;
     uc.port_index = static_cast<std::uint8_t>(p);
@@ -87,6 +87,12 @@ std::unique_ptr<uring::UringPort> make_uring_port(const DeviceConfig& dc, unsign
     if (const char* irq = std::getenv("DROCE_URING_RX_INTERRUPT");
         irq && std::strcmp(irq, "off") == 0)
         uc.rx_interrupt = false;
+    // taskrun: the config's, else the owner's (RuntimeOptions::uring_coop_taskrun);
+    // DROCE_URING_TASKRUN=signal|coop overrides both (bench/uring compares them in one run).
+    bool coop = pc.taskrun == "coop" || (pc.taskrun == "auto" && coop_default);
+    if (const char* tr = std::getenv("DROCE_URING_TASKRUN"); tr && *tr)
+        coop = std::strcmp(tr, "coop") == 0;
+    uc.taskrun = coop ? uring::TaskRun::coop : uring::TaskRun::signal;
     auto port = uring::UringPort::create(uc, err);
     if (!port) return nullptr;
     pc.mtu = port->mtu();
@@ -228,7 +234,7 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
             PortDriver* drv = nullptr;
             wire::MacAddr mac{};
             if (pc.driver == PortDriverKind::uring) {
-                auto up = make_uring_port(dc, p, pc, share_slot, &e);
+                auto up = make_uring_port(dc, p, pc, share_slot, opts.uring_coop_taskrun, &e);
                 if (!up) {
                     *err = port_prefix(dc, p) + e;
                     return nullptr;

@@ -124,6 +124,13 @@ struct RuntimeOptions {
      * Must outlive the runtime; the runtime must not be destroyed while it is held.
      */
     std::mutex* control_mutex = nullptr;
+    /**
+     * uring ports whose config says `taskrun = auto` (the default) use cooperative task running
+     * (drivers/uring TaskRun::coop): set by an owner whose own threads poll the devices and take no
+     * long naps (droce-perf --inline-progress, the verbs library with DROCE_PROGRESS=app).
+     * DROCE_URING_TASKRUN=signal|coop overrides every uring port.
+     */
+    bool uring_coop_taskrun = false;
 };
 
 /** How Runtime::start_engines() runs the devices. */

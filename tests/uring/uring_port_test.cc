@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -39,6 +40,7 @@ namespace {
 using namespace droce;
 using droce::uring::PortCounter;
 using droce::uring::RecvMode;
+using droce::uring::TaskRun;
 using droce::uring::UringPort;
 using droce::uring::UringPortConfig;
 
@@ -56,8 +58,9 @@ struct Pair {
     std::unique_ptr<UringPort> a, b;
 };
 
-Pair make_pair(RecvMode mode, bool ipv6) {
+Pair make_pair(RecvMode mode, bool ipv6, TaskRun taskrun = TaskRun::signal) {
     UringPortConfig ca, cb;
+    ca.taskrun = cb.taskrun = taskrun;
     if (ipv6) {
         // One IPv6 loopback address: the two ports differ by UDP port instead.
         wire::Ipv6Addr lo6{};
@@ -324,6 +327,48 @@ TEST_P(UringPortTest, RxInterruptWakesOnArrival) {
     p.b->free_bulk(got.data(), 1);
     pfd.revents = 0;
     EXPECT_EQ(poll(&pfd, 1, 0), 0) << "signalled while disarmed";
+}
+
+TEST_P(UringPortTest, CooperativeTaskRunDeliversAndRefusesANapWhileWorkWaits) {
+    // TaskRun::coop: the kernel does not interrupt the thread; a datagram that arrives while it
+    // runs in user space waits as task work (IORING_SQ_TASKRUN), not as a completion. arm() must
+    // see that and refuse the nap (no interrupt would announce it), and the next rx_burst() must
+    // collect it.
+    Pair p = make_pair(GetParam(), false, TaskRun::coop);
+    ASSERT_TRUE(p.a && p.b);
+    (void)p.b->rx_burst(nullptr, 0); // arms the receive
+    ASSERT_TRUE(p.b->rx_interrupt_arm()) << "nothing sent yet";
+    p.b->rx_interrupt_disarm();
+    const wire::PathHeaders h = path_a_to_b(*p.a, *p.b, loop4(1), loop4(2), false);
+    for (std::uint32_t round = 1; round <= 3; ++round) {
+        // Another thread sends, while this one, which armed the receive (the task work is
+        // its), spins in user space: any system call here, or the next timer tick, would run
+        // the work on its way back to user space. The flagged state is what a polling engine,
+        // which makes no system call, finds. Loopback delivers within the sender's sendmsg, so
+        // the work is queued when `done` is.
+        std::vector<std::uint8_t> sent;
+        std::atomic<bool> done{false};
+        std::thread sender([&] {
+            sent = send_one(*p.a, h, 100, round);
+            done.store(true, std::memory_order_release);
+        });
+        while (!done.load(std::memory_order_acquire)) {
+        }
+        EXPECT_FALSE(p.b->rx_interrupt_arm()) << "round " << round << ": a nap was allowed "
+                                              << "while a datagram waited as task work";
+        p.b->rx_interrupt_disarm();
+        sender.join();
+        std::vector<PktBuf*> got = receive(*p.b, 1);
+        ASSERT_EQ(got.size(), 1u) << "round " << round;
+        // From the IP header on (the receiver rebuilds the Ethernet header with its own MACs).
+        ASSERT_EQ(got[0]->len, sent.size());
+        EXPECT_TRUE(std::equal(sent.begin() + 14, sent.end(), got[0]->data + 14))
+            << "round " << round;
+        p.b->free_bulk(got.data(), 1);
+    }
+    // Back to quiet: a nap is allowed again.
+    EXPECT_TRUE(p.b->rx_interrupt_arm());
+    p.b->rx_interrupt_disarm();
 }
 
 TEST_P(UringPortTest, Ipv6FramesRoundTrip) {
