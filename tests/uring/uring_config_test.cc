@@ -107,6 +107,24 @@ TEST(UringConfig, PacketReceiveModeIsAValue) {
     EXPECT_EQ(c->devices[0].ports[0].recv_mode, "packet");
 }
 
+TEST(UringConfig, TaskrunIsAutoSignalOrCoop) {
+    for (const char* v : {"auto", "signal", "coop"}) {
+        TempFile f(file(std::string("driver = uring\nip = 127.0.0.9/8\ntaskrun = ") + v + "\n"));
+        std::string err;
+        auto c = load_config(f.path(), &err);
+        ASSERT_TRUE(c) << err;
+        EXPECT_EQ(c->devices[0].ports[0].taskrun, v);
+    }
+    EXPECT_NE(load_error(file("driver = uring\nip = 127.0.0.9/8\ntaskrun = poll\n"))
+                  .find("[port0] taskrun: \"poll\" is not auto, signal or coop"),
+              std::string::npos);
+    // A key of the uring driver only.
+    EXPECT_NE(load_error(file("driver = dpdk\ndevargs = net_null0\nmac = 02:00:00:00:00:01\n"
+                              "ip = 10.0.0.1/24\ntaskrun = coop\n"))
+                  .find("taskrun"),
+              std::string::npos);
+}
+
 TEST(UringConfig, BadLinesAreRefusedWithLineAndKey) {
     EXPECT_NE(load_error(file("driver = uring\n")).find(":3: [port0]: missing required key \"ip\""),
               std::string::npos);
