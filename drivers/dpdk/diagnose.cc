@@ -120,6 +120,10 @@ std::string file_prefix_of(const std::vector<std::string>& eal_args) {
 
 std::string runtime_dir_for(const std::vector<std::string>& eal_args) {
     if (has_arg(eal_args, "--in-memory") || has_arg(eal_args, "--no-shconf")) return {};
+    return runtime_dir_made_by(eal_args);
+}
+
+std::string runtime_dir_made_by(const std::vector<std::string>& eal_args) {
     std::string base = "/var/run";
     if (geteuid() != 0) {
         const char* xdg = std::getenv("XDG_RUNTIME_DIR");

@@ -35,6 +35,13 @@ struct Holder {
  */
 [[nodiscard]] std::string runtime_dir_for(const std::vector<std::string>& eal_args);
 
+/**
+ * The directory rte_eal_init() creates for @p eal_args, with or without shared files: DPDK 22.11
+ * makes it also under `--no-shconf` and `--in-memory` (empty then), so it is what a process must
+ * remove as it goes (dpdk/eal.h release_files_on_exit()).
+ */
+[[nodiscard]] std::string runtime_dir_made_by(const std::vector<std::string>& eal_args);
+
 /** The `--file-prefix` of @p eal_args, "rte" (DPDK's default) when none is given. */
 [[nodiscard]] std::string file_prefix_of(const std::vector<std::string>& eal_args);
 

@@ -254,7 +254,9 @@ std::string eal_init(const std::vector<std::string>& args) {
                    }();
         return "rte_eal_init failed: " + errno_text(e);
     }
-    g_runtime_dir = runtime_dir_for(args);
+    // Made also without shared files (--no-shconf): an empty directory left in /var/run/dpdk by
+    // every run on demo.ini otherwise (issue "A user's first hour").
+    g_runtime_dir = runtime_dir_made_by(args);
     g_file_prefix = file_prefix_of(args);
     plan_signal_release();
     g_eal_up.store(true, std::memory_order_release);

@@ -85,7 +85,8 @@ void release_files_on_exit() noexcept;
  */
 void release_files_from_signal() noexcept;
 
-/** The runtime directory of this process's EAL; empty before eal_init() or without shared files. */
+/** The runtime directory this process's EAL made (also without shared files: empty then);
+ *  empty before eal_init(). */
 [[nodiscard]] const std::string& eal_runtime_dir() noexcept;
 
 /** True once eal_init() (or anyone else in this process) initialised the EAL successfully. */

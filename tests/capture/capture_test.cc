@@ -29,6 +29,7 @@
 #include <sstream>
 #include <thread>
 
+#include "dpdk/eal.h"
 #include "engine/connect.h"
 #include "interop_util.h"
 #include "runtime/runtime.h"
@@ -188,6 +189,7 @@ class RuntimeEnv : public ::testing::Environment {
     void TearDown() override {
         delete g_rt;
         delete g_dir;
+        dpdk::eal_release(); // the EAL's runtime directory (empty under --no-shconf) goes too
     }
 };
 ::testing::Environment* const g_env = ::testing::AddGlobalTestEnvironment(new RuntimeEnv);

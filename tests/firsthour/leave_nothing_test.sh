@@ -204,8 +204,18 @@ else
     echo "-- ib_write_bw (perftest) not installed: the droce-run cases are skipped"
 fi
 
+# demo.ini runs its EAL with --no-shconf: DPDK still makes a (then empty) runtime directory, which
+# used to stay after every program on the default config.
+if command -v ibv_devinfo > /dev/null; then
+    "$droce_run" -c "$cfg/demo.ini" ibv_devinfo > "$tmp/devinfo.out" 2>&1 ||
+        fail "droce-run ibv_devinfo on demo.ini: $(tail -n 2 "$tmp/devinfo.out")"
+    left=$(ls -d /var/run/dpdk/droce-demo* 2>/dev/null)
+    echo "== droce-run ibv_devinfo on demo.ini (--no-shconf); left: ${left:-nothing}"
+    [ -z "$left" ] || fail "droce-run ibv_devinfo on demo.ini left behind: $left"
+fi
+
 if [ $failures = 0 ]; then
-    echo "PASS: nothing left behind after normal, error, SIGINT, SIGTERM exits (droce-perf and droce-run ib_write_bw); SIGKILL's leftovers cleared by the next start"
+    echo "PASS: nothing left behind after normal, error, SIGINT, SIGTERM exits (droce-perf and droce-run ib_write_bw, ibv_devinfo on demo.ini); SIGKILL's leftovers cleared by the next start"
     exit 0
 fi
 echo "FAILED: $failures check(s)"
