@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <vector>
 
@@ -30,12 +31,23 @@ class FilterPort final : public PortDriver {
   public:
     explicit FilterPort(PortDriver& inner) : inner_(inner) {}
     std::function<bool(PktBuf&)> on_tx;
+    /**
+     * Set when more than one thread drives the devices (engine threads over a real-time fabric):
+     * every call into the fabric takes it, since the sim fabric is not thread safe (sim/fabric.h:
+     * one thread makes every call on it and all of its ports). Test harness only.
+     */
+    std::mutex* fabric_lock = nullptr;
 
     std::uint16_t alloc_bulk(PktBuf** bufs, std::uint16_t n) noexcept override {
+        const Guard g(fabric_lock);
         return inner_.alloc_bulk(bufs, n);
     }
-    void free_bulk(PktBuf** bufs, std::uint16_t n) noexcept override { inner_.free_bulk(bufs, n); }
+    void free_bulk(PktBuf** bufs, std::uint16_t n) noexcept override {
+        const Guard g(fabric_lock);
+        inner_.free_bulk(bufs, n);
+    }
     std::uint16_t tx_burst(PktBuf** bufs, std::uint16_t n) noexcept override {
+        const Guard g(fabric_lock);
         if (!on_tx) return inner_.tx_burst(bufs, n);
         std::uint16_t kept = 0;
         for (std::uint16_t i = 0; i < n; ++i) {
@@ -50,12 +62,28 @@ class FilterPort final : public PortDriver {
         return n;
     }
     std::uint16_t rx_burst(PktBuf** bufs, std::uint16_t n) noexcept override {
+        const Guard g(fabric_lock);
         return inner_.rx_burst(bufs, n);
     }
     std::uint32_t max_frame() const noexcept override { return inner_.max_frame(); }
-    bool link_up() const noexcept override { return inner_.link_up(); }
+    bool link_up() const noexcept override {
+        const Guard g(fabric_lock);
+        return inner_.link_up();
+    }
 
   private:
+    /** Holds @p m (when not null) for its scope. */
+    struct Guard {
+        explicit Guard(std::mutex* m) noexcept : m_(m) {
+            if (m_) m_->lock();
+        }
+        ~Guard() {
+            if (m_) m_->unlock();
+        }
+        Guard(const Guard&) = delete;
+        Guard& operator=(const Guard&) = delete;
+        std::mutex* m_;
+    };
     PortDriver& inner_;
 };
 
@@ -114,6 +142,11 @@ class TwoEngines {
                                                       FilterPort(fabric.port(1, 0))},
           dev{std::make_unique<Device>("droce0", clock, ports(0)),
               std::make_unique<Device>("droce1", clock, ports(1))} {
+        // Real time means threads of their own (engine threads, an application thread) may drive
+        // the two devices at once: their calls into the one fabric are serialised.
+        if (real_time)
+            for (FilterPort& f : filter)
+                f.fabric_lock = &fabric_mu;
         for (int i = 0; i < 2; ++i) {
             int err = 0;
             pd[i] = dev[i]->alloc_pd(&err);
@@ -251,6 +284,7 @@ class TwoEngines {
 
     const bool ipv6_gids;
     Clock clock;
+    std::mutex fabric_mu; ///< FilterPort::fabric_lock in real-time mode
     sim::Fabric fabric;
     FilterPort filter[2];
     std::unique_ptr<Device> dev[2];
