@@ -129,7 +129,7 @@ struct Fabric::Impl final : detail::FramePool {
      * drained to its XON level.
      */
     bool paused(std::uint32_t e, std::uint32_t p, std::uint64_t now) noexcept {
-        const std::size_t i = static_cast<std::size_t>(e) * n_planes + p;
+        const std::size_t i = port_index(e, p);
         detail::Link* by = paused_by[i];
         if (by == nullptr) return false;
         // XON goes to every port the queue paused at once, when it drains to the XON level, even
@@ -145,8 +145,12 @@ struct Fabric::Impl final : detail::FramePool {
     detail::Link& link(std::uint32_t from, std::uint32_t to, std::uint32_t plane) noexcept {
         return links[(static_cast<std::size_t>(plane) * n_endpoints + from) * n_endpoints + to];
     }
+    /** Index of port (@p e, @p p) in ports, port_stats, paused_by and paused_since_ns. */
+    std::size_t port_index(std::uint32_t e, std::uint32_t p) const noexcept {
+        return static_cast<std::size_t>(e) * n_planes + p;
+    }
     PortStats& pstats(std::uint32_t e, std::uint32_t p) noexcept {
-        return port_stats[static_cast<std::size_t>(e) * n_planes + p];
+        return port_stats[port_index(e, p)];
     }
 
     // ---- pool ----
@@ -253,7 +257,7 @@ struct Fabric::Impl final : detail::FramePool {
             l.offer(b, now);
             if (l.config.pfc_xoff_bytes != 0 && l.backlog(now) > l.config.pfc_xoff_bytes) {
                 l.stats.inc(LinkCounter::pfc_pauses);
-                const std::size_t pi = static_cast<std::size_t>(e) * n_planes + p;
+                const std::size_t pi = port_index(e, p);
                 paused_by[pi] = &l;
                 paused_since_ns[pi] = now;
                 return static_cast<std::uint16_t>(i + 1);

@@ -1221,8 +1221,7 @@ std::uint16_t UringPort::reap(PktBuf** out, std::uint16_t n) noexcept {
     io_uring_cqe* cqe = nullptr;
     // Cooperative task running (TaskRun::coop): completions the kernel holds as task work come
     // out only when this thread enters the kernel; the flag says when that is worth a system call.
-    if (coop_ && (IO_URING_READ_ONCE(*r.sq.kflags) & IORING_SQ_TASKRUN) != 0)
-        (void)io_uring_get_events(&r);
+    if (task_work_flagged()) (void)io_uring_get_events(&r);
     io_uring_for_each_cqe(&r, head, cqe) {
         const auto tag = static_cast<Tag>(cqe->user_data >> 32);
         const auto slot = static_cast<std::uint32_t>(cqe->user_data);
@@ -1396,9 +1395,12 @@ bool UringPort::rx_interrupt_arm() noexcept {
     // flag. A CQE that slips between both is seen here or signalled; a missed one costs no more
     // than the nap's bound.
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (coop_ && (IO_URING_READ_ONCE(*ring_->ring.sq.kflags) & IORING_SQ_TASKRUN) != 0)
-        return false; // completions wait as task work: no interrupt will announce them
+    if (task_work_flagged()) return false; // completions wait as task work: nothing announces them
     return io_uring_cq_ready(&ring_->ring) == 0;
+}
+
+bool UringPort::task_work_flagged() const noexcept {
+    return coop_ && (IO_URING_READ_ONCE(*ring_->ring.sq.kflags) & IORING_SQ_TASKRUN) != 0;
 }
 
 void UringPort::rx_interrupt_disarm() noexcept {

@@ -402,6 +402,8 @@ class UringPort final : public PortDriver {
     std::uint8_t port_index_ = 0;
     RecvMode mode_ = RecvMode::batched;
     bool coop_ = false; ///< TaskRun::coop: run flagged task work in reap()
+    /** TaskRun::coop and the kernel holds completions as task work (IORING_SQ_TASKRUN). */
+    [[nodiscard]] bool task_work_flagged() const noexcept;
     bool share_ = false;
     bool joined_ = false; ///< in the group's table: the destructor leaves it
     std::uint8_t slot_ = 0;

@@ -90,8 +90,13 @@ std::unique_ptr<uring::UringPort> make_uring_port(const DeviceConfig& dc, unsign
     // taskrun: the config's, else the owner's (RuntimeOptions::uring_coop_taskrun);
     // DROCE_URING_TASKRUN=signal|coop overrides both (bench/uring compares them in one run).
     bool coop = pc.taskrun == "coop" || (pc.taskrun == "auto" && coop_default);
-    if (const char* tr = std::getenv("DROCE_URING_TASKRUN"); tr && *tr)
-        coop = std::strcmp(tr, "coop") == 0;
+    if (const char* tr = std::getenv("DROCE_URING_TASKRUN"); tr && *tr) {
+        if (std::strcmp(tr, "coop") == 0 || std::strcmp(tr, "signal") == 0)
+            coop = std::strcmp(tr, "coop") == 0;
+        else
+            std::fprintf(stderr, "droce: DROCE_URING_TASKRUN=%s is not signal or coop: ignored\n",
+                         tr);
+    }
     uc.taskrun = coop ? uring::TaskRun::coop : uring::TaskRun::signal;
     auto port = uring::UringPort::create(uc, err);
     if (!port) return nullptr;
