@@ -258,6 +258,8 @@ class Pair : public Verbs {
         ibv_mr* mr = nullptr;
     };
     Side sa, sb;
+    /** The path MTU both QPs are connected with (a fixture may set it before SetUp). */
+    ibv_mtu path_mtu = IBV_MTU_1024;
 
     void make(ibv_context* c, Side& s) {
         s.pd = ibv_alloc_pd(c);
@@ -303,7 +305,7 @@ class Pair : public Verbs {
             0);
         at = {};
         at.qp_state = IBV_QPS_RTR;
-        at.path_mtu = IBV_MTU_1024;
+        at.path_mtu = path_mtu;
         at.dest_qp_num = peer.qp->qp_num;
         at.rq_psn = 100;
         at.max_dest_rd_atomic = 4;
@@ -614,21 +616,33 @@ TEST_F(Pair, QueryQp) {
 
 /**
  * IBV_QP_RATE_LIMIT (kb/s) through the verbs library paces the QP on the wire: 64 KiB WRITEs at
- * path MTU 1024 for 0.3 s, wire bytes (every frame's headers and ICRC counted, as the pacer counts
- * them) over wall time, for 1, 5 and 20 Gb/s. Asserted: the QP never exceeds its limit (+5 %), and
- * the limit is what paces it (at least 0.6 of it when the same QP unpaced, measured first in this
- * run, moves 1.25 x the limit). Not asserted, printed: the issue's -5 % bound. The engine thread
- * naps until the next send time and wakes late on a busy host; the pacer's credit
- * (kPacerBurstBytes) makes up for part of that, so a real-time QP may fall short of its limit;
- * the sim fabric's virtual-clock pacer test (cc-fabric) holds +-5 % at 1, 5 and 20 Gb/s. README,
- * DCQCN.
+ * path MTU 4096 for 0.3 s, wire bytes (every frame's headers and ICRC counted, as the pacer counts
+ * them) over wall time, for 1, 5 and 20 Gb/s. Asserted: the QP never exceeds its limit (+5 %); at 1
+ * and 5 Gb/s it reaches it (-5 %; measured within 1 %); at 20 Gb/s, near the speed of the one
+ * engine thread that drives both devices of demo.ini here, the limit is what paces it (at least
+ * 0.85 of it when the same QP unpaced, measured first in this run, moves 1.25 x the limit). The
+ * engine thread is away now and then (preempted on the shared host, or a pass receiving a burst for
+ * the responder); the pacer's credit (kPacerBurstBytes) makes up for absences up to 64 KiB, so at
+ * 20 Gb/s the QP may fall a few percent short (measured 18.5 - 19.1). The sim fabric's
+ * virtual-clock pacer test (cc-fabric) holds +-5 % at 1, 5 and 20 Gb/s. README, DCQCN.
  */
-TEST_F(Pair, RateLimitPacesTheQp) {
+/** Pair connected at path MTU 4096 (demo.ini's ports carry it): what a user pacing a bulk QP uses.
+ */
+class PairPmtu4096 : public Pair {
+  protected:
+    void SetUp() override {
+        path_mtu = IBV_MTU_4096;
+        Pair::SetUp();
+    }
+};
+
+TEST_F(PairPmtu4096, RateLimitPacesTheQp) {
     ibv_device_attr_ex dx{};
     ASSERT_EQ(ibv_query_device_ex(a, nullptr, &dx), 0);
     EXPECT_EQ(dx.packet_pacing_caps.qp_rate_limit_min, 1000u);
     ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 65536, sa.mr->lkey};
-    constexpr double kWireBytes = 65536 + (14 + 20 + 8 + 12 + 16 + 4) + 63 * (14 + 20 + 8 + 12 + 4);
+    // 16 packets of 4096 bytes; the first carries the RETH.
+    constexpr double kWireBytes = 65536 + (14 + 20 + 8 + 12 + 16 + 4) + 15 * (14 + 20 + 8 + 12 + 4);
     const auto measure = [&](double seconds) {
         ibv_send_wr wr = write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
         std::uint64_t posted = 0, done = 0;
@@ -662,8 +676,10 @@ TEST_F(Pair, RateLimitPacesTheQp) {
         std::printf("rate limit %.0f Gb/s: %.3f Gb/s on the wire\n", gbps, got);
         ASSERT_GT(got, 0) << "WRITEs failed";
         EXPECT_LE(got, gbps * 1.05) << "the QP ran faster than its limit";
-        if (unpaced >= 1.25 * gbps) {
-            EXPECT_GE(got, gbps * 0.6) << "the limit is not what paces it";
+        if (gbps <= 5) {
+            EXPECT_GE(got, gbps * 0.95) << "the QP fell short of its limit";
+        } else if (unpaced >= 1.25 * gbps) {
+            EXPECT_GE(got, gbps * 0.85) << "the limit is not what paces it";
         }
     }
     ibv_qp_attr at{};
