@@ -10,6 +10,7 @@
 #include <linux/if_packet.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
@@ -69,7 +70,8 @@ enum Tag : std::uint64_t {
     kTagRxMulti = 2,
     kTagRxSingle = 3,
     kTagCancel = 4,
-    kTagTxZc = 5, ///< a SENDMSG_ZC: a result CQE, then (IORING_CQE_F_MORE) a notification CQE
+    kTagTxZc = 5,  ///< a SENDMSG_ZC: a result CQE, then (IORING_CQE_F_MORE) a notification CQE
+    kTagTxGso = 6, ///< a sendmsg of several frames with UDP_SEGMENT: its iovecs name the slots
 };
 constexpr std::uint64_t user_data(Tag t, std::uint32_t slot) noexcept {
     return (static_cast<std::uint64_t>(t) << 32) | slot;
@@ -454,7 +456,7 @@ struct SlotMsg {
     msghdr msg{};
     iovec iov{};
     sockaddr_in6 peer{};
-    alignas(8) std::uint8_t ctrl[32]{};
+    alignas(8) std::uint8_t ctrl[48]{};
 };
 
 struct UringPort::Ring {
@@ -466,6 +468,21 @@ struct UringPort::Ring {
     msghdr multishot_msg{}; ///< template of the multishot recvmsg (name and control lengths)
     int irq_fd = -1;        ///< eventfd registered with the ring (the receive interrupt), or -1
     std::vector<SlotMsg> msgs;
+    /** With gso: kGsoMaxSegments iovecs per slot, used while the slot leads a GSO send. */
+    std::vector<iovec> gso_iov;
+};
+
+/** A GSO send being filled: frames join it while they match (UringPortConfig::gso). */
+struct UringPort::GsoGroup {
+    io_uring_sqe* sqe = nullptr; ///< taken when the group opens: a full SQ never strands frames
+    std::uint32_t leader = 0;    ///< slot whose SlotMsg and iovecs the send uses
+    int fd = -1;
+    wire::Ipv6Addr peer{};
+    std::uint8_t tos = 0;
+    std::uint32_t seg = 0;   ///< payload bytes of the first frame: the segment size
+    std::uint32_t count = 0; ///< frames in the group (0: no group open)
+    std::uint32_t bytes = 0;
+    bool closed = false; ///< a shorter frame joined: it must be the last
 };
 
 const char* to_string(PortCounter c) noexcept {
@@ -579,6 +596,10 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
     }
     p->free_n_ = cfg.n_buffers;
     p->ring_->msgs.resize(cfg.n_buffers);
+    if (cfg.gso) {
+        p->ring_->gso_iov.resize(static_cast<std::size_t>(cfg.n_buffers) * kGsoMaxSegments);
+        p->gso_ = true;
+    }
     p->sport_fd_.assign(65536, -1);
     p->fds_.reserve(cfg.max_source_ports); // bind_source() appends on the engine thread
 
@@ -792,8 +813,9 @@ int UringPort::bind_source(std::uint16_t sport) noexcept {
     // port. The socket receives nothing droce wants (peers send to udp_port): a small queue.
     // SO_NO_CHECK: UDP checksum 0 on IPv4, as RoCEv2 sends it (A17.3.2) and droce's DPDK ports
     // do; the ICRC covers the datagram. IPv6 requires a checksum: the kernel computes it.
+    // With GSO, IPv4 keeps its checksum: the kernel refuses UDP_SEGMENT on an SO_NO_CHECK socket.
     const bool ok = set_int(fd, SOL_SOCKET, SO_REUSEPORT, 1) &&
-                    (ipv4_ ? set_int(fd, SOL_SOCKET, SO_NO_CHECK, 1) &&
+                    (ipv4_ ? (gso_ || set_int(fd, SOL_SOCKET, SO_NO_CHECK, 1)) &&
                                  set_int(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
                            : set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1) &&
                                  set_int(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO));
@@ -972,6 +994,17 @@ void UringPort::leave_group() noexcept {
     joined_ = false;
 }
 
+namespace {
+/** Writes an IP_TOS / IPV6_TCLASS control message carrying @p tos at @p c. */
+void put_tos_cmsg(cmsghdr* c, bool ipv4, std::uint8_t tos) noexcept {
+    c->cmsg_level = ipv4 ? IPPROTO_IP : IPPROTO_IPV6;
+    c->cmsg_type = ipv4 ? IP_TOS : IPV6_TCLASS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    const int v = tos;
+    std::memcpy(CMSG_DATA(c), &v, sizeof v);
+}
+} // namespace
+
 void UringPort::submit() noexcept {
     if (io_uring_sq_ready(&ring_->ring) == 0) return;
     const int rc = io_uring_submit(&ring_->ring);
@@ -980,6 +1013,7 @@ void UringPort::submit() noexcept {
 
 std::uint16_t UringPort::tx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
     io_uring& r = ring_->ring;
+    GsoGroup g;
     std::uint16_t i = 0;
     for (; i < n; ++i) {
         PktBuf* b = bufs[i];
@@ -1034,21 +1068,57 @@ std::uint16_t UringPort::tx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
             put_free(s);
             continue;
         }
+        wire::Ipv6Addr peer{};
+        if (v4)
+            peer = wire::ipv4_mapped({dst[0], dst[1], dst[2], dst[3]});
+        else
+            std::memcpy(peer.data(), dst, 16);
+        std::uint8_t* payload = const_cast<std::uint8_t*>(f + udp_off + 8);
+        const std::uint32_t plen = l3_end - udp_off - 8;
+        // rx_fd_ keeps SO_NO_CHECK (the kernel refuses GSO there) and zero-copy sends go alone.
+        if (gso_ && fd != rx_fd_ && plen < zc_min_) {
+            if (g.count != 0 && !g.closed && g.fd == fd && g.tos == tos && g.peer == peer &&
+                plen <= g.seg && g.count < kGsoMaxSegments && g.bytes + plen <= kGsoMaxBytes) {
+                ring_->gso_iov[static_cast<std::size_t>(g.leader) * kGsoMaxSegments + g.count] = {
+                    payload, plen};
+                ++g.count;
+                g.bytes += plen;
+                g.closed = plen < g.seg;
+                where_[s] = kTxInFlight;
+                ++tx_inflight_;
+                continue;
+            }
+            gso_flush(g);
+            io_uring_sqe* sqe = io_uring_get_sqe(&r);
+            if (!sqe) {
+                inc(PortCounter::tx_sq_full);
+                break; // the caller keeps bufs[i..n)
+            }
+            g.sqe = sqe;
+            g.leader = s;
+            g.fd = fd;
+            g.peer = peer;
+            g.tos = tos;
+            g.seg = plen;
+            g.count = 1;
+            g.bytes = plen;
+            g.closed = false;
+            ring_->gso_iov[static_cast<std::size_t>(s) * kGsoMaxSegments] = {payload, plen};
+            where_[s] = kTxInFlight;
+            ++tx_inflight_;
+            continue;
+        }
+        gso_flush(g);
         io_uring_sqe* sqe = io_uring_get_sqe(&r);
         if (!sqe) {
             inc(PortCounter::tx_sq_full);
             break; // the caller keeps bufs[i..n)
         }
         SlotMsg& m = ring_->msgs[s];
-        wire::Ipv6Addr peer{};
-        if (v4)
-            peer = wire::ipv4_mapped({dst[0], dst[1], dst[2], dst[3]});
-        else
-            std::memcpy(peer.data(), dst, 16);
         socklen_t salen = 0;
         fill_sockaddr(ipv4_, peer, peer_port_, &m.peer, &salen);
-        m.iov.iov_base = const_cast<std::uint8_t*>(f + udp_off + 8);
-        m.iov.iov_len = l3_end - udp_off - 8;
+        m.iov.iov_base = payload;
+        m.iov.iov_len = plen;
         m.msg = msghdr{};
         m.msg.msg_name = &m.peer;
         m.msg.msg_namelen = salen;
@@ -1058,12 +1128,7 @@ std::uint16_t UringPort::tx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
             // The DSCP and ECN the engine chose (ECT(0) under DCQCN) go in the kernel's header.
             m.msg.msg_control = m.ctrl;
             m.msg.msg_controllen = CMSG_SPACE(sizeof(int));
-            cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
-            c->cmsg_level = ipv4_ ? IPPROTO_IP : IPPROTO_IPV6;
-            c->cmsg_type = ipv4_ ? IP_TOS : IPV6_TCLASS;
-            c->cmsg_len = CMSG_LEN(sizeof(int));
-            const int v = tos;
-            std::memcpy(CMSG_DATA(c), &v, sizeof v);
+            put_tos_cmsg(CMSG_FIRSTHDR(&m.msg), ipv4_, tos);
         }
         if (m.iov.iov_len >= zc_min_) {
             // The kernel pins the buffer instead of copying it: the slot stays in flight until
@@ -1078,8 +1143,45 @@ std::uint16_t UringPort::tx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
         where_[s] = kTxInFlight;
         ++tx_inflight_;
     }
+    gso_flush(g);
     submit();
     return i;
+}
+
+void UringPort::gso_flush(GsoGroup& g) noexcept {
+    if (g.count == 0) return;
+    SlotMsg& m = ring_->msgs[g.leader];
+    socklen_t salen = 0;
+    fill_sockaddr(ipv4_, g.peer, peer_port_, &m.peer, &salen);
+    m.msg = msghdr{};
+    m.msg.msg_name = &m.peer;
+    m.msg.msg_namelen = salen;
+    m.msg.msg_iov = &ring_->gso_iov[static_cast<std::size_t>(g.leader) * kGsoMaxSegments];
+    m.msg.msg_iovlen = g.count;
+    std::size_t ctrl = 0;
+    if (g.count > 1) ctrl += CMSG_SPACE(sizeof(std::uint16_t));
+    if (g.tos != 0) ctrl += CMSG_SPACE(sizeof(int));
+    static_assert(sizeof(SlotMsg::ctrl) >=
+                  CMSG_SPACE(sizeof(std::uint16_t)) + CMSG_SPACE(sizeof(int)));
+    if (ctrl != 0) {
+        m.msg.msg_control = m.ctrl;
+        m.msg.msg_controllen = ctrl;
+        cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
+        if (g.count > 1) {
+            // Every frame but the last is exactly g.seg bytes: the kernel cuts at that size.
+            c->cmsg_level = SOL_UDP;
+            c->cmsg_type = UDP_SEGMENT;
+            c->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
+            const auto seg = static_cast<std::uint16_t>(g.seg);
+            std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+            c = CMSG_NXTHDR(&m.msg, c);
+        }
+        if (g.tos != 0) put_tos_cmsg(c, ipv4_, g.tos);
+    }
+    io_uring_prep_sendmsg(g.sqe, g.fd, &m.msg, 0);
+    io_uring_sqe_set_data64(g.sqe, user_data(g.count > 1 ? kTagTxGso : kTagTx, g.leader));
+    g.count = 0;
+    g.sqe = nullptr;
 }
 
 bool UringPort::rebuild(std::uint32_t slot, const std::uint8_t* name, std::uint32_t namelen,
@@ -1235,6 +1337,29 @@ std::uint16_t UringPort::reap(PktBuf** out, std::uint16_t n) noexcept {
             --tx_inflight_;
             put_free(slot);
             break;
+        case kTagTxGso: {
+            // One result for the whole send; each iovec is a frame in its own slot.
+            const msghdr& m = ring_->msgs[slot].msg;
+            const auto frames = static_cast<std::uint32_t>(m.msg_iovlen);
+            if (res >= 0) {
+                inc(PortCounter::tx_packets, frames);
+                inc(PortCounter::tx_gso_sends);
+            } else {
+                inc(PortCounter::tx_errors, frames);
+                if (res == -EIO || res == -EINVAL) {
+                    // No checksum offload on the route, or a limit this kernel has lower: the
+                    // frames are lost (the transport resends them) and the port sends singly.
+                    inc(PortCounter::tx_gso_refused);
+                    gso_ = false;
+                }
+            }
+            for (std::uint32_t k = 0; k < frames; ++k) {
+                const auto* base = static_cast<const std::uint8_t*>(m.msg_iov[k].iov_base);
+                put_free(static_cast<std::uint32_t>((base - mem_) / slot_bytes_));
+            }
+            tx_inflight_ -= frames;
+            break;
+        }
         case kTagTxZc:
             // Two CQEs with the same user_data: the send's result (IORING_CQE_F_MORE when a
             // notification follows), then the notification (IORING_CQE_F_NOTIF), after which

@@ -91,6 +91,8 @@ namespace droce::uring {
     X(tx_errors)             /* send completions with an error */                                  \
     X(tx_zc)                 /* sends made zero-copy (SENDMSG_ZC), their buffer back at the notif */\
     X(tx_zc_copied)          /* zero-copy sends the kernel copied after all (loopback, veth, ...) */\
+    X(tx_gso_sends)          /* UDP GSO sends (several frames, one sendmsg; UringPortConfig::gso) */\
+    X(tx_gso_refused)        /* GSO sends the kernel refused (EIO, EINVAL): GSO turned off */     \
     X(tx_sq_full)            /* tx bursts cut short: no submission queue entry free */             \
     X(submit_errors)         /* io_uring_submit failures (entries stay queued, sent later) */      \
     X(source_ports_bound)    /* sockets bound to a UDP source port so far */                       \
@@ -152,6 +154,10 @@ inline constexpr wire::MacAddr kRxSourceMac = {0x02, 0x75, 0x72, 0x69, 0x6e, 0x6
  * port".
  */
 inline constexpr unsigned kMaxShareSlots = 256; ///< members of one group at most (one QPN byte)
+/** Most frames in one GSO send (the kernel's UDP_MAX_SEGMENTS in 6.1). */
+inline constexpr unsigned kGsoMaxSegments = 64;
+/** Most UDP payload bytes in one GSO send (an IPv4 datagram's 65535 less its headers). */
+inline constexpr unsigned kGsoMaxBytes = 65535 - 20 - 8;
 /** Bytes of a slot probe datagram (never a valid BTH: TVer 15). */
 inline constexpr unsigned kShareProbeLen = 32;
 
@@ -208,6 +214,24 @@ struct UringPortConfig {
     /** Smallest UDP payload (BTH .. ICRC) sent zero-copy, bytes: below it the copy is cheaper
      *  than pinning the page and reaping a second completion. */
     std::uint32_t send_zc_min = 4096;
+    /**
+     * UDP generic segmentation offload (UDP_SEGMENT): consecutive frames of one tx_burst from one
+     * source socket to one peer with equal payload lengths (the last may be shorter), up to
+     * kGsoMaxSegments and kGsoMaxBytes, go as one sendmsg that the kernel cuts into datagrams
+     * (once, at the NIC or at the receiving socket) instead of one stack traversal each. Off by
+     * default, because of what a receiver that sees the IP headers gets:
+     *  - on a host-local path (loopback, veth) the datagrams stay one packet up to the receiving
+     *    socket, so a packet socket there (DPDK af_packet, recv_mode = packet, tcpdump) sees one
+     *    frame larger than the MTU;
+     *  - IPv4: the kernel numbers the IP IDs of the segments 0, 1, 2 .., and the ICRC covers the
+     *    ID, so a receiver that checks the ICRC over the real header (a RoCE NIC, Linux rxe,
+     *    droce on DPDK or in packet mode) rejects all but the first; a droce uring peer in
+     *    socket mode rebuilds the header with ID 0 and verifies every one. IPv4 sockets then
+     *    send UDP checksums (the kernel refuses GSO with SO_NO_CHECK).
+     * So: on between droce uring peers in socket receive mode; on IPv6 also towards any peer
+     * behind a NIC. Measured: drivers/uring/README.md, GSO.
+     */
+    bool gso = false;
     /** Offer the receive interrupt (rx_interrupt_fd); false only to measure the engine without it
      *  (bench/uring: DROCE_URING_RX_INTERRUPT=off). */
     bool rx_interrupt = true;
@@ -325,6 +349,9 @@ class UringPort final : public PortDriver {
     [[nodiscard]] std::uint16_t udp_port() const noexcept { return udp_port_; }
     /** True when large datagrams go zero-copy (send_zc on, and the kernel has SENDMSG_ZC). */
     [[nodiscard]] bool send_zc() const noexcept { return zc_min_ != UINT32_MAX; }
+    /** True while frames are grouped into UDP GSO sends (UringPortConfig::gso; false again after
+     *  the kernel refused one: tx_gso_refused). */
+    [[nodiscard]] bool gso() const noexcept { return gso_; }
     /** multishot or batched: what create() chose (also in packet mode: how the packet socket is
      *  read). */
     [[nodiscard]] RecvMode recv_mode() const noexcept { return mode_; }
@@ -389,6 +416,11 @@ class UringPort final : public PortDriver {
     std::vector<int> fds_; ///< every source socket, for the destructor
     std::uint32_t max_sports_ = 0;
     std::uint32_t zc_min_ = UINT32_MAX; ///< smallest payload sent zero-copy; UINT32_MAX: never
+    bool gso_ = false;                  ///< UringPortConfig::gso, until the kernel refuses one
+    /** The GSO group tx_burst is filling (uring_port.cc); its SQE is taken when it opens. */
+    struct GsoGroup;
+    /** Sends an open group (one sendmsg, UDP_SEGMENT when it has several frames). */
+    void gso_flush(GsoGroup& g) noexcept;
 
     int rx_fd_ = -1;
     int pkt_fd_ = -1; ///< packet mode: the AF_PACKET socket receives read, else -1

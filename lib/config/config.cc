@@ -228,12 +228,14 @@ bool classify(std::string_view name, SectionId* id) noexcept {
 
 constexpr const char* kDeviceKeys[] = {"name",  "eal",     "clock",          "hugepages",
                                        "dcqcn", "capture", "capture_snaplen"};
-constexpr const char* kPortKeys[] = {
-    "driver",   "devargs",       "mac",       "ip",    "mtu",     "line_rate_gbps", "interface",
-    "udp_port", "peer_udp_port", "recv_mode", "share", "send_zc", "send_zc_min",    "taskrun"};
+constexpr const char* kPortKeys[] = {"driver",        "devargs",        "mac",       "ip",
+                                     "mtu",           "line_rate_gbps", "interface", "udp_port",
+                                     "peer_udp_port", "recv_mode",      "share",     "send_zc",
+                                     "send_zc_min",   "taskrun",        "gso"};
 constexpr const char* kDpdkOnlyKeys[] = {"devargs"};
-constexpr const char* kUringOnlyKeys[] = {"interface", "udp_port", "peer_udp_port", "recv_mode",
-                                          "share",     "send_zc",  "send_zc_min",   "taskrun"};
+constexpr const char* kUringOnlyKeys[] = {"interface",   "udp_port", "peer_udp_port",
+                                          "recv_mode",   "share",    "send_zc",
+                                          "send_zc_min", "taskrun",  "gso"};
 constexpr const char* kQpKeys[] = {"path_mtu",  "timeout",       "retry_cnt",
                                    "rnr_retry", "min_rnr_timer", "max_rd_atomic"};
 
@@ -602,6 +604,12 @@ bool Loader::build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d
                     return fail(line_of(psec, "taskrun"), psec, "taskrun",
                                 quote(t) + " is not auto, signal or coop");
                 pc.taskrun = std::string(t);
+            }
+            if (const char* gso = get(cfg, psec, "gso")) {
+                const std::string_view v(gso);
+                if (v != "on" && v != "off")
+                    return fail(line_of(psec, "gso"), psec, "gso", quote(v) + " is not on or off");
+                pc.gso = v == "on";
             }
         }
         const char* ip = get(cfg, psec, "ip");

@@ -6,6 +6,7 @@
 # packet on the wire. The kernels route, resolve neighbours and carry the datagrams; each process
 # binds its own address. Four lanes run side by side (WRITE, READ, SEND, the rest), each pair of
 # processes on its own two addresses of the veth pair, to keep the test short on a loaded host.
+# A fifth lane runs WRITE, READ and SEND of 1 MiB with both ports sending UDP GSO (gso = on).
 # Root only (the namespaces; exit 77 otherwise); the trap removes the namespaces and veths.
 # usage: uring_netns_test.sh PATH/TO/droce-perf
 set -u
@@ -58,9 +59,16 @@ run_pair() {
 }
 
 # lane L OP: every size of OP, one pair after the other, on addresses $net.(10+L) and $net.(20+L);
-# lane L other: FETCH_ADD and a WRITE latency run.
+# lane L other: FETCH_ADD and a WRITE latency run. lane L gso: both ports with gso = on (UDP GSO
+# sends; UringPortConfig::gso): WRITE, READ (the responses grouped) and SEND of 1 MiB.
 lane() {
     local l=$1 op=$2 size n sent
+    if [ "$op" = gso ]; then
+        for op in write read send; do
+            run_pair "$l" "gso-$op" --op "$op" -s 1048576 -n 8 -t 4 --bw --verify || fail "gso $op"
+        done
+        return
+    fi
     if [ "$op" = other ]; then
         run_pair "$l" "atomic" --op atomic -n 50 --bw --verify || fail "atomic"
         run_pair "$l" "write-lat" --op write -s 64 -n 50 --lat --verify || fail "write lat"
@@ -82,11 +90,14 @@ echo "running as: $($run id -un); $va in $nsa, $vb in $nsb, $net.0/24"
 : > "$tmp/failures"
 lanes=
 l=0
-for op in write read send other; do
+for op in write read send other gso; do
     in_a ip addr add "$net.$((10 + l))/24" dev "$va"
     in_b ip addr add "$net.$((20 + l))/24" dev "$vb"
     uring_netns_conf "$tmp/a$l.ini" "uring-a$l" "$net.$((10 + l))" "$va"
     uring_netns_conf "$tmp/b$l.ini" "uring-b$l" "$net.$((20 + l))" "$vb"
+    if [ $op = gso ]; then
+        sed -i 's/^interface = .*/&\ngso = on/' "$tmp/a$l.ini" "$tmp/b$l.ini"
+    fi
     lane $l $op > "$tmp/lane$l.out" 2>&1 &
     lanes="$lanes $!"
     pids="$pids $!"
