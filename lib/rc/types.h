@@ -104,7 +104,7 @@ enum class WqeState : std::uint8_t {
  * by the engine until the completer releases the slot. Inline data is copied in at post time, so
  * the application's buffer is free as soon as post returns.
  */
-struct SendWqe {
+struct alignas(64) SendWqe {
     // ---- as posted (ibv_send_wr) ----
     std::uint64_t wr_id = 0;
     WrOpcode opcode = WrOpcode::send;
@@ -117,11 +117,12 @@ struct SendWqe {
     std::uint64_t compare_add = 0; ///< atomic compare (CAS) or addend (FETCH_ADD)
     std::uint64_t swap = 0;        ///< atomic swap value (CAS)
     std::uint32_t num_sge = 0;
-    Sge sg_list[kMaxSge];
     std::uint32_t length = 0; ///< total bytes of the message (sum of SGE lengths, or inline length)
-    std::uint8_t inline_data[kMaxInlineData];
 
     // ---- engine-private ----
+    // Before the SGE and inline arrays, and the WQE aligned to a cache line, so that posting a
+    // one-SGE WQE and running it touch its first two lines only (with 1,000 busy QPs the send
+    // queues outgrow the caches).
     WqeState state = WqeState::posted;
     Psn first_psn;                ///< PSN of the first packet of this message
     Psn last_psn;                 ///< PSN of the last packet (READ: last expected response PSN)
@@ -130,6 +131,10 @@ struct SendWqe {
     std::uint32_t recv_bytes = 0; ///< completer, READ: bytes of response data placed so far
     std::uint64_t atomic_result = 0;
     WcStatus status = WcStatus::success; ///< set by the completer when the WQE fails
+
+    // ---- as posted, continued ----
+    Sge sg_list[kMaxSge];
+    std::uint8_t inline_data[kMaxInlineData];
 };
 
 /**
