@@ -158,8 +158,9 @@ std::string eal_obstacle(const std::vector<std::string>& eal_args) {
     if (runtime_dir_holder(dir, &h))
         return "the DPDK file prefix \"" + file_prefix_of(eal_args) + "\" (runtime directory " +
                dir + ") is in use by " + to_string(h) +
-               ": another process runs on this config; stop it, or give this process its own "
-               "--file-prefix in the config's eal line";
+               ": another process runs on this config; stop it, or give this process a config "
+               "of its own (another --file-prefix in the eal line and, for a memif server, "
+               "another socket= in the devargs)";
     if (!has_arg(eal_args, "--no-huge") && !has_arg(eal_args, "--huge-dir")) {
         if (!hugetlbfs_mounted())
             return "the config's eal line asks for hugepages (no --no-huge) but no hugetlbfs is "
