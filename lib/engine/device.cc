@@ -18,6 +18,13 @@ namespace droce {
 
 using namespace rc; // the engine runs the RC transport: Qp, WrOpcode, QpState ...
 
+namespace {
+/** The states in which a QP takes requests or responses from the wire (Device::receiving_qps). */
+bool receives(QpState s) noexcept {
+    return s == QpState::rtr || s == QpState::rts || s == QpState::sqd || s == QpState::sqe;
+}
+} // namespace
+
 Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
     : name_(std::move(name)), clock_(&clock), ports_(std::move(ports)), tx_(ports_.size()),
       tx_cache_(ports_.size()), tx_stage_room_(ports_.size(), 0), mrs_(rc::kMaxMr),
@@ -276,6 +283,7 @@ int Device::destroy_qp(rc::Qp* qp) noexcept {
         }
     }
     live_qps_.erase(std::find(live_qps_.begin(), live_qps_.end(), qp));
+    if (receives(q.state)) --receiving_qps_;
     const std::uint32_t slot = qp_index(qp->qpn);
     timers_.set(slot, 0);
     if (active_flag_[slot]) {
@@ -421,8 +429,10 @@ int Device::modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) no
     // O(kMaxQp)).
     if (!qp || std::none_of(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; }))
         return EINVAL;
+    const bool received = receives(qp->state);
     const int err = qp->transport->modify(qp, attr, mask, port_mtu_, ctx_);
     if (err != 0) return err;
+    if (receives(qp->state) != received) receiving_qps_ += received ? -1u : 1u;
     if (mask & (rc::kQpAv | rc::kQpDestQpn | rc::kQpPort)) set_path(*qp);
     // ERR reached by the application's own modify raises no QP fatal event (on_qp_fatal); RESET
     // re-arms it.

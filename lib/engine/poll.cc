@@ -236,6 +236,7 @@ void Device::sleep_until_doorbell(std::uint64_t max_ns, int extra_fd) noexcept {
         for (const auto& sw : doorbell_summary_)
             if (sw.load(std::memory_order_seq_cst) != 0) work = true;
         deadline = work ? 0 : timers_.next_deadline_ns();
+        if (receiving_qps_ == 0) max_ns = std::max(max_ns, kNoReceiverNapNs);
         leave_pass();
     } else {
         max_ns = std::min<std::uint64_t>(max_ns, kBusyNapNs);

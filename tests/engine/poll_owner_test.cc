@@ -236,6 +236,62 @@ TEST(EngineThreadIdle, AnIdleEngineSleepsAndWakesForWork) {
     std::printf("a WRITE posted to napping engines completed in %.3f ms\n", took_ms);
 }
 
+/**
+ * A device with no QP that can receive (none in RTR, RTS, SQD or SQE: a server waiting for its
+ * client) naps Device::kNoReceiverNapNs at a time, not max_sleep_ns; the control call that brings
+ * a QP up wakes it, and traffic then runs at once. destroy_qp and a modify to RESET give the count
+ * back.
+ */
+TEST(EngineThreadIdle, NoReceivingQpNapsLongAndAConnectWakesIt) {
+    TwoEngines t(1, /*ipv6=*/false, /*real_time=*/true);
+    EXPECT_EQ(t.dev[0]->receiving_qps(), 0u);
+    EngineThread e0(*t.dev[0]), e1(*t.dev[1]);
+    ASSERT_TRUE(e0.start());
+    ASSERT_TRUE(e1.start());
+    std::this_thread::sleep_for(milliseconds(300));
+    const std::uint64_t naps0 = e0.naps();
+    const auto t0 = steady_clock::now();
+    std::this_thread::sleep_for(milliseconds(1000));
+    const double wall = duration<double>(steady_clock::now() - t0).count();
+    const std::uint64_t naps = e0.naps() - naps0;
+    std::printf("no receiving QP: %llu naps in %.3f s\n", static_cast<unsigned long long>(naps),
+                wall);
+    // 1 ms naps: about 1,000 a second (100 us naps, the default max_sleep_ns: about 8,000).
+    EXPECT_LT(static_cast<double>(naps), 2500 * wall);
+    EXPECT_GT(naps, 100u);
+
+    const QpPair p = t.connect();
+    EXPECT_EQ(t.dev[0]->receiving_qps(), 1u);
+    EXPECT_EQ(t.dev[1]->receiving_qps(), 1u);
+    auto src = t.buffer(0, 4096, 9);
+    auto dst = t.buffer(1, 4096);
+    rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, 1, *src, 4096, 0);
+    w.remote_addr = dst->addr(0);
+    w.rkey = dst->mr->rkey;
+    std::uint32_t bad = 0;
+    const auto posted = steady_clock::now();
+    ASSERT_EQ(t.dev[0]->post_send(p.qp[0], &w, 1, &bad, 4), 0);
+    rc::Cqe cqe;
+    std::uint32_t n = 0;
+    while (n == 0 && steady_clock::now() < posted + seconds(5)) {
+        n = t.dev[0]->poll_cq(t.send_cq[0], &cqe, 1);
+        if (n == 0) std::this_thread::sleep_for(microseconds(20));
+    }
+    const double took_ms = duration<double, std::milli>(steady_clock::now() - posted).count();
+    ASSERT_EQ(n, 1u);
+    EXPECT_EQ(cqe.status, rc::WcStatus::success);
+    EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), 4096), 0);
+    std::printf("first WRITE after connecting: %.3f ms\n", took_ms);
+    rc::QpAttr a;
+    a.qp_state = rc::QpState::reset;
+    EXPECT_EQ(t.dev[0]->modify_qp(p.qp[0], a, rc::kQpState), 0);
+    EXPECT_EQ(t.dev[0]->receiving_qps(), 0u);
+    EXPECT_EQ(t.dev[1]->destroy_qp(p.qp[1]), 0);
+    EXPECT_EQ(t.dev[1]->receiving_qps(), 0u);
+    e0.stop();
+    e1.stop();
+}
+
 /** With no engine thread, poll() and progress() from one application thread alone move traffic
  *  (droce-perf --inline-progress, DROCE_PROGRESS=app). */
 TEST(PollOwnership, ProgressAloneCompletesATransfer) {
