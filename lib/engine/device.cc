@@ -283,7 +283,7 @@ int Device::destroy_qp(rc::Qp* qp) noexcept {
         }
     }
     live_qps_.erase(std::find(live_qps_.begin(), live_qps_.end(), qp));
-    if (receives(q.state)) --receiving_qps_;
+    if (receives(q.state)) receiving_qps_.fetch_sub(1, std::memory_order_relaxed);
     const std::uint32_t slot = qp_index(qp->qpn);
     timers_.set(slot, 0);
     if (active_flag_[slot]) {
@@ -432,7 +432,12 @@ int Device::modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) no
     const bool received = receives(qp->state);
     const int err = qp->transport->modify(qp, attr, mask, port_mtu_, ctx_);
     if (err != 0) return err;
-    if (receives(qp->state) != received) receiving_qps_ += received ? -1u : 1u;
+    if (receives(qp->state) != received) {
+        if (received)
+            receiving_qps_.fetch_sub(1, std::memory_order_relaxed);
+        else
+            receiving_qps_.fetch_add(1, std::memory_order_relaxed);
+    }
     if (mask & (rc::kQpAv | rc::kQpDestQpn | rc::kQpPort)) set_path(*qp);
     // ERR reached by the application's own modify raises no QP fatal event (on_qp_fatal); RESET
     // re-arms it.

@@ -386,9 +386,12 @@ class Device {
      * engine thread, application threads waiting for a completion event): the thread that gets
      * the poll ownership for its look at the rings arms the receive interrupts and waits for the
      * timers; the others nap on the doorbell and @p extra_fd for at most kBusyNapNs. Must not be
-     * called from inside poll().
+     * called from inside poll(). With @p long_when_no_receiver and no QP that can receive
+     * (receiving_qps() 0), the owner naps up to kNoReceiverNapNs even if @p max_ns is shorter
+     * (false: a caller that serves other devices too, one of which has a receiving QP).
      */
-    void sleep_until_doorbell(std::uint64_t max_ns, int extra_fd = -1) noexcept;
+    void sleep_until_doorbell(std::uint64_t max_ns, int extra_fd = -1,
+                              bool long_when_no_receiver = true) noexcept;
     /** Longest nap of a sleeper that found another thread running the engine (ns). */
     static constexpr std::uint64_t kBusyNapNs = 20'000;
     /**
@@ -400,8 +403,10 @@ class Device {
      */
     static constexpr std::uint64_t kNoReceiverNapNs = 1'000'000;
     /** QPs of this device in RTR, RTS, SQD or SQE (kept by modify_qp and destroy_qp; a QP the
-     *  engine moves to ERR still counts until modified or destroyed). Control sections. */
-    [[nodiscard]] std::uint32_t receiving_qps() const noexcept { return receiving_qps_; }
+     *  engine moves to ERR still counts until modified or destroyed). Any thread (a snapshot). */
+    [[nodiscard]] std::uint32_t receiving_qps() const noexcept {
+        return receiving_qps_.load(std::memory_order_relaxed);
+    }
     /** Wakes a sleeping engine thread. Any thread. */
     void ring_doorbell() noexcept;
 
@@ -628,7 +633,7 @@ class Device {
      * create_qp / destroy_qp (control path, inside a ControlSection), read by the engine.
      */
     std::vector<rc::Qp*> live_qps_;
-    std::uint32_t receiving_qps_ = 0; ///< receiving_qps(): written in control sections
+    std::atomic<std::uint32_t> receiving_qps_{0}; ///< receiving_qps(): written in control sections
     /**
      * Scheduling (poll.cc). An engine pass runs only the QPs on active_ (slot = qp_index(qpn)),
      * so an idle QP costs nothing per pass: a QP joins when its doorbell rings (post_send /

@@ -215,7 +215,8 @@ std::uint32_t Device::pass() noexcept {
     return work + (wait_release ? 1u : 0u);
 }
 
-void Device::sleep_until_doorbell(std::uint64_t max_ns, int extra_fd) noexcept {
+void Device::sleep_until_doorbell(std::uint64_t max_ns, int extra_fd,
+                                  bool long_when_no_receiver) noexcept {
     asleep_.fetch_add(1, std::memory_order_seq_cst);
     // The look at the engine state needs the poll flag. Another thread driving the engine now
     // (an application in ibv_poll_cq) wakes us when it leaves work behind (release_poll): nap on
@@ -236,7 +237,8 @@ void Device::sleep_until_doorbell(std::uint64_t max_ns, int extra_fd) noexcept {
         for (const auto& sw : doorbell_summary_)
             if (sw.load(std::memory_order_seq_cst) != 0) work = true;
         deadline = work ? 0 : timers_.next_deadline_ns();
-        if (receiving_qps_ == 0) max_ns = std::max(max_ns, kNoReceiverNapNs);
+        if (long_when_no_receiver && receiving_qps() == 0)
+            max_ns = std::max(max_ns, kNoReceiverNapNs);
         leave_pass();
     } else {
         max_ns = std::min<std::uint64_t>(max_ns, kBusyNapNs);

@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/prctl.h>
 
 #include <immintrin.h>
 #include <rte_eal.h>
@@ -526,11 +527,16 @@ void Runtime::leave_shared_ports() noexcept {
 }
 
 void Runtime::shared_loop() noexcept {
-    // Spin while there is work or was recently; yield when idle so that application threads on a
-    // small host get the core. No sleep: a doorbell belongs to one device.
+    // One thread for every device: spin while there is work or was recently, then yield, then nap
+    // as an EngineThread does (engine_opts_). The nap is on the first device's doorbell and
+    // receive interrupts; the other devices' frames are noticed when it ends (max_sleep_ns), and
+    // their posters run engine passes themselves in the verbs library's default progress mode. It
+    // used to yield for ever: a process of demo.ini's two devices used a whole core while idle.
     const std::uint32_t spin_polls = engine_opts_.spin_polls;
+    const std::uint32_t nap_after = spin_polls + engine_opts_.yield_polls;
     pthread_setname_np(pthread_self(), EngineThread::kThreadName);
     EngineThread::apply_nice(engine_opts_.nice);
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); // naps of tens of us (engine_thread.cc)
     std::uint32_t idle = 0;
     while (!shared_stop_.load(std::memory_order_relaxed)) {
         std::uint32_t work = 0;
@@ -540,8 +546,15 @@ void Runtime::shared_loop() noexcept {
             idle = 0;
         } else if (++idle < spin_polls) {
             _mm_pause();
-        } else {
+        } else if (idle < nap_after) {
             sched_yield();
+        } else {
+            // The long nap of a device with no receiving QP only when none of them has one.
+            bool receivers = false;
+            for (std::size_t d = 1; d < devices_.size(); ++d)
+                receivers = receivers || devices_[d].dev->receiving_qps() != 0;
+            devices_[0].dev->sleep_until_doorbell(engine_opts_.max_sleep_ns, -1, !receivers);
+            idle = nap_after; // still idle: nap again unless the next polls find work
         }
     }
 }

@@ -705,6 +705,56 @@ int engine_threads() {
     return n;
 }
 
+/** CPU seconds (user + system) used so far by this process's engine threads. */
+double engine_cpu_seconds() {
+    double total = 0;
+    DIR* d = opendir("/proc/self/task");
+    if (!d) return -1;
+    while (dirent* e = readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        const std::string dir = std::string("/proc/self/task/") + e->d_name;
+        char comm[32] = {};
+        std::FILE* f = std::fopen((dir + "/comm").c_str(), "r");
+        if (!f) continue;
+        const bool engine =
+            std::fgets(comm, sizeof comm, f) && std::strncmp(comm, "droce-engine", 12) == 0;
+        std::fclose(f);
+        if (!engine) continue;
+        char line[1024] = {};
+        f = std::fopen((dir + "/stat").c_str(), "r");
+        if (!f) continue;
+        const bool got = std::fgets(line, sizeof line, f) != nullptr;
+        std::fclose(f);
+        const char* close = got ? std::strrchr(line, ')') : nullptr;
+        unsigned long utime = 0, stime = 0;
+        if (close && std::sscanf(close + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+                                 &utime, &stime) == 2)
+            total += static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+    }
+    closedir(d);
+    return total;
+}
+
+/**
+ * Open devices with no QP that can receive cost their engine thread almost nothing: demo.ini's two
+ * devices share one engine thread (Runtime's shared loop), which used to yield for ever (a whole
+ * core, 503 CPU ticks in 5 s for an idle ibv_rc_pingpong server); it now naps, 1 ms at a time
+ * while no QP is in RTR or later (7 ticks in 5 s).
+ */
+TEST_F(Verbs, IdleEngineThreadSleeps) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300)); // past the spin and yield phases
+    if (engine_threads() == 0) GTEST_SKIP() << "DROCE_PROGRESS=app: no engine thread";
+    const double cpu0 = engine_cpu_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double cpu = engine_cpu_seconds() - cpu0;
+    std::printf("engine threads, idle: %.3f CPU s in %.3f s\n", cpu, wall);
+    ASSERT_GE(cpu0, 0);
+    EXPECT_LT(cpu, 0.25 * wall) << "idle engine threads kept the CPU busy";
+}
+
 TEST_F(Pair, CqPollLoopMovesDataInEveryProgressMode) {
     // DROCE_PROGRESS=app: no engine thread at all, the poll loop below is all that runs the
     // engines (both devices: demo.ini joins them in this process). Otherwise engine threads run.
