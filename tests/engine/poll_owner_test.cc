@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "../common/thread_cpu.h"
 #include "engine/engine_thread.h"
 #include "two_engines.h"
 
@@ -159,31 +160,24 @@ TEST(PollOwnership, ApplicationAndEngineThreadsShareTheEngine) {
     EXPECT_GT(t.dev[0]->passes_run(), passes_before);
 }
 
-/** CPU seconds (user + system) the threads of this process named @p name have used. */
-double thread_cpu_seconds(const char* name) {
-    double total = 0;
-    DIR* d = opendir("/proc/self/task");
-    if (!d) return -1;
-    while (dirent* e = readdir(d)) {
-        if (e->d_name[0] == '.') continue;
-        const std::string dir = std::string("/proc/self/task/") + e->d_name;
-        std::ifstream comm(dir + "/comm");
-        std::string c;
-        std::getline(comm, c);
-        if (c != name) continue;
-        std::ifstream st(dir + "/stat");
-        std::string line;
-        std::getline(st, line);
-        // Fields after the parenthesised name: state is field 3, utime 14, stime 15.
-        const auto close = line.rfind(')');
-        if (close == std::string::npos) continue;
-        unsigned long utime = 0, stime = 0;
-        if (std::sscanf(line.c_str() + close + 2,
-                        "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) == 2)
-            total += static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+/**
+ * Posts one 4 KiB RDMA WRITE from @p src to @p dst on @p p and polls up to 5 s for its completion
+ * (into @p cqe). @return the milliseconds it took, or -1 when none came.
+ */
+double write_and_wait(TwoEngines& t, const QpPair& p, const Buffer& src, const Buffer& dst,
+                      rc::Cqe* cqe) {
+    rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, 1, src, 4096, 0);
+    w.remote_addr = dst.addr(0);
+    w.rkey = dst.mr->rkey;
+    std::uint32_t bad = 0;
+    const auto posted = steady_clock::now();
+    if (t.dev[0]->post_send(p.qp[0], &w, 1, &bad, 4) != 0) return -1;
+    while (steady_clock::now() < posted + seconds(5)) {
+        if (t.dev[0]->poll_cq(t.send_cq[0], cqe, 1) == 1)
+            return duration<double, std::milli>(steady_clock::now() - posted).count();
+        std::this_thread::sleep_for(microseconds(20));
     }
-    closedir(d);
-    return total;
+    return -1;
 }
 
 /**
@@ -215,22 +209,11 @@ TEST(EngineThreadIdle, AnIdleEngineSleepsAndWakesForWork) {
     EXPECT_LT(cpu, 0.5 * wall) << "idle engine threads kept the CPU busy";
     EXPECT_GT(e0.naps(), 100u);
 
-    rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, 1, *src, 4096, 0);
-    w.remote_addr = dst->addr(0);
-    w.rkey = dst->mr->rkey;
-    std::uint32_t bad = 0;
-    const auto posted = steady_clock::now();
-    ASSERT_EQ(t.dev[0]->post_send(p.qp[0], &w, 1, &bad, 4), 0);
     rc::Cqe cqe;
-    std::uint32_t n = 0;
-    while (n == 0 && steady_clock::now() < posted + seconds(5)) {
-        n = t.dev[0]->poll_cq(t.send_cq[0], &cqe, 1);
-        if (n == 0) std::this_thread::sleep_for(microseconds(20));
-    }
-    const double took_ms = duration<double, std::milli>(steady_clock::now() - posted).count();
+    const double took_ms = write_and_wait(t, p, *src, *dst, &cqe);
     e0.stop();
     e1.stop();
-    ASSERT_EQ(n, 1u) << "the WRITE posted to a napping engine never completed";
+    ASSERT_GE(took_ms, 0) << "the WRITE posted to a napping engine never completed";
     EXPECT_EQ(cqe.status, rc::WcStatus::success);
     EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), 4096), 0);
     std::printf("a WRITE posted to napping engines completed in %.3f ms\n", took_ms);
@@ -265,20 +248,9 @@ TEST(EngineThreadIdle, NoReceivingQpNapsLongAndAConnectWakesIt) {
     EXPECT_EQ(t.dev[1]->receiving_qps(), 1u);
     auto src = t.buffer(0, 4096, 9);
     auto dst = t.buffer(1, 4096);
-    rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, 1, *src, 4096, 0);
-    w.remote_addr = dst->addr(0);
-    w.rkey = dst->mr->rkey;
-    std::uint32_t bad = 0;
-    const auto posted = steady_clock::now();
-    ASSERT_EQ(t.dev[0]->post_send(p.qp[0], &w, 1, &bad, 4), 0);
     rc::Cqe cqe;
-    std::uint32_t n = 0;
-    while (n == 0 && steady_clock::now() < posted + seconds(5)) {
-        n = t.dev[0]->poll_cq(t.send_cq[0], &cqe, 1);
-        if (n == 0) std::this_thread::sleep_for(microseconds(20));
-    }
-    const double took_ms = duration<double, std::milli>(steady_clock::now() - posted).count();
-    ASSERT_EQ(n, 1u);
+    const double took_ms = write_and_wait(t, p, *src, *dst, &cqe);
+    ASSERT_GE(took_ms, 0) << "the WRITE after connecting never completed";
     EXPECT_EQ(cqe.status, rc::WcStatus::success);
     EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), 4096), 0);
     std::printf("first WRITE after connecting: %.3f ms\n", took_ms);

@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "../common/thread_cpu.h"
+
 namespace {
 
 /** Both devices of demo.ini, opened once for the whole program (the runtime is per process). */
@@ -705,36 +707,6 @@ int engine_threads() {
     return n;
 }
 
-/** CPU seconds (user + system) used so far by this process's engine threads. */
-double engine_cpu_seconds() {
-    double total = 0;
-    DIR* d = opendir("/proc/self/task");
-    if (!d) return -1;
-    while (dirent* e = readdir(d)) {
-        if (e->d_name[0] == '.') continue;
-        const std::string dir = std::string("/proc/self/task/") + e->d_name;
-        char comm[32] = {};
-        std::FILE* f = std::fopen((dir + "/comm").c_str(), "r");
-        if (!f) continue;
-        const bool engine =
-            std::fgets(comm, sizeof comm, f) && std::strncmp(comm, "droce-engine", 12) == 0;
-        std::fclose(f);
-        if (!engine) continue;
-        char line[1024] = {};
-        f = std::fopen((dir + "/stat").c_str(), "r");
-        if (!f) continue;
-        const bool got = std::fgets(line, sizeof line, f) != nullptr;
-        std::fclose(f);
-        const char* close = got ? std::strrchr(line, ')') : nullptr;
-        unsigned long utime = 0, stime = 0;
-        if (close && std::sscanf(close + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
-                                 &utime, &stime) == 2)
-            total += static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-    }
-    closedir(d);
-    return total;
-}
-
 /**
  * Open devices with no QP that can receive cost their engine thread almost nothing: demo.ini's two
  * devices share one engine thread (Runtime's shared loop), which used to yield for ever (a whole
@@ -744,12 +716,12 @@ double engine_cpu_seconds() {
 TEST_F(Verbs, IdleEngineThreadSleeps) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300)); // past the spin and yield phases
     if (engine_threads() == 0) GTEST_SKIP() << "DROCE_PROGRESS=app: no engine thread";
-    const double cpu0 = engine_cpu_seconds();
+    const double cpu0 = droce::test::thread_cpu_seconds("droce-engine");
     const auto t0 = std::chrono::steady_clock::now();
     std::this_thread::sleep_for(std::chrono::milliseconds(1000));
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double cpu = engine_cpu_seconds() - cpu0;
+    const double cpu = droce::test::thread_cpu_seconds("droce-engine") - cpu0;
     std::printf("engine threads, idle: %.3f CPU s in %.3f s\n", cpu, wall);
     ASSERT_GE(cpu0, 0);
     EXPECT_LT(cpu, 0.25 * wall) << "idle engine threads kept the CPU busy";
