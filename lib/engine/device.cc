@@ -33,6 +33,7 @@ Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
     active_.reserve(rc::kMaxQp);   // activate() appends without allocating
     active_flag_.assign(rc::kMaxQp, 0);
     err_seen_.assign(rc::kMaxQp, 0);
+    counted_receiving_.assign(rc::kMaxQp, 0);
     for (const PortSpec& ps : ports_) {
         port_mtu_.push_back(ps.mtu);
         if (wire::is_ipv4_mapped(ps.gid)) {
@@ -283,8 +284,11 @@ int Device::destroy_qp(rc::Qp* qp) noexcept {
         }
     }
     live_qps_.erase(std::find(live_qps_.begin(), live_qps_.end(), qp));
-    if (receives(q.state)) receiving_qps_.fetch_sub(1, std::memory_order_relaxed);
     const std::uint32_t slot = qp_index(qp->qpn);
+    if (counted_receiving_[slot]) {
+        counted_receiving_[slot] = 0;
+        receiving_qps_.fetch_sub(1, std::memory_order_relaxed);
+    }
     timers_.set(slot, 0);
     if (active_flag_[slot]) {
         active_flag_[slot] = 0;
@@ -429,14 +433,16 @@ int Device::modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) no
     // O(kMaxQp)).
     if (!qp || std::none_of(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; }))
         return EINVAL;
-    const bool received = receives(qp->state);
     const int err = qp->transport->modify(qp, attr, mask, port_mtu_, ctx_);
     if (err != 0) return err;
-    if (receives(qp->state) != received) {
-        if (received)
+    // By the slot's flag, not the state before: the engine moves a QP to ERR on its own.
+    std::uint8_t& counted = counted_receiving_[qp_index(qp->qpn)];
+    if (receives(qp->state) != (counted != 0)) {
+        if (counted)
             receiving_qps_.fetch_sub(1, std::memory_order_relaxed);
         else
             receiving_qps_.fetch_add(1, std::memory_order_relaxed);
+        counted = counted ? 0 : 1;
     }
     if (mask & (rc::kQpAv | rc::kQpDestQpn | rc::kQpPort)) set_path(*qp);
     // ERR reached by the application's own modify raises no QP fatal event (on_qp_fatal); RESET

@@ -388,22 +388,30 @@ class Device {
      * timers; the others nap on the doorbell and @p extra_fd for at most kBusyNapNs. Must not be
      * called from inside poll(). With @p long_when_no_receiver and no QP that can receive
      * (receiving_qps() 0), the owner naps up to kNoReceiverNapNs even if @p max_ns is shorter
-     * (false: a caller that serves other devices too, one of which has a receiving QP).
+     * (false: a caller that serves other devices too, one of which has a receiving QP), unless
+     * an MRC endpoint probe was sent or received in the last kEpActiveNs.
+     * @return true when something ended the nap early or cancelled it (the doorbell, a receive
+     * interrupt, @p extra_fd, work already waiting): the caller should poll busily again; false
+     * when it slept its time out.
      */
-    void sleep_until_doorbell(std::uint64_t max_ns, int extra_fd = -1,
+    bool sleep_until_doorbell(std::uint64_t max_ns, int extra_fd = -1,
                               bool long_when_no_receiver = true) noexcept;
     /** Longest nap of a sleeper that found another thread running the engine (ns). */
     static constexpr std::uint64_t kBusyNapNs = 20'000;
     /**
-     * Nap of the poll owner while no QP of the device can receive (none in RTR, RTS, SQD or SQE),
-     * when the caller asked for less (ns): nothing that arrives then matters to a QP (frames for
-     * it are dropped; a neighbour request waits this long at most), and the control call that
-     * brings a QP up wakes the engine. A server waiting for its client then costs about 1 % of a
+     * Nap of the poll owner while no QP of the device can receive (none in RTR, RTS, SQD or SQE)
+     * and no MRC endpoint probe was seen for kEpActiveNs, when the caller asked for less (ns):
+     * nothing that arrives then matters to a QP (frames for it are dropped; a neighbour request
+     * or the first endpoint probe waits this long at most), and the control call that brings a
+     * QP up wakes the engine. A server waiting for its client then costs about 1 % of a
      * core instead of a wake-up every max_sleep_ns (verbs default 20 us: 29 % of a core).
      */
     static constexpr std::uint64_t kNoReceiverNapNs = 1'000'000;
+    /** How long an MRC endpoint probe sent or received keeps the device out of the long nap. */
+    static constexpr std::uint64_t kEpActiveNs = 1'000'000'000;
     /** QPs of this device in RTR, RTS, SQD or SQE (kept by modify_qp and destroy_qp; a QP the
-     *  engine moves to ERR still counts until modified or destroyed). Any thread (a snapshot). */
+     *  engine moves to ERR still counts until the application modifies or destroys it). Any
+     *  thread (a snapshot). */
     [[nodiscard]] std::uint32_t receiving_qps() const noexcept {
         return receiving_qps_.load(std::memory_order_relaxed);
     }
@@ -634,6 +642,10 @@ class Device {
      */
     std::vector<rc::Qp*> live_qps_;
     std::atomic<std::uint32_t> receiving_qps_{0}; ///< receiving_qps(): written in control sections
+    /** Per QP slot: counted in receiving_qps_ (set and cleared with it, control sections). */
+    std::vector<std::uint8_t> counted_receiving_;
+    /** Clock ns until which the long nap is off: an MRC endpoint probe was sent or received. */
+    std::atomic<std::uint64_t> ep_active_until_ns_{0};
     /**
      * Scheduling (poll.cc). An engine pass runs only the QPs on active_ (slot = qp_index(qpn)),
      * so an idle QP costs nothing per pass: a QP joins when its doorbell rings (post_send /

@@ -138,6 +138,7 @@ int Device::send_ep_probe(const EpProbeRequest& req) noexcept {
         return ENOBUFS;
     }
     flush_tx(req.port);
+    ep_active_until_ns_.store(clock_->now_ns() + kEpActiveNs, std::memory_order_relaxed);
     // An engine thread napping in sleep_until_doorbell() would notice the reply only when its nap
     // ends (up to EngineThread's max_sleep_ns) and add that to the RTT: wake it to poll.
     if (asleep_.load(std::memory_order_seq_cst)) ring_doorbell();
@@ -162,6 +163,8 @@ bool Device::take_ep_reply_token(std::uint64_t now_ns) noexcept {
 }
 
 void Device::receive_endpoint(const wire::ParsedFrame& pkt, unsigned port) noexcept {
+    // Probes and replies keep this device out of the long nap for a while (kNoReceiverNapNs).
+    ep_active_until_ns_.store(clock_->now_ns() + kEpActiveNs, std::memory_order_relaxed);
     const wire::Opcode op = pkt.bth->opcode();
     if (op != wire::Opcode::MRC_PROBE && op != wire::Opcode::MRC_PROBE_REPLY) {
         counters_.inc(Counter::rx_dropped_bad_qp); // no other MRC operation is connectionless

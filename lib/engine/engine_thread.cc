@@ -55,12 +55,14 @@ void EngineThread::run() noexcept {
             sched_yield();
         } else {
             naps_.fetch_add(1, std::memory_order_relaxed);
-            dev_.sleep_until_doorbell(opts_.max_sleep_ns);
-            // Still in the sleep phase: if the next poll finds nothing, nap again at once. (It
-            // used to yield through yield_polls more passes after every nap: an idle engine
-            // then napped 100 us in every 10 - 20 ms and used 99 % of a core, sched_yield
-            // returning at once on an idle host.) Work found after the nap resets idle to 0.
-            idle = opts_.spin_polls + opts_.yield_polls;
+            // Woken (the doorbell, a receive interrupt): poll busily again, as after work. Slept
+            // its time out: nap again at once if the next poll finds nothing. (It used to yield
+            // through yield_polls more passes after every nap: an idle engine then napped 100 us
+            // in every 10 - 20 ms and used 99 % of a core, sched_yield returning at once on an
+            // idle host.)
+            idle = dev_.sleep_until_doorbell(opts_.max_sleep_ns)
+                       ? 0
+                       : opts_.spin_polls + opts_.yield_polls;
         }
     }
 }

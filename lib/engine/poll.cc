@@ -215,8 +215,9 @@ std::uint32_t Device::pass() noexcept {
     return work + (wait_release ? 1u : 0u);
 }
 
-void Device::sleep_until_doorbell(std::uint64_t max_ns, int extra_fd,
+bool Device::sleep_until_doorbell(std::uint64_t max_ns, int extra_fd,
                                   bool long_when_no_receiver) noexcept {
+    bool woken = false;
     asleep_.fetch_add(1, std::memory_order_seq_cst);
     // The look at the engine state needs the poll flag. Another thread driving the engine now
     // (an application in ibv_poll_cq) wakes us when it leaves work behind (release_poll): nap on
@@ -230,14 +231,17 @@ void Device::sleep_until_doorbell(std::uint64_t max_ns, int extra_fd,
         if (!enter_pass()) {
             release_poll(false);
             asleep_.fetch_sub(1, std::memory_order_seq_cst);
-            return;
+            return true; // a control section is waiting: not an idle nap
         }
         // Looped-back frames, active QPs, or a doorbell rung since the last pass: no sleep.
         work = loopback_.size() > 0 || !active_.empty();
         for (const auto& sw : doorbell_summary_)
             if (sw.load(std::memory_order_seq_cst) != 0) work = true;
         deadline = work ? 0 : timers_.next_deadline_ns();
-        if (long_when_no_receiver && receiving_qps() == 0)
+        // No QP can receive, and no MRC endpoint probe went out or came in lately (a probe is
+        // answered, and a reply timed, by the engine with no QP on either side).
+        if (long_when_no_receiver && receiving_qps() == 0 &&
+            clock_->now_ns() >= ep_active_until_ns_.load(std::memory_order_relaxed))
             max_ns = std::max(max_ns, kNoReceiverNapNs);
         leave_pass();
     } else {
@@ -269,7 +273,7 @@ void Device::sleep_until_doorbell(std::uint64_t max_ns, int extra_fd,
                 fds[n++] = wake_fds_[i + 1];
             timespec ts{static_cast<time_t>(wait / 1'000'000'000u),
                         static_cast<long>(wait % 1'000'000'000u)};
-            ppoll(fds.data(), n, &ts, nullptr);
+            woken = ppoll(fds.data(), n, &ts, nullptr) > 0;
             std::uint64_t drained;
             [[maybe_unused]] ssize_t r = read(doorbell_fd_, &drained, sizeof drained);
         }
@@ -290,6 +294,7 @@ void Device::sleep_until_doorbell(std::uint64_t max_ns, int extra_fd,
         nap_deadline_ns_.store(0, std::memory_order_relaxed);
     }
     asleep_.fetch_sub(1, std::memory_order_seq_cst);
+    return woken || work;
 }
 
 std::uint64_t Device::next_deadline_ns() const noexcept {

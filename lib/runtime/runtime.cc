@@ -516,6 +516,7 @@ void Runtime::stop_engines() noexcept {
     threads_.clear();
     if (shared_.joinable()) {
         shared_stop_.store(true, std::memory_order_relaxed);
+        if (!devices_.empty()) devices_[0].dev->ring_doorbell(); // out of its nap at once
         shared_.join();
     }
 }
@@ -553,8 +554,10 @@ void Runtime::shared_loop() noexcept {
             bool receivers = false;
             for (std::size_t d = 1; d < devices_.size(); ++d)
                 receivers = receivers || devices_[d].dev->receiving_qps() != 0;
-            devices_[0].dev->sleep_until_doorbell(engine_opts_.max_sleep_ns, -1, !receivers);
-            idle = nap_after; // still idle: nap again unless the next polls find work
+            // Woken: poll busily again; slept its time out: nap again unless work comes.
+            idle = devices_[0].dev->sleep_until_doorbell(engine_opts_.max_sleep_ns, -1, !receivers)
+                       ? 0
+                       : nap_after;
         }
     }
 }

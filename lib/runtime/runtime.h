@@ -90,7 +90,8 @@ struct RuntimeOptions {
      * Back-off of the engine threads. The default spins only briefly before yielding: on a host
      * with fewer cores than busy threads (two processes, each with an engine and an application
      * thread, on 2 cores) a long spin phase holds a core for milliseconds while the thread that
-     * would give it work waits to run. EngineMode::shared uses spin_polls only.
+     * would give it work waits to run. EngineMode::shared uses the same budget, and naps on the
+     * first device (Runtime::shared_loop).
      */
     EngineThread::Options engine{20, 200'000, 100'000};
     /**
@@ -136,7 +137,7 @@ struct RuntimeOptions {
 /** How Runtime::start_engines() runs the devices. */
 enum class EngineMode : std::uint8_t {
     per_device, ///< one droce::EngineThread per device (spin, yield, doorbell sleep)
-    shared,     ///< one thread polls every device in turn (spin, then yield; no sleep)
+    shared,     ///< one thread polls every device in turn (spin, yield, then naps on device 0)
 };
 
 class Runtime {

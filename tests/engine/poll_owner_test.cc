@@ -161,14 +161,15 @@ TEST(PollOwnership, ApplicationAndEngineThreadsShareTheEngine) {
 }
 
 /**
- * Posts one 4 KiB RDMA WRITE from @p src to @p dst on @p p and polls up to 5 s for its completion
- * (into @p cqe). @return the milliseconds it took, or -1 when none came.
+ * Posts one 4 KiB RDMA WRITE from @p src to @p dst on @p p (its rkey XORed with @p rkey_xor) and
+ * polls up to 5 s for its completion (into @p cqe). @return the milliseconds it took, or -1 when
+ * none came.
  */
 double write_and_wait(TwoEngines& t, const QpPair& p, const Buffer& src, const Buffer& dst,
-                      rc::Cqe* cqe) {
+                      rc::Cqe* cqe, std::uint32_t rkey_xor = 0) {
     rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, 1, src, 4096, 0);
     w.remote_addr = dst.addr(0);
-    w.rkey = dst.mr->rkey;
+    w.rkey = dst.mr->rkey ^ rkey_xor;
     std::uint32_t bad = 0;
     const auto posted = steady_clock::now();
     if (t.dev[0]->post_send(p.qp[0], &w, 1, &bad, 4) != 0) return -1;
@@ -223,7 +224,7 @@ TEST(EngineThreadIdle, AnIdleEngineSleepsAndWakesForWork) {
  * A device with no QP that can receive (none in RTR, RTS, SQD or SQE: a server waiting for its
  * client) naps Device::kNoReceiverNapNs at a time, not max_sleep_ns; the control call that brings
  * a QP up wakes it, and traffic then runs at once. destroy_qp and a modify to RESET give the count
- * back.
+ * back, also for a QP the engine moved to ERR itself.
  */
 TEST(EngineThreadIdle, NoReceivingQpNapsLongAndAConnectWakesIt) {
     TwoEngines t(1, /*ipv6=*/false, /*real_time=*/true);
@@ -254,10 +255,17 @@ TEST(EngineThreadIdle, NoReceivingQpNapsLongAndAConnectWakesIt) {
     EXPECT_EQ(cqe.status, rc::WcStatus::success);
     EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), 4096), 0);
     std::printf("first WRITE after connecting: %.3f ms\n", took_ms);
+    // The engine moves the requester to ERR on its own (a WRITE to a wrong rkey: remote access
+    // error); destroying it gives the count back all the same.
+    EXPECT_GE(write_and_wait(t, p, *src, *dst, &cqe, 0x80), 0);
+    EXPECT_EQ(cqe.status, rc::WcStatus::rem_access_err);
+    EXPECT_EQ(t.dev[0]->receiving_qps(), 1u);
+    EXPECT_EQ(t.dev[0]->destroy_qp(p.qp[0]), 0);
+    EXPECT_EQ(t.dev[0]->receiving_qps(), 0u);
     rc::QpAttr a;
     a.qp_state = rc::QpState::reset;
-    EXPECT_EQ(t.dev[0]->modify_qp(p.qp[0], a, rc::kQpState), 0);
-    EXPECT_EQ(t.dev[0]->receiving_qps(), 0u);
+    EXPECT_EQ(t.dev[1]->modify_qp(p.qp[1], a, rc::kQpState), 0);
+    EXPECT_EQ(t.dev[1]->receiving_qps(), 0u);
     EXPECT_EQ(t.dev[1]->destroy_qp(p.qp[1]), 0);
     EXPECT_EQ(t.dev[1]->receiving_qps(), 0u);
     e0.stop();
