@@ -58,9 +58,11 @@ struct Pair {
     std::unique_ptr<UringPort> a, b;
 };
 
-Pair make_pair(RecvMode mode, bool ipv6, TaskRun taskrun = TaskRun::signal) {
+/** Two ports on lo, a sending to b (@p gso: a sends with UringPortConfig::gso). */
+Pair make_pair(RecvMode mode, bool ipv6, TaskRun taskrun = TaskRun::signal, bool gso = false) {
     UringPortConfig ca, cb;
     ca.taskrun = cb.taskrun = taskrun;
+    ca.gso = gso;
     if (ipv6) {
         // One IPv6 loopback address: the two ports differ by UDP port instead.
         wire::Ipv6Addr lo6{};
@@ -304,29 +306,17 @@ TEST_P(UringPortTest, SendZcFramesArriveAndBuffersComeBackAfterTheNotification) 
  * receiving port rebuilds ID 0 as the sender's ICRC assumed).
  */
 void gso_burst(bool ipv6) {
-    UringPortConfig ca, cb;
-    if (ipv6) {
-        wire::Ipv6Addr lo6{};
-        lo6[15] = 1;
-        ca.addr = cb.addr = lo6;
-        ca.ipv4 = cb.ipv4 = false;
-        ca.udp_port = cb.peer_udp_port = test_port(20);
-        cb.udp_port = ca.peer_udp_port = test_port(21);
-    } else {
-        ca.addr = loop4(1);
-        cb.addr = loop4(2);
-        ca.udp_port = cb.udp_port = test_port(22);
-    }
-    ca.gso = true;
-    std::string err;
-    auto a = UringPort::create(ca, &err);
-    ASSERT_TRUE(a) << err;
-    auto b = UringPort::create(cb, &err);
-    ASSERT_TRUE(b) << err;
+    Pair pair = make_pair(RecvMode::automatic, ipv6, TaskRun::signal, /*gso=*/true);
+    ASSERT_TRUE(pair.a && pair.b);
+    UringPort* a = pair.a.get();
+    UringPort* b = pair.b.get();
+    wire::Ipv6Addr lo6{};
+    lo6[15] = 1;
+    const wire::Ipv6Addr addr_a = ipv6 ? lo6 : loop4(1), addr_b = ipv6 ? lo6 : loop4(2);
     ASSERT_TRUE(a->gso());
     (void)b->rx_burst(nullptr, 0);
     const std::uint32_t free_a = a->free_buffers();
-    wire::PathHeaders h = path_a_to_b(*a, *b, ca.addr, cb.addr, ipv6);
+    wire::PathHeaders h = path_a_to_b(*a, *b, addr_a, addr_b, ipv6);
     struct Part {
         unsigned frames;
         std::size_t payload;
