@@ -71,7 +71,7 @@ timeout 30 "$perf" --server --once -c "$cfg/memif-server.ini" -p 18600 > "$tmp/s
 rc=$?
 [ $rc = 1 ] || fail "second process on one config: exit $rc, expected 1"
 expect "same config twice" "$tmp/second" \
-    "file prefix \"droce-memif-server\" .* is in use by PID $first \(droce-perf\)" "own --file-prefix"
+    "file prefix \"droce-memif-server\" .* is in use by PID $first \(droce-perf\)" "a config of its own .*another --file-prefix.*socket="
 sed -e 's/--file-prefix=droce-memif-server/--file-prefix=droce-errtest-other/' \
     "$cfg/memif-server.ini" > "$tmp/other-prefix.ini"
 timeout 30 "$perf" --server --once -c "$tmp/other-prefix.ini" -p 18601 > "$tmp/socket" 2>&1
