@@ -23,11 +23,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (int n = 0; n < 256; ++n) {
         const auto st = cap.next(raw, err);
         if (st != droce::trace::CaptureFile::Status::frame) break;
-        if (raw.bytes.size() > raw.wire_length && raw.wire_length != 0) {
-            // captured more than the wire length is a reader bug only if the reader made it up;
-            // libpcap passes both through, so this is not asserted.
-        }
         const auto d = droce::trace::decode_frame(raw);
+        // Every frame is read and decoded; the first 32 are also printed. Printing (JSON above
+        // all) took most of the time on the corpus's captures of a hundred frames and more
+        // (441 inputs/s), and a mutation that makes frame 100 odd can make frame 5 odd as well.
+        if (n >= 32) continue;
         (void)droce::trace::format_text(d);
         (void)droce::trace::format_json(d, true).dump();
     }
