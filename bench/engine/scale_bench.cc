@@ -17,6 +17,7 @@
 #include <x86intrin.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -112,7 +113,13 @@ void print_counters(ScaleRig& rig) {
 /** Arg(0) = number of QP pairs, all busy. */
 void BM_EngineWrite64BQps(benchmark::State& state) {
     const auto n = static_cast<std::uint32_t>(state.range(0));
+    const auto setup0 = std::chrono::steady_clock::now();
     ScaleRig rig(n);
+    // Control path: creating and connecting the n QP pairs (both devices), per pair.
+    state.counters["setup_us_per_qp"] =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - setup0)
+            .count() /
+        n;
     if (rig.req.size() != n) {
         state.SkipWithError("could not create the QPs");
         return;

@@ -30,7 +30,8 @@ Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
       tx_cache_(ports_.size()), tx_stage_room_(ports_.size(), 0), mrs_(rc::kMaxMr),
       neigh_(clock, 256), qps_(rc::kMaxQp) {
     live_qps_.reserve(rc::kMaxQp); // create_qp inserts without allocating
-    active_.reserve(rc::kMaxQp);   // activate() appends without allocating
+    qps_by_addr_.reserve(rc::kMaxQp);
+    active_.reserve(rc::kMaxQp); // activate() appends without allocating
     active_flag_.assign(rc::kMaxQp, 0);
     err_seen_.assign(rc::kMaxQp, 0);
     counted_receiving_.assign(rc::kMaxQp, 0);
@@ -241,7 +242,9 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
         *err = EINVAL;
         return nullptr;
     }
-    auto slot = std::find_if(qps_.begin(), qps_.end(), [](auto& q) { return !q; });
+    auto slot =
+        std::find_if(qps_.begin() + free_slot_hint_, qps_.end(), [](auto& q) { return !q; });
+    free_slot_hint_ = static_cast<std::uint32_t>(slot - qps_.begin());
     if (slot == qps_.end()) {
         *err = ENOMEM;
         return nullptr;
@@ -255,6 +258,9 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
         std::lower_bound(live_qps_.begin(), live_qps_.end(), raw,
                          [](const rc::Qp* a, const rc::Qp* b) { return a->qpn < b->qpn; }),
         raw);
+    qps_by_addr_.insert(
+        std::lower_bound(qps_by_addr_.begin(), qps_by_addr_.end(), raw, std::less<const rc::Qp*>{}),
+        raw);
     char scope[16];
     std::snprintf(scope, sizeof scope, "qp/0x%06x", raw->qpn);
     registry_.add(scope, kCounterNames, raw->counters.cells());
@@ -265,6 +271,12 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
     return raw;
 }
 
+bool Device::owns_qp(const rc::Qp* qp) const noexcept {
+    // std::less: a total order on pointers, whatever object they point into.
+    return std::binary_search(qps_by_addr_.begin(), qps_by_addr_.end(), qp,
+                              std::less<const rc::Qp*>{});
+}
+
 int Device::destroy_qp(rc::Qp* qp) noexcept {
     // Freed after the section ends (declared before it): the engine need not wait for the free.
     std::unique_ptr<rc::Qp> doomed;
@@ -272,8 +284,8 @@ int Device::destroy_qp(rc::Qp* qp) noexcept {
     if (!qp) return 0;
     // Found by address, never by reading *qp: a QP destroyed before (or another device's) is EINVAL
     // without touching freed memory, as destroy_cq and dealloc_pd already do.
-    auto it = std::find_if(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; });
-    if (it == qps_.end()) return EINVAL;
+    if (!owns_qp(qp)) return EINVAL;
+    auto it = qps_.begin() + qp_index(qp->qpn);
     // Payload the QP lent to a driver by reference may still be out (a PMD's tx ring, a peer): the
     // segments' release callbacks will write to its TxRefs, so the device keeps them (~Device).
     rc::Qp& q = **it;
@@ -283,8 +295,13 @@ int Device::destroy_qp(rc::Qp* qp) noexcept {
             break;
         }
     }
-    live_qps_.erase(std::find(live_qps_.begin(), live_qps_.end(), qp));
+    live_qps_.erase(
+        std::lower_bound(live_qps_.begin(), live_qps_.end(), qp,
+                         [](const rc::Qp* a, const rc::Qp* b) { return a->qpn < b->qpn; }));
+    qps_by_addr_.erase(
+        std::lower_bound(qps_by_addr_.begin(), qps_by_addr_.end(), qp, std::less<const rc::Qp*>{}));
     const std::uint32_t slot = qp_index(qp->qpn);
+    free_slot_hint_ = std::min(free_slot_hint_, slot);
     if (counted_receiving_[slot]) {
         counted_receiving_[slot] = 0;
         receiving_qps_.fetch_sub(1, std::memory_order_relaxed);
@@ -384,8 +401,7 @@ void Device::set_path(rc::Qp& qp) noexcept {
 
 int Device::set_remote_planes(rc::Qp* qp, std::span<const rc::RemotePlane> planes) noexcept {
     ControlSection section(*this);
-    if (!qp || std::none_of(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; }))
-        return EINVAL;
+    if (!qp || !owns_qp(qp)) return EINVAL;
     if (!qp->transport->multiplane || planes.size() > ports_.size()) return EINVAL;
     std::copy(planes.begin(), planes.end(), qp->remote_planes.begin());
     qp->num_remote_planes = static_cast<std::uint8_t>(planes.size());
@@ -401,8 +417,7 @@ void Device::set_dcqcn(const cc::DcqcnProfile* profile) noexcept {
 
 int Device::set_qp_dcqcn(rc::Qp* qp, const cc::DcqcnProfile* profile) noexcept {
     ControlSection section(*this);
-    if (!qp || std::none_of(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; }))
-        return EINVAL;
+    if (!qp || !owns_qp(qp)) return EINVAL;
     rc::pacer_set_dcqcn(*qp, profile, ports_[qp->attr.port_num - 1u].line_rate_mbps);
     if (qp->state != QpState::reset && qp->state != QpState::init) set_path(*qp); // ECT bits
     sync_timer(*qp);
@@ -412,9 +427,7 @@ int Device::set_qp_dcqcn(rc::Qp* qp, const cc::DcqcnProfile* profile) noexcept {
 
 int Device::set_qp_rate_limit(rc::Qp* qp, double mbps) noexcept {
     ControlSection section(*this);
-    if (!qp || mbps < 0 ||
-        std::none_of(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; }))
-        return EINVAL;
+    if (!qp || mbps < 0 || !owns_qp(qp)) return EINVAL;
     rc::pacer_set_rate_limit(*qp, mbps);
     activate(qp_index(qp->qpn));
     return 0;
@@ -429,10 +442,8 @@ int Device::set_port_admin(unsigned port, bool up) noexcept {
 
 int Device::modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) noexcept {
     ControlSection section(*this);
-    // Found by address before *qp is read: a destroyed or foreign QP is EINVAL (control path,
-    // O(kMaxQp)).
-    if (!qp || std::none_of(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; }))
-        return EINVAL;
+    // Found by address before *qp is read: a destroyed or foreign QP is EINVAL.
+    if (!qp || !owns_qp(qp)) return EINVAL;
     const int err = qp->transport->modify(qp, attr, mask, port_mtu_, ctx_);
     if (err != 0) return err;
     // By the slot's flag, not the state before: the engine moves a QP to ERR on its own.

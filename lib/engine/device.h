@@ -641,6 +641,17 @@ class Device {
      * create_qp / destroy_qp (control path, inside a ControlSection), read by the engine.
      */
     std::vector<rc::Qp*> live_qps_;
+    /**
+     * The same QPs in address order: owns_qp() tells a live QP of this device from a destroyed or
+     * foreign pointer by a binary search, without reading *qp (a scan of all kMaxQp slots per
+     * modify_qp cost a 16 K-QP set-up most of its time). Capacity kMaxQp reserved at construction;
+     * changed by create_qp / destroy_qp only.
+     */
+    std::vector<const rc::Qp*> qps_by_addr_;
+    /** No qps_ slot below this index is free (create_qp searches from it; destroy_qp lowers it). */
+    std::uint32_t free_slot_hint_ = 0;
+    /** True when @p qp is a live QP of this device. Control path. */
+    [[nodiscard]] bool owns_qp(const rc::Qp* qp) const noexcept;
     std::atomic<std::uint32_t> receiving_qps_{0}; ///< receiving_qps(): written in control sections
     /** Per QP slot: counted in receiving_qps_ (set and cleared with it, control sections). */
     std::vector<std::uint8_t> counted_receiving_;

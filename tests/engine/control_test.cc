@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <thread>
+#include <vector>
 
 #include "two_engines.h"
 
@@ -119,6 +120,51 @@ TEST(ControlSection, QpChurnOnTheStreamingDeviceNeverStallsTheStream) {
     }
     RecordProperty("worst_gap_ns", static_cast<int>(best.count()));
     EXPECT_LT(best, milliseconds(1)) << "a control call stalled the stream in every round";
+}
+
+} // namespace
+} // namespace droce::test
+
+namespace droce::test {
+namespace {
+
+/**
+ * QPNs are handed out lowest free slot first, and a destroyed QP's handle is refused: create_qp
+ * searches from a hint that destroy_qp lowers, and the handle checks (modify_qp, destroy_qp) look
+ * the pointer up among the live QPs by address instead of scanning every slot.
+ */
+TEST(ControlPath, QpnReuseAndStaleHandles) {
+    TwoEngines t(1, /*ipv6=*/false, /*real_time=*/false);
+    const auto make = [&] {
+        int err = 0;
+        return t.dev[0]->create_qp(t.pd[0], t.send_cq[0], t.recv_cq[0], rc::QpCap{16, 16, 1, 1, 0},
+                                   false, &err);
+    };
+    std::vector<rc::Qp*> q;
+    for (int i = 0; i < 6; ++i) {
+        q.push_back(make());
+        ASSERT_NE(q.back(), nullptr);
+        if (i) EXPECT_EQ(q[i]->qpn, q[i - 1]->qpn + 1);
+    }
+    const std::uint32_t qpn1 = q[1]->qpn, qpn4 = q[4]->qpn;
+    EXPECT_EQ(t.dev[0]->destroy_qp(q[4]), 0);
+    EXPECT_EQ(t.dev[0]->destroy_qp(q[1]), 0);
+    rc::QpAttr a;
+    a.qp_state = rc::QpState::err;
+    EXPECT_EQ(t.dev[0]->modify_qp(q[1], a, rc::kQpState), EINVAL) << "destroyed";
+    EXPECT_EQ(t.dev[0]->destroy_qp(q[4]), EINVAL) << "double destroy";
+    rc::Qp* r1 = make();
+    rc::Qp* r4 = make();
+    rc::Qp* r6 = make();
+    ASSERT_TRUE(r1 && r4 && r6);
+    EXPECT_EQ(r1->qpn, qpn1) << "the lowest free slot first";
+    EXPECT_EQ(r4->qpn, qpn4);
+    EXPECT_EQ(r6->qpn, q[5]->qpn + 1);
+    EXPECT_EQ(t.dev[0]->modify_qp(r4, a, rc::kQpState), 0);
+    EXPECT_EQ(r4->state, rc::QpState::err);
+    for (rc::Qp* x : {q[0], r1, q[2], q[3], r4, q[5], r6})
+        EXPECT_EQ(t.dev[0]->destroy_qp(x), 0);
+    EXPECT_EQ(t.dev[0]->destroy_qp(r6), EINVAL);
 }
 
 } // namespace
