@@ -237,7 +237,8 @@ struct Pair {
             mrc::MrcAttr a;
             a.max_inflight = 64;
             a.timeout = 10;
-            // A short retry budget and sparse probes, as the RC pair's retry_cnt 2: an input that
+            // A short retry budget (2 at the base timeout, 2 doubling; the RC pair has retry_cnt
+            // 2) and sparse probes: an input that
             // leaves a WQE stuck ends in a few dozen settle steps. With the defaults (7 linear +
             // 7 doubling timeouts, probes every 250 us) settle stepped through ~250 ms of probes,
             // thousands of passes per input: 124 inputs/s.

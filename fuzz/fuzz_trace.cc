@@ -2,7 +2,7 @@
 // libFuzzer target: droce-trace's capture reader (pcap through libpcap, pcapng block by block in
 // apps/droce-trace/capture.cc) and its decoder and formatters, on any file contents. The input is
 // written to a private temporary file (the reader opens a path) and every frame it yields is
-// decoded and printed as text and JSON, as `droce-trace FILE` and `--json` do.
+// decoded; the first 32 are also printed as text and JSON, as `droce-trace FILE` and `--json` do.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

@@ -24,6 +24,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,11 +51,16 @@ std::uint64_t now_ns() {
            static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
+/** Pins the calling thread to @p cpu; exits the program when it cannot (the figures would not
+ *  be what they say: the waiter must share CPU 0 with the application). */
 void pin(int cpu) {
     cpu_set_t s;
     CPU_ZERO(&s);
     CPU_SET(cpu, &s);
-    pthread_setaffinity_np(pthread_self(), sizeof s, &s);
+    if (const int e = pthread_setaffinity_np(pthread_self(), sizeof s, &s); e != 0) {
+        std::fprintf(stderr, "wake_latency: cannot run on CPU %d: %s\n", cpu, std::strerror(e));
+        std::exit(1);
+    }
 }
 
 enum class Wait { nap, yield, eventfd };
@@ -68,6 +75,10 @@ Result run(Wait how, std::uint64_t nap_ns, bool competitor = true) {
     std::atomic<bool> stop{false};
     std::atomic<std::uint64_t> raised{0}; // when the pending event was raised; 0 = none
     const int efd = eventfd(0, 0);
+    if (efd < 0) {
+        std::perror("wake_latency: eventfd");
+        std::exit(1);
+    }
     std::vector<std::uint64_t> lat;
     lat.reserve(kEvents);
     std::thread app([&] {
@@ -78,11 +89,15 @@ Result run(Wait how, std::uint64_t nap_ns, bool competitor = true) {
     std::thread waiter([&] {
         pin(0);
         prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-        while (!stop.load(std::memory_order_relaxed)) {
+        for (;;) {
+            // stop is read before the look: the peer raises its last event before it sets stop,
+            // so that event is still collected.
+            const bool last = stop.load();
             if (const std::uint64_t t = raised.exchange(0)) {
                 lat.push_back(now_ns() - t);
                 continue;
             }
+            if (last) break;
             if (how == Wait::nap) {
                 timespec ts{0, static_cast<long>(nap_ns)};
                 ppoll(nullptr, 0, &ts, nullptr);

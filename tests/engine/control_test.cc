@@ -144,11 +144,14 @@ TEST(ControlPath, QpnReuseAndStaleHandles) {
     for (int i = 0; i < 6; ++i) {
         q.push_back(make());
         ASSERT_NE(q.back(), nullptr);
-        if (i) EXPECT_EQ(q[i]->qpn, q[i - 1]->qpn + 1);
+        if (i) {
+            EXPECT_EQ(q[i]->qpn, q[i - 1]->qpn + 1);
+        }
     }
     const std::uint32_t qpn1 = q[1]->qpn, qpn4 = q[4]->qpn;
-    EXPECT_EQ(t.dev[0]->destroy_qp(q[4]), 0);
+    // The lower slot first: the higher one must not raise the search's starting point past it.
     EXPECT_EQ(t.dev[0]->destroy_qp(q[1]), 0);
+    EXPECT_EQ(t.dev[0]->destroy_qp(q[4]), 0);
     rc::QpAttr a;
     a.qp_state = rc::QpState::err;
     EXPECT_EQ(t.dev[0]->modify_qp(q[1], a, rc::kQpState), EINVAL) << "destroyed";
