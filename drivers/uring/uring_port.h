@@ -65,7 +65,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "port/port.h"
@@ -112,6 +114,13 @@ enum class PortCounter : std::uint8_t {
 inline constexpr unsigned kNumPortCounters = static_cast<unsigned>(PortCounter::count_);
 /** Name of a counter, e.g. "tx_dropped_no_socket". */
 [[nodiscard]] const char* to_string(PortCounter c) noexcept;
+/** The counters' names in PortCounter order: the port's block in its device's CounterRegistry
+ *  ("port<N>/uring", listed by the Runtime; droce-stat and telemetry show it). */
+inline constexpr std::string_view kPortCounterNames[kNumPortCounters] = {
+#define DROCE_X(name) #name,
+    DROCE_URING_COUNTERS(DROCE_X)
+#undef DROCE_X
+};
 
 /** How the port receives. */
 enum class RecvMode : std::uint8_t {
@@ -365,6 +374,11 @@ class UringPort final : public PortDriver {
     [[nodiscard]] std::uint8_t steering_slot() const noexcept { return slot_; }
     /** Buffers on the free list now. */
     [[nodiscard]] std::uint32_t free_buffers() const noexcept { return free_n_; }
+    /** Every counter cell, in PortCounter order (kPortCounterNames); they live as long as the
+     *  port. Read them with relaxed loads, from any thread. */
+    [[nodiscard]] std::span<const std::atomic<std::uint64_t>> counter_cells() const noexcept {
+        return counters_;
+    }
     [[nodiscard]] std::uint64_t counter(PortCounter c) const noexcept {
         return counters_[static_cast<unsigned>(c)].load(std::memory_order_relaxed);
     }

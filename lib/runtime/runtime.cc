@@ -305,6 +305,14 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
         if (share_slot > 0) // a fresh device has no QP: cannot fail
             (void)slot.dev->set_qpn_steering_slot(static_cast<std::uint8_t>(share_slot));
         if (dc.dcqcn != "off") slot.dev->set_dcqcn(cc::profile_by_name(dc.dcqcn));
+        // A uring port's own counters (GSO sends, zero-copy, socket drops, ...) beside the
+        // device's: droce-stat and telemetry list them as "port<N>/uring". The device is
+        // destroyed before its ports (DeviceSlot's member order), so the block never outlives them.
+        for (unsigned p = 0; p < slot.uring.size(); ++p)
+            if (slot.uring[p])
+                slot.dev->counter_registry().add("port" + std::to_string(p + 1) + "/uring",
+                                                 uring::kPortCounterNames,
+                                                 slot.uring[p]->counter_cells());
         // DROCE_TX_BYREF_MIN=BYTES|off: smallest payload sent by reference (zero-copy) where a port
         // can; "off" copies everything. For benchmarks comparing both in one run (bench/e2e/run).
         if (const char* zc = std::getenv("DROCE_TX_BYREF_MIN"); zc && *zc) {

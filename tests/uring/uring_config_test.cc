@@ -8,12 +8,17 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "config/config.h"
+#include "runtime/runtime.h"
+#include "uring/uring_port.h"
 
 namespace droce {
 namespace {
@@ -183,6 +188,36 @@ TEST(UringConfig, BadLinesAreRefusedWithLineAndKey) {
     // A dpdk port still needs devargs and mac.
     EXPECT_NE(load_error(file("ip = 10.0.0.1/24\n")).find("missing required key \"devargs\""),
               std::string::npos);
+}
+
+} // namespace
+} // namespace droce
+
+namespace droce {
+namespace {
+
+/** A Runtime lists each uring port's own counters in its device's registry ("port1/uring"), so
+ *  that telemetry and droce-stat show them beside the device's. */
+TEST(UringRuntime, PortCountersAreInTheDeviceRegistry) {
+    // A UDP port of this process's own: uring tests may run beside this one on 4791.
+    const int udp = 20000 + static_cast<int>(::getpid() % 20000);
+    TempFile f("[device]\nname = u0\n[port0]\ndriver = uring\nip = 127.0.0.1/8\ninterface = lo\n"
+               "udp_port = " +
+               std::to_string(udp) + "\npeer_udp_port = " + std::to_string(udp) + "\n");
+    std::string err;
+    RuntimeOptions opts;
+    opts.telemetry = false;
+    auto rt = Runtime::create(f.path(), opts, &err);
+    ASSERT_TRUE(rt) << err;
+    ASSERT_EQ(rt->num_devices(), 1u);
+    std::vector<std::string> names;
+    rt->device(0).counter_registry().for_each(
+        [&](std::string_view scope, std::string_view name, std::uint64_t) {
+            if (scope == "port1/uring") names.emplace_back(name);
+        });
+    ASSERT_EQ(names.size(), uring::kNumPortCounters);
+    EXPECT_EQ(names.front(), uring::to_string(static_cast<uring::PortCounter>(0)));
+    EXPECT_NE(std::find(names.begin(), names.end(), "tx_gso_sends"), names.end());
 }
 
 } // namespace
