@@ -486,16 +486,9 @@ struct UringPort::GsoGroup {
 };
 
 const char* to_string(PortCounter c) noexcept {
-    switch (c) {
-#define DROCE_X(name)                                                                              \
-    case PortCounter::name:                                                                        \
-        return #name;
-        DROCE_URING_COUNTERS(DROCE_X)
-#undef DROCE_X
-    case PortCounter::count_:
-        break;
-    }
-    return "?";
+    const auto i = static_cast<unsigned>(c);
+    // The names are string literals: NUL-terminated.
+    return i < kNumPortCounters ? kPortCounterNames[i].data() : "?";
 }
 
 const char* to_string(SendZc z) noexcept {

@@ -193,6 +193,11 @@ int Device::destroy_cq(rc::Cq* cq) noexcept {
     return 0;
 }
 
+namespace {
+/** live_qps_'s order. */
+constexpr auto by_qpn = [](const rc::Qp* a, const rc::Qp* b) { return a->qpn < b->qpn; };
+} // namespace
+
 rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const rc::QpCap& cap,
                           bool sq_sig_all, int* err, const rc::TransportOps& transport) noexcept {
     if (!pd || !send_cq || !recv_cq || cap.max_send_wr > rc::kMaxQpWr ||
@@ -254,10 +259,7 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
     rc::Qp* raw = qp.get();
     *slot = std::move(qp);
     // QPN order; never reallocates (capacity kMaxQp reserved in the constructor).
-    live_qps_.insert(
-        std::lower_bound(live_qps_.begin(), live_qps_.end(), raw,
-                         [](const rc::Qp* a, const rc::Qp* b) { return a->qpn < b->qpn; }),
-        raw);
+    live_qps_.insert(std::lower_bound(live_qps_.begin(), live_qps_.end(), raw, by_qpn), raw);
     qps_by_addr_.insert(
         std::lower_bound(qps_by_addr_.begin(), qps_by_addr_.end(), raw, std::less<const rc::Qp*>{}),
         raw);
@@ -295,9 +297,7 @@ int Device::destroy_qp(rc::Qp* qp) noexcept {
             break;
         }
     }
-    live_qps_.erase(
-        std::lower_bound(live_qps_.begin(), live_qps_.end(), qp,
-                         [](const rc::Qp* a, const rc::Qp* b) { return a->qpn < b->qpn; }));
+    live_qps_.erase(std::lower_bound(live_qps_.begin(), live_qps_.end(), qp, by_qpn));
     qps_by_addr_.erase(
         std::lower_bound(qps_by_addr_.begin(), qps_by_addr_.end(), qp, std::less<const rc::Qp*>{}));
     const std::uint32_t slot = qp_index(qp->qpn);
@@ -401,7 +401,7 @@ void Device::set_path(rc::Qp& qp) noexcept {
 
 int Device::set_remote_planes(rc::Qp* qp, std::span<const rc::RemotePlane> planes) noexcept {
     ControlSection section(*this);
-    if (!qp || !owns_qp(qp)) return EINVAL;
+    if (!owns_qp(qp)) return EINVAL; // null is not a live QP
     if (!qp->transport->multiplane || planes.size() > ports_.size()) return EINVAL;
     std::copy(planes.begin(), planes.end(), qp->remote_planes.begin());
     qp->num_remote_planes = static_cast<std::uint8_t>(planes.size());
@@ -417,7 +417,7 @@ void Device::set_dcqcn(const cc::DcqcnProfile* profile) noexcept {
 
 int Device::set_qp_dcqcn(rc::Qp* qp, const cc::DcqcnProfile* profile) noexcept {
     ControlSection section(*this);
-    if (!qp || !owns_qp(qp)) return EINVAL;
+    if (!owns_qp(qp)) return EINVAL; // null is not a live QP
     rc::pacer_set_dcqcn(*qp, profile, ports_[qp->attr.port_num - 1u].line_rate_mbps);
     if (qp->state != QpState::reset && qp->state != QpState::init) set_path(*qp); // ECT bits
     sync_timer(*qp);
@@ -427,7 +427,7 @@ int Device::set_qp_dcqcn(rc::Qp* qp, const cc::DcqcnProfile* profile) noexcept {
 
 int Device::set_qp_rate_limit(rc::Qp* qp, double mbps) noexcept {
     ControlSection section(*this);
-    if (!qp || mbps < 0 || !owns_qp(qp)) return EINVAL;
+    if (mbps < 0 || !owns_qp(qp)) return EINVAL;
     rc::pacer_set_rate_limit(*qp, mbps);
     activate(qp_index(qp->qpn));
     return 0;
@@ -443,7 +443,7 @@ int Device::set_port_admin(unsigned port, bool up) noexcept {
 int Device::modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) noexcept {
     ControlSection section(*this);
     // Found by address before *qp is read: a destroyed or foreign QP is EINVAL.
-    if (!qp || !owns_qp(qp)) return EINVAL;
+    if (!owns_qp(qp)) return EINVAL; // null is not a live QP
     const int err = qp->transport->modify(qp, attr, mask, port_mtu_, ctx_);
     if (err != 0) return err;
     // By the slot's flag, not the state before: the engine moves a QP to ERR on its own.
