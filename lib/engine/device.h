@@ -339,6 +339,11 @@ class Device {
     // ---- datapath, application side ----
     /**
      * Posts @p n send WQEs (ibv_post_send). Stops at the first bad one.
+     * @p qp: a live QP; another device's QP or null is EINVAL (an O(1) check through the QPN it
+     * holds). A destroyed QP's memory is gone: posting to it is the caller's use after free, as
+     * ibv_post_send on a destroyed ibv_qp is; the control calls (modify_qp, destroy_qp, ...) find
+     * QPs by address instead (owns_qp) and return EINVAL. A binary search on every post would cost
+     * the datapath at 16 K QPs what one call to ibv_destroy_qp saves.
      * @param[out] bad index of the first WQE not posted (n when all were posted)
      * @return 0; EINVAL (QP not in RTS/SQD/ERR... see README, unsupported opcode, num_sge above the
      * QP's cap, inline data too long or inline on READ/atomic, unaligned atomic length); ENOMEM (SQ
@@ -349,7 +354,10 @@ class Device {
      */
     int post_send(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n, std::uint32_t* bad,
                   unsigned progress_passes = 0) noexcept;
-    /** ibv_post_recv. @return 0, EINVAL (QP in RESET, too many SGEs), ENOMEM (RQ full). */
+    /**
+     * ibv_post_recv; @p qp as for post_send. @return 0, EINVAL (null or another device's QP, QP in
+     * RESET, too many SGEs), ENOMEM (RQ full).
+     */
     int post_recv(rc::Qp* qp, const rc::RecvWqe* wrs, std::uint32_t n, std::uint32_t* bad) noexcept;
     /** ibv_poll_cq: copies up to @p n CQEs into @p out. @return how many (0..n). */
     std::uint32_t poll_cq(rc::Cq* cq, rc::Cqe* out, std::uint32_t n) noexcept;
@@ -396,6 +404,20 @@ class Device {
      */
     bool sleep_until_doorbell(std::uint64_t max_ns, int extra_fd = -1,
                               bool long_when_no_receiver = true) noexcept;
+    /**
+     * sleep_until_doorbell() for one thread that serves several devices (Runtime's shared engine
+     * thread): every device in @p devs publishes "asleep", so that a post to any of them rings its
+     * doorbell, and the nap ends at the first doorbell or receive interrupt of any of them, at the
+     * earliest of their timer deadlines, or after @p max_ns. With @p long_when_no_receiver, the
+     * long nap (kNoReceiverNapNs) only when no device has a QP that can receive. At most
+     * kMaxNapDevices devices: the first ones of a longer list are served, the others' work is seen
+     * when the nap ends. Thread rules and return value as sleep_until_doorbell().
+     */
+    static bool sleep_until_any_doorbell(std::span<Device* const> devs, std::uint64_t max_ns,
+                                         int extra_fd = -1,
+                                         bool long_when_no_receiver = true) noexcept;
+    /** Devices one sleep_until_any_doorbell() call serves (a config has at most 4). */
+    static constexpr std::size_t kMaxNapDevices = 4;
     /** Longest nap of a sleeper that found another thread running the engine (ns). */
     static constexpr std::uint64_t kBusyNapNs = 20'000;
     /**
@@ -698,6 +720,19 @@ class Device {
     std::atomic<std::uint64_t> nap_deadline_ns_{0};
     /** Doorbell, the extra fd, and up to four ports' receive interrupts. */
     static constexpr std::size_t kMaxWakeFds = 6;
+    /** What a sleeper saw of one device before its nap (look_before_nap). */
+    struct NapLook {
+        bool owner = false;        ///< it held the poll flag for the look (timers and interrupts)
+        bool work = false;         ///< work waiting, or a control section: no nap
+        bool may_nap_long = false; ///< no receiving QP, no recent endpoint probe
+        unsigned armed = 0;        ///< receive interrupts armed (irq_ports_[0 .. armed))
+        std::uint64_t deadline_ns = 0; ///< earliest timer (0: none)
+    };
+    /** Raises asleep_, then (with the poll flag) looks for work and timers and arms the receive
+     *  interrupts. Always followed by end_nap() with its result. */
+    NapLook look_before_nap(bool long_when_no_receiver) noexcept;
+    /** Disarms what look_before_nap() armed and lowers asleep_. */
+    void end_nap(const NapLook& look) noexcept;
     [[nodiscard]] bool try_own_poll() noexcept;
     /** Gives the poll ownership back; rings a napping engine's doorbell when @p work_left. */
     void release_poll(bool work_left) noexcept;

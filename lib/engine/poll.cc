@@ -215,70 +215,44 @@ std::uint32_t Device::pass() noexcept {
     return work + (wait_release ? 1u : 0u);
 }
 
-bool Device::sleep_until_doorbell(std::uint64_t max_ns, int extra_fd,
-                                  bool long_when_no_receiver) noexcept {
-    bool woken = false;
+Device::NapLook Device::look_before_nap(bool long_when_no_receiver) noexcept {
+    NapLook l;
     asleep_.fetch_add(1, std::memory_order_seq_cst);
     // The look at the engine state needs the poll flag. Another thread driving the engine now
     // (an application in ibv_poll_cq) wakes us when it leaves work behind (release_poll): nap on
     // the doorbell only, briefly, without touching the ports it is polling.
-    const bool owner = try_own_poll();
+    l.owner = try_own_poll();
+    if (!l.owner) return l;
     // The QP list is read under the handshake (a control section may be changing it); the nap is
     // taken outside it, so control sections never wait for a sleeping engine.
-    bool work = false;
-    std::uint64_t deadline = 0;
-    if (owner) {
-        if (!enter_pass()) {
-            release_poll(false);
-            asleep_.fetch_sub(1, std::memory_order_seq_cst);
-            return true; // a control section is waiting: not an idle nap
-        }
-        // Looped-back frames, active QPs, or a doorbell rung since the last pass: no sleep.
-        work = loopback_.size() > 0 || !active_.empty();
-        for (const auto& sw : doorbell_summary_)
-            if (sw.load(std::memory_order_seq_cst) != 0) work = true;
-        deadline = work ? 0 : timers_.next_deadline_ns();
-        // No QP can receive, and no MRC endpoint probe went out or came in lately (a probe is
-        // answered, and a reply timed, by the engine with no QP on either side).
-        if (long_when_no_receiver && receiving_qps() == 0 &&
-            clock_->now_ns() >= ep_active_until_ns_.load(std::memory_order_relaxed))
-            max_ns = std::max(max_ns, kNoReceiverNapNs);
-        leave_pass();
-    } else {
-        max_ns = std::min<std::uint64_t>(max_ns, kBusyNapNs);
+    if (!enter_pass()) {
+        release_poll(false);
+        l.owner = false;
+        l.work = true; // a control section is waiting: not an idle nap
+        return l;
     }
+    // Looped-back frames, active QPs, or a doorbell rung since the last pass: no sleep.
+    l.work = loopback_.size() > 0 || !active_.empty();
+    for (const auto& sw : doorbell_summary_)
+        if (sw.load(std::memory_order_seq_cst) != 0) l.work = true;
+    l.deadline_ns = l.work ? 0 : timers_.next_deadline_ns();
+    // No QP can receive, and no MRC endpoint probe went out or came in lately (a probe is
+    // answered, and a reply timed, by the engine with no QP on either side).
+    l.may_nap_long = long_when_no_receiver && receiving_qps() == 0 &&
+                     clock_->now_ns() >= ep_active_until_ns_.load(std::memory_order_relaxed);
+    leave_pass();
     // Ports with a receive interrupt: armed before the last look, so a frame arriving after it
     // makes its descriptor readable; one already waiting cancels the nap. Only the owner arms
     // (the driver's arm and its rx_burst belong to one thread at a time).
-    unsigned armed = 0;
-    for (; owner && !work && armed < irq_ports_.size(); ++armed)
-        if (!ports_[irq_ports_[armed]].driver->rx_interrupt_arm()) work = true;
-    if (owner) {
-        nap_deadline_ns_.store(deadline ? deadline : UINT64_MAX, std::memory_order_relaxed);
-        release_poll(false);
-    }
-    if (!work && doorbell_fd_ >= 0) {
-        std::uint64_t wait = max_ns;
-        const std::uint64_t now = clock_->now_ns();
-        if (deadline) wait = deadline > now ? std::min(wait, deadline - now) : 0;
-        if (wait > 0) {
-            // A copy on the stack: several threads may nap at once (an engine thread and
-            // application threads waiting in ibv_get_cq_event); the receive interrupts only for
-            // the owner that armed them.
-            std::array<pollfd, kMaxWakeFds> fds{};
-            std::size_t n = 0;
-            fds[n++] = {doorbell_fd_, POLLIN, 0};
-            if (extra_fd >= 0) fds[n++] = {extra_fd, POLLIN, 0};
-            for (unsigned i = 0; i < armed; ++i)
-                fds[n++] = wake_fds_[i + 1];
-            timespec ts{static_cast<time_t>(wait / 1'000'000'000u),
-                        static_cast<long>(wait % 1'000'000'000u)};
-            woken = ppoll(fds.data(), n, &ts, nullptr) > 0;
-            std::uint64_t drained;
-            [[maybe_unused]] ssize_t r = read(doorbell_fd_, &drained, sizeof drained);
-        }
-    }
-    if (armed) {
+    for (; !l.work && l.armed < irq_ports_.size(); ++l.armed)
+        if (!ports_[irq_ports_[l.armed]].driver->rx_interrupt_arm()) l.work = true;
+    nap_deadline_ns_.store(l.deadline_ns ? l.deadline_ns : UINT64_MAX, std::memory_order_relaxed);
+    release_poll(false);
+    return l;
+}
+
+void Device::end_nap(const NapLook& l) noexcept {
+    if (l.armed) {
         // Disarming touches the driver: wait for the flag (at most one pass of another driver).
         nap_deadline_ns_.store(0, std::memory_order_relaxed);
         for (unsigned spins = 0; !try_own_poll(); ++spins) {
@@ -287,13 +261,70 @@ bool Device::sleep_until_doorbell(std::uint64_t max_ns, int extra_fd,
             else
                 sched_yield();
         }
-        for (unsigned i = 0; i < armed; ++i)
+        for (unsigned i = 0; i < l.armed; ++i)
             ports_[irq_ports_[i]].driver->rx_interrupt_disarm();
         release_poll(false);
-    } else if (owner) {
+    } else if (l.owner) {
         nap_deadline_ns_.store(0, std::memory_order_relaxed);
     }
     asleep_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+bool Device::sleep_until_doorbell(std::uint64_t max_ns, int extra_fd,
+                                  bool long_when_no_receiver) noexcept {
+    Device* const self = this;
+    return sleep_until_any_doorbell(std::span<Device* const>(&self, 1), max_ns, extra_fd,
+                                    long_when_no_receiver);
+}
+
+bool Device::sleep_until_any_doorbell(std::span<Device* const> devs, std::uint64_t max_ns,
+                                      int extra_fd, bool long_when_no_receiver) noexcept {
+    if (devs.size() > kMaxNapDevices) devs = devs.first(kMaxNapDevices);
+    std::array<NapLook, kMaxNapDevices> looks{};
+    bool work = false;
+    bool all_may_nap_long = long_when_no_receiver;
+    std::uint64_t deadline = 0; // the earliest timer of any device (0: none)
+    for (std::size_t d = 0; d < devs.size(); ++d) {
+        // Every device raises asleep_ before any is looked at, and keeps it until the nap ends:
+        // a poster of any of them rings its doorbell, which is in the poll set below.
+        NapLook& l = looks[d];
+        l = devs[d]->look_before_nap(long_when_no_receiver);
+        work = work || l.work;
+        if (!l.owner) max_ns = std::min<std::uint64_t>(max_ns, kBusyNapNs);
+        all_may_nap_long = all_may_nap_long && l.owner && l.may_nap_long;
+        if (l.deadline_ns && (!deadline || l.deadline_ns < deadline)) deadline = l.deadline_ns;
+    }
+    // The long nap only when no device served has a QP that can receive.
+    if (all_may_nap_long) max_ns = std::max(max_ns, kNoReceiverNapNs);
+    bool woken = false;
+    if (!work && !devs.empty() && devs[0]->doorbell_fd_ >= 0) {
+        std::uint64_t wait = max_ns;
+        const std::uint64_t now = devs[0]->clock_->now_ns();
+        if (deadline) wait = deadline > now ? std::min(wait, deadline - now) : 0;
+        if (wait > 0) {
+            // A copy on the stack: several threads may nap at once (an engine thread and
+            // application threads waiting in ibv_get_cq_event); the receive interrupts only for
+            // the owner that armed them.
+            std::array<pollfd, 1 + kMaxNapDevices * kMaxWakeFds> fds{};
+            std::size_t n = 0;
+            if (extra_fd >= 0) fds[n++] = {extra_fd, POLLIN, 0};
+            for (std::size_t d = 0; d < devs.size(); ++d) {
+                if (devs[d]->doorbell_fd_ >= 0) fds[n++] = {devs[d]->doorbell_fd_, POLLIN, 0};
+                for (unsigned i = 0; i < looks[d].armed; ++i)
+                    fds[n++] = devs[d]->wake_fds_[i + 1];
+            }
+            timespec ts{static_cast<time_t>(wait / 1'000'000'000u),
+                        static_cast<long>(wait % 1'000'000'000u)};
+            woken = ppoll(fds.data(), n, &ts, nullptr) > 0;
+            for (Device* dev : devs) {
+                if (dev->doorbell_fd_ < 0) continue;
+                std::uint64_t drained;
+                [[maybe_unused]] ssize_t r = read(dev->doorbell_fd_, &drained, sizeof drained);
+            }
+        }
+    }
+    for (std::size_t d = 0; d < devs.size(); ++d)
+        devs[d]->end_nap(looks[d]);
     return woken || work;
 }
 

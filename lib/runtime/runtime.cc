@@ -502,6 +502,9 @@ bool Runtime::start_engines(EngineMode mode) {
     if (mode == EngineMode::shared) {
         shared_stop_.store(false, std::memory_order_relaxed);
         try {
+            shared_devices_.clear();
+            for (auto& s : devices_)
+                shared_devices_.push_back(s.dev.get());
             shared_ = std::thread([this] { shared_loop(); });
         } catch (...) {
             return false;
@@ -537,10 +540,10 @@ void Runtime::leave_shared_ports() noexcept {
 
 void Runtime::shared_loop() noexcept {
     // One thread for every device: spin while there is work or was recently, then yield, then nap
-    // as an EngineThread does (engine_opts_). The nap is on the first device's doorbell and
-    // receive interrupts; the other devices' frames are noticed when it ends (max_sleep_ns), and
-    // their posters run engine passes themselves in the verbs library's default progress mode. It
-    // used to yield for ever: a process of demo.ini's two devices used a whole core while idle.
+    // as an EngineThread does (engine_opts_), on every device's doorbell, receive interrupts and
+    // timers at once. It used to nap on the first device's only: a post to another device in
+    // thread progress mode waited out the nap (max_sleep_ns). It used to yield for ever before
+    // that: a process of demo.ini's two devices used a whole core while idle.
     const std::uint32_t spin_polls = engine_opts_.spin_polls;
     const std::uint32_t nap_after = spin_polls + engine_opts_.yield_polls;
     pthread_setname_np(pthread_self(), EngineThread::kThreadName);
@@ -558,12 +561,8 @@ void Runtime::shared_loop() noexcept {
         } else if (idle < nap_after) {
             sched_yield();
         } else {
-            // The long nap of a device with no receiving QP only when none of them has one.
-            bool receivers = false;
-            for (std::size_t d = 1; d < devices_.size(); ++d)
-                receivers = receivers || devices_[d].dev->receiving_qps() != 0;
             // Woken: poll busily again; slept its time out: nap again unless work comes.
-            idle = devices_[0].dev->sleep_until_doorbell(engine_opts_.max_sleep_ns, -1, !receivers)
+            idle = Device::sleep_until_any_doorbell(shared_devices_, engine_opts_.max_sleep_ns)
                        ? 0
                        : nap_after;
         }

@@ -271,6 +271,8 @@ class Runtime {
     std::uint32_t capture_ring_slots_ = 4096;
     /** lib/telemetry's handle for these devices, or 0. */
     std::uint64_t telemetry_id_ = 0;
+    /** The devices the shared engine thread serves (EngineMode::shared), for its naps. */
+    std::vector<Device*> shared_devices_;
     std::vector<std::unique_ptr<EngineThread>> threads_;
     std::thread shared_;
     std::atomic<bool> shared_stop_{false};

@@ -272,6 +272,57 @@ TEST(EngineThreadIdle, NoReceivingQpNapsLongAndAConnectWakesIt) {
     e1.stop();
 }
 
+/**
+ * One thread serving two devices (Runtime's shared engine thread) naps on both devices' doorbells:
+ * a WRITE posted to the second device, with no passes of its own (thread progress mode), wakes it
+ * at once. It used to nap on the first device's doorbell only, and the WRITE waited out the nap
+ * (2 s here).
+ */
+TEST(EngineThreadIdle, ASharedEngineWakesForEveryDevicesDoorbell) {
+    TwoEngines t(1, /*ipv6=*/false, /*real_time=*/true);
+    const QpPair p = t.connect();
+    auto src = t.buffer(1, 4096, 7);
+    auto dst = t.buffer(0, 4096);
+    std::atomic<bool> stop{false};
+    std::atomic<std::uint64_t> naps{0};
+    Device* const devs[] = {t.dev[0].get(), t.dev[1].get()};
+    std::thread shared([&] {
+        while (!stop.load(std::memory_order_relaxed)) {
+            if (devs[0]->poll() + devs[1]->poll() > 0) continue;
+            naps.fetch_add(1, std::memory_order_relaxed);
+            Device::sleep_until_any_doorbell(devs, 2'000'000'000u);
+        }
+    });
+    const auto napping_by = steady_clock::now() + seconds(5);
+    while (naps.load() == 0 && steady_clock::now() < napping_by)
+        std::this_thread::sleep_for(milliseconds(1));
+    std::this_thread::sleep_for(milliseconds(50)); // into the nap
+    rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, 1, *src, 4096, 0);
+    w.remote_addr = dst->addr(0);
+    w.rkey = dst->mr->rkey;
+    std::uint32_t bad = 0;
+    const auto posted = steady_clock::now();
+    ASSERT_EQ(t.dev[1]->post_send(p.qp[1], &w, 1, &bad, /*progress_passes=*/0), 0);
+    rc::Cqe cqe{};
+    double took_ms = -1;
+    while (steady_clock::now() < posted + seconds(5)) {
+        if (t.dev[1]->poll_cq(t.send_cq[1], &cqe, 1) == 1) {
+            took_ms = duration<double, std::milli>(steady_clock::now() - posted).count();
+            break;
+        }
+        std::this_thread::sleep_for(microseconds(20));
+    }
+    stop.store(true);
+    t.dev[0]->ring_doorbell();
+    shared.join();
+    ASSERT_GE(took_ms, 0) << "the WRITE posted to the second device never completed";
+    EXPECT_EQ(cqe.status, rc::WcStatus::success);
+    EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), 4096), 0);
+    std::printf("a WRITE posted to the second device of a napping shared engine: %.3f ms\n",
+                took_ms);
+    EXPECT_LT(took_ms, 500.0) << "the post did not wake the shared engine's nap";
+}
+
 /** With no engine thread, poll() and progress() from one application thread alone move traffic
  *  (droce-perf --inline-progress, DROCE_PROGRESS=app). */
 TEST(PollOwnership, ProgressAloneCompletesATransfer) {
