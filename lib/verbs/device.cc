@@ -59,7 +59,8 @@ std::atomic<bool> g_open_failed{false};
  * and has librdmacm loaded: a verbs program that gives up there prints only its own words ("IB
  * device X not found", "rdma_create_event_channel failed"), which do not say droce. One line on
  * stderr names the likely cause: a device name the config does not have, or rdma_cm. Not for a
- * program that lists devices to show them (ibv_devices asks their GUIDs).
+ * program that lists devices to show them (ibv_devices asks their GUIDs), unless it has librdmacm
+ * loaded (rping: librdmacm asks the GUIDs).
  */
 void hint_if_nothing_opened() {
     std::fflush(stdout); // the program's buffered output first (see stop_all_engines_at_exit)
@@ -82,9 +83,20 @@ void hint_if_nothing_opened() {
                          "(README: Unsupported)\n");
         return;
     }
-    if (names.empty() || g_guid_asked.load(std::memory_order_relaxed) ||
-        g_open_failed.load(std::memory_order_relaxed))
+    if (names.empty() || g_open_failed.load(std::memory_order_relaxed)) return;
+    const bool rdmacm = dlopen("librdmacm.so.1", RTLD_LAZY | RTLD_NOLOAD) != nullptr;
+    if (g_guid_asked.load(std::memory_order_relaxed)) {
+        // librdmacm lists the devices and asks their GUIDs when it starts, then rping and the
+        // other rdma_cm programs fail without a verbs call ("failed to create RDMA CM event
+        // channel"). ibv_devices, which also asks GUIDs, has no librdmacm.
+        if (rdmacm)
+            std::fprintf(stderr,
+                         "droce: the program looked for RDMA devices through librdmacm and "
+                         "opened none: a program that connects with rdma_cm (rping, ucmatose, "
+                         "perftest -R) cannot run on droce, which has no rdma_cm; exchange QP "
+                         "information out of band instead (README: Unsupported)\n");
         return;
+    }
     std::fprintf(stderr,
                  "droce: the program listed droce's devices (%s, from %s) and opened none: a "
                  "device name it did not find takes one of these (ibv_devices lists them; "

@@ -8,7 +8,8 @@
 #   - unsupported verbs through the drop-in libibverbs.so.1 (ibv_srq_pingpong: SRQ,
 #     ibv_ud_pingpong: UD QPs): "droce: VERB is not supported (README: Unsupported)", once;
 #   - a device name the config does not have (ibv_rc_pingpong -d mlx5_0) and rdma_cm
-#     (ib_write_bw -R): droce's line at exit names the devices there are and says rdma_cm is not.
+#     (ib_write_bw -R, rping): droce's line at exit names the devices there are and says rdma_cm
+#     is not.
 #   - a verbs program (ibv_devinfo) on a memif client config with no server: the no-server line, no
 #     exit hint blaming the device name; droce's exit lines after the program's own buffered output.
 # Root only: it runs in its own mount and network namespace (a tmpfs on /var/run/dpdk, no
@@ -116,6 +117,17 @@ if command -v ib_write_bw > /dev/null; then
     LD_LIBRARY_PATH=$libdir DROCE_CONFIG=$cfg/memif-server.ini timeout 20 ib_write_bw -R \
         -d droce_memif_s -x 0 -F > "$tmp/rdmacm" 2>&1
     expect "perftest -R (rdma_cm)" "$tmp/rdmacm" "which has no rdma_cm; exchange QP information out of band"
+fi
+
+# 7b. rping: librdmacm lists the devices and asks their GUIDs, then fails on its own ("failed to
+# create RDMA CM event channel"); droce's line at exit says rdma_cm is not there.
+if command -v rping > /dev/null; then
+    LD_LIBRARY_PATH=$libdir DROCE_CONFIG=$cfg/uring-a.ini timeout 20 rping -s -a 127.0.0.1 -C 1 \
+        > "$tmp/rping" 2>&1
+    expect "rping (rdma_cm)" "$tmp/rping" "through librdmacm and opened none" \
+        "cannot run on droce, which has no rdma_cm" "README: Unsupported"
+else
+    echo "-- rping not installed (rdmacm-utils): not checked"
 fi
 
 # 8. A verbs program on a memif client config with no server: droce says so when the program
