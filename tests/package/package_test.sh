@@ -57,7 +57,8 @@ dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' > "$tmp/contents"
 for f in /usr/bin/droce-run /usr/bin/droce-perf /usr/bin/droce-trace /usr/bin/droce-stat \
     /usr/bin/droce-burnin /usr/bin/droce-mrcctl /usr/bin/droce-doctor "/usr/lib/$ma/droce/libibverbs.so.1" \
     "/usr/lib/$ma/droce/lib_mrc.so" "/usr/lib/$ma/droce/libmrc.so" /usr/include/droce/mrc.h \
-    /usr/include/droce/mrc_ctl.h /etc/droce/demo.ini /etc/droce/uring-a.ini \
+    /usr/include/droce/mrc_ctl.h /etc/droce/demo.ini /etc/droce/uring-a.ini /etc/droce/pci-nic.ini \
+    /etc/droce/af-xdp.ini /etc/droce/memif-zc-client.ini /etc/droce/memif-zc-server.ini \
     /usr/share/doc/droce/copyright; do
     grep -qx "$f" "$tmp/contents" || fail "package lacks $f"
 done
