@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "diagnose.h"
 
+#include "common/socket_holder.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -204,34 +206,13 @@ bool unix_listener(const std::string& path, bool abstract, Holder* who) {
         break;
     }
     if (inode == 0) return false;
-    const std::string target = "socket:[" + std::to_string(inode) + "]";
-    DIR* proc = opendir("/proc");
-    if (!proc) return false;
-    bool found = false;
-    while (!found) {
-        dirent* e = readdir(proc);
-        if (!e) break;
-        const pid_t pid = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
-        if (pid <= 0) continue;
-        const std::string fddir = std::string("/proc/") + e->d_name + "/fd";
-        DIR* fds = opendir(fddir.c_str());
-        if (!fds) continue;
-        while (dirent* fe = readdir(fds)) {
-            char buf[64];
-            const ssize_t n = readlink((fddir + "/" + fe->d_name).c_str(), buf, sizeof buf - 1);
-            if (n <= 0) continue;
-            buf[n] = '\0';
-            if (target == buf) {
-                who->pid = pid;
-                who->comm = comm_of(pid);
-                found = true;
-                break;
-            }
-        }
-        closedir(fds);
+    SocketHolder h;
+    if (find_socket_holder(inode, &h)) {
+        who->pid = h.pid;
+        who->comm = h.comm;
+    } else {
+        who->pid = 0; // listening, but in a process /proc does not show us
     }
-    closedir(proc);
-    if (!found) who->pid = 0; // listening, but in a process /proc does not show us
     return true;
 }
 

@@ -32,6 +32,7 @@
 #include <optional>
 
 #include "common/clock.h"
+#include "common/socket_holder.h"
 #include "wire/ipv4.h"
 #include "wire/udp.h"
 
@@ -624,8 +625,17 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
         const int e = errno;
         const std::string where =
             "UDP port " + std::to_string(cfg.udp_port) + " on " + addr_text(cfg.ipv4, cfg.addr);
-        if (e == EADDRINUSE && !cfg.share)
-            return fail(where + " is in use by another process; set share = yes to share it");
+        if (e == EADDRINUSE && !cfg.share) {
+            SocketHolder h;
+            const std::string who =
+                find_socket_holder(udp_socket_inode(cfg.udp_port, cfg.ipv4), &h)
+                    ? "PID " + std::to_string(h.pid) + (h.comm.empty() ? "" : " (" + h.comm + ")")
+                    : "another process";
+            return fail(
+                where + " is in use by " + who +
+                ": stop it, give this side another udp_port (and the peer that peer_udp_port), or "
+                "set share = yes in every process that shares it");
+        }
         if (e == EADDRINUSE)
             return fail(where + " is held by a socket that does not share it: every process "
                                 "sharing it must set share = yes and run as the same user");

@@ -4,6 +4,7 @@
 #   - a memif client with no server listening;
 #   - a second process on the same config (its DPDK file prefix is locked): names the first's PID;
 #   - a memif server whose socket another process holds (another file prefix): names the holder;
+#   - a uring port whose UDP port another program holds: names the holder;
 #   - hugepages asked for on a host without a hugetlbfs mount;
 #   - unsupported verbs through the drop-in libibverbs.so.1 (ibv_srq_pingpong: SRQ,
 #     ibv_ud_pingpong: UD QPs): "droce: VERB is not supported (README: Unsupported)", once;
@@ -83,6 +84,19 @@ expect "memif socket in use" "$tmp/socket" \
 [ -d /var/run/dpdk/droce-errtest-other ] && fail "the failed server left its runtime directory"
 kill -INT "$first"
 wait "$first"
+
+# 3b. A uring port's UDP port held by another program (share = no): names it.
+/usr/bin/python3 -c 'import socket, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 4791)); time.sleep(60)' &
+holder=$!
+for i in $(seq 1 50); do ss -Hlun 2>/dev/null | grep -q ':4791 ' && break; sleep 0.1; done
+timeout 30 "$perf" --server --once -c "$cfg/uring-a.ini" > "$tmp/udp" 2>&1
+rc=$?
+[ $rc = 1 ] || fail "UDP port in use: exit $rc, expected 1"
+expect "UDP port in use" "$tmp/udp" "UDP port 4791 on 127.0.0.1 is in use by PID $holder \(python3\)" \
+    "another udp_port" "share = yes"
+kill "$holder"
+wait "$holder" 2>/dev/null
 
 # 4. Hugepages asked for, none mounted (this namespace has no hugetlbfs).
 # (Without `hugepages = auto`: the shipped file would fall back to --no-huge and run.)

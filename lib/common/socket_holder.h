@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * Which process holds a socket: for the errors that say "in use by PID N (name)" (a memif socket,
+ * a UDP port). Control path only (reads /proc; allocates). Header only, so that the DPDK and the
+ * io_uring drivers share it without depending on each other.
+ */
+#pragma once
+
+#include <dirent.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace droce {
+
+/** A process that holds a socket (pid 0: held, but by a process /proc does not show this user). */
+struct SocketHolder {
+    pid_t pid = 0;
+    std::string comm; ///< /proc/PID/comm, the program's name
+};
+
+/**
+ * The first process with a file descriptor on the socket of inode @p inode (/proc/PID/fd links
+ * "socket:[inode]"). Another user's processes are visible to root only.
+ * @return true when one was found (@p who filled), false otherwise.
+ */
+inline bool find_socket_holder(unsigned long inode, SocketHolder* who) {
+    if (inode == 0) return false;
+    const std::string target = "socket:[" + std::to_string(inode) + "]";
+    DIR* proc = opendir("/proc");
+    if (!proc) return false;
+    bool found = false;
+    while (!found) {
+        dirent* e = readdir(proc);
+        if (!e) break;
+        const pid_t pid = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
+        if (pid <= 0) continue;
+        const std::string fddir = std::string("/proc/") + e->d_name + "/fd";
+        DIR* fds = opendir(fddir.c_str());
+        if (!fds) continue;
+        while (dirent* fe = readdir(fds)) {
+            char buf[64];
+            const ssize_t n = readlink((fddir + "/" + fe->d_name).c_str(), buf, sizeof buf - 1);
+            if (n <= 0) continue;
+            buf[n] = '\0';
+            if (target == buf) {
+                who->pid = pid;
+                std::ifstream c("/proc/" + std::to_string(pid) + "/comm");
+                std::getline(c, who->comm);
+                found = true;
+                break;
+            }
+        }
+        closedir(fds);
+    }
+    closedir(proc);
+    return found;
+}
+
+/**
+ * The inode of a UDP socket bound to local port @p port (any address), from /proc/net/udp (IPv4)
+ * or /proc/net/udp6, 0 when there is none. Lines: sl local_address(hex addr:hex port)
+ * rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
+ */
+inline unsigned long udp_socket_inode(unsigned port, bool ipv4) {
+    std::ifstream f(ipv4 ? "/proc/net/udp" : "/proc/net/udp6");
+    std::string line;
+    std::getline(f, line); // header
+    while (std::getline(f, line)) {
+        std::istringstream ls(line);
+        std::string sl, local, remote, st, queues, timer, retr, uid, timeout, ino;
+        if (!(ls >> sl >> local >> remote >> st >> queues >> timer >> retr >> uid >> timeout >>
+              ino))
+            continue;
+        const std::size_t colon = local.rfind(':');
+        if (colon == std::string::npos) continue;
+        if (std::strtoul(local.c_str() + colon + 1, nullptr, 16) != port) continue;
+        return std::strtoul(ino.c_str(), nullptr, 10);
+    }
+    return 0;
+}
+
+} // namespace droce
