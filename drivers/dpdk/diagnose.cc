@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -231,6 +232,83 @@ std::string memif_obstacle(const std::string& devargs) {
         return where + " is in use by " + (h.pid ? to_string(h) : std::string("another process")) +
                ": stop it, or give this server another socket= in the devargs (the client's too)";
     return {};
+}
+
+std::string pci_obstacle(const std::string& devargs, const std::string& sysfs_root) {
+    const std::string addr = devargs.substr(0, devargs.find(','));
+    // DDDD:BB:DD.F, hexadecimal: what rte_dev_probe takes for a PCI device.
+    static const char kShape[] = "xxxx:xx:xx.x";
+    if (addr.size() != sizeof kShape - 1) return {};
+    for (std::size_t i = 0; i < addr.size(); ++i)
+        if (kShape[i] == 'x' ? !std::isxdigit(static_cast<unsigned char>(addr[i]))
+                             : addr[i] != kShape[i])
+            return {};
+    const std::string dev = sysfs_root + "/bus/pci/devices/" + addr;
+    const std::string advice = " (README: Two hosts, or a real NIC; droce doctor lists the NICs)";
+    if (access(dev.c_str(), F_OK) != 0)
+        return "no PCI device " + addr +
+               " on this host: put a NIC's PCI address in the devargs "
+               "and the eal line's -a" +
+               advice;
+    char link[256];
+    ssize_t n = readlink((dev + "/driver").c_str(), link, sizeof link - 1);
+    if (n <= 0)
+        return "PCI device " + addr +
+               " has no driver: bind it to vfio-pci (dpdk-devbind.py -b "
+               "vfio-pci " +
+               addr + ")" + advice;
+    link[n] = '\0';
+    const std::string driver = std::strrchr(link, '/') ? std::strrchr(link, '/') + 1 : link;
+    if (driver == "vfio-pci") {
+        n = readlink((dev + "/iommu_group").c_str(), link, sizeof link - 1);
+        if (n <= 0) return {};
+        link[n] = '\0';
+        const std::string group = std::strrchr(link, '/') ? std::strrchr(link, '/') + 1 : link;
+        const std::string node = "/dev/vfio/" + group;
+        // The holder: a process other than this one with the group's node open.
+        DIR* proc = opendir("/proc");
+        if (!proc) return {};
+        Holder h;
+        while (h.pid == 0) {
+            dirent* e = readdir(proc);
+            if (!e) break;
+            const pid_t pid = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
+            if (pid <= 0 || pid == getpid()) continue;
+            const std::string fddir = std::string("/proc/") + e->d_name + "/fd";
+            DIR* fds = opendir(fddir.c_str());
+            if (!fds) continue;
+            while (dirent* fe = readdir(fds)) {
+                char buf[64];
+                const ssize_t m = readlink((fddir + "/" + fe->d_name).c_str(), buf, sizeof buf - 1);
+                if (m <= 0) continue;
+                buf[m] = '\0';
+                if (node == buf) {
+                    h.pid = pid;
+                    h.comm = comm_of(pid);
+                    break;
+                }
+            }
+            closedir(fds);
+        }
+        closedir(proc);
+        if (h.pid)
+            return "PCI device " + addr + " (vfio-pci, IOMMU group " + group + ") is in use by " +
+                   to_string(h) + ": one process owns a PCI NIC; stop it" + advice;
+        return {};
+    }
+    if (driver == "uio_pci_generic" || driver == "igb_uio" || driver == "mlx5_core" ||
+        driver == "mlx4_core")
+        return {};
+    std::string ifname;
+    if (DIR* net = opendir((dev + "/net").c_str())) {
+        while (dirent* e = readdir(net))
+            if (e->d_name[0] != '.') ifname = e->d_name;
+        closedir(net);
+    }
+    return "PCI device " + addr + " is bound to the kernel driver " + driver +
+           (ifname.empty() ? "" : " (interface " + ifname + ")") +
+           ", which DPDK cannot share: bind it to vfio-pci (dpdk-devbind.py -b vfio-pci " + addr +
+           "; the interface leaves the kernel), or use net_af_xdp on the interface" + advice;
 }
 
 std::string hugepage_shortfall(const std::vector<std::string>& eal_args) {

@@ -93,4 +93,14 @@ struct Holder {
  */
 [[nodiscard]] std::string memif_obstacle(const std::string& devargs);
 
+/**
+ * Why probing the PCI device named by @p devargs (a PCI address, "0000:03:00.0[,args]") failed, as
+ * a sentence, from /sys/bus/pci and /proc: no such device on this host; no driver; a kernel driver
+ * DPDK cannot share (not vfio-pci, uio or a bifurcated mlx4/mlx5), naming its interface; bound to
+ * vfio-pci with its IOMMU group (/dev/vfio/N) open in another process (named). @p sysfs_root
+ * replaces "/sys" (tests). @return empty when @p devargs is not a PCI address or none applies.
+ */
+[[nodiscard]] std::string pci_obstacle(const std::string& devargs,
+                                       const std::string& sysfs_root = "/sys");
+
 } // namespace droce::dpdk

@@ -117,10 +117,13 @@ std::unique_ptr<uring::UringPort> make_uring_port(const DeviceConfig& dc, unsign
 /**
  * DPDK's reason @p dpdk_err for a port that did not come up, with the cause in front where the
  * host shows one (a memif client with no server listening: rte_eth_dev_start's EPERM; a memif
- * server socket held by another process: a failed probe). DPDK's words stay, after the cause.
+ * server socket held by another process: a failed probe; a PCI address with no device, no driver,
+ * a kernel driver DPDK cannot share, or a vfio group another process holds). DPDK's words stay,
+ * after the cause.
  */
 std::string explain_port_failure(const std::string& devargs, const std::string& dpdk_err) {
-    const std::string why = dpdk::memif_obstacle(devargs);
+    std::string why = dpdk::memif_obstacle(devargs);
+    if (why.empty()) why = dpdk::pci_obstacle(devargs);
     return why.empty() ? dpdk_err : why + " (DPDK: " + dpdk_err + ")";
 }
 

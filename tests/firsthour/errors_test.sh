@@ -6,6 +6,7 @@
 #   - a memif server whose socket another process holds (another file prefix): names the holder;
 #   - a uring port whose UDP port another program holds: names the holder;
 #   - hugepages asked for on a host without a hugetlbfs mount;
+#   - the shipped PCI NIC config (config/pci-nic.ini) on a host without that PCI address;
 #   - unsupported verbs through the drop-in libibverbs.so.1 (ibv_srq_pingpong: SRQ,
 #     ibv_ud_pingpong: UD QPs): "droce: VERB is not supported (README: Unsupported)", once;
 #   - a device name the config does not have (ibv_rc_pingpong -d mlx5_0) and rdma_cm
@@ -103,6 +104,19 @@ wait "$holder" 2>/dev/null
 sed -e '/^hugepages = auto/d' "$cfg/memif-server.ini" > "$tmp/huge.ini"
 timeout 30 "$perf" --server --once -c "$tmp/huge.ini" > "$tmp/huge" 2>&1
 expect "no hugepages" "$tmp/huge" "asks for hugepages .* no hugetlbfs is mounted" "--no-huge"
+
+# 4b. The shipped PCI NIC example on a host without that PCI address (without hugepages here).
+sed -e 's/^eal = -a 0000:03:00.0 -l 0 /eal = -a 0000:03:00.0 -l 0 --no-huge -m 256 /' \
+    "$cfg/pci-nic.ini" > "$tmp/pci.ini"
+if [ -e /sys/bus/pci/devices/0000:03:00.0 ]; then
+    echo "-- this host has a PCI device 0000:03:00.0: the no-device case is not checked"
+else
+    timeout 30 "$perf" --server --once -c "$tmp/pci.ini" > "$tmp/pci" 2>&1
+    rc=$?
+    [ $rc = 1 ] || fail "no PCI device: exit $rc, expected 1"
+    expect "no PCI device" "$tmp/pci" "no PCI device 0000:03:00.0 on this host" \
+        "README: Two hosts, or a real NIC"
+fi
 
 # 5. Unsupported verbs, through the drop-in library (one line per verb, the program's own after).
 for tool in ibv_srq_pingpong:ibv_create_srq ibv_ud_pingpong:"UD QP"; do
