@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -232,6 +233,26 @@ std::string memif_obstacle(const std::string& devargs) {
         return where + " is in use by " + (h.pid ? to_string(h) : std::string("another process")) +
                ": stop it, or give this server another socket= in the devargs (the client's too)";
     return {};
+}
+
+bool remove_stale_memif_socket(const std::string& devargs) {
+    std::string path;
+    bool abstract = true, client = false;
+    if (!memif_socket_of(devargs, &path, &abstract, &client) || abstract || client) return false;
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return false;
+    sockaddr_un sa{};
+    if (path.size() >= sizeof sa.sun_path) return false;
+    sa.sun_family = AF_UNIX;
+    std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+    // memif's control socket is SOCK_SEQPACKET. Refused: no process (in any network namespace)
+    // listens on the file.
+    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    const bool refused =
+        connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 && errno == ECONNREFUSED;
+    close(fd);
+    return refused && unlink(path.c_str()) == 0;
 }
 
 std::string pci_obstacle(const std::string& devargs, const std::string& sysfs_root) {

@@ -94,6 +94,15 @@ struct Holder {
 [[nodiscard]] std::string memif_obstacle(const std::string& devargs);
 
 /**
+ * Before a net_memif server port is probed: removes its socket file (`socket-abstract=no`) when a
+ * process that was killed (SIGKILL: nothing ran in it) left it and nobody listens on it any more
+ * (connect() refused), since DPDK's bind would fail with EADDRINUSE. An abstract socket ends with
+ * its process; a live server's file stays (memif_obstacle names it). Control path.
+ * @return true when a stale file was removed.
+ */
+bool remove_stale_memif_socket(const std::string& devargs);
+
+/**
  * Why probing the PCI device named by @p devargs (a PCI address, "0000:03:00.0[,args]") failed, as
  * a sentence, from /sys/bus/pci and /proc: no such device on this host; no driver; a kernel driver
  * DPDK cannot share (not vfio-pci, uio or a bifurcated mlx4/mlx5), naming its interface; bound to

@@ -43,6 +43,11 @@ struct SignalReleasePlan {
     char hugepage_stem[kPath] = {}; // PREFIXmap_
     char mounts[kMaxMounts][kPath] = {};
     std::size_t num_mounts = 0;
+    /** Socket files of this process's memif servers (socket-abstract=no), added as they come up:
+     *  each path is written before num_memif_sockets publishes it. */
+    static constexpr std::size_t kMaxMemifSockets = 8;
+    char memif_sockets[kMaxMemifSockets][kPath] = {};
+    std::atomic<std::size_t> num_memif_sockets{0};
 };
 SignalReleasePlan g_signal_plan;
 
@@ -163,6 +168,25 @@ std::string probe_ring_pair(const std::string& devargs, std::uint16_t* port_id) 
     }
     if (name.empty() || end == 0) return "devargs \"" + devargs + "\": name= and end= are required";
     return create_ring_pair_end(name, end, size, port_id);
+}
+
+/** Unlinks the memif server socket files this process bound (async-signal-safe). */
+void unlink_memif_sockets() noexcept {
+    const SignalReleasePlan& p = g_signal_plan;
+    const std::size_t n = p.num_memif_sockets.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < n; ++i)
+        (void)::unlink(p.memif_sockets[i]);
+}
+
+/** A memif server port of @p devargs came up: its socket file (if not abstract) goes at exit. */
+void plan_memif_socket_release(const std::string& devargs) noexcept {
+    std::string path;
+    bool abstract = true, client = false;
+    if (!memif_socket_of(devargs, &path, &abstract, &client) || abstract || client) return;
+    SignalReleasePlan& p = g_signal_plan;
+    const std::size_t n = p.num_memif_sockets.load(std::memory_order_relaxed);
+    if (n >= SignalReleasePlan::kMaxMemifSockets || !copy_path(path, p.memif_sockets[n])) return;
+    p.num_memif_sockets.store(n + 1, std::memory_order_release);
 }
 
 } // namespace
@@ -287,6 +311,9 @@ void remove_runtime_dir(const std::string& dir) noexcept {
 void release_files_on_exit() noexcept {
     if (!eal_initialized()) return;
     remove_runtime_dir(g_runtime_dir);
+    // A memif server that was not closed (a verbs program exits without closing its device)
+    // leaves its socket file; net_memif removes it only when the port is closed.
+    unlink_memif_sockets();
     // The mappings stay until the process exits; unlinking the files now lets the kernel take
     // the pages back then instead of keeping them in hugetlbfs.
     std::FILE* m = std::fopen("/proc/mounts", "r");
@@ -308,6 +335,7 @@ void release_files_on_exit() noexcept {
 void release_files_from_signal() noexcept {
     if (!g_eal_up.load(std::memory_order_acquire)) return;
     const SignalReleasePlan& p = g_signal_plan;
+    unlink_memif_sockets();
     if (p.runtime_dir[0]) {
         // The same names remove_runtime_dir() removes.
         unlink_matching(p.runtime_dir, [](const char* n) {
@@ -376,9 +404,16 @@ std::string probe_port(const std::string& devargs, std::uint16_t* port_id) {
 
     std::uint16_t pid = 0;
     if (rte_eth_dev_get_port_by_name(name.c_str(), &pid) != 0) {
+        // A memif server killed with SIGKILL left its socket file: the next start takes it back.
+        if (remove_stale_memif_socket(devargs))
+            std::fprintf(stderr,
+                         "droce: removed the stale memif socket of %s (its server was "
+                         "killed; nobody listened on it)\n",
+                         devargs.c_str());
         const int r = rte_dev_probe(devargs.c_str());
         if (r < 0 && r != -EEXIST)
             return "rte_dev_probe(\"" + devargs + "\") failed: " + errno_text(-r);
+        if (r == 0) plan_memif_socket_release(devargs);
         if (rte_eth_dev_get_port_by_name(name.c_str(), &pid) != 0) {
             // A PCI function may name its ports differently from the device: match by device.
             bool found = false;

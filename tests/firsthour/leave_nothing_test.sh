@@ -4,8 +4,11 @@
 #   - SIGINT / SIGTERM in the middle of a run, a normal end of the client, SIGINT to the idle
 #     server after it, an error exit (a client with no server): no hugepage file of theirs in the
 #     hugetlbfs mount and no runtime directory (/var/run/dpdk/droce-memif-zc-*) left;
-#   - SIGKILL: the dead processes leave both (nothing can run in a killed process); the next start
-#     on the same configs must succeed at once and leave nothing when it ends.
+#   - SIGKILL: the dead processes leave both, and the server its memif socket file (nothing can run
+#     in a killed process); the next start on the same configs must succeed at once and leave
+#     nothing when it ends.
+# The droce-perf pairs use the shipped configs with the memif socket moved from an abstract name to
+# a file, which is also checked: a file is what a killed server can leave behind.
 # After each stop the pair starts again at once and must reach its run (the next signal's run; after
 # SIGKILL a verified WRITE run, its client's normal end and SIGINT to the idle server).
 # Root only (hugepages, namespaces): the test runs in its own mount and network namespace, with
@@ -14,9 +17,9 @@
 # reserved for the run and given back. Exit 77 (skipped) when not root or when the host cannot
 # reserve hugepages.
 # Then the same for a verbs program under droce-run: perftest's ib_write_bw (which leaves SIGINT and
-# SIGTERM at their defaults) on the same configs, stopped mid-run by SIGINT and by SIGTERM: each
-# must die of its signal (exit 130 / 143, as without droce) and leave nothing; then a pair that
-# ends normally leaves nothing. Skipped (with a line) where perftest is not installed.
+# SIGTERM at their defaults) on the shipped configs, stopped mid-run by SIGINT, SIGTERM and SIGKILL:
+# each must die of its signal (exit 130 / 143 / 137, as without droce) and, but for SIGKILL, leave
+# nothing; then a pair that ends normally (started at once after the SIGKILL) leaves nothing. Skipped (with a line) where perftest is not installed.
 # usage: leave_nothing_test.sh PATH/TO/droce-perf CONFIG_DIR PATH/TO/droce-run
 set -u
 perf=$1
@@ -34,6 +37,16 @@ mount -t hugetlbfs -o pagesize=2M nodev "$tmp/huge"
 ip link set lo up
 trap 'kill $(jobs -p) 2>/dev/null; wait; umount -l "$tmp/huge"; rm -rf "$tmp"' EXIT
 port=18515
+# droce-perf's pairs run on copies of the shipped zero-copy configs whose memif socket is a file
+# ($tmp/memif-zc.sock, socket-abstract=no) instead of an abstract name (which ends with its
+# process): a file is what a killed server can leave, and the next server must take it back.
+pcfg=$tmp/cfg
+mkdir -p "$pcfg"
+for side in server client; do
+    sed -e "s|socket=/run/droce/memif-zc.sock,socket-abstract=yes|socket=$tmp/memif-zc.sock,socket-abstract=no|" \
+        "$cfg/memif-zc-$side.ini" > "$pcfg/memif-zc-$side.ini"
+    grep -q "socket-abstract=no" "$pcfg/memif-zc-$side.ini" || { echo "FAIL: memif-zc-$side.ini: no socket to change"; exit 1; }
+done
 failures=0
 fail() {
     echo "FAIL: $*"
@@ -44,6 +57,7 @@ fail() {
 leftovers() {
     ls "$tmp/huge"
     ls -d /var/run/dpdk/droce-memif-zc-* 2>/dev/null
+    ls "$tmp/memif-zc.sock" 2>/dev/null
 }
 
 # stop_pair SIG SERVER_PID CLIENT_PID WHAT: SIG to both; each gets 10 s to exit (then a failure and
@@ -63,7 +77,7 @@ stop_pair() {
 
 # start_server NAME [--once]: a server in the background, $spid; waits for its TCP listener.
 start_server() {
-    "$perf" --server -c "$cfg/memif-zc-server.ini" "${@:2}" > "$tmp/$1.server" 2>&1 &
+    "$perf" --server -c "$pcfg/memif-zc-server.ini" "${@:2}" > "$tmp/$1.server" 2>&1 &
     spid=$!
     local i
     for i in $(seq 1 200); do
@@ -79,7 +93,7 @@ start_server() {
 # server, idle again, stopped by SIGINT; both must exit 0, and then nothing may be left.
 pair_ok() {
     start_server "$1" || { fail "$1: server"; return; }
-    timeout 40 "$perf" 127.0.0.1 -c "$cfg/memif-zc-client.ini" --op write -s 65536 -n 300 --bw \
+    timeout 40 "$perf" 127.0.0.1 -c "$pcfg/memif-zc-client.ini" --op write -s 65536 -n 300 --bw \
         --verify > "$tmp/$1.client" 2>&1
     local crc=$?
     for i in $(seq 1 100); do # the server is idle once it waits for its next client
@@ -102,7 +116,7 @@ pair_ok() {
 }
 
 # An error exit: a client with no server (EAL up, the port fails) leaves nothing.
-timeout 20 "$perf" 127.0.0.1 -c "$cfg/memif-zc-client.ini" -n 10 > "$tmp/noserver" 2>&1
+timeout 20 "$perf" 127.0.0.1 -c "$pcfg/memif-zc-client.ini" -n 10 > "$tmp/noserver" 2>&1
 rc=$?
 [ $rc = 1 ] || fail "client without a server exited $rc (expected 1)"
 grep -q "no droce server is listening" "$tmp/noserver" || fail "client without a server: $(tail -1 "$tmp/noserver")"
@@ -110,11 +124,31 @@ left=$(leftovers | tr '\n' ' ')
 [ -z "$left" ] || fail "left behind after an error exit: $left"
 echo "== error exit (a client with no server): exit $rc; left: ${left:-nothing}"
 
+# A live server's socket file is never taken for a stale one: a second server on it (another file
+# prefix) is refused, naming the first, and the file stays.
+if start_server live; then
+    sed -e 's/--file-prefix=droce-memif-zc-server/--file-prefix=droce-memif-zc-second/' \
+        "$pcfg/memif-zc-server.ini" > "$pcfg/second.ini"
+    timeout 30 "$perf" --server --once -c "$pcfg/second.ini" -p 18601 > "$tmp/second" 2>&1
+    rc=$?
+    [ $rc = 1 ] && grep -q "memif socket $tmp/memif-zc.sock is in use by PID $spid" "$tmp/second" ||
+        fail "a second server on a live socket file: exit $rc: $(tail -1 "$tmp/second")"
+    grep -q "removed the stale memif socket" "$tmp/second" && fail "a live server's socket was taken for stale"
+    [ -S "$tmp/memif-zc.sock" ] || fail "the live server's socket file is gone"
+    kill -INT "$spid"
+    timeout 20 tail --pid="$spid" -f /dev/null
+    wait "$spid"
+    echo "== a second server on a live socket file: refused (exit $rc), the file stays"
+    [ -d /var/run/dpdk/droce-memif-zc-second ] && fail "the refused server left its runtime directory"
+else
+    fail "live: server"
+fi
+
 for sig in INT TERM KILL; do
     start_server "$sig" || { fail "$sig: server"; continue; }
     # Not under timeout(1): SIGKILL must reach droce-perf itself, and timeout cannot pass it on
     # (its child would live on and hold the config). -D 20 bounds the run.
-    "$perf" 127.0.0.1 -c "$cfg/memif-zc-client.ini" --op write -s 65536 -D 20 --bw \
+    "$perf" 127.0.0.1 -c "$pcfg/memif-zc-client.ini" --op write -s 65536 -D 20 --bw \
         > "$tmp/$sig.client" 2>&1 &
     cpid=$!
     # Mid-run: the client prints its table head as the run starts. Reaching it is also the
@@ -171,7 +205,7 @@ verbs_pair() {
 }
 
 if command -v ib_write_bw > /dev/null; then
-    for sig in INT TERM; do
+    for sig in INT TERM KILL; do
         want=$((128 + $(kill -l "$sig")))
         verbs_pair "v$sig" -D 20 || fail "droce-run ib_write_bw (SIG$sig run): the run did not start"
         sleep 0.5
@@ -183,7 +217,8 @@ if command -v ib_write_bw > /dev/null; then
             fail "droce-run ib_write_bw SIG$sig: exits $src / $crc, not $want"
             tail -n 3 "$tmp/v$sig.vserver" "$tmp/v$sig.vclient"
         }
-        [ -z "$left" ] || fail "droce-run ib_write_bw SIG$sig: left behind: $left"
+        # SIGKILL: nothing runs in the process; the next pair (below) must start at once anyway.
+        [ "$sig" = KILL ] || [ -z "$left" ] || fail "droce-run ib_write_bw SIG$sig: left behind: $left"
     done
     verbs_pair vnormal -n 2000 || fail "droce-run ib_write_bw (normal run): the run did not start"
     timeout 30 tail --pid="$vcpid" -f /dev/null
@@ -194,7 +229,7 @@ if command -v ib_write_bw > /dev/null; then
     wait "$vcpid"
     crc=$?
     left=$(leftovers | tr '\n' ' ')
-    echo "== droce-run ib_write_bw, a normal end: server exit $src, client exit $crc; left: ${left:-nothing}"
+    echo "== droce-run ib_write_bw, a normal end after SIGKILL: server exit $src, client exit $crc; left: ${left:-nothing}"
     [ $src = 0 ] && [ $crc = 0 ] || {
         fail "droce-run ib_write_bw normal run: exits $src / $crc"
         tail -n 3 "$tmp/vnormal.vserver" "$tmp/vnormal.vclient"
