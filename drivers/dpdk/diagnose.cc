@@ -111,12 +111,6 @@ bool writable_hugetlbfs(const std::string& want) {
 
 } // namespace
 
-std::string to_string(const Holder& h) {
-    std::string s = "PID " + std::to_string(h.pid);
-    if (!h.comm.empty()) s += " (" + h.comm + ")";
-    return s;
-}
-
 std::string file_prefix_of(const std::vector<std::string>& eal_args) {
     const std::string p = arg_value(eal_args, "--file-prefix");
     return p.empty() ? "rte" : p;
@@ -208,13 +202,8 @@ bool unix_listener(const std::string& path, bool abstract, Holder* who) {
         break;
     }
     if (inode == 0) return false;
-    SocketHolder h;
-    if (find_socket_holder(inode, &h)) {
-        who->pid = h.pid;
-        who->comm = h.comm;
-    } else {
-        who->pid = 0; // listening, but in a process /proc does not show us
-    }
+    // Listening, but maybe in a process /proc does not show us: pid 0 then.
+    if (!find_socket_holder(inode, who)) *who = Holder{};
     return true;
 }
 
@@ -287,31 +276,8 @@ std::string pci_obstacle(const std::string& devargs, const std::string& sysfs_ro
         const std::string group = std::strrchr(link, '/') ? std::strrchr(link, '/') + 1 : link;
         const std::string node = "/dev/vfio/" + group;
         // The holder: a process other than this one with the group's node open.
-        DIR* proc = opendir("/proc");
-        if (!proc) return {};
         Holder h;
-        while (h.pid == 0) {
-            dirent* e = readdir(proc);
-            if (!e) break;
-            const pid_t pid = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
-            if (pid <= 0 || pid == getpid()) continue;
-            const std::string fddir = std::string("/proc/") + e->d_name + "/fd";
-            DIR* fds = opendir(fddir.c_str());
-            if (!fds) continue;
-            while (dirent* fe = readdir(fds)) {
-                char buf[64];
-                const ssize_t m = readlink((fddir + "/" + fe->d_name).c_str(), buf, sizeof buf - 1);
-                if (m <= 0) continue;
-                buf[m] = '\0';
-                if (node == buf) {
-                    h.pid = pid;
-                    h.comm = comm_of(pid);
-                    break;
-                }
-            }
-            closedir(fds);
-        }
-        closedir(proc);
+        (void)find_fd_holder(node, &h, getpid());
         if (h.pid)
             return "PCI device " + addr + " (vfio-pci, IOMMU group " + group + ") is in use by " +
                    to_string(h) + ": one process owns a PCI NIC; stop it" + advice;

@@ -16,16 +16,13 @@
 #include <sys/types.h>
 #include <vector>
 
+#include "common/socket_holder.h"
+
 namespace droce::dpdk {
 
 /** A process found holding something: its pid and its /proc/PID/comm (empty when unreadable). */
-struct Holder {
-    pid_t pid = 0;
-    std::string comm;
-};
-
-/** "PID 1234 (droce-perf)", or "PID 1234" without a comm. */
-[[nodiscard]] std::string to_string(const Holder& h);
+using Holder = SocketHolder;
+using droce::to_string;
 
 /**
  * The DPDK runtime directory that EAL arguments @p eal_args would use: `--file-prefix` (default

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * Which process holds a socket: for the errors that say "in use by PID N (name)" (a memif socket,
- * a UDP port). Control path only (reads /proc; allocates). Header only, so that the DPDK and the
- * io_uring drivers share it without depending on each other.
+ * Which process holds a socket or a device node: for the errors that say "in use by PID N (name)"
+ * (a memif socket, a UDP port, a vfio group). Control path only (reads /proc; allocates). Header
+ * only, so that the DPDK and the io_uring drivers share it without depending on each other.
  */
 #pragma once
 
@@ -24,14 +24,19 @@ struct SocketHolder {
     std::string comm; ///< /proc/PID/comm, the program's name
 };
 
+/** "PID 1234 (droce-perf)", or "PID 1234" without a comm. */
+inline std::string to_string(const SocketHolder& h) {
+    std::string s = "PID " + std::to_string(h.pid);
+    if (!h.comm.empty()) s += " (" + h.comm + ")";
+    return s;
+}
+
 /**
- * The first process with a file descriptor on the socket of inode @p inode (/proc/PID/fd links
- * "socket:[inode]"). Another user's processes are visible to root only.
+ * The first process other than @p skip with a file descriptor whose /proc/PID/fd link reads
+ * @p target ("socket:[inode]", "/dev/vfio/7"). Another user's processes are visible to root only.
  * @return true when one was found (@p who filled), false otherwise.
  */
-inline bool find_socket_holder(unsigned long inode, SocketHolder* who) {
-    if (inode == 0) return false;
-    const std::string target = "socket:[" + std::to_string(inode) + "]";
+inline bool find_fd_holder(const std::string& target, SocketHolder* who, pid_t skip = 0) {
     DIR* proc = opendir("/proc");
     if (!proc) return false;
     bool found = false;
@@ -39,12 +44,12 @@ inline bool find_socket_holder(unsigned long inode, SocketHolder* who) {
         dirent* e = readdir(proc);
         if (!e) break;
         const pid_t pid = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
-        if (pid <= 0) continue;
+        if (pid <= 0 || pid == skip) continue;
         const std::string fddir = std::string("/proc/") + e->d_name + "/fd";
         DIR* fds = opendir(fddir.c_str());
         if (!fds) continue;
         while (dirent* fe = readdir(fds)) {
-            char buf[64];
+            char buf[256];
             const ssize_t n = readlink((fddir + "/" + fe->d_name).c_str(), buf, sizeof buf - 1);
             if (n <= 0) continue;
             buf[n] = '\0';
@@ -60,6 +65,11 @@ inline bool find_socket_holder(unsigned long inode, SocketHolder* who) {
     }
     closedir(proc);
     return found;
+}
+
+/** find_fd_holder for the socket of inode @p inode (false for inode 0). */
+inline bool find_socket_holder(unsigned long inode, SocketHolder* who) {
+    return inode != 0 && find_fd_holder("socket:[" + std::to_string(inode) + "]", who);
 }
 
 /**
