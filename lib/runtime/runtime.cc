@@ -151,7 +151,9 @@ void resolve_hugepages(const std::string& config_path, ConfigFile& file) {
         for (PortConfig& pc : d.ports) {
             if (pc.driver != PortDriverKind::dpdk) continue;
             const std::string copy = dpdk::memif_copy_mode(pc.devargs);
-            memif = memif || copy != pc.devargs;
+            // The server side is copy mode either way (zero-copy is the client's option): say so
+            // too.
+            memif = memif || pc.devargs.rfind("net_memif", 0) == 0;
             pc.devargs = copy;
         }
     if (why.empty()) return; // off: asked for, nothing to say
