@@ -236,7 +236,8 @@ bool remove_stale_memif_socket(const std::string& devargs) {
     std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
     // memif's control socket is SOCK_SEQPACKET. Refused: no process (in any network namespace)
     // listens on the file.
-    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    // Non-blocking: a live server whose backlog is full answers EAGAIN (left alone), not a hang.
+    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) return false;
     const bool refused =
         connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 && errno == ECONNREFUSED;
@@ -245,7 +246,7 @@ bool remove_stale_memif_socket(const std::string& devargs) {
 }
 
 std::string pci_obstacle(const std::string& devargs, const std::string& sysfs_root) {
-    const std::string addr = devargs.substr(0, devargs.find(','));
+    std::string addr = devargs.substr(0, devargs.find(','));
     // DDDD:BB:DD.F, hexadecimal: what rte_dev_probe takes for a PCI device.
     static const char kShape[] = "xxxx:xx:xx.x";
     if (addr.size() != sizeof kShape - 1) return {};
@@ -253,6 +254,9 @@ std::string pci_obstacle(const std::string& devargs, const std::string& sysfs_ro
         if (kShape[i] == 'x' ? !std::isxdigit(static_cast<unsigned char>(addr[i]))
                              : addr[i] != kShape[i])
             return {};
+    // DPDK takes hex digits in either case; sysfs names devices in lower case.
+    for (char& c : addr)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     const std::string dev = sysfs_root + "/bus/pci/devices/" + addr;
     const std::string advice = " (README: Two hosts, or a real NIC; droce doctor lists the NICs)";
     if (access(dev.c_str(), F_OK) != 0)

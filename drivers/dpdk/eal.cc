@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -47,6 +48,10 @@ struct SignalReleasePlan {
      *  each path is written before num_memif_sockets publishes it. */
     static constexpr std::size_t kMaxMemifSockets = 8;
     char memif_sockets[kMaxMemifSockets][kPath] = {};
+    /** Device and inode of each socket file as bound: one that another server bound later at the
+     *  same path (after this port closed) is not this process's to remove. */
+    dev_t memif_dev[kMaxMemifSockets] = {};
+    ino_t memif_ino[kMaxMemifSockets] = {};
     std::atomic<std::size_t> num_memif_sockets{0};
 };
 SignalReleasePlan g_signal_plan;
@@ -174,8 +179,12 @@ std::string probe_ring_pair(const std::string& devargs, std::uint16_t* port_id) 
 void unlink_memif_sockets() noexcept {
     const SignalReleasePlan& p = g_signal_plan;
     const std::size_t n = p.num_memif_sockets.load(std::memory_order_acquire);
-    for (std::size_t i = 0; i < n; ++i)
-        (void)::unlink(p.memif_sockets[i]);
+    for (std::size_t i = 0; i < n; ++i) {
+        struct stat st {};
+        if (::lstat(p.memif_sockets[i], &st) == 0 && st.st_dev == p.memif_dev[i] &&
+            st.st_ino == p.memif_ino[i])
+            (void)::unlink(p.memif_sockets[i]);
+    }
 }
 
 /** A memif server port of @p devargs came up: its socket file (if not abstract) goes at exit. */
@@ -183,9 +192,20 @@ void plan_memif_socket_release(const std::string& devargs) noexcept {
     std::string path;
     bool abstract = true, client = false;
     if (!memif_socket_of(devargs, &path, &abstract, &client) || abstract || client) return;
+    // Absolute: the program may change its directory before it exits.
+    if (path.empty()) return;
+    if (path[0] != '/') {
+        char cwd[SignalReleasePlan::kPath];
+        if (!::getcwd(cwd, sizeof cwd)) return;
+        path = std::string(cwd) + "/" + path;
+    }
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return;
     SignalReleasePlan& p = g_signal_plan;
     const std::size_t n = p.num_memif_sockets.load(std::memory_order_relaxed);
     if (n >= SignalReleasePlan::kMaxMemifSockets || !copy_path(path, p.memif_sockets[n])) return;
+    p.memif_dev[n] = st.st_dev;
+    p.memif_ino[n] = st.st_ino;
     p.num_memif_sockets.store(n + 1, std::memory_order_release);
 }
 

@@ -627,9 +627,12 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
             "UDP port " + std::to_string(cfg.udp_port) + " on " + addr_text(cfg.ipv4, cfg.addr);
         if (e == EADDRINUSE && !cfg.share) {
             SocketHolder h;
-            const std::string who = find_socket_holder(udp_socket_inode(cfg.udp_port, cfg.ipv4), &h)
-                                        ? to_string(h)
-                                        : "another process";
+            const std::string who =
+                find_socket_holder(udp_socket_inode(cfg.ipv4 ? &cfg.addr[12] : cfg.addr.data(),
+                                                    cfg.udp_port, cfg.ipv4),
+                                   &h, getpid())
+                    ? to_string(h)
+                    : "another process";
             return fail(
                 where + " is in use by " + who +
                 ": stop it, give this side another udp_port (and the peer that peer_udp_port), or "

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -67,17 +68,20 @@ inline bool find_fd_holder(const std::string& target, SocketHolder* who, pid_t s
     return found;
 }
 
-/** find_fd_holder for the socket of inode @p inode (false for inode 0). */
-inline bool find_socket_holder(unsigned long inode, SocketHolder* who) {
-    return inode != 0 && find_fd_holder("socket:[" + std::to_string(inode) + "]", who);
+/** find_fd_holder for the socket of inode @p inode (false for inode 0), not in process @p skip. */
+inline bool find_socket_holder(unsigned long inode, SocketHolder* who, pid_t skip = 0) {
+    return inode != 0 && find_fd_holder("socket:[" + std::to_string(inode) + "]", who, skip);
 }
 
 /**
- * The inode of a UDP socket bound to local port @p port (any address), from /proc/net/udp (IPv4)
- * or /proc/net/udp6, 0 when there is none. Lines: sl local_address(hex addr:hex port)
- * rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
+ * The inode of a UDP socket whose bind would clash with binding @p addr : @p port (the same
+ * address or the wildcard), from /proc/net/udp (IPv4: @p addr 4 bytes, network order) or
+ * /proc/net/udp6 (16 bytes); 0 when there is none. Lines: sl local_address rem_address st tx:rx
+ * tr:when retrnsmt uid timeout inode ..., local_address the address as 32-bit words, each printed
+ * in host order (%08X), then ':' and the port in hex.
  */
-inline unsigned long udp_socket_inode(unsigned port, bool ipv4) {
+inline unsigned long udp_socket_inode(const std::uint8_t* addr, unsigned port, bool ipv4) {
+    const std::size_t len = ipv4 ? 4 : 16;
     std::ifstream f(ipv4 ? "/proc/net/udp" : "/proc/net/udp6");
     std::string line;
     std::getline(f, line); // header
@@ -88,9 +92,19 @@ inline unsigned long udp_socket_inode(unsigned port, bool ipv4) {
               ino))
             continue;
         const std::size_t colon = local.rfind(':');
-        if (colon == std::string::npos) continue;
-        if (std::strtoul(local.c_str() + colon + 1, nullptr, 16) != port) continue;
-        return std::strtoul(ino.c_str(), nullptr, 10);
+        if (colon != len * 2 || std::strtoul(local.c_str() + colon + 1, nullptr, 16) != port)
+            continue;
+        bool same = true, wildcard = true;
+        for (std::size_t w = 0; w < len / 4; ++w) {
+            const std::uint32_t word = static_cast<std::uint32_t>(
+                std::strtoul(local.substr(w * 8, 8).c_str(), nullptr, 16));
+            for (std::size_t b = 0; b < 4; ++b) {
+                const auto byte = static_cast<std::uint8_t>(word >> (8 * b)); // little-endian host
+                same = same && byte == addr[w * 4 + b];
+                wildcard = wildcard && byte == 0;
+            }
+        }
+        if (same || wildcard) return std::strtoul(ino.c_str(), nullptr, 10);
     }
     return 0;
 }

@@ -285,8 +285,8 @@ bool Device::sleep_until_any_doorbell(std::span<Device* const> devs, std::uint64
     bool all_may_nap_long = long_when_no_receiver;
     std::uint64_t deadline = 0; // the earliest timer of any device (0: none)
     for (std::size_t d = 0; d < devs.size(); ++d) {
-        // Every device raises asleep_ before any is looked at, and keeps it until the nap ends:
-        // a poster of any of them rings its doorbell, which is in the poll set below.
+        // Each device raises its asleep_ just before its own look and keeps it until the nap
+        // ends: a poster of any of them after its look rings its doorbell, in the poll set below.
         NapLook& l = looks[d];
         l = devs[d]->look_before_nap(long_when_no_receiver);
         work = work || l.work;

@@ -51,6 +51,12 @@ TEST_F(FakeSysfs, NoSuchDevice) {
     EXPECT_NE(why.find("README: Two hosts, or a real NIC"), std::string::npos) << why;
 }
 
+TEST_F(FakeSysfs, UpperCaseHexFindsTheDevice) {
+    device("0000:af:00.0", "ixgbe", "enp175s0f0");
+    const std::string why = obstacle("0000:AF:00.0");
+    EXPECT_NE(why.find("bound to the kernel driver ixgbe"), std::string::npos) << why;
+}
+
 TEST_F(FakeSysfs, NoDriver) {
     device("0000:03:00.0", "");
     const std::string why = obstacle("0000:03:00.0,rxq=2");

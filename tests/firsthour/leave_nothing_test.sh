@@ -138,7 +138,9 @@ if start_server live; then
     kill -INT "$spid"
     timeout 20 tail --pid="$spid" -f /dev/null
     wait "$spid"
-    echo "== a second server on a live socket file: refused (exit $rc), the file stays"
+    src=$?
+    [ $src = 0 ] || fail "the live server, probed by the second one, exited $src after SIGINT"
+    echo "== a second server on a live socket file: refused (exit $rc), the file stays; the first exits $src"
     [ -d /var/run/dpdk/droce-memif-zc-second ] && fail "the refused server left its runtime directory"
 else
     fail "live: server"
