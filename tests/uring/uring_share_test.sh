@@ -199,7 +199,8 @@ for t in $(seq 1 200); do
 done
 as_nobody "$nsa" timeout 20 "$bin" --server --once -c "$tmp/a-noshare.ini" -p $((tcp + 10)) \
     > /dev/null 2> "$tmp/noshare.err"
-grep -q "UDP port 4791 on $ipa is in use by another process; set share = yes to share it" \
+# The holder named (a process of the same user shows in /proc), and what to do.
+grep -Eq "UDP port 4791 on $ipa is in use by PID [0-9]+ \(droce-perf\): stop it.*set share = yes" \
     "$tmp/noshare.err" || fail "share off: $(cat "$tmp/noshare.err")"
 # The holder ends the ordinary way (a client's run), leaving its group as every member does.
 as_nobody "$nsb" timeout 20 "$bin" "$ipa" -c "$tmp/b.ini" -p $((tcp + 9)) --op write -s 64 -n 10 \
