@@ -36,13 +36,6 @@ std::string arg_value(const std::vector<std::string>& args, const std::string& k
     return {};
 }
 
-std::string comm_of(pid_t pid) {
-    std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
-    std::string c;
-    std::getline(f, c);
-    return c;
-}
-
 /** The value of @p key in comma-separated devargs, or @p dflt. */
 std::string devarg(const std::string& devargs, const std::string& key, const std::string& dflt) {
     std::size_t pos = devargs.find(',');
@@ -146,7 +139,7 @@ bool runtime_dir_holder(const std::string& runtime_dir, Holder* who) {
     ::close(fd);
     if (!locked) return false;
     who->pid = fl.l_pid;
-    who->comm = comm_of(fl.l_pid);
+    who->comm = process_comm(fl.l_pid);
     return true;
 }
 

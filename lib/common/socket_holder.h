@@ -25,6 +25,14 @@ struct SocketHolder {
     std::string comm; ///< /proc/PID/comm, the program's name
 };
 
+/** /proc/PID/comm of @p pid, the program's name (empty when unreadable). */
+inline std::string process_comm(pid_t pid) {
+    std::ifstream c("/proc/" + std::to_string(pid) + "/comm");
+    std::string comm;
+    std::getline(c, comm);
+    return comm;
+}
+
 /** "PID 1234 (droce-perf)", or "PID 1234" without a comm. */
 inline std::string to_string(const SocketHolder& h) {
     std::string s = "PID " + std::to_string(h.pid);
@@ -56,8 +64,7 @@ inline bool find_fd_holder(const std::string& target, SocketHolder* who, pid_t s
             buf[n] = '\0';
             if (target == buf) {
                 who->pid = pid;
-                std::ifstream c("/proc/" + std::to_string(pid) + "/comm");
-                std::getline(c, who->comm);
+                who->comm = process_comm(pid);
                 found = true;
                 break;
             }
