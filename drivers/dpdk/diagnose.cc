@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -227,13 +228,28 @@ bool remove_stale_memif_socket(const std::string& devargs) {
     if (path.size() >= sizeof sa.sun_path) return false;
     sa.sun_family = AF_UNIX;
     std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
-    // memif's control socket is SOCK_SEQPACKET. Refused: no process (in any network namespace)
-    // listens on the file.
-    // Non-blocking: a live server whose backlog is full answers EAGAIN (left alone), not a hang.
+    // A listener this network namespace shows is live: leave it untouched (a probe connection is a
+    // risk for it, below).
+    Holder h;
+    if (unix_listener(path, false, &h)) return false;
+    // Otherwise connect: refused means no process in any network namespace listens on the file.
+    // memif's control socket is SOCK_SEQPACKET. Non-blocking: a live server whose backlog is full
+    // answers EAGAIN (left alone), not a hang.
     const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) return false;
     const bool refused =
         connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 && errno == ECONNREFUSED;
+    if (!refused) {
+        // A live server accepts and sends its HELLO. Close only after it arrived (or a second
+        // passed): DPDK 22.11's memif, when that first send fails because the peer already left,
+        // closes the connection's fd with its interrupt callback still registered, and its
+        // interrupt thread then panics ("Error adding fd ... epoll_ctl, Bad file descriptor").
+        pollfd pfd{fd, POLLIN, 0};
+        if (poll(&pfd, 1, 1000) == 1) {
+            char hello[128];
+            (void)recv(fd, hello, sizeof hello, MSG_DONTWAIT);
+        }
+    }
     close(fd);
     return refused && unlink(path.c_str()) == 0;
 }

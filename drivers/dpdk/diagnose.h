@@ -94,7 +94,9 @@ using droce::to_string;
  * Before a net_memif server port is probed: removes its socket file (`socket-abstract=no`) when a
  * process that was killed (SIGKILL: nothing ran in it) left it and nobody listens on it any more
  * (connect() refused), since DPDK's bind would fail with EADDRINUSE. An abstract socket ends with
- * its process; a live server's file stays (memif_obstacle names it). Control path.
+ * its process; a live server's file stays (memif_obstacle names it). A listener this network
+ * namespace lists in /proc/net/unix is not touched; one only another namespace sees gets a probe
+ * connection that waits up to 1 s for the server's HELLO before it closes. Control path.
  * @return true when a stale file was removed.
  */
 bool remove_stale_memif_socket(const std::string& devargs);

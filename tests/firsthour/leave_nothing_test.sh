@@ -135,12 +135,23 @@ if start_server live; then
         fail "a second server on a live socket file: exit $rc: $(tail -1 "$tmp/second")"
     grep -q "removed the stale memif socket" "$tmp/second" && fail "a live server's socket was taken for stale"
     [ -S "$tmp/memif-zc.sock" ] || fail "the live server's socket file is gone"
+    # The same from another network namespace, where /proc/net/unix does not list the listener:
+    # the second server probes it with a connection, which must not harm the live server (DPDK
+    # 22.11's memif panicked when a peer left before its HELLO went out).
+    for i in 1 2 3 4 5; do
+        timeout 30 unshare -n "$perf" --server --once -c "$pcfg/second.ini" -p 18601 > "$tmp/second-ns" 2>&1
+        rc=$?
+        [ $rc = 1 ] || fail "a second server in another network namespace: exit $rc: $(tail -1 "$tmp/second-ns")"
+        grep -q "removed the stale memif socket" "$tmp/second-ns" && fail "a live server's socket was taken for stale from another namespace"
+        kill -0 "$spid" 2>/dev/null || { fail "the live server died when probed from another network namespace"; tail -n 8 "$tmp/live.server"; break; }
+    done
+    [ -S "$tmp/memif-zc.sock" ] || fail "the live server's socket file is gone"
     kill -INT "$spid"
     timeout 20 tail --pid="$spid" -f /dev/null
     wait "$spid"
     src=$?
-    [ $src = 0 ] || fail "the live server, probed by the second one, exited $src after SIGINT"
-    echo "== a second server on a live socket file: refused (exit $rc), the file stays; the first exits $src"
+    [ $src = 0 ] || { fail "the live server, probed by the second one, exited $src after SIGINT"; tail -n 15 "$tmp/live.server"; }
+    echo "== a second server on a live socket file (here and 5 times from another network namespace): refused (exit $rc), the file stays; the first exits $src"
     [ -d /var/run/dpdk/droce-memif-zc-second ] && fail "the refused server left its runtime directory"
 else
     fail "live: server"
