@@ -930,29 +930,44 @@ bool UringPort::join_group(int want, std::string* err) {
     const auto used = [&](unsigned s) {
         return std::find(t.slot_at, t.slot_at + t.n, s) != t.slot_at + t.n;
     };
+    // A slot is taken by binding its sign of life, which one live process at a time can hold:
+    // even a table that misses a live member (whatever made it so) never hands its slot out twice.
+    int alive = -1;
     if (want >= 0) {
         slot = static_cast<unsigned>(want);
-        if (slot >= kMaxShareSlots || used(slot)) {
+        if (slot >= kMaxShareSlots || used(slot) || (alive = bind_alive(table_path_, slot)) < 0) {
             *err = "share: slot " + std::to_string(want) +
                    " (this process's slot on its other shared ports) is another member's on " +
                    where + ": processes that share several ports must share the same ones";
             return false;
         }
     } else {
-        while (used(slot))
-            ++slot;
+        for (; slot < kMaxShareSlots; ++slot) {
+            if (used(slot)) continue;
+            if ((alive = bind_alive(table_path_, slot)) >= 0) break;
+            inc(PortCounter::share_slot_held_elsewhere);
+        }
+        if (alive < 0) {
+            *err = "share: every slot of " + where + " is taken (" +
+                   std::to_string(kMaxShareSlots) + " members at most)";
+            return false;
+        }
     }
+    const auto release = [&] {
+        close(alive);
+        return false;
+    };
     t.slot_at[idx] = static_cast<std::uint8_t>(slot);
     t.n = idx + 1;
     if (!attach_steering(rx_fd_, t)) {
         *err = errno_text("share: setsockopt SO_ATTACH_REUSEPORT_CBPF", errno);
-        return false;
+        return release();
     }
     if (!write_table(table_path_, t)) {
         *err = errno_text(("share: writing " + table_path_).c_str(), errno);
-        return false;
+        return release();
     }
-    alive_fd_ = bind_alive(table_path_, slot);
+    alive_fd_ = alive;
     slot_ = static_cast<std::uint8_t>(slot);
     joined_ = true;
     return true;

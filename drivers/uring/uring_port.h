@@ -102,7 +102,8 @@ namespace droce::uring {
     X(free_invalid)          /* free_bulk of a foreign or not-owned buffer (ignored) */            \
     X(rx_dropped_link_down)  /* datagrams received while the link was down: not delivered */      \
     X(rx_share_probes)       /* share: slot probes of a joining member, dropped */                 \
-    X(rx_foreign_slot)       /* share: frames for a QPN of another slot (a member left) */
+    X(rx_foreign_slot)       /* share: frames for a QPN of another slot (a member left) */        \
+    X(share_slot_held_elsewhere) /* share: a slot the table gave as free was a live member's */
 // clang-format on
 
 enum class PortCounter : std::uint8_t {

@@ -110,6 +110,10 @@ TEST(PollOwnership, ApplicationAndEngineThreadsShareTheEngine) {
     TwoEngines t(1, /*ipv6=*/false, /*real_time=*/true);
     QpOptions o;
     o.sq_depth = 256;
+    // Real time on a shared host: a retry budget of 8 x 67 ms, so that threads descheduled for
+    // tens of milliseconds (CI ran this beside compilers) never exhaust it; this test is about who
+    // runs the passes, not about timers.
+    o.timeout = 14;
     const QpPair p = t.connect(o);
     constexpr std::size_t kMsg = 2048;
     constexpr std::uint32_t kSlots = 32;
@@ -146,7 +150,9 @@ TEST(PollOwnership, ApplicationAndEngineThreadsShareTheEngine) {
             n = t.dev[0]->poll_cq(t.send_cq[0], cqes, 32);
         }
         for (std::uint32_t i = 0; i < n; ++i) {
-            if (cqes[i].status != rc::WcStatus::success) ++bad;
+            if (cqes[i].status != rc::WcStatus::success && bad++ == 0)
+                ADD_FAILURE() << "WRITE " << cqes[i].wr_id << " completed with status "
+                              << static_cast<int>(cqes[i].status);
             if (cqes[i].wr_id != completed) ++out_of_order;
             ++completed;
         }

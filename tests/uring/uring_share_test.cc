@@ -200,6 +200,28 @@ TEST(UringShare, TableRemovedByTheLastAndStaleTableRefused) {
     EXPECT_NE(access(path.c_str(), F_OK), 0) << path << " left behind";
 }
 
+TEST(UringShare, ATableThatMissesALiveMembersSlotNeverHandsItOutAgain) {
+    // CI once saw two live members with one slot (a cause not found). Whatever makes the table
+    // wrong, a slot is taken by binding its sign of life, which a live member holds.
+    std::string err;
+    auto m0 = UringPort::create(shared_config(), &err);
+    ASSERT_TRUE(m0) << err;
+    auto m1 = UringPort::create(shared_config(), &err);
+    ASSERT_TRUE(m1) << err;
+    ASSERT_EQ(m1->steering_slot(), 1);
+    // Two members, as the group has, but member 1 written down with slot 5: slot 1 looks free.
+    const std::string path = table_file();
+    std::uint8_t wrong[4 + 256] = {2, 0, 0, 0, 0, 5};
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_TRUE(f);
+    ASSERT_EQ(std::fwrite(wrong, sizeof wrong, 1, f), 1u);
+    std::fclose(f);
+    auto m2 = UringPort::create(shared_config(), &err);
+    ASSERT_TRUE(m2) << err;
+    EXPECT_EQ(m2->steering_slot(), 2) << "slot 1 handed out while member 1 holds it";
+    EXPECT_EQ(m2->counter(PortCounter::share_slot_held_elsewhere), 1u);
+}
+
 TEST(UringShare, AMemberKilledWithoutLeavingIsRepairedByTheNextJoiner) {
     std::string err;
     const UringPortConfig cfg = shared_config(); // of this process id: the child uses it too

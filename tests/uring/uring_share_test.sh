@@ -150,7 +150,10 @@ slots() { # local|remote
     done | sort -n | tr '\n' ' '
 }
 echo "slots: clients [$(slots local)] servers [$(slots remote)]"
-[ "$(slots local)" = "0 1 2 3 " ] || fail "client slots are not 0..3: [$(slots local)]"
+[ "$(slots local)" = "0 1 2 3 " ] || {
+    fail "client slots are not 0..3: [$(slots local)]"
+    grep -H -E "QPN|share_|rx_foreign" "$tmp"/c?.out "$tmp"/c?.err | head -40
+}
 [ "$(slots remote)" = "0 1 2 3 " ] || fail "server slots are not 0..3: [$(slots remote)]"
 
 # The same through droce's libibverbs.so.1 (when given and ibv_rc_pingpong is installed): three
