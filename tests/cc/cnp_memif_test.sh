@@ -1,14 +1,16 @@
 #!/bin/bash
 # DCQCN across two processes over net_memif (private copies of config/memif-*.ini with `dcqcn =
 # nvidia` and `line_rate_gbps = 10` added): the client's impairment stage (--impair) models a
-# 4 Gb/s egress queue with RED marking (40..160 KB, Pmax 0.2) on its transmit side, so the link
-# between the processes congests as a switch port would.
+# 2 Gb/s egress queue with RED marking (40..160 KB, Pmax 0.2) on its transmit side, so the link
+# between the processes congests as a switch port would. 2 Gb/s: well under what the client sends
+# unpaced even on a loaded host (3.4 Gb/s seen in CI beside other work, which a 4 Gb/s model never
+# overflowed).
 #   DCQCN on:  the server (notification point) answers the CE marks with CNPs, which cross the
 #              wire: every CNP it sent was handled by the client (reaction point); the server's
 #              capture (--capture, pcapng) holds them and tshark decodes them (BTH opcode 129 =
 #              0x81, P_Key 0xFFFF, dest QP the client's); droce-trace --explain names each one a
 #              CNP and says which marked packet it answers; the client's rate came down to the
-#              congested link's: at most the modelled 4 Gb/s, with almost nothing tail-dropped by
+#              congested link's: at most the modelled 2 Gb/s, with almost nothing tail-dropped by
 #              the modelled queue; every byte verified.
 #   DCQCN off: the same transfer sends at the line, the modelled queue overflows and tail-drops
 #              (many times more than with DCQCN), and no CNP is sent.
@@ -27,7 +29,8 @@ for side in server client; do
         -e 's/^path_mtu = .*$/path_mtu = 1024/' "$tmp/$side.ini"
 done
 tcp_port=$((20000 + ($$ + 13000) % 20000))
-impair="bw=4,queue=4000000,red_kmin=40000,red_kmax=160000,red_pmax=0.2"
+link_gbps=2
+impair="bw=$link_gbps,queue=4000000,red_kmin=40000,red_kmax=160000,red_pmax=0.2"
 failures=0
 fail() {
     echo "FAIL: $*"
@@ -81,14 +84,14 @@ if [ -s "$tmp/on.client" ] && [ -s "$tmp/off.client" ]; then
     tx_on=$(field "$tmp/on.client" "j['impair']['tx_frames']")
     sent_off=$(field "$tmp/off.server" "j['counters']['np_cnp_sent']")
     echo "DCQCN on : $gbps_on Gb/s, $marked CE-marked packets received, $sent CNPs sent, $handled received ($cut cut the rate)," \
-        "$drops_on of $tx_on frames tail-dropped by the modelled 4 Gb/s queue"
+        "$drops_on of $tx_on frames tail-dropped by the modelled $link_gbps Gb/s queue"
     echo "DCQCN off: $gbps_off Gb/s, $sent_off CNPs sent, $drops_off frames tail-dropped"
     [ "$verified_on" = True ] || fail "DCQCN on: data not verified"
     [ "$sent" -gt 0 ] || fail "the server sent no CNP"
     [ "$handled" = "$sent" ] || fail "CNPs sent $sent, received $handled: some did not cross"
     [ "$cut" -gt 0 ] || fail "no CNP cut the client's rate"
-    /usr/bin/python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 4.2 else 1)" "$gbps_on" ||
-        fail "DCQCN on: $gbps_on Gb/s is above the congested link's 4 Gb/s"
+    /usr/bin/python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 1.05 * float(sys.argv[2]) else 1)" \
+        "$gbps_on" "$link_gbps" || fail "DCQCN on: $gbps_on Gb/s is above the congested link's $link_gbps Gb/s"
     [ $((drops_on * 100)) -le "$tx_on" ] || fail "DCQCN on: more than 1 % tail-dropped ($drops_on)"
     [ "$drops_off" -gt $((drops_on * 10 + 1000)) ] || fail "DCQCN off should overflow the queue far more"
     [ "$sent_off" = 0 ] || fail "DCQCN off: $sent_off CNPs sent"
