@@ -5,9 +5,12 @@
  * engines, while another thread creates, modifies (RESET → INIT → RTR → RTS → ERR) and destroys
  * 1,000 QPs on the same device. Each control call holds a Device::ControlSection (the quiescence
  * handshake), so the stream waits at most for one control call, never for a thread stop and start.
- * The test asserts the stream's worst gap between completions (wall time; the best of up to three
- * rounds, see below) and that every WRITE completed successfully with its data in place.
+ * The test asserts the stream's worst gap between completions (in the streaming thread's own CPU
+ * time, over rounds in which the control thread was never preempted: see below) and that every
+ * WRITE completed successfully with its data in place.
  */
+#include <time.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -21,8 +24,32 @@ namespace {
 
 using namespace std::chrono;
 
-/** One round: the stream and the churn; checks correctness, reports the worst completion gap. */
-void churn_beside_stream(nanoseconds* worst_out) {
+/** The calling thread's CPU time. */
+nanoseconds thread_cpu_now() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return seconds(ts.tv_sec) + nanoseconds(ts.tv_nsec);
+}
+
+/** The calling thread's time spent runnable but waiting for a CPU (schedstat), 0 if unknown. */
+nanoseconds thread_run_queue_wait() {
+    unsigned long long run = 0, wait = 0;
+    FILE* f = std::fopen("/proc/thread-self/schedstat", "r");
+    if (f == nullptr) return nanoseconds{0};
+    const int got = std::fscanf(f, "%llu %llu", &run, &wait);
+    std::fclose(f);
+    return nanoseconds(got == 2 ? static_cast<std::int64_t>(wait) : 0);
+}
+
+/** What one round measured. */
+struct Round {
+    nanoseconds worst_wall{0};   ///< worst gap between completions, wall time
+    nanoseconds worst_cpu{0};    ///< the same in the streaming thread's CPU time
+    nanoseconds churner_wait{0}; ///< time the control thread waited for a CPU (preempted)
+};
+
+/** One round: the stream and the churn; checks correctness, reports the worst completion gaps. */
+void churn_beside_stream(Round* out) {
     TwoEngines t(1, /*ipv6=*/false, /*real_time=*/true);
     QpOptions o;
     o.sq_depth = 256;
@@ -35,7 +62,9 @@ void churn_beside_stream(nanoseconds* worst_out) {
     constexpr int kChurnQps = 1000;
     std::atomic<bool> churn_done{false};
     std::atomic<int> churn_errors{0};
+    std::atomic<std::int64_t> churner_wait_ns{0};
     std::thread churner([&] {
+        const nanoseconds wait0 = thread_run_queue_wait();
         for (int i = 0; i < kChurnQps; ++i) {
             int err = 0;
             rc::Qp* q = t.dev[0]->create_qp(t.pd[0], t.send_cq[0], t.recv_cq[0],
@@ -57,6 +86,7 @@ void churn_beside_stream(nanoseconds* worst_out) {
             e |= t.dev[0]->destroy_qp(q);
             if (e != 0) ++churn_errors;
         }
+        churner_wait_ns.store((thread_run_queue_wait() - wait0).count());
         churn_done.store(true, std::memory_order_release);
     });
 
@@ -64,7 +94,8 @@ void churn_beside_stream(nanoseconds* worst_out) {
     // two cores, a gap in its completions is the control path's doing, not the scheduler's.
     std::uint64_t posted = 0, completed = 0, failed = 0;
     auto last = steady_clock::now();
-    nanoseconds worst{0};
+    nanoseconds last_cpu = thread_cpu_now();
+    nanoseconds worst{0}, worst_cpu{0};
     rc::Cqe cqes[32];
     while (!churn_done.load(std::memory_order_acquire) || completed < posted) {
         while (posted - completed < kSlots && !churn_done.load(std::memory_order_relaxed)) {
@@ -81,10 +112,15 @@ void churn_beside_stream(nanoseconds* worst_out) {
         const std::uint32_t n = t.dev[0]->poll_cq(t.send_cq[0], cqes, 32);
         if (n > 0) {
             const auto now = steady_clock::now();
+            const nanoseconds now_cpu = thread_cpu_now();
             // From the first completion on: the first one also waits for the connection's first
             // RTT.
-            if (completed > 0) worst = std::max(worst, duration_cast<nanoseconds>(now - last));
+            if (completed > 0) {
+                worst = std::max(worst, duration_cast<nanoseconds>(now - last));
+                worst_cpu = std::max(worst_cpu, now_cpu - last_cpu);
+            }
             last = now;
+            last_cpu = now_cpu;
         }
         for (std::uint32_t i = 0; i < n; ++i)
             failed += cqes[i].status != rc::WcStatus::success;
@@ -92,34 +128,48 @@ void churn_beside_stream(nanoseconds* worst_out) {
     }
     churner.join();
 
-    std::printf(
-        "stream: %llu WRITEs of %zu B while %d QPs were created, modified and destroyed; worst gap "
-        "between completions %.1f us\n",
-        static_cast<unsigned long long>(completed), kMsg, kChurnQps,
-        static_cast<double>(worst.count()) / 1000.0);
+    std::printf("stream: %llu WRITEs of %zu B while %d QPs were created, modified and destroyed; "
+                "worst gap between completions %.1f us (%.1f us of the streaming thread's CPU "
+                "time); the control thread waited %.1f us for a CPU\n",
+                static_cast<unsigned long long>(completed), kMsg, kChurnQps,
+                static_cast<double>(worst.count()) / 1000.0,
+                static_cast<double>(worst_cpu.count()) / 1000.0,
+                static_cast<double>(churner_wait_ns.load()) / 1000.0);
     EXPECT_EQ(churn_errors.load(), 0);
     EXPECT_EQ(failed, 0u);
     EXPECT_GT(completed, static_cast<std::uint64_t>(kChurnQps))
         << "the stream hardly ran while the QPs churned";
     EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), src->bytes.size()), 0);
-    *worst_out = worst;
+    *out = Round{worst, worst_cpu, nanoseconds(churner_wait_ns.load())};
 }
 
 TEST(ControlSection, QpChurnOnTheStreamingDeviceNeverStallsTheStream) {
-    // The bound is on what control calls impose. A host busy with other work can deschedule the
-    // streaming thread itself for a scheduler slice (milliseconds) in any one round; a control
-    // path that stalls the stream does so in every round. So: up to five rounds (three were
-    // all descheduled once, on a host compiling beside the test), the best one must stay under
-    // 1 ms.
+    // The bound is on what control calls impose. Other work on the host (a compiler, a fuzzer at
+    // nice 19: whole 4 ms scheduler ticks in CI) can take the core from either thread. The
+    // streaming thread's gaps are measured in its own CPU time, which stops while it is
+    // descheduled and runs on while it spins waiting for a control section. The control thread
+    // preempted inside a section stalls the stream through no fault of the section: a round whose
+    // gap reached 1 ms while the control thread waited 1 ms or more for a CPU (schedstat) proves
+    // nothing either way. Up to ten rounds; the best must stay under 1 ms (a control path that
+    // stalls the stream does so in every round).
     nanoseconds best = nanoseconds::max();
-    for (int round = 0; round < 5 && best >= milliseconds(1); ++round) {
-        nanoseconds worst{0};
-        churn_beside_stream(&worst);
+    int undisturbed_stalls = 0;
+    for (int round = 0; round < 10 && best >= milliseconds(1); ++round) {
+        Round r;
+        churn_beside_stream(&r);
         if (HasFailure()) return;
-        best = std::min(best, worst);
+        best = std::min(best, r.worst_cpu);
+        if (r.worst_cpu >= milliseconds(1) && r.churner_wait < milliseconds(1))
+            ++undisturbed_stalls;
     }
+    if (best >= milliseconds(1) && undisturbed_stalls == 0)
+        GTEST_SKIP() << "in each of 10 rounds the stream stalled while the control thread waited "
+                        "for a CPU: this host is too busy to tell a control-path stall from the "
+                        "scheduler's";
     RecordProperty("worst_gap_ns", static_cast<int>(best.count()));
-    EXPECT_LT(best, milliseconds(1)) << "a control call stalled the stream in every round";
+    EXPECT_LT(best, milliseconds(1)) << "a control call stalled the stream in every round ("
+                                     << undisturbed_stalls << " with the control thread running "
+                                     << "undisturbed)";
 }
 
 } // namespace

@@ -334,8 +334,15 @@ def cnp(args, tmp):
     # episode), and cc-cnp-memif checks the reaction point's cuts.
     measured = [e for e in eps if "rate_after_gbps" in e]
     slowed = [e for e in measured if e["gap_after_us"] > 1.2 * e["gap_before_us"]]
-    check(len(measured) >= 1, "cnp: %d episode(s) with the requester's spacing measured on both "
-          "sides" % len(measured))
+    # Marks can also last the whole run (seen once in CI: 2,429 CNPs, none 2 ms after the last):
+    # then the one episode has no data packet after it, and explain must say it cannot see the rate.
+    if measured:
+        check(True, "cnp: %d episode(s) with the requester's spacing measured on both sides" %
+              len(measured))
+    else:
+        check(len(eps) == 1 and "Too few data packets around it" in eps[0]["text"],
+              "cnp: no episode with packets on both sides: the marks lasted the run, one episode "
+              "(%d) that says it cannot see the rate" % len(eps))
     check(all(("slowed down" in e["text"]) == (e in slowed) and
               ("no slow-down visible" in e["text"]) == (e not in slowed) for e in measured),
           "cnp: the story says slowed down for exactly the %d episode(s) after which the "
