@@ -169,7 +169,11 @@ struct ResponderResource {
     std::uint32_t msn = 0;
 };
 
-/** Responder-side state (rxe: qp->resp). */
+/**
+ * Responder-side state (rxe: qp->resp). What every request packet reads or writes comes first and
+ * fills one cache line (the Qp aligns it); the resource rings after it are read only for READs,
+ * atomics and duplicates. With thousands of busy QPs each request finds its QP out of the caches.
+ */
 struct ResponderState {
     Psn expected_psn;
     std::uint32_t msn = 0;     ///< messages completed (24 bits on the wire)
@@ -185,19 +189,19 @@ struct ResponderState {
     std::uint32_t write_remaining = 0; ///< bytes of the RETH DMA length not yet received
     std::uint32_t write_length =
         0; ///< RETH DMA length of the current RDMA WRITE (byte_len of WRITE with immediate)
-    ResponderResource resources[kMaxRdAtomic];
-    std::uint32_t next_resource = 0; ///< ring index of the next resource to overwrite
     // READ responses in progress (a long READ is sent in pieces as the tx path allows)
     bool read_active = false;
-    ResponderResource read; ///< the READ being answered
-    Psn read_next_psn;
-    std::uint32_t read_offset = 0;
     // Deferred ACK (TransportCtx::defer_acks): the newest ACK owed, sent by responder_flush_ack()
     // at the end of the engine's rx phase or before any other response of this QP, so one ACK
     // covers a whole received burst (ACKs are cumulative, IBTA 9.7.5.1.2).
     bool ack_pending = false;
     Psn ack_psn;               ///< PSN the pending ACK acknowledges
     std::uint32_t ack_msn = 0; ///< MSN at the time it was owed
+    Psn read_next_psn;         ///< of the READ being answered
+    std::uint32_t read_offset = 0;
+    std::uint32_t next_resource = 0; ///< ring index of the next resource to overwrite
+    ResponderResource read;          ///< the READ being answered
+    ResponderResource resources[kMaxRdAtomic];
 };
 
 /** One path of a QP: the headers below its BTH and the 0-based device port it leaves by. */
@@ -310,38 +314,25 @@ extern const TransportOps kRcTransport;
 
 /** An RC queue pair. Created and modified by the control path; run by the engine. */
 struct Qp {
+    // The members are ordered by use, not by topic: with thousands of busy QPs every engine visit
+    // finds the QP out of the caches, so what each packet reads sits in as few cache lines as
+    // possible (the first line; the responder's, requester's, path's, pacer's and counters' first
+    // lines), near each other.
     /** The transport that runs this QP, fixed at creation (Device::create_qp). */
     const TransportOps* transport = &kRcTransport;
     std::uint32_t qpn = 0;
     QpState state = QpState::reset;
-    QpAttr attr;
-    QpCap cap;
-    const mem::Pd* pd = nullptr;
-    Cq* send_cq = nullptr;
-    Cq* recv_cq = nullptr;
-    bool sq_sig_all = false;
-    SpscRing<SendWqe> sq;     ///< app → engine; consumer index = oldest WQE not yet completed
-    SpscRing<RecvWqe> rq;     ///< app → engine
-    std::uint32_t mtu = 1024; ///< path MTU in bytes (from attr.path_mtu)
-    /** The paths the QP's packets may take: headers and the port each leaves by. RC has one
-     *  (paths[0], num_paths 1); the multipath transport holds one per entropy value. Written by the
-     *  control path (Device::set_path), read by the transport. */
-    std::array<Path, kMaxPaths> paths{};
-    std::uint8_t num_paths = 1;
-    /** Multiplane QPs: the peer's address per plane (Device::set_remote_planes); control path. */
-    std::array<RemotePlane, TxStage::kMaxPorts> remote_planes{};
-    std::uint8_t num_remote_planes = 0;
-    Pacer pacer;
-    Counters counters;
-    RequesterState req;
-    CompleterState comp;
-    ResponderState resp;
+    std::uint8_t num_paths = 1; ///< paths in use (below)
     /** The peer's GID is one of this device's own ports: frames go through the device's loopback
      *  queue, never to a port (a NIC's internal loopback; pyverbs tests connect QPs this way). */
     bool loopback_peer = false;
     /** False while the peer's MAC is being resolved (ARP / ND); nothing is transmitted until then.
      */
     bool path_resolved = true;
+    std::uint32_t mtu = 1024; ///< path MTU in bytes (from attr.path_mtu)
+    bool sq_sig_all = false;
+    CompleterState comp;
+    const mem::Pd* pd = nullptr;
     /**
      * Release tracking of payload sent by reference: one TxRef per SQ slot (slot index & mask),
      * allocated with the QP by the control path (Device::create_qp), kept across resets (a count
@@ -349,8 +340,27 @@ struct Qp {
      * segments still out. Null (protocol tests): every packet is copied.
      */
     std::unique_ptr<TxRef[]> tx_refs;
+    Cq* send_cq = nullptr;
+    Cq* recv_cq = nullptr;
+    QpAttr attr;
+    QpCap cap;
+    SpscRing<SendWqe> sq; ///< app → engine; consumer index = oldest WQE not yet completed
+    alignas(64) ResponderState resp;
+    /** The paths the QP's packets may take: headers and the port each leaves by. RC has one
+     *  (paths[0], num_paths 1); the multipath transport holds one per entropy value. Written by the
+     *  control path (Device::set_path), read by the transport. */
+    alignas(64) std::array<Path, kMaxPaths> paths{};
+    alignas(64) Pacer pacer;
+    alignas(64) Counters counters;
+    SpscRing<RecvWqe> rq; ///< app → engine
+    /** Multiplane QPs: the peer's address per plane (Device::set_remote_planes); control path. */
+    std::array<RemotePlane, TxStage::kMaxPorts> remote_planes{};
+    std::uint8_t num_remote_planes = 0;
     /** The transport's own state (TransportOps::create), or null. */
     std::unique_ptr<TransportState> transport_state;
+    /** Last: its PSN ring is 16 KiB, of which a visit reads a line or two; before it, everything a
+     *  packet reads fits in about 3.5 KiB (one or two pages: TLB misses count too). */
+    alignas(64) RequesterState req;
 
     /** The TxRef of the WQE at free-running SQ index @p wqe_index, or nullptr. */
     [[nodiscard]] TxRef* tx_ref(std::uint32_t wqe_index) noexcept {
