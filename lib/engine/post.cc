@@ -110,38 +110,9 @@ int Device::post_send_wqes(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n,
         }
         if (is_atomic && (w.num_sge != 1 || w.sg_list[0].length != 8)) return EINVAL;
         if (qp->sq.free_slots() == 0) return ENOMEM;
-        rc::SendWqe& slot = qp->sq.producer_slot();
-        slot.wr_id = w.wr_id;
-        slot.opcode = w.opcode;
-        slot.send_flags = w.send_flags;
-        slot.imm_data = w.imm_data;
-        slot.invalidate_rkey = w.invalidate_rkey;
-        slot.remote_addr = w.remote_addr;
-        slot.rkey = w.rkey;
-        slot.compare_add = w.compare_add;
-        slot.swap = w.swap;
-        if (is_inline) {
-            // The application's copy is already in w.inline_data (native API) and length says how
-            // much.
-            slot.num_sge = 0;
-            slot.length = w.length;
-            std::memcpy(slot.inline_data, w.inline_data, w.length);
-        } else {
-            slot.num_sge = w.num_sge;
-            std::uint64_t total = 0;
-            for (std::uint32_t s = 0; s < w.num_sge; ++s) {
-                slot.sg_list[s] = w.sg_list[s];
-                total += w.sg_list[s].length;
-            }
-            if (total > kMaxMsgSize) return EINVAL;
-            slot.length = static_cast<std::uint32_t>(total);
-        }
-        slot.state = rc::WqeState::posted;
-        slot.sent_bytes = 0;
-        slot.recv_bytes = 0;
-        slot.atomic_result = 0;
-        slot.npkts = 0;
-        slot.status = WcStatus::success;
+        rc::SqWqe& slot = qp->sq.producer_slot();
+        // Inline: the application's copy is already in w.inline_data (native API), length bytes.
+        if (slot.fill(w) > kMaxMsgSize) return EINVAL;
         qp->sq.publish();
     }
     *bad = n;

@@ -25,7 +25,7 @@
 namespace droce::mrc::detail {
 
 using rc::Qp;
-using rc::SendWqe;
+using rc::SqWqe;
 using rc::WcStatus;
 using rc::WqeState;
 using rc::WrOpcode;
@@ -123,7 +123,7 @@ void detect_losses(State& s, const rc::TransportCtx& ctx, std::uint64_t now) noe
  * @p w failed a local check: it completes with @p status once it is the oldest WQE, and the QP
  * goes to ERR (as RC, IBTA §10.7.3.1).
  */
-void fail_local(Qp& qp, State& s, rc::TransportCtx& ctx, SendWqe& w, WcStatus status) noexcept {
+void fail_local(Qp& qp, State& s, rc::TransportCtx& ctx, SqWqe& w, WcStatus status) noexcept {
     if (status == WcStatus::loc_prot_err) qp.counters.inc(Counter::local_protection_err);
     w.status = status;
     w.state = WqeState::local_error;
@@ -136,7 +136,7 @@ void fail_local(Qp& qp, State& s, rc::TransportCtx& ctx, SendWqe& w, WcStatus st
 bool reap(Qp& qp, State& s, rc::TransportCtx& ctx) noexcept {
     while (qp.sq.ready() > 0 && qp.state != rc::QpState::err) {
         const std::uint32_t idx = qp.sq.consumer_index();
-        SendWqe& w = qp.sq.slot(idx);
+        SqWqe& w = qp.sq.slot(idx);
         if (w.state == WqeState::local_error) {
             w.state = WqeState::error_due;
             rc::qp_enter_error(qp, ctx);
@@ -155,11 +155,11 @@ bool reap(Qp& qp, State& s, rc::TransportCtx& ctx) noexcept {
 void fail_remote(Qp& qp, State& s, rc::TransportCtx& ctx, std::uint32_t wqe_index,
                  WcStatus status) noexcept {
     for (std::uint32_t i = qp.sq.consumer_index(); i != wqe_index; ++i) {
-        SendWqe& w = qp.sq.slot(i);
+        SqWqe& w = qp.sq.slot(i);
         if (w.state == WqeState::sent && w.last_psn.distance_from(s.cum) < 0)
             w.state = WqeState::acked;
     }
-    SendWqe& w = qp.sq.slot(wqe_index);
+    SqWqe& w = qp.sq.slot(wqe_index);
     w.status = status;
     w.state = WqeState::error_due;
     rc::qp_enter_error(qp, ctx);
@@ -169,7 +169,7 @@ void fail_remote(Qp& qp, State& s, rc::TransportCtx& ctx, std::uint32_t wqe_inde
  * @return 1 staged, 0 no room this pass, -1 an SGE no longer passes its lkey check. */
 int stage_data(Qp& qp, State& s, rc::TransportCtx& ctx, const PsnEntry& e, int ev,
                bool retransmit) noexcept {
-    SendWqe& w = qp.sq.slot(e.wqe_index);
+    SqWqe& w = qp.sq.slot(e.wqe_index);
     std::array<std::span<const std::uint8_t>, rc::kMaxSge> spans;
     const int nspans = rc::gather_payload(qp, ctx, w, e.offset, e.len, spans);
     if (nspans < 0) return -1;
@@ -304,7 +304,7 @@ std::uint32_t requester_run(Qp& qp, State& s, rc::TransportCtx& ctx, std::uint32
         }
         // ---- new packets
         if (s.next_wqe == qp.sq.producer_index()) break;
-        SendWqe& w = qp.sq.slot(s.next_wqe);
+        SqWqe& w = qp.sq.slot(s.next_wqe);
         if (w.state == WqeState::local_error) break;
         if (s.attr.max_inflight != 0 && s.inflight >= s.attr.max_inflight) break;
         const auto dist = static_cast<std::uint32_t>(s.next_psn.distance_from(s.cum));

@@ -140,10 +140,10 @@ void count(Qp& qp, TransportCtx& /*ctx*/, Counter c) noexcept {
     qp.counters.inc(c);
 }
 
-bool is_read(const SendWqe& w) noexcept {
+bool is_read(const SqWqe& w) noexcept {
     return w.opcode == WrOpcode::rdma_read;
 }
-bool is_atomic(const SendWqe& w) noexcept {
+bool is_atomic(const SqWqe& w) noexcept {
     return w.opcode == WrOpcode::atomic_cmp_and_swp || w.opcode == WrOpcode::atomic_fetch_and_add;
 }
 
@@ -154,7 +154,7 @@ Psn high_psn(const Qp& qp) noexcept {
 }
 
 /** First response PSN of READ / atomic @p w not yet received. */
-Psn expected_response(const Qp& qp, const SendWqe& w) noexcept {
+Psn expected_response(const Qp& qp, const SqWqe& w) noexcept {
     return is_read(w) ? w.first_psn + w.recv_bytes / qp.mtu : w.first_psn;
 }
 
@@ -162,10 +162,10 @@ Psn expected_response(const Qp& qp, const SendWqe& w) noexcept {
  * The oldest WQE, or nullptr when there is none whose request went out in the current pass (a READ
  * or atomic rewound by go-back-N and not yet re-sent ignores responses to its earlier request).
  */
-SendWqe* oldest(Qp& qp) noexcept {
+SqWqe* oldest(Qp& qp) noexcept {
     const std::uint32_t idx = clamp_first_unacked_wqe(qp);
     if (idx == qp.sq.producer_index() || idx == qp.req.next_wqe) return nullptr;
-    SendWqe& w = qp.sq.slot(idx);
+    SqWqe& w = qp.sq.slot(idx);
     return w.state == WqeState::posted ? nullptr : &w;
 }
 
@@ -174,7 +174,7 @@ SendWqe* oldest(Qp& qp) noexcept {
  * successfully now, or, while a driver still holds its payload, as soon as completer_reap() sees it
  * released (always in SQ order).
  */
-void complete_ok(Qp& qp, SendWqe& w) noexcept {
+void complete_ok(Qp& qp, SqWqe& w) noexcept {
     if ((is_read(w) || is_atomic(w)) && qp.req.rd_atomic_inflight > 0) --qp.req.rd_atomic_inflight;
     w.state = WqeState::acked;
     ++qp.comp.first_unacked_wqe;
@@ -189,7 +189,7 @@ void complete_ok(Qp& qp, SendWqe& w) noexcept {
 void complete_error(Qp& qp, TransportCtx& ctx, WcStatus status) noexcept {
     const std::uint32_t idx = clamp_first_unacked_wqe(qp);
     if (idx != qp.sq.producer_index()) {
-        SendWqe& w = qp.sq.slot(idx);
+        SqWqe& w = qp.sq.slot(idx);
         w.status = status;
         w.state = WqeState::error_due;
     }
@@ -226,7 +226,7 @@ enum class AckOutcome : std::uint8_t { ok, implied_nak, qp_error };
 AckOutcome ack_through(Qp& qp, TransportCtx& ctx, Psn p, Psn& retry_psn) noexcept {
     for (std::uint32_t idx = clamp_first_unacked_wqe(qp); idx != qp.sq.producer_index();
          idx = clamp_first_unacked_wqe(qp)) {
-        SendWqe& w = qp.sq.slot(idx);
+        SqWqe& w = qp.sq.slot(idx);
         if (w.state == WqeState::posted) break;
         if (w.state == WqeState::local_error) { // failed in the requester (its status is set)
             complete_error(qp, ctx, w.status);
@@ -260,7 +260,7 @@ bool find_wqe(Qp& qp, Psn p, std::uint32_t& idx) noexcept {
     const std::uint32_t prod = qp.sq.producer_index();
     const std::uint32_t hi = qp.req.next_wqe == prod ? prod : qp.req.next_wqe + 1; // exclusive
     auto holds = [&](std::uint32_t i) {
-        const SendWqe& w = qp.sq.slot(i);
+        const SqWqe& w = qp.sq.slot(i);
         return w.state != WqeState::posted && w.npkts != 0 && p >= w.first_psn && p <= w.last_psn;
     };
     // The per-PSN ring knows every request PSN in flight; PSNs inside a READ's response range fall
@@ -293,14 +293,14 @@ void go_back_n(Qp& qp, Psn p) noexcept {
     const std::uint32_t prod = qp.sq.producer_index();
     const std::uint32_t end = req.next_wqe == prod ? prod : req.next_wqe + 1;
     for (std::uint32_t i = idx + 1; i != end; ++i) {
-        SendWqe& w = qp.sq.slot(i);
+        SqWqe& w = qp.sq.slot(i);
         if (w.state == WqeState::posted) break;
         if (w.state == WqeState::local_error) continue;
         w.sent_bytes = 0;
         w.recv_bytes = 0;
         w.state = WqeState::sending;
     }
-    SendWqe& w = qp.sq.slot(idx);
+    SqWqe& w = qp.sq.slot(idx);
     const std::uint64_t off =
         is_atomic(w) ? 0 : static_cast<std::uint64_t>(p.distance_from(w.first_psn)) * qp.mtu;
     w.sent_bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(off, w.length));
@@ -312,11 +312,11 @@ void go_back_n(Qp& qp, Psn p) noexcept {
 }
 
 /** Writes @p data at message offset @p off of @p w's SGEs, each piece checked for local write. */
-bool scatter(Qp& qp, TransportCtx& ctx, const SendWqe& w, std::uint32_t off,
+bool scatter(Qp& qp, TransportCtx& ctx, const SqWqe& w, std::uint32_t off,
              std::span<const std::uint8_t> data) noexcept {
     std::uint32_t pos = 0;
     for (std::uint32_t i = 0; i < w.num_sge && !data.empty(); ++i) {
-        const Sge& s = w.sg_list[i];
+        const Sge& s = w.sg_list()[i];
         if (off >= pos + s.length) {
             pos += s.length;
             continue;
@@ -486,7 +486,7 @@ CompState do_retry(Qp& qp, Rx& rx) noexcept {
 CompState do_read(Qp& qp, TransportCtx& ctx, Rx& rx) noexcept {
     const CompState s = implicit_ack(qp, ctx, rx, CompState::read);
     if (s != CompState::read) return s;
-    SendWqe* w = oldest(qp);
+    SqWqe* w = oldest(qp);
     if (!w || w->state == WqeState::local_error || !is_read(*w) || rx.psn < w->first_psn ||
         rx.psn > w->last_psn) {
         rx.err = CompError::unexpected_response;
@@ -523,14 +523,14 @@ CompState do_read(Qp& qp, TransportCtx& ctx, Rx& rx) noexcept {
 CompState do_atomic(Qp& qp, TransportCtx& ctx, Rx& rx) noexcept {
     const CompState s = implicit_ack(qp, ctx, rx, CompState::atomic);
     if (s != CompState::atomic) return s;
-    SendWqe* w = oldest(qp);
+    SqWqe* w = oldest(qp);
     if (!w || w->state == WqeState::local_error || !is_atomic(*w) || w->first_psn != rx.psn ||
         !rx.pkt.atomic_ack_eth) {
         rx.err = CompError::unexpected_response;
         return CompState::drop;
     }
     const std::uint64_t orig = rx.pkt.atomic_ack_eth->orig_rem_data.get();
-    const Sge& sge = w->sg_list[0];
+    const Sge& sge = w->sg_list()[0];
     std::uint8_t* host = nullptr;
     if (w->num_sge != 1 || ctx.mrs->check(sge.lkey, qp.pd, sge.addr, 8, kAccessLocalWrite, &host) !=
                                mem::MemCheck::ok) {
@@ -659,7 +659,7 @@ bool completer_reap(Qp& qp) noexcept {
     const std::uint32_t end = clamp_first_unacked_wqe(qp);
     for (std::uint32_t idx = qp.sq.consumer_index(); idx != end; ++idx) {
         if (!qp.tx_released(idx)) return true; // a driver still holds its payload: not reusable yet
-        const SendWqe& w = qp.sq.slot(idx);
+        const SqWqe& w = qp.sq.slot(idx);
         complete_send_wqe(qp, qp.sq_sig_all || (w.send_flags & kSendSignaled), WcStatus::success,
                           is_atomic(w) ? 8u : w.length);
     }

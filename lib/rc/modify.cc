@@ -74,8 +74,15 @@ TransitionRule rc_transition(QpState from, QpState to) noexcept {
 }
 } // namespace
 
+void make_sq(Qp& qp, std::uint32_t depth) noexcept {
+    qp.sq = SpscRing<SqWqe>(depth);
+    qp.sq_ext.reset(new SqWqeExt[qp.sq.capacity()]);
+    for (std::uint32_t i = 0; i < qp.sq.capacity(); ++i)
+        qp.sq.slot(i).ext = &qp.sq_ext[i];
+}
+
 void qp_reset(Qp& qp) noexcept {
-    qp.sq = SpscRing<SendWqe>(qp.cap.max_send_wr);
+    make_sq(qp, qp.cap.max_send_wr);
     qp.rq = SpscRing<RecvWqe>(qp.cap.max_recv_wr);
     qp.req = RequesterState{};
     qp.comp = CompleterState{};

@@ -45,7 +45,7 @@ WcOpcode wc_opcode_of(WrOpcode op) noexcept {
 }
 
 void complete_send_wqe(Qp& qp, bool cqe, WcStatus status, std::uint32_t byte_len) noexcept {
-    SendWqe& w = qp.sq.slot(qp.sq.consumer_index());
+    SqWqe& w = qp.sq.slot(qp.sq.consumer_index());
     Cqe c{};
     c.wr_id = w.wr_id;
     c.status = status;
@@ -74,7 +74,7 @@ void qp_enter_error(Qp& qp, TransportCtx& /*ctx*/) noexcept {
     while (qp.sq.ready() > 0) {
         const std::uint32_t idx = qp.sq.consumer_index();
         if (!qp.tx_released(idx)) break;
-        const SendWqe& w = qp.sq.slot(idx);
+        const SqWqe& w = qp.sq.slot(idx);
         if (w.state == WqeState::acked) {
             complete_send_wqe(qp, qp.sq_sig_all || (w.send_flags & kSendSignaled),
                               WcStatus::success,

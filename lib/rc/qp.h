@@ -344,7 +344,7 @@ struct Qp {
     Cq* recv_cq = nullptr;
     QpAttr attr;
     QpCap cap;
-    SpscRing<SendWqe> sq; ///< app → engine; consumer index = oldest WQE not yet completed
+    SpscRing<SqWqe> sq; ///< app → engine; consumer index = oldest WQE not yet completed
     alignas(64) ResponderState resp;
     /** The paths the QP's packets may take: headers and the port each leaves by. RC has one
      *  (paths[0], num_paths 1); the multipath transport holds one per entropy value. Written by the
@@ -358,6 +358,9 @@ struct Qp {
     std::uint8_t num_remote_planes = 0;
     /** The transport's own state (TransportOps::create), or null. */
     std::unique_ptr<TransportState> transport_state;
+    /** One per SQ slot: SGE lists and inline data beyond what a slot holds (SqWqe::ext); made
+     *  and linked by qp_reset() (control path). */
+    std::unique_ptr<SqWqeExt[]> sq_ext;
     /** Last: its PSN ring is 16 KiB, of which a visit reads a line or two; before it, everything a
      *  packet reads fits in about 3.5 KiB (one or two pages: TLB misses count too). */
     alignas(64) RequesterState req;
@@ -381,7 +384,7 @@ struct Qp {
  * @param hosts when not null and the result is success: the host address of each SGE of non-zero
  * length (the whole SGE passed its check), for gather_payload() in the same engine pass.
  */
-[[nodiscard]] WcStatus check_send_wqe(Qp& qp, TransportCtx& ctx, const SendWqe& w,
+[[nodiscard]] WcStatus check_send_wqe(Qp& qp, TransportCtx& ctx, const SqWqe& w,
                                       std::array<std::uint8_t*, kMaxSge>* hosts = nullptr) noexcept;
 /**
  * Gathers @p len bytes at message offset @p off of @p w into @p out as spans of registered memory
@@ -390,8 +393,8 @@ struct Qp {
  * @param hosts null, or what check_send_wqe() found for @p w in this same engine pass (MRs change
  * only between passes, so they still hold): the MR lookup is then not repeated per packet.
  */
-int gather_payload(Qp& qp, TransportCtx& ctx, const SendWqe& w, std::uint32_t off,
-                   std::uint32_t len, std::array<std::span<const std::uint8_t>, kMaxSge>& out,
+int gather_payload(Qp& qp, TransportCtx& ctx, const SqWqe& w, std::uint32_t off, std::uint32_t len,
+                   std::array<std::span<const std::uint8_t>, kMaxSge>& out,
                    const std::array<std::uint8_t*, kMaxSge>* hosts = nullptr) noexcept;
 /**
  * Sends packets of posted WQEs while the PSN window (kPsnWindow), max_rd_atomic, fences, the pacer
@@ -452,6 +455,9 @@ int qp_modify(Qp* qp, const QpAttr& attr, std::uint32_t mask,
 /** Back to RESET: empty rings at the QP's capabilities, fresh requester/completer/responder state.
  */
 void qp_reset(Qp& qp) noexcept;
+/** Gives @p qp an empty SQ of at least @p depth slots, each linked to its SqWqeExt (qp_reset();
+ *  protocol tests that build a Qp by hand). Control path: allocates. */
+void make_sq(Qp& qp, std::uint32_t depth) noexcept;
 
 // ---- qp.cc ----
 /** TransportOps::run of RC. */

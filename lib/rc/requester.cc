@@ -51,13 +51,13 @@ std::uint8_t select_path(const Qp& /*qp*/, Psn /*psn*/) noexcept {
     return 0;
 }
 
-bool is_read(const SendWqe& w) noexcept {
+bool is_read(const SqWqe& w) noexcept {
     return w.opcode == WrOpcode::rdma_read;
 }
-bool is_atomic(const SendWqe& w) noexcept {
+bool is_atomic(const SqWqe& w) noexcept {
     return w.opcode == WrOpcode::atomic_cmp_and_swp || w.opcode == WrOpcode::atomic_fetch_and_add;
 }
-bool is_send(const SendWqe& w) noexcept {
+bool is_send(const SqWqe& w) noexcept {
     return w.opcode == WrOpcode::send || w.opcode == WrOpcode::send_with_imm ||
            w.opcode == WrOpcode::send_with_inv;
 }
@@ -74,7 +74,7 @@ std::uint32_t packets_of(std::uint32_t len, std::uint32_t mtu) noexcept {
  * before it is outstanding, else in the completer after the earlier WQEs (completions stay in
  * order). The QP then goes to ERR (IBTA §10.7.3.1: error completions are always generated).
  */
-void fail_local(Qp& qp, TransportCtx& ctx, SendWqe& w, WcStatus status) noexcept {
+void fail_local(Qp& qp, TransportCtx& ctx, SqWqe& w, WcStatus status) noexcept {
     if (status == WcStatus::loc_prot_err) count(qp, ctx, Counter::local_protection_err);
     w.status = status;
     w.state = WqeState::local_error;
@@ -86,7 +86,7 @@ void fail_local(Qp& qp, TransportCtx& ctx, SendWqe& w, WcStatus status) noexcept
 }
 
 /** Request opcode of packet @p pkt_first/@p pkt_last of a SEND or WRITE (IBTA table 39). */
-Opcode send_write_opcode(const SendWqe& w, bool first, bool last) noexcept {
+Opcode send_write_opcode(const SqWqe& w, bool first, bool last) noexcept {
     const bool only = first && last;
     switch (w.opcode) {
     case WrOpcode::send:
@@ -119,7 +119,7 @@ Opcode send_write_opcode(const SendWqe& w, bool first, bool last) noexcept {
 
 } // namespace
 
-WcStatus check_send_wqe(Qp& qp, TransportCtx& ctx, const SendWqe& w,
+WcStatus check_send_wqe(Qp& qp, TransportCtx& ctx, const SqWqe& w,
                         std::array<std::uint8_t*, kMaxSge>* hosts) noexcept {
     std::uint32_t access = 0;
     switch (w.opcode) {
@@ -141,7 +141,7 @@ WcStatus check_send_wqe(Qp& qp, TransportCtx& ctx, const SendWqe& w,
         // buffer. rxe refuses such a WR in post_send (EINVAL); a WQE that reaches the engine anyway
         // is an invalid work request: Local QP Operation Error, as mlx5 reports a malformed WQE.
         if (w.remote_addr & 7u) return WcStatus::loc_qp_op_err;
-        if (w.num_sge != 1 || w.sg_list[0].length != 8 || (w.send_flags & kSendInline))
+        if (w.num_sge != 1 || w.sg_list()[0].length != 8 || (w.send_flags & kSendInline))
             return WcStatus::loc_len_err;
         access = kAccessLocalWrite;
         break;
@@ -159,7 +159,7 @@ WcStatus check_send_wqe(Qp& qp, TransportCtx& ctx, const SendWqe& w,
     if (w.num_sge > kMaxSge) return WcStatus::loc_qp_op_err;
     std::uint64_t total = 0;
     for (std::uint32_t i = 0; i < w.num_sge; ++i) {
-        const Sge& s = w.sg_list[i];
+        const Sge& s = w.sg_list()[i];
         total += s.length;
         if (s.length == 0) continue; // C9-88: a zero-length buffer is never checked
         std::uint8_t* host = nullptr;
@@ -171,18 +171,18 @@ WcStatus check_send_wqe(Qp& qp, TransportCtx& ctx, const SendWqe& w,
     return WcStatus::success;
 }
 
-int gather_payload(Qp& qp, TransportCtx& ctx, const SendWqe& w, std::uint32_t off,
-                   std::uint32_t len, std::array<std::span<const std::uint8_t>, kMaxSge>& out,
+int gather_payload(Qp& qp, TransportCtx& ctx, const SqWqe& w, std::uint32_t off, std::uint32_t len,
+                   std::array<std::span<const std::uint8_t>, kMaxSge>& out,
                    const std::array<std::uint8_t*, kMaxSge>* hosts) noexcept {
     if (len == 0) return 0;
     if (w.send_flags & kSendInline) {
-        out[0] = std::span<const std::uint8_t>(w.inline_data + off, len);
+        out[0] = std::span<const std::uint8_t>(w.inline_data() + off, len);
         return 1;
     }
     int n = 0;
     std::uint32_t pos = 0; // message offset of SGE i
     for (std::uint32_t i = 0; i < w.num_sge && len > 0; ++i) {
-        const Sge& s = w.sg_list[i];
+        const Sge& s = w.sg_list()[i];
         if (off >= pos + s.length) {
             pos += s.length;
             continue;
@@ -223,7 +223,7 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
 
     while (sent < budget) {
         if (req.next_wqe == qp.sq.producer_index()) break;
-        SendWqe& w = qp.sq.slot(req.next_wqe);
+        SqWqe& w = qp.sq.slot(req.next_wqe);
         // Failed locally: waits for the completer, which completes it and takes the QP to ERR.
         if (w.state == WqeState::local_error) break;
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 #include "mem/access.h"
@@ -99,13 +100,10 @@ enum class WqeState : std::uint8_t {
 };
 
 /**
- * A send work request as posted, plus the requester's and completer's private state.
- * Ownership: written by the application thread until published on the SQ ring; from then on owned
- * by the engine until the completer releases the slot. Inline data is copied in at post time, so
- * the application's buffer is free as soon as post returns.
+ * A send work request as posted (ibv_send_wr): what Device::post_send() takes and copies into an
+ * SQ slot (SqWqe). Inline data is in @p inline_data, @p length bytes of it.
  */
-struct alignas(64) SendWqe {
-    // ---- as posted (ibv_send_wr) ----
+struct SendWqe {
     std::uint64_t wr_id = 0;
     WrOpcode opcode = WrOpcode::send;
     std::uint32_t send_flags = 0; ///< SendFlags
@@ -118,11 +116,42 @@ struct alignas(64) SendWqe {
     std::uint64_t swap = 0;        ///< atomic swap value (CAS)
     std::uint32_t num_sge = 0;
     std::uint32_t length = 0; ///< total bytes of the message (sum of SGE lengths, or inline length)
+    Sge sg_list[kMaxSge];
+    std::uint8_t inline_data[kMaxInlineData];
+};
+
+/** The SGE list and inline data of one SQ slot beyond what the slot holds itself (SqWqe::ext). */
+struct SqWqeExt {
+    Sge sg_list[kMaxSge];
+    std::uint8_t inline_data[kMaxInlineData];
+};
+
+/**
+ * One SQ slot: a posted send WQE (copied from a SendWqe) plus the requester's and completer's
+ * private state. 128 bytes: a WQE with one SGE (the common case) is read and written in its two
+ * lines only, and a QP's slots lie next to each other (with thousands of busy QPs the send queues
+ * outgrow the caches; dense slots also keep a QP's recent WQEs in one page). A WQE with more SGEs,
+ * or inline data, keeps them in its slot's SqWqeExt.
+ * Ownership: written by the application thread (Device::post_send) until published on the SQ
+ * ring; from then on owned by the engine until the completer releases the slot. Inline data is
+ * copied in at post time, so the application's buffer is free as soon as post returns. @p ext is
+ * the control path's (qp_reset()): fixed for the slot's life, never written by post.
+ */
+struct alignas(64) SqWqe {
+    // ---- as posted (SendWqe) ----
+    std::uint64_t wr_id = 0;
+    WrOpcode opcode = WrOpcode::send;
+    std::uint32_t send_flags = 0;      ///< SendFlags
+    std::uint32_t imm_data = 0;        ///< host order
+    std::uint32_t invalidate_rkey = 0; ///< SEND with invalidate
+    std::uint64_t remote_addr = 0;     ///< RDMA / atomic target VA
+    std::uint32_t rkey = 0;
+    std::uint64_t compare_add = 0; ///< atomic compare (CAS) or addend (FETCH_ADD)
+    std::uint64_t swap = 0;        ///< atomic swap value (CAS)
+    std::uint32_t num_sge = 0;
+    std::uint32_t length = 0; ///< total bytes of the message (sum of SGE lengths, or inline length)
 
     // ---- engine-private ----
-    // Before the SGE and inline arrays, and the WQE aligned to a cache line, so that posting a
-    // one-SGE WQE and running it touch its first two lines only (with 1,000 busy QPs the send
-    // queues outgrow the caches).
     WqeState state = WqeState::posted;
     Psn first_psn;                ///< PSN of the first packet of this message
     Psn last_psn;                 ///< PSN of the last packet (READ: last expected response PSN)
@@ -133,9 +162,57 @@ struct alignas(64) SendWqe {
     WcStatus status = WcStatus::success; ///< set by the completer when the WQE fails
 
     // ---- as posted, continued ----
-    Sge sg_list[kMaxSge];
-    std::uint8_t inline_data[kMaxInlineData];
+    Sge sge0;                ///< the SGE of a WQE with one (num_sge <= 1)
+    SqWqeExt* ext = nullptr; ///< this slot's room for more SGEs and inline data
+
+    /** The WQE's num_sge SGEs (in the slot for one, else in ext). */
+    [[nodiscard]] const Sge* sg_list() const noexcept {
+        return num_sge <= 1 ? &sge0 : ext->sg_list;
+    }
+    /** The WQE's inline data (length bytes; kSendInline). */
+    [[nodiscard]] const std::uint8_t* inline_data() const noexcept { return ext->inline_data; }
+    /**
+     * Copies the posted fields of @p w, its SGEs (the first @p w.num_sge, at most kMaxSge) or, with
+     * kSendInline, @p w.length bytes of its inline data (at most kMaxInlineData), and starts the
+     * private state. @return the message length (the sum of the SGE lengths, or the inline length;
+     * 64 bits: the caller refuses one above kMaxMsgSize).
+     */
+    std::uint64_t fill(const SendWqe& w) noexcept;
 };
+static_assert(sizeof(SqWqe) == 128, "an SQ slot is two cache lines");
+
+inline std::uint64_t SqWqe::fill(const SendWqe& w) noexcept {
+    wr_id = w.wr_id;
+    opcode = w.opcode;
+    send_flags = w.send_flags;
+    imm_data = w.imm_data;
+    invalidate_rkey = w.invalidate_rkey;
+    remote_addr = w.remote_addr;
+    rkey = w.rkey;
+    compare_add = w.compare_add;
+    swap = w.swap;
+    std::uint64_t total = 0;
+    if (w.send_flags & kSendInline) {
+        num_sge = 0;
+        total = w.length < kMaxInlineData ? w.length : kMaxInlineData;
+        std::memcpy(ext->inline_data, w.inline_data, total);
+    } else {
+        num_sge = w.num_sge < kMaxSge ? w.num_sge : kMaxSge;
+        Sge* to = num_sge <= 1 ? &sge0 : ext->sg_list;
+        for (std::uint32_t s = 0; s < num_sge; ++s) {
+            to[s] = w.sg_list[s];
+            total += w.sg_list[s].length;
+        }
+    }
+    length = static_cast<std::uint32_t>(total);
+    state = WqeState::posted;
+    npkts = 0;
+    sent_bytes = 0;
+    recv_bytes = 0;
+    atomic_result = 0;
+    status = WcStatus::success;
+    return total;
+}
 
 /**
  * A receive work request: where an incoming SEND (or the immediate of WRITE with immediate) lands.

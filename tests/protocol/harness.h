@@ -90,7 +90,7 @@ class ProtocolHarness {
         qp.pd = &pd;
         qp.send_cq = &send_cq;
         qp.recv_cq = &recv_cq;
-        qp.sq = SpscRing<rc::SendWqe>(sq_depth);
+        rc::make_sq(qp, sq_depth);
         qp.rq = SpscRing<rc::RecvWqe>(rq_depth);
         qp.state = rc::QpState::rts;
         qp.attr.qp_state = rc::QpState::rts;
@@ -171,12 +171,10 @@ class ProtocolHarness {
     }
 
     /** Posts a send WQE (no validation: the native API validates; protocol tests post raw WQEs). */
-    rc::SendWqe& post_send(const rc::SendWqe& w) {
-        rc::SendWqe& slot = qp.sq.producer_slot();
-        slot = w;
-        if (slot.length == 0)
-            for (std::uint32_t i = 0; i < slot.num_sge; ++i)
-                slot.length += slot.sg_list[i].length;
+    rc::SqWqe& post_send(const rc::SendWqe& w) {
+        rc::SqWqe& slot = qp.sq.producer_slot();
+        slot.fill(w);
+        if (w.length != 0) slot.length = w.length; // as posted, even when it disagrees
         qp.sq.publish();
         return slot;
     }

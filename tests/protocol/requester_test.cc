@@ -187,7 +187,7 @@ TEST_P(Segmentation, OpcodesPsnsPayloadsRethAckReq) {
     run(h);
     const auto pk = sent_pkts(h);
     const std::uint32_t npkts = len == 0 ? 1 : (len + mtu - 1) / mtu;
-    const SendWqe& w = h.qp.sq.slot(0);
+    const SqWqe& w = h.qp.sq.slot(0);
     EXPECT_EQ(w.first_psn, Psn(100));
     EXPECT_EQ(w.npkts, npkts);
     EXPECT_EQ(w.last_psn, Psn(100 + npkts - 1));
