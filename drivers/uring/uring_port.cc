@@ -102,10 +102,15 @@ void fill_sockaddr(bool ipv4, const wire::Ipv6Addr& a, std::uint16_t port, socka
     }
 }
 
-/** The interface that holds @p a, or whose subnet does (127.0.0.2 is on lo's 127.0.0.1/8). */
-std::string interface_of(bool ipv4, const wire::Ipv6Addr& a) {
+/** The interface that holds @p a, or whose subnet does (127.0.0.2 is on lo's 127.0.0.1/8); "" when
+ *  none does, or when the interfaces cannot be listed (then @p list_errno is set). */
+std::string interface_of(bool ipv4, const wire::Ipv6Addr& a, int* list_errno) {
     ifaddrs* list = nullptr;
-    if (getifaddrs(&list) != 0) return "";
+    *list_errno = 0;
+    if (getifaddrs(&list) != 0) {
+        *list_errno = errno;
+        return "";
+    }
     std::string exact, subnet;
     for (ifaddrs* i = list; i; i = i->ifa_next) {
         if (!i->ifa_addr || !i->ifa_netmask) continue;
@@ -295,14 +300,22 @@ std::string table_path(bool ipv4, const wire::Ipv6Addr& a, std::uint16_t port) {
            addr_text(ipv4, a) + "-" + std::to_string(port);
 }
 
-/** Reads the table (a missing file is an empty group). @return false on a damaged file. */
-bool read_table(const std::string& path, ShareTable* t) {
+/** Result of read_table(): an errno (> 0) when the file could not be opened or read. */
+constexpr int kTableOk = 0;
+constexpr int kTableDamaged = -1; ///< too short, or more members than slots
+
+/** Reads the table (a missing file is an empty group). @return kTableOk, kTableDamaged or an errno
+ *  (EMFILE, EACCES, ...: nothing is known of the file then). */
+int read_table(const std::string& path, ShareTable* t) {
     *t = ShareTable{};
     const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT;
+    if (fd < 0) return errno == ENOENT ? kTableOk : errno;
     const ssize_t got = read(fd, t, sizeof *t);
+    const int read_errno = errno;
     close(fd);
-    return got == static_cast<ssize_t>(sizeof *t) && t->n <= kMaxShareSlots;
+    if (got < 0) return read_errno;
+    return got == static_cast<ssize_t>(sizeof *t) && t->n <= kMaxShareSlots ? kTableOk
+                                                                            : kTableDamaged;
 }
 
 /** Writes the table, or removes the file when the group is empty. */
@@ -348,6 +361,7 @@ bool attach_steering(int fd, const ShareTable& t) {
  * A member's sign of life: an abstract unix socket name per (user, address, port, slot), bound
  * while the member is in the group. The kernel releases it when the process ends, however it
  * ends, so a joiner can tell which member of a stale table died.
+ * @return the bound socket, or -errno (EADDRINUSE: a live member holds the slot).
  */
 int bind_alive(const std::string& table, unsigned slot) {
     sockaddr_un sa{};
@@ -356,11 +370,12 @@ int bind_alive(const std::string& table, unsigned slot) {
     const std::size_t n = std::min(name.size(), sizeof sa.sun_path - 2);
     std::memcpy(sa.sun_path + 1, name.data(), n);
     const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
+    if (fd < 0) return -errno;
     const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
     if (bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
+        const int e = errno;
         close(fd);
-        return -1;
+        return -e;
     }
     return fd;
 }
@@ -552,7 +567,11 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
         p->mac_ = {0x02, 0x00, cfg.addr[12], cfg.addr[13], cfg.addr[14], cfg.addr[15]};
 
     // The interface: its MTU now, its link state followed from here on (LinkWatch).
-    p->ifname_ = cfg.interface.empty() ? interface_of(cfg.ipv4, cfg.addr) : cfg.interface;
+    int list_errno = 0;
+    p->ifname_ =
+        cfg.interface.empty() ? interface_of(cfg.ipv4, cfg.addr, &list_errno) : cfg.interface;
+    if (list_errno != 0)
+        return fail(errno_text("listing the interfaces to find this address's", list_errno));
     if (p->ifname_.empty())
         return fail("no interface holds this address or its subnet: set interface = NAME");
     if (p->ifname_.size() >= IFNAMSIZ) return fail("interface name too long: " + p->ifname_);
@@ -913,8 +932,10 @@ bool UringPort::join_group(int want, std::string* err) {
         "UDP port " + std::to_string(udp_port_) + " on " + addr_text(ipv4_, addr_);
     table_path_ = table_path(ipv4_, addr_, udp_port_);
     ShareTable t;
-    if (!read_table(table_path_, &t)) {
-        *err = "share: " + table_path_ + " is damaged: remove it once no process shares " + where;
+    if (const int r = read_table(table_path_, &t); r != kTableOk) {
+        *err = r == kTableDamaged ? "share: " + table_path_ +
+                                        " is damaged: remove it once no process shares " + where
+                                  : errno_text(("share: reading " + table_path_).c_str(), r);
         return false;
     }
     if (idx == 0) t.n = 0; // alone in the group: whatever the file says is stale
@@ -932,10 +953,21 @@ bool UringPort::join_group(int want, std::string* err) {
     };
     // A slot is taken by binding its sign of life, which one live process at a time can hold:
     // even a table that misses a live member (whatever made it so) never hands its slot out twice.
-    int alive = -1;
+    int alive = -EADDRINUSE;
+    // Binding can fail for another reason than a live holder (EMFILE, ENOBUFS): that is named,
+    // not reported as a full group.
+    const auto bind_failed = [&](int e) {
+        *err = errno_text(
+            ("share: binding the sign of life of slot " + std::to_string(slot) + " on " + where)
+                .c_str(),
+            e);
+        return false;
+    };
     if (want >= 0) {
         slot = static_cast<unsigned>(want);
-        if (slot >= kMaxShareSlots || used(slot) || (alive = bind_alive(table_path_, slot)) < 0) {
+        if (slot < kMaxShareSlots && !used(slot)) alive = bind_alive(table_path_, slot);
+        if (alive < 0 && alive != -EADDRINUSE) return bind_failed(-alive);
+        if (alive < 0) {
             *err = "share: slot " + std::to_string(want) +
                    " (this process's slot on its other shared ports) is another member's on " +
                    where + ": processes that share several ports must share the same ones";
@@ -945,6 +977,7 @@ bool UringPort::join_group(int want, std::string* err) {
         for (; slot < kMaxShareSlots; ++slot) {
             if (used(slot)) continue;
             if ((alive = bind_alive(table_path_, slot)) >= 0) break;
+            if (alive != -EADDRINUSE) return bind_failed(-alive);
             inc(PortCounter::share_slot_held_elsewhere);
         }
         if (alive < 0) {
@@ -998,7 +1031,7 @@ void UringPort::leave_group() noexcept {
     // dropped; RC retransmits them), then close, under the lock so no join sees a half state.
     ShareJoinLock join(10'000, nullptr);
     ShareTable t;
-    if (join.held() && read_table(table_path_, &t)) {
+    if (join.held() && read_table(table_path_, &t) == kTableOk) {
         const auto* it = std::find(t.slot_at, t.slot_at + t.n, slot_);
         if (it != t.slot_at + t.n) {
             t.slot_at[it - t.slot_at] = t.slot_at[t.n - 1];

@@ -14,6 +14,7 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -220,6 +221,42 @@ TEST(UringShare, ATableThatMissesALiveMembersSlotNeverHandsItOutAgain) {
     ASSERT_TRUE(m2) << err;
     EXPECT_EQ(m2->steering_slot(), 2) << "slot 1 handed out while member 1 holds it";
     EXPECT_EQ(m2->counter(PortCounter::share_slot_held_elsewhere), 1u);
+}
+
+TEST(UringShare, AJoinThatCannotOpenAnFdNamesTheErrorNotAFullGroup) {
+    // One member, 255 slots free. Under ever higher fd limits a joiner runs out of descriptors at
+    // each step of its set-up in turn: each failure must name why (EMFILE). Before, a failed
+    // interface listing read "no interface holds this address" and a table that could not be
+    // opened "is damaged: remove it".
+    std::string err;
+    auto m0 = UringPort::create(shared_config(), &err);
+    ASSERT_TRUE(m0) << err;
+    rlimit saved{};
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+    const int lowest_free = dup(0);
+    ASSERT_GE(lowest_free, 0);
+    close(lowest_free);
+    int refused = 0;
+    bool joined = false;
+    for (int k = 0; k < 64 && !joined; ++k) {
+        rlimit tight = saved;
+        tight.rlim_cur = static_cast<rlim_t>(lowest_free + k);
+        ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &tight), 0);
+        std::string why;
+        auto m1 = UringPort::create(shared_config(), &why);
+        ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+        if (m1) {
+            joined = true;
+            EXPECT_EQ(m1->steering_slot(), 1);
+            break;
+        }
+        ++refused;
+        EXPECT_EQ(why.find("is taken"), std::string::npos) << "with " << k << " fds: " << why;
+        EXPECT_NE(why.find(std::strerror(EMFILE)), std::string::npos)
+            << "with " << k << ": " << why;
+    }
+    EXPECT_TRUE(joined) << "no limit below " << lowest_free + 64 << " let a member join";
+    EXPECT_GT(refused, 0);
 }
 
 TEST(UringShare, AMemberKilledWithoutLeavingIsRepairedByTheNextJoiner) {
