@@ -197,7 +197,7 @@ bool unix_listener(const std::string& path, bool abstract, Holder* who) {
     }
     if (inode == 0) return false;
     // Listening, but maybe in a process /proc does not show us: pid 0 then.
-    if (!find_socket_holder(inode, who)) *who = Holder{};
+    if (who && !find_socket_holder(inode, who)) *who = Holder{};
     return true;
 }
 
@@ -230,8 +230,7 @@ bool remove_stale_memif_socket(const std::string& devargs) {
     std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
     // A listener this network namespace shows is live: leave it untouched (a probe connection is a
     // risk for it, below).
-    Holder h;
-    if (unix_listener(path, false, &h)) return false;
+    if (unix_listener(path, false, nullptr)) return false;
     // Otherwise connect: refused means no process in any network namespace listens on the file.
     // memif's control socket is SOCK_SEQPACKET. Non-blocking: a live server whose backlog is full
     // answers EAGAIN (left alone), not a hang.

@@ -80,6 +80,8 @@ using droce::to_string;
  * The process with a listening AF_UNIX socket bound to @p path (abstract when @p abstract), found
  * through /proc/net/unix and /proc/PID/fd. @return false when none is listening (or /proc hides
  * it: another user's process without root).
+ * @param who the holder (pid 0 when no process /proc shows holds it), or null: only whether
+ * anyone listens (no scan of every process's descriptors).
  */
 [[nodiscard]] bool unix_listener(const std::string& path, bool abstract, Holder* who);
 
