@@ -71,9 +71,11 @@ int Device::post_send_wqes(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n,
     if (qp->state != QpState::rts && qp->state != QpState::sqd && qp->state != QpState::err)
         return EINVAL;
     // With thousands of busy QPs a send queue is out of every cache when it is posted to: ask for
-    // the slots' two first lines (all a one-SGE WQE touches) at once, so that their misses overlap
-    // instead of each store waiting for its line in turn.
-    const std::uint32_t ahead = std::min(n, qp->sq.free_slots());
+    // the slots' two lines (all a one-SGE WQE touches) at once, so that their misses overlap
+    // instead of each store waiting for its line in turn. At most kPrefetchSlots: a long list
+    // would evict its first lines before they are written.
+    constexpr std::uint32_t kPrefetchSlots = 16;
+    const std::uint32_t ahead = std::min({n, qp->sq.free_slots(), kPrefetchSlots});
     for (std::uint32_t i = 0; i < ahead; ++i) {
         const auto* line = reinterpret_cast<const char*>(&qp->sq.producer_slot(i));
         __builtin_prefetch(line, 1, 3);

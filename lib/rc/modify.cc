@@ -75,10 +75,13 @@ TransitionRule rc_transition(QpState from, QpState to) noexcept {
 } // namespace
 
 void make_sq(Qp& qp, std::uint32_t depth) noexcept {
-    qp.sq = SpscRing<SqWqe>(depth);
-    qp.sq_ext.reset(new SqWqeExt[qp.sq.capacity()]);
-    for (std::uint32_t i = 0; i < qp.sq.capacity(); ++i)
-        qp.sq.slot(i).ext = &qp.sq_ext[i];
+    // Built whole, then swapped in: no slot of qp.sq is ever seen without its ext.
+    SpscRing<SqWqe> ring(depth);
+    std::unique_ptr<SqWqeExt[]> ext(new SqWqeExt[ring.capacity()]);
+    for (std::uint32_t i = 0; i < ring.capacity(); ++i)
+        ring.slot(i).ext = &ext[i];
+    qp.sq = std::move(ring);
+    qp.sq_ext = std::move(ext);
 }
 
 void qp_reset(Qp& qp) noexcept {

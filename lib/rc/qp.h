@@ -317,7 +317,7 @@ struct Qp {
     // The members are ordered by use, not by topic: with thousands of busy QPs every engine visit
     // finds the QP out of the caches, so what each packet reads sits in as few cache lines as
     // possible (the first line; the responder's, requester's, path's, pacer's and counters' first
-    // lines), near each other.
+    // lines), near each other. The first line is read-mostly: posters on other cores read it.
     /** The transport that runs this QP, fixed at creation (Device::create_qp). */
     const TransportOps* transport = &kRcTransport;
     std::uint32_t qpn = 0;
@@ -331,7 +331,6 @@ struct Qp {
     bool path_resolved = true;
     std::uint32_t mtu = 1024; ///< path MTU in bytes (from attr.path_mtu)
     bool sq_sig_all = false;
-    CompleterState comp;
     const mem::Pd* pd = nullptr;
     /**
      * Release tracking of payload sent by reference: one TxRef per SQ slot (slot index & mask),
@@ -361,9 +360,12 @@ struct Qp {
     /** One per SQ slot: SGE lists and inline data beyond what a slot holds (SqWqe::ext); made
      *  and linked by qp_reset() (control path). */
     std::unique_ptr<SqWqeExt[]> sq_ext;
+    /** In one line with the requester's head, which an ACK updates with it; not in the first
+     *  line, which posters on other cores read (it would bounce between the cores at each post). */
+    alignas(64) CompleterState comp;
     /** Last: its PSN ring is 16 KiB, of which a visit reads a line or two; before it, everything a
      *  packet reads fits in about 3.5 KiB (one or two pages: TLB misses count too). */
-    alignas(64) RequesterState req;
+    RequesterState req;
 
     /** The TxRef of the WQE at free-running SQ index @p wqe_index, or nullptr. */
     [[nodiscard]] TxRef* tx_ref(std::uint32_t wqe_index) noexcept {
