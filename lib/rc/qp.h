@@ -364,7 +364,7 @@ struct Qp {
      *  line, which posters on other cores read (it would bounce between the cores at each post). */
     alignas(64) CompleterState comp;
     /** Last: its PSN ring is 16 KiB, of which a visit reads a line or two; before it, everything a
-     *  packet reads fits in about 3.5 KiB (one or two pages: TLB misses count too). */
+     *  packet reads fits in about 3.6 KiB (one or two pages: TLB misses count too). */
     RequesterState req;
 
     /** The TxRef of the WQE at free-running SQ index @p wqe_index, or nullptr. */
