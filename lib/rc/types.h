@@ -99,23 +99,29 @@ enum class WqeState : std::uint8_t {
     error_due,   ///< its error completion (status) is due; qp_enter_error() pushes it in order
 };
 
-/**
- * A send work request as posted (ibv_send_wr): what Device::post_send() takes and copies into an
- * SQ slot (SqWqe). Inline data is in @p inline_data, @p length bytes of it.
- */
-struct SendWqe {
+/** The fields of a send work request as posted (ibv_send_wr) but its SGE list and inline data:
+ *  what SendWqe (posted) and SqWqe (the SQ slot) share. 64 bytes. */
+struct SendWrFields {
     std::uint64_t wr_id = 0;
     WrOpcode opcode = WrOpcode::send;
     std::uint32_t send_flags = 0; ///< SendFlags
     std::uint32_t imm_data =
         0; ///< host order value of the ImmDt (verbs: __be32, converted by the verbs layer)
-    std::uint32_t invalidate_rkey = 0;
-    std::uint64_t remote_addr = 0; ///< RDMA / atomic target VA
+    std::uint32_t invalidate_rkey = 0; ///< SEND with invalidate
+    std::uint64_t remote_addr = 0;     ///< RDMA / atomic target VA
     std::uint32_t rkey = 0;
     std::uint64_t compare_add = 0; ///< atomic compare (CAS) or addend (FETCH_ADD)
     std::uint64_t swap = 0;        ///< atomic swap value (CAS)
     std::uint32_t num_sge = 0;
     std::uint32_t length = 0; ///< total bytes of the message (sum of SGE lengths, or inline length)
+};
+static_assert(sizeof(SendWrFields) == 64, "the posted fields are one cache line");
+
+/**
+ * A send work request as posted (ibv_send_wr): what Device::post_send() takes and copies into an
+ * SQ slot (SqWqe). Inline data is in @p inline_data, @p length bytes of it.
+ */
+struct SendWqe : SendWrFields {
     Sge sg_list[kMaxSge];
     std::uint8_t inline_data[kMaxInlineData];
 };
@@ -137,20 +143,7 @@ struct SqWqeExt {
  * copied in at post time, so the application's buffer is free as soon as post returns. @p ext is
  * the control path's (qp_reset()): fixed for the slot's life, never written by post.
  */
-struct alignas(64) SqWqe {
-    // ---- as posted (SendWqe) ----
-    std::uint64_t wr_id = 0;
-    WrOpcode opcode = WrOpcode::send;
-    std::uint32_t send_flags = 0;      ///< SendFlags
-    std::uint32_t imm_data = 0;        ///< host order
-    std::uint32_t invalidate_rkey = 0; ///< SEND with invalidate
-    std::uint64_t remote_addr = 0;     ///< RDMA / atomic target VA
-    std::uint32_t rkey = 0;
-    std::uint64_t compare_add = 0; ///< atomic compare (CAS) or addend (FETCH_ADD)
-    std::uint64_t swap = 0;        ///< atomic swap value (CAS)
-    std::uint32_t num_sge = 0;
-    std::uint32_t length = 0; ///< total bytes of the message (sum of SGE lengths, or inline length)
-
+struct alignas(64) SqWqe : SendWrFields {
     // ---- engine-private ----
     WqeState state = WqeState::posted;
     Psn first_psn;                ///< PSN of the first packet of this message
@@ -182,15 +175,7 @@ struct alignas(64) SqWqe {
 static_assert(sizeof(SqWqe) == 128, "an SQ slot is two cache lines");
 
 inline std::uint64_t SqWqe::fill(const SendWqe& w) noexcept {
-    wr_id = w.wr_id;
-    opcode = w.opcode;
-    send_flags = w.send_flags;
-    imm_data = w.imm_data;
-    invalidate_rkey = w.invalidate_rkey;
-    remote_addr = w.remote_addr;
-    rkey = w.rkey;
-    compare_add = w.compare_add;
-    swap = w.swap;
+    static_cast<SendWrFields&>(*this) = w;
     std::uint64_t total = 0;
     if (w.send_flags & kSendInline) {
         num_sge = 0;
