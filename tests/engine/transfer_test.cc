@@ -179,6 +179,78 @@ TEST(TransferSgl, SixteenSgesGatherAndScatter) {
             << "SGE " << i;
 }
 
+TEST(TransferSgl, SqSlotsReusedWithEveryShapeKeepTheirOwnSges) {
+    // An SQ slot holds one SGE itself and the rest in its SqWqeExt: with 4 slots, 24 WQEs of
+    // changing shape (1, 16 and 3 SGEs, inline data, no data, a READ scattered into 5 SGEs) go
+    // through every slot, each after a WQE of another shape, and every byte must land as posted.
+    TwoEngines t(11);
+    QpOptions o;
+    o.sq_depth = 4;
+    QpPair p = t.connect(o);
+    auto src = t.buffer(0, 8192, 0);
+    auto dst = t.buffer(1, 8192, 0);
+    auto back = t.buffer(0, 8192, 0);
+    for (std::uint32_t k = 0; k < 24; ++k) {
+        for (std::size_t i = 0; i < src->bytes.size(); ++i)
+            src->bytes[i] = static_cast<std::uint8_t>(i * 7 + k * 13 + 1);
+        std::fill(dst->bytes.begin(), dst->bytes.end(), 0);
+        std::fill(back->bytes.begin(), back->bytes.end(), 0);
+        rc::SendWqe w = TwoEngines::wqe(WrOpcode::rdma_write, 100 + k, *src, 0);
+        w.remote_addr = dst->addr();
+        w.rkey = dst->mr->rkey;
+        std::uint32_t expect_len = 0;
+        const std::uint32_t shape = k % 6;
+        if (shape == 0) { // one SGE
+            w.sg_list[0] = rc::Sge{src->addr(5), 1000, src->mr->lkey};
+            expect_len = 1000;
+        } else if (shape == 1 || shape == 3) { // 16 SGEs, 3 SGEs, from scattered offsets
+            w.num_sge = shape == 1 ? rc::kMaxSge : 3;
+            for (std::uint32_t i = 0; i < w.num_sge; ++i)
+                w.sg_list[i] = rc::Sge{src->addr(4000 - i * 200), 150, src->mr->lkey};
+            expect_len = w.num_sge * 150;
+        } else if (shape == 2) { // inline
+            w.send_flags |= rc::kSendInline;
+            w.num_sge = 0;
+            w.length = rc::kMaxInlineData;
+            for (std::uint32_t i = 0; i < w.length; ++i)
+                w.inline_data[i] = static_cast<std::uint8_t>(255 - i - k);
+            expect_len = w.length;
+        } else if (shape == 4) { // no data
+            w.num_sge = 0;
+        } else { // READ of 5 x 100 bytes of dst into 5 reversed SGEs of back
+            w.opcode = WrOpcode::rdma_read;
+            for (std::size_t i = 0; i < 500; ++i)
+                dst->bytes[i] = static_cast<std::uint8_t>(i + k);
+            w.num_sge = 5;
+            for (std::uint32_t i = 0; i < 5; ++i)
+                w.sg_list[i] = rc::Sge{back->addr((4 - i) * 100), 100, back->mr->lkey};
+            expect_len = 500;
+        }
+        ASSERT_EQ(t.post_send(0, p.qp[0], w), 0) << "WQE " << k;
+        ASSERT_TRUE(t.run_until([&] { return t.send_cqes[0].size() == k + 1; })) << "WQE " << k;
+        ASSERT_EQ(t.send_cqes[0][k].status, WcStatus::success) << "WQE " << k;
+        EXPECT_EQ(t.send_cqes[0][k].wr_id, 100u + k);
+        if (shape == 5) {
+            for (std::uint32_t i = 0; i < 5; ++i)
+                EXPECT_EQ(0, std::memcmp(back->bytes.data() + (4 - i) * 100,
+                                         dst->bytes.data() + i * 100, 100))
+                    << "WQE " << k << " SGE " << i;
+            EXPECT_EQ(t.send_cqes[0][k].byte_len, expect_len);
+            continue;
+        }
+        std::vector<std::uint8_t> want;
+        if (shape == 0) want.assign(src->bytes.begin() + 5, src->bytes.begin() + 1005);
+        if (shape == 1 || shape == 3)
+            for (std::uint32_t i = 0; i < w.num_sge; ++i)
+                want.insert(want.end(), src->bytes.begin() + 4000 - i * 200,
+                            src->bytes.begin() + 4000 - i * 200 + 150);
+        if (shape == 2) want.assign(w.inline_data, w.inline_data + w.length);
+        ASSERT_EQ(want.size(), expect_len);
+        EXPECT_EQ(0, std::memcmp(dst->bytes.data(), want.data(), want.size())) << "WQE " << k;
+        EXPECT_EQ(dst->bytes[expect_len], 0) << "WQE " << k << " wrote past its length";
+    }
+}
+
 TEST(TransferInline, InlineSendNeedsNoMr) {
     TwoEngines t(9);
     QpPair p = t.connect();
