@@ -3,6 +3,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -258,6 +260,17 @@ std::string memif_copy_mode(const std::string& devargs) {
     return out;
 }
 
+bool eal_args_choose_cores(const std::vector<std::string>& args) noexcept {
+    for (const std::string& a : args) {
+        // "-l 0-1", "-l0-1", "-c 0x3", "-c3"; "--lcores=...", "--lcores ..."; "--main-lcore=N".
+        if (a.size() >= 2 && a[0] == '-' && (a[1] == 'l' || a[1] == 'c')) return true;
+        if (a.rfind("--lcores", 0) == 0 || a.rfind("--main-lcore", 0) == 0 ||
+            a.rfind("--master-lcore", 0) == 0)
+            return true;
+    }
+    return false;
+}
+
 bool eal_initialized() noexcept {
     return g_eal_up.load(std::memory_order_acquire);
 }
@@ -278,7 +291,17 @@ std::string eal_init(const std::vector<std::string>& args) {
     // What DPDK would report as "Success (errno 0)" (a second primary on one file prefix) or as
     // EACCES (no hugepages): said with its cause before the EAL tries.
     if (std::string why = eal_obstacle(args); !why.empty()) return why;
+    // DPDK pins the calling thread to its first lcore; when it chose the lcores itself (from this
+    // thread's CPUs), that pinned the application's thread, and the engine threads started from
+    // it, to CPU 0: both processes of a perftest pair ran their four busy threads on one CPU of
+    // two (ib_write_lat typical 26 us, 99th percentile 4 ms). Given back below.
+    cpu_set_t cpus_before;
+    const bool restore_cpus =
+        !eal_args_choose_cores(args) &&
+        pthread_getaffinity_np(pthread_self(), sizeof cpus_before, &cpus_before) == 0;
     const int ret = rte_eal_init(static_cast<int>(storage.size()), argv.data());
+    if (restore_cpus)
+        (void)pthread_setaffinity_np(pthread_self(), sizeof cpus_before, &cpus_before);
     if (ret < 0) {
         const int e = rte_errno;
         if (e == EALREADY) {

@@ -39,7 +39,9 @@ namespace droce::dpdk {
 /**
  * Initialises the DPDK EAL with @p args (argv[1..]; argv[0] is supplied as "droce").
  * Once per process: a second call returns "EAL already initialised" and changes nothing, because
- * DPDK cannot initialise twice.
+ * DPDK cannot initialise twice. The calling thread keeps its CPU affinity unless @p args choose
+ * the lcores (eal_args_choose_cores): DPDK would otherwise pin it, and every engine and
+ * application thread started from it, to CPU 0.
  * Before trying, eal_obstacle() (diagnose.h) looks for what DPDK would report badly: the file
  * prefix's runtime directory locked by another process (DPDK: rte_errno 0), hugepages asked for on
  * a host without them (DPDK: EACCES).
@@ -47,6 +49,15 @@ namespace droce::dpdk {
  * rte_errno (EALREADY, EINVAL for bad arguments, ENOMEM, EACCES, EPROTO ...), never "errno 0".
  */
 [[nodiscard]] std::string eal_init(const std::vector<std::string>& args);
+
+/**
+ * True when EAL arguments @p args choose the lcores (-l, -c, --lcores, --main-lcore, in any
+ * spelling DPDK accepts). Without them DPDK takes the calling thread's CPUs as its lcores and pins
+ * the thread to the first one, a side effect eal_init() undoes (the caller's thread, and every
+ * thread it starts afterwards, keeps the CPUs it had); with them the pinning was asked for and
+ * stays.
+ */
+[[nodiscard]] bool eal_args_choose_cores(const std::vector<std::string>& args) noexcept;
 
 /**
  * Gives back what the EAL holds outside this process, at its end: the runtime directory DPDK

@@ -14,6 +14,8 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <string>
@@ -41,6 +43,8 @@ class EalEnvironment : public ::testing::Environment {
                                       "--file-prefix=" + prefix_ + "-" + std::to_string(::getpid()),
                                       "--log-level=*:warning"};
         args.insert(args.end(), extra_.begin(), extra_.end());
+        CPU_ZERO(&cpus_before_);
+        ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof cpus_before_, &cpus_before_), 0);
         const std::string err = eal_init(args);
         ASSERT_EQ(err, "") << "EAL bring-up failed";
         runtime_dir_ = rte_eal_get_runtime_dir();
@@ -51,7 +55,11 @@ class EalEnvironment : public ::testing::Environment {
         if (!runtime_dir_.empty()) ::rmdir(runtime_dir_.c_str());
     }
 
+    /** The CPUs the thread that brought the EAL up could run on just before eal_init(). */
+    [[nodiscard]] const cpu_set_t& cpus_before() const noexcept { return cpus_before_; }
+
   private:
+    cpu_set_t cpus_before_{};
     std::string prefix_;
     std::vector<std::string> extra_;
     std::string runtime_dir_;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <rte_eal.h>
@@ -107,6 +108,30 @@ class PairTest : public ::testing::Test {
 TEST(Eal, SecondInitIsRefused) {
     EXPECT_TRUE(eal_initialized());
     EXPECT_NE(eal_init({"--no-huge"}), "");
+}
+
+TEST(Eal, TheThreadThatBroughtItUpKeepsItsCpus) {
+    // No lcores in the arguments: DPDK took this thread's CPUs as its lcores and pinned the thread
+    // to the first; eal_init() gave it back its CPUs, and threads started from it inherit them
+    // (a perftest pair ran both processes' engine and application threads on CPU 0 of two).
+    const cpu_set_t& before = static_cast<test::EalEnvironment*>(g_env)->cpus_before();
+    cpu_set_t now;
+    ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof now, &now), 0);
+    EXPECT_TRUE(CPU_EQUAL(&now, &before))
+        << CPU_COUNT(&now) << " CPUs after eal_init, " << CPU_COUNT(&before) << " before";
+    cpu_set_t child;
+    CPU_ZERO(&child);
+    std::thread([&] { (void)pthread_getaffinity_np(pthread_self(), sizeof child, &child); }).join();
+    EXPECT_TRUE(CPU_EQUAL(&child, &before)) << CPU_COUNT(&child) << " CPUs in a new thread";
+}
+
+TEST(Eal, ArgumentsThatChooseTheCores) {
+    for (const char* a : {"-l", "-l0", "-c", "-c0x3", "--lcores=0@(0-1)", "--lcores",
+                          "--main-lcore=1", "--master-lcore"})
+        EXPECT_TRUE(eal_args_choose_cores({"--no-huge", a, "0"})) << a;
+    EXPECT_FALSE(eal_args_choose_cores({"--no-huge", "-m", "256", "--log-level=*:warning",
+                                        "--file-prefix=x", "--no-pci", "--vdev=net_ring0"}));
+    EXPECT_FALSE(eal_args_choose_cores({}));
 }
 
 TEST(Eal, SplitArgs) {
