@@ -9,7 +9,64 @@
 
 #include <immintrin.h>
 
+#include <ctime>
+
 namespace droce {
+
+namespace {
+std::uint64_t monotonic_ns() noexcept {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
+           static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+bool set_policy(int policy, int priority) noexcept {
+    sched_param sp{};
+    sp.sched_priority = priority;
+    return pthread_setschedparam(pthread_self(), policy, &sp) == 0;
+}
+} // namespace
+
+EngineThread::IdleBackoff::Step EngineThread::IdleBackoff::idle() noexcept {
+    ++idle_;
+    if (idle_ < o_.spin_polls) return Step::spin;
+    if (idle_ < nap_after()) {
+        if (shared_until_ns_ == 0) return Step::yield;
+        if (monotonic_ns() >= shared_until_ns_) {
+            shared_until_ns_ = 0; // held long enough: find out again
+            return Step::yield;
+        }
+    }
+    return Step::nap;
+}
+
+void EngineThread::IdleBackoff::yield() noexcept {
+    if (o_.shared_core_yield_ns == 0) {
+        sched_yield();
+        return;
+    }
+    const std::uint64_t t0 = monotonic_ns();
+    sched_yield();
+    const std::uint64_t t1 = monotonic_ns();
+    if (t1 - t0 > o_.shared_core_yield_ns) shared_until_ns_ = t1 + o_.shared_core_hold_ns;
+}
+
+void EngineThread::IdleBackoff::nap_begins() noexcept {
+    if (!realtime_ok_ || realtime_) return;
+    if (set_policy(SCHED_FIFO, 1))
+        realtime_ = true;
+    else
+        realtime_ok_ = false; // EPERM: no CAP_SYS_NICE, no RLIMIT_RTPRIO; asked once
+}
+
+void EngineThread::IdleBackoff::leave_realtime() noexcept {
+    if (!set_policy(SCHED_OTHER, 0)) return;
+    realtime_ = false;
+    // Back in the normal class the thread has the nice value it had (Linux keeps it across a
+    // SCHED_FIFO stay); said again in case a program changed it meanwhile.
+    apply_nice(o_.nice);
+}
 
 bool EngineThread::start() noexcept {
     if (thread_.joinable()) return false;
@@ -42,29 +99,32 @@ void EngineThread::run() noexcept {
     // A nap is bounded by the next timer or pacer deadline (tens of us); the kernel's default 50 us
     // timer slack would stretch each one past it (a QP paced at 1 Gb/s sent 0.58 Gb/s).
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-    std::uint32_t idle = 0;
+    IdleBackoff backoff(opts_);
     while (!stop_.load(std::memory_order_relaxed)) {
         if (dev_.poll() > 0) {
-            idle = 0;
+            backoff.worked();
             continue;
         }
-        ++idle;
-        if (idle < opts_.spin_polls) {
+        switch (backoff.idle()) {
+        case IdleBackoff::Step::spin:
             _mm_pause();
-        } else if (idle < opts_.spin_polls + opts_.yield_polls) {
-            sched_yield();
-        } else {
+            break;
+        case IdleBackoff::Step::yield:
+            backoff.yield();
+            break;
+        case IdleBackoff::Step::nap:
             naps_.fetch_add(1, std::memory_order_relaxed);
             // Woken (the doorbell, a receive interrupt): poll busily again, as after work. Slept
             // its time out: nap again at once if the next poll finds nothing. (It used to yield
             // through yield_polls more passes after every nap: an idle engine then napped 100 us
             // in every 10 - 20 ms and used 99 % of a core, sched_yield returning at once on an
             // idle host.)
-            idle = dev_.sleep_until_doorbell(opts_.max_sleep_ns)
-                       ? 0
-                       : opts_.spin_polls + opts_.yield_polls;
+            backoff.nap_begins();
+            backoff.nap_ended(dev_.sleep_until_doorbell(opts_.max_sleep_ns));
+            break;
         }
     }
+    backoff.worked(); // leave SCHED_FIFO (a thread of a pool may be reused)
 }
 
 } // namespace droce

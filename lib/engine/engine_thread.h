@@ -35,6 +35,70 @@ class EngineThread {
          * CAP_SYS_NICE (or RLIMIT_NICE) to go below 0; without it the thread keeps its nice value.
          */
         int nice = 0;
+        /**
+         * Realtime wake-ups: the thread is SCHED_FIFO (priority 1) while it naps and until its
+         * first pass with work after the nap, SCHED_OTHER otherwise. A nap that ends, or a doorbell
+         * or receive interrupt that ends it, then runs the engine at once, whatever else runs on
+         * its core: on kernel 6.18 (EEVDF) a normal thread waking beside an application spinning on
+         * memory (ib_write_lat's receiving side) waited for the spinner's slice, 2 - 4 ms. The
+         * thread never polls as realtime beyond that one pass, so it cannot starve its core. Needs
+         * CAP_SYS_NICE or RLIMIT_RTPRIO >= 1; without either the thread stays SCHED_OTHER. Off by
+         * default: alone it changed nothing measurable (bench: README, Progress); with
+         * shared_core_yield_ns it is the verbs library's latency mode (DROCE_ENGINE_WAKE=fifo).
+         */
+        bool realtime_wake = false;
+        /**
+         * A sched_yield() that kept the thread off its core longer than this (ns) means another
+         * thread wants the core for itself (an application spinning on memory): each later yield
+         * would hand it a whole slice, so the thread skips its yield phase (spin, then nap) for
+         * shared_core_hold_ns, then tries yielding again. 0 (the default) = always yield through
+         * yield_polls: naps instead of yields cost an ib_write_bw server half its bandwidth.
+         */
+        std::uint64_t shared_core_yield_ns = 0;
+        std::uint64_t shared_core_hold_ns = 1'000'000'000; ///< 1 s
+    };
+
+    /**
+     * The idle back-off of an engine loop (EngineThread's, and Runtime's one thread for every
+     * device): spin, yield, nap, as Options says, with realtime wake-ups and the shared-core
+     * detection. One per loop, used only by the thread that runs it:
+     *
+     *     if (dev.poll() > 0) { b.worked(); continue; }
+     *     switch (b.idle()) { case spin: pause; case yield: b.yield(); case nap: b.nap_begins();
+     *                         b.nap_ended(woken = dev.sleep_until_doorbell(...)); }
+     */
+    class IdleBackoff {
+      public:
+        enum class Step : std::uint8_t { spin, yield, nap };
+        explicit IdleBackoff(const Options& o) noexcept : o_(o), realtime_ok_(o.realtime_wake) {}
+        /** After a pass that found work: back to spinning; SCHED_OTHER again if realtime. */
+        void worked() noexcept {
+            idle_ = 0;
+            if (realtime_) leave_realtime();
+        }
+        /** After a pass that found nothing: what to do before the next one. */
+        [[nodiscard]] Step idle() noexcept;
+        /** sched_yield(), timed (shared-core detection). */
+        void yield() noexcept;
+        /** Just before the nap: SCHED_FIFO when Options::realtime_wake and allowed. */
+        void nap_begins() noexcept;
+        /** After the nap; @p woken: something ended it early (work is likely). */
+        void nap_ended(bool woken) noexcept { idle_ = woken ? 0 : nap_after(); }
+        /** True while SCHED_FIFO (for tests). */
+        [[nodiscard]] bool realtime() const noexcept { return realtime_; }
+        /** True while the yield phase is skipped (shared core seen; for tests). */
+        [[nodiscard]] bool core_shared() const noexcept { return shared_until_ns_ != 0; }
+
+      private:
+        [[nodiscard]] std::uint32_t nap_after() const noexcept {
+            return o_.spin_polls + o_.yield_polls;
+        }
+        void leave_realtime() noexcept;
+        Options o_;
+        std::uint32_t idle_ = 0;
+        bool realtime_ok_;
+        bool realtime_ = false;
+        std::uint64_t shared_until_ns_ = 0; ///< monotonic ns; 0 = not shared
     };
     /** The name of every engine thread (pthread_setname_np; also Runtime's shared thread). */
     static constexpr const char* kThreadName = "droce-engine";

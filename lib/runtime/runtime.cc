@@ -549,29 +549,34 @@ void Runtime::shared_loop() noexcept {
     // timers at once. It used to nap on the first device's only: a post to another device in
     // thread progress mode waited out the nap (max_sleep_ns). It used to yield for ever before
     // that: a process of demo.ini's two devices used a whole core while idle.
-    const std::uint32_t spin_polls = engine_opts_.spin_polls;
-    const std::uint32_t nap_after = spin_polls + engine_opts_.yield_polls;
     pthread_setname_np(pthread_self(), EngineThread::kThreadName);
     EngineThread::apply_nice(engine_opts_.nice);
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); // naps of tens of us (engine_thread.cc)
-    std::uint32_t idle = 0;
+    EngineThread::IdleBackoff backoff(engine_opts_);
     while (!shared_stop_.load(std::memory_order_relaxed)) {
         std::uint32_t work = 0;
         for (auto& s : devices_)
             work += s.dev->poll();
         if (work) {
-            idle = 0;
-        } else if (++idle < spin_polls) {
+            backoff.worked();
+            continue;
+        }
+        switch (backoff.idle()) {
+        case EngineThread::IdleBackoff::Step::spin:
             _mm_pause();
-        } else if (idle < nap_after) {
-            sched_yield();
-        } else {
+            break;
+        case EngineThread::IdleBackoff::Step::yield:
+            backoff.yield();
+            break;
+        case EngineThread::IdleBackoff::Step::nap:
             // Woken: poll busily again; slept its time out: nap again unless work comes.
-            idle = Device::sleep_until_any_doorbell(shared_devices_, engine_opts_.max_sleep_ns)
-                       ? 0
-                       : nap_after;
+            backoff.nap_begins();
+            backoff.nap_ended(
+                Device::sleep_until_any_doorbell(shared_devices_, engine_opts_.max_sleep_ns));
+            break;
         }
     }
+    backoff.worked();
 }
 
 } // namespace droce

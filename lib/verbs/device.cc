@@ -434,8 +434,8 @@ extern "C" int ibv_get_device_index(ibv_device* device) {
  * ports, every device); engine threads run while at least one context is open, unless
  * DROCE_PROGRESS=app (then the application's verb calls alone drive the engine).
  * @return the context, or NULL with errno ENODEV (runtime bring-up failed: the reason is on
- * stderr), EINVAL (not a droce device; DROCE_PROGRESS or DROCE_PROGRESS_PASSES malformed, said on
- * stderr), ENOMEM or EMFILE (no pipe for async events).
+ * stderr), EINVAL (not a droce device; DROCE_PROGRESS, DROCE_PROGRESS_PASSES or DROCE_ENGINE_WAKE
+ * malformed, said on stderr), ENOMEM or EMFILE (no pipe for async events).
  */
 extern "C" ibv_context* ibv_open_device(ibv_device* device) {
     if (!device) return fail<ibv_context>(EINVAL);
@@ -483,6 +483,18 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
             opts.engine.yield_polls = kAutoEngineBackoff.yield_polls;
             opts.engine.max_sleep_ns = kAutoEngineBackoff.max_sleep_ns;
             opts.engine.nice = kAutoEngineBackoff.nice;
+        }
+        // DROCE_ENGINE_WAKE=fifo: the latency mode for hosts with fewer cores than busy threads
+        // (README: Progress): engine threads realtime through their naps, and no yield phase once
+        // a yield showed a thread spinning on their core (EngineThread::Options).
+        if (const char* w = std::getenv("DROCE_ENGINE_WAKE"); w && *w) {
+            if (std::strcmp(w, "fifo") == 0) {
+                opts.engine.realtime_wake = true;
+                opts.engine.shared_core_yield_ns = kSharedCoreYieldNs;
+            } else if (std::strcmp(w, "normal") != 0) {
+                std::fprintf(stderr, "droce: DROCE_ENGINE_WAKE=%s is not fifo or normal\n", w);
+                return fail<ibv_context>(EINVAL);
+            }
         }
         if (const char* n = std::getenv("DROCE_ENGINE_NICE"); n && *n)
             opts.engine.nice = static_cast<int>(std::strtol(n, nullptr, 10));

@@ -110,6 +110,12 @@ enum class ProgressMode : std::uint8_t {
  *  DROCE_ENGINE_NICE override). */
 inline constexpr EngineThread::Options kAutoEngineBackoff{20, 2'000, 20'000, 0};
 
+/** DROCE_ENGINE_WAKE=fifo: a yield that kept an engine thread off its core this long (ns) means
+ *  an application spins there (EngineThread::Options::shared_core_yield_ns). A yield to a thread
+ *  that also yields or sleeps returns in a few microseconds; to a spinner, after its slice
+ *  (1.4 - 4 ms on kernel 6.18). */
+inline constexpr std::uint64_t kSharedCoreYieldNs = 30'000;
+
 /** Parses a DROCE_PROGRESS value ("auto", "thread", "app"). @return false when it is none. */
 bool parse_progress_mode(const char* s, ProgressMode* out) noexcept;
 

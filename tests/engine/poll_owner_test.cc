@@ -6,6 +6,8 @@
  * application thread and engine threads take turns running the engine.
  */
 #include <dirent.h>
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -185,6 +187,97 @@ double write_and_wait(TwoEngines& t, const QpPair& p, const Buffer& src, const B
         std::this_thread::sleep_for(microseconds(20));
     }
     return -1;
+}
+
+/** Pins the calling thread to @p cpu. */
+bool pin_to(int cpu) {
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    CPU_SET(cpu, &s);
+    return pthread_setaffinity_np(pthread_self(), sizeof s, &s) == 0;
+}
+
+/**
+ * Options::realtime_wake: SCHED_FIFO from the nap to the first pass with work, SCHED_OTHER (at
+ * the thread's nice value) afterwards; never realtime without it.
+ */
+TEST(EngineIdleBackoff, RealtimeFromTheNapToTheFirstWork) {
+    EngineThread::Options o;
+    o.spin_polls = 2;
+    o.yield_polls = 2;
+    o.realtime_wake = true;
+    std::thread([&] {
+        EngineThread::IdleBackoff b(o);
+        // spin, spin, yield, yield, nap (idle counts 1..4 then the nap)
+        EXPECT_EQ(b.idle(), EngineThread::IdleBackoff::Step::spin);
+        EXPECT_EQ(b.idle(), EngineThread::IdleBackoff::Step::yield);
+        EXPECT_EQ(b.idle(), EngineThread::IdleBackoff::Step::yield);
+        EXPECT_EQ(b.idle(), EngineThread::IdleBackoff::Step::nap);
+        b.nap_begins();
+        if (!b.realtime()) {
+            // Neither CAP_SYS_NICE nor RLIMIT_RTPRIO: the thread stays as it is, and says so.
+            EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+            std::printf("not allowed SCHED_FIFO here: only the refusal is checked\n");
+            return;
+        }
+        EXPECT_EQ(sched_getscheduler(0), SCHED_FIFO);
+        b.nap_ended(false); // slept its time out: still realtime, next idle pass naps again
+        EXPECT_TRUE(b.realtime());
+        EXPECT_EQ(b.idle(), EngineThread::IdleBackoff::Step::nap);
+        b.worked();
+        EXPECT_FALSE(b.realtime());
+        EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+        EXPECT_EQ(b.idle(), EngineThread::IdleBackoff::Step::spin) << "work restarts the spin";
+    }).join();
+    o.realtime_wake = false;
+    std::thread([&] {
+        EngineThread::IdleBackoff b(o);
+        b.nap_begins();
+        EXPECT_FALSE(b.realtime());
+        EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+    }).join();
+}
+
+/**
+ * Options::shared_core_yield_ns: a thread spinning on the engine's core makes a yield last its
+ * slice; from then on the back-off skips its yield phase (spin, then nap) for
+ * shared_core_hold_ns, then yields again. On a core of its own a yield returns at once.
+ */
+TEST(EngineIdleBackoff, AYieldToASpinnerTurnsTheYieldPhaseIntoNaps) {
+    EngineThread::Options o;
+    o.spin_polls = 1;
+    o.yield_polls = 1'000;
+    o.shared_core_yield_ns = 30'000;
+    o.shared_core_hold_ns = 50'000'000; // 50 ms
+    std::atomic<bool> stop{false};
+    std::thread spinner([&] {
+        ASSERT_TRUE(pin_to(0));
+        while (!stop.load(std::memory_order_relaxed)) {
+        }
+    });
+    std::thread([&] {
+        ASSERT_TRUE(pin_to(0));
+        EngineThread::IdleBackoff b(o);
+        EXPECT_FALSE(b.core_shared());
+        int yields = 0;
+        // The spinner may not have reached CPU 0 yet: a few yields until one hands it a slice.
+        while (!b.core_shared() && yields < 200) {
+            ASSERT_EQ(b.idle(), EngineThread::IdleBackoff::Step::yield);
+            b.yield();
+            ++yields;
+        }
+        EXPECT_TRUE(b.core_shared()) << "200 yields beside a spinner all returned within 30 us";
+        EXPECT_EQ(b.idle(), EngineThread::IdleBackoff::Step::nap) << "still yielding";
+        b.nap_ended(true);
+        EXPECT_EQ(b.idle(), EngineThread::IdleBackoff::Step::nap) << "spin 1, then the nap";
+        std::this_thread::sleep_for(milliseconds(60)); // past the hold
+        b.nap_ended(true);
+        EXPECT_EQ(b.idle(), EngineThread::IdleBackoff::Step::yield) << "the hold never ended";
+        EXPECT_FALSE(b.core_shared());
+        std::printf("a yield beside the spinner lasted more than 30 us after %d yields\n", yields);
+    }).join();
+    stop.store(true);
+    spinner.join();
 }
 
 /**
