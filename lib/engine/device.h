@@ -707,17 +707,23 @@ class Device {
     /**
      * Poll ownership: true while a thread runs a pass (or a sleeper looks at the rings). Taken by
      * try_own_poll() (test, then exchange: never waited for on the datapath), given back by
-     * release_poll(). Alone on its cache line: every polling thread reads it.
+     * release_poll(). Every polling thread reads it, so what the owner writes during its pass lives
+     * on other lines (pass_state below): it shared this line with the pass counters, the
+     * handshake flag and the failure counter until 2026-12-03, and a thread spinning on a taken
+     * flag took the line from the owner on every attempt (Device::enter_pass 11 % of an
+     * ib_write_bw 64 B client's samples).
      */
     alignas(64) std::atomic<bool> poll_owner_{false};
-    std::atomic<std::uint64_t> passes_run_{0}; ///< written by the owner only
-    /** Clock ns at the start of the last pass (0: none yet), for TransportCtx::prev_pass_start_ns.
-     *  The poll owner's only (the poll flag hands it over with acquire/release). */
-    std::uint64_t last_pass_start_ns_ = 0;
-    std::atomic<std::uint64_t> poll_contended_{0}; ///< try_own_poll() failures
     /** The timer deadline (ns) an owner-sleeper naps until (UINT64_MAX: none, 0: no nap). Written
      *  by the sleeper while it owns the poll flag, read by later owners (release_poll's choice). */
     std::atomic<std::uint64_t> nap_deadline_ns_{0};
+    /** try_own_poll() failures: written by the threads that fail, on a line of its own. */
+    alignas(64) std::atomic<std::uint64_t> poll_contended_{0};
+    /** The owner's pass bookkeeping, from a line start (see poll_owner_). */
+    alignas(64) std::atomic<std::uint64_t> passes_run_{0}; ///< written by the owner only
+    /** Clock ns at the start of the last pass (0: none yet), for TransportCtx::prev_pass_start_ns.
+     *  The poll owner's only (the poll flag hands it over with acquire/release). */
+    std::uint64_t last_pass_start_ns_ = 0;
     /** Doorbell, the extra fd, and up to four ports' receive interrupts. */
     static constexpr std::size_t kMaxWakeFds = 6;
     /** What a sleeper saw of one device before its nap (look_before_nap). */
@@ -753,7 +759,8 @@ class Device {
     void leave_pass() noexcept;
     std::atomic<std::uint64_t> passes_{0};        ///< passes completed (engine writes)
     std::atomic<bool> engine_turned_away_{false}; ///< enter_pass() found a section open
-    int doorbell_fd_ = -1;
+    /** Read by every poster (ring_doorbell): not on the owner's line above. */
+    alignas(64) int doorbell_fd_ = -1;
     /** What sleep_until_doorbell() waits on: the doorbell first, then the receive interrupt of
      *  every port that has one (irq_ports_[i] is wake_fds_[i + 1]'s port). Set at creation. */
     std::vector<pollfd> wake_fds_;
