@@ -248,7 +248,7 @@ TEST(EngineIdleBackoff, AYieldToASpinnerTurnsTheYieldPhaseIntoNaps) {
     o.spin_polls = 1;
     o.yield_polls = 1'000;
     o.shared_core_yield_ns = 30'000;
-    o.shared_core_hold_ns = 50'000'000; // 50 ms
+    o.shared_core_hold_ns = 200'000'000; // 200 ms: far more than a preemption under load
     std::atomic<bool> stop{false};
     std::thread spinner([&] {
         ASSERT_TRUE(pin_to(0));
@@ -270,7 +270,7 @@ TEST(EngineIdleBackoff, AYieldToASpinnerTurnsTheYieldPhaseIntoNaps) {
         EXPECT_EQ(b.idle(), EngineThread::IdleBackoff::Step::nap) << "still yielding";
         b.nap_ended(true);
         EXPECT_EQ(b.idle(), EngineThread::IdleBackoff::Step::nap) << "spin 1, then the nap";
-        std::this_thread::sleep_for(milliseconds(60)); // past the hold
+        std::this_thread::sleep_for(milliseconds(250)); // past the hold
         b.nap_ended(true);
         EXPECT_EQ(b.idle(), EngineThread::IdleBackoff::Step::yield) << "the hold never ended";
         EXPECT_FALSE(b.core_shared());
