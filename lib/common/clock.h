@@ -28,6 +28,14 @@ namespace droce {
            static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
+/** CLOCK_MONOTONIC in nanoseconds (a vDSO read; the resolution of the clock source). Any thread. */
+[[nodiscard]] inline std::uint64_t monotonic_ns() noexcept {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+           static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
 class Clock {
   public:
     /** A clock that reads the TSC, calibrated once against CLOCK_MONOTONIC (about 10 ms at start).
@@ -73,13 +81,6 @@ class Clock {
         return ns_base_ + static_cast<std::uint64_t>(static_cast<double>(__rdtsc() - tsc_base_) *
                                                      ns_per_tick_);
     }
-    static std::uint64_t monotonic_ns() noexcept {
-        timespec ts{};
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
-               static_cast<std::uint64_t>(ts.tv_nsec);
-    }
-
     bool virtual_ = false;
     std::uint64_t virtual_ns_ = 0;
     std::uint64_t tsc_base_ = 0;

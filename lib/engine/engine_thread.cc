@@ -9,18 +9,11 @@
 
 #include <immintrin.h>
 
-#include <ctime>
+#include "common/clock.h"
 
 namespace droce {
 
 namespace {
-std::uint64_t monotonic_ns() noexcept {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
-           static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
 bool set_policy(int policy, int priority) noexcept {
     sched_param sp{};
     sp.sched_priority = priority;
