@@ -708,7 +708,7 @@ class Device {
      * Poll ownership: true while a thread runs a pass (or a sleeper looks at the rings). Taken by
      * try_own_poll() (test, then exchange: never waited for on the datapath), given back by
      * release_poll(). Every polling thread reads it, so what the owner writes during its pass lives
-     * on other lines (pass_state below): it shared this line with the pass counters, the
+     * on other lines (from passes_run_ on): it shared this line with the pass counters, the
      * handshake flag and the failure counter until 2026-12-03, and a thread spinning on a taken
      * flag took the line from the owner on every attempt (Device::enter_pass 11 % of an
      * ib_write_bw 64 B client's samples).

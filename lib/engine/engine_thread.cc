@@ -7,8 +7,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <immintrin.h>
-
 #include "common/clock.h"
 
 namespace droce {
@@ -98,24 +96,14 @@ void EngineThread::run() noexcept {
             backoff.worked();
             continue;
         }
-        switch (backoff.idle()) {
-        case IdleBackoff::Step::spin:
-            _mm_pause();
-            break;
-        case IdleBackoff::Step::yield:
-            backoff.yield();
-            break;
-        case IdleBackoff::Step::nap:
+        // Woken (the doorbell, a receive interrupt): poll busily again, as after work. Slept its
+        // time out: nap again at once if the next poll finds nothing. (It used to yield through
+        // yield_polls more passes after every nap: an idle engine then napped 100 us in every
+        // 10 - 20 ms and used 99 % of a core, sched_yield returning at once on an idle host.)
+        backoff.rest([&] {
             naps_.fetch_add(1, std::memory_order_relaxed);
-            // Woken (the doorbell, a receive interrupt): poll busily again, as after work. Slept
-            // its time out: nap again at once if the next poll finds nothing. (It used to yield
-            // through yield_polls more passes after every nap: an idle engine then napped 100 us
-            // in every 10 - 20 ms and used 99 % of a core, sched_yield returning at once on an
-            // idle host.)
-            backoff.nap_begins();
-            backoff.nap_ended(dev_.sleep_until_doorbell(opts_.max_sleep_ns));
-            break;
-        }
+            return dev_.sleep_until_doorbell(opts_.max_sleep_ns);
+        });
     }
     backoff.worked(); // leave SCHED_FIFO (a thread of a pool may be reused)
 }

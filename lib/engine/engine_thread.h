@@ -63,14 +63,31 @@ class EngineThread {
      * device): spin, yield, nap, as Options says, with realtime wake-ups and the shared-core
      * detection. One per loop, used only by the thread that runs it:
      *
-     *     if (dev.poll() > 0) { b.worked(); continue; }
-     *     switch (b.idle()) { case spin: pause; case yield: b.yield(); case nap: b.nap_begins();
-     *                         b.nap_ended(woken = dev.sleep_until_doorbell(...)); }
+     *     if (dev.poll() > 0) backoff.worked(); else backoff.rest([&] { return dev.sleep...(); });
      */
     class IdleBackoff {
       public:
         enum class Step : std::uint8_t { spin, yield, nap };
         explicit IdleBackoff(const Options& o) noexcept : o_(o), realtime_ok_(o.realtime_wake) {}
+        /**
+         * After a pass that found nothing: a pause, a yield or a nap, whichever is due. @p nap
+         * sleeps (bounded by the caller) and returns true when something ended the sleep early.
+         */
+        template <class Nap>
+        void rest(Nap&& nap) noexcept {
+            switch (idle()) {
+            case Step::spin:
+                __builtin_ia32_pause();
+                break;
+            case Step::yield:
+                yield();
+                break;
+            case Step::nap:
+                nap_begins();
+                nap_ended(nap());
+                break;
+            }
+        }
         /** After a pass that found work: back to spinning; SCHED_OTHER again if realtime. */
         void worked() noexcept {
             idle_ = 0;

@@ -7,7 +7,6 @@
 #include <sched.h>
 #include <sys/prctl.h>
 
-#include <immintrin.h>
 #include <rte_eal.h>
 #include <rte_log.h>
 
@@ -561,20 +560,10 @@ void Runtime::shared_loop() noexcept {
             backoff.worked();
             continue;
         }
-        switch (backoff.idle()) {
-        case EngineThread::IdleBackoff::Step::spin:
-            _mm_pause();
-            break;
-        case EngineThread::IdleBackoff::Step::yield:
-            backoff.yield();
-            break;
-        case EngineThread::IdleBackoff::Step::nap:
-            // Woken: poll busily again; slept its time out: nap again unless work comes.
-            backoff.nap_begins();
-            backoff.nap_ended(
-                Device::sleep_until_any_doorbell(shared_devices_, engine_opts_.max_sleep_ns));
-            break;
-        }
+        // Woken: poll busily again; slept its time out: nap again unless work comes.
+        backoff.rest([&] {
+            return Device::sleep_until_any_doorbell(shared_devices_, engine_opts_.max_sleep_ns);
+        });
     }
     backoff.worked();
 }
