@@ -106,6 +106,16 @@ void hint_if_nothing_opened() {
                  names.c_str(), config.c_str());
 }
 
+/**
+ * A malformed DROCE_* variable: names it, its value and what it takes on stderr, and keeps the exit
+ * hint quiet (it would blame the device name). @return NULL with errno EINVAL.
+ */
+ibv_context* refuse_env(const char* name, const char* value, const char* takes) {
+    std::fprintf(stderr, "droce: %s=%s is not %s\n", name, value, takes);
+    g_open_failed.store(true, std::memory_order_relaxed);
+    return fail<ibv_context>(EINVAL);
+}
+
 void stop_all_engines_at_exit() {
     // Runs from exit(): the application may not have closed its contexts (perftest does not). Stop
     // the engine threads so nothing polls ports while the process tears down, and the captures so
@@ -434,8 +444,9 @@ extern "C" int ibv_get_device_index(ibv_device* device) {
  * ports, every device); engine threads run while at least one context is open, unless
  * DROCE_PROGRESS=app (then the application's verb calls alone drive the engine).
  * @return the context, or NULL with errno ENODEV (runtime bring-up failed: the reason is on
- * stderr), EINVAL (not a droce device; DROCE_PROGRESS, DROCE_PROGRESS_PASSES or DROCE_ENGINE_WAKE
- * malformed, said on stderr), ENOMEM or EMFILE (no pipe for async events).
+ * stderr), EINVAL (not a droce device; DROCE_PROGRESS, DROCE_PROGRESS_PASSES, DROCE_ENGINE_WAKE,
+ * DROCE_ENGINE_NICE, DROCE_ENGINE_BACKOFF or DROCE_CAPTURE_SNAPLEN malformed, said on stderr),
+ * ENOMEM or EMFILE (no pipe for async events).
  */
 extern "C" ibv_context* ibv_open_device(ibv_device* device) {
     if (!device) return fail<ibv_context>(EINVAL);
@@ -456,18 +467,13 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
         // DROCE_PROGRESS=auto|thread|app: who runs the engine (ProgressMode, README: Progress);
         // DROCE_PROGRESS_PASSES=N (1..1024): engine passes one verb call may run.
         if (const char* pm = std::getenv("DROCE_PROGRESS"); pm && *pm) {
-            if (!parse_progress_mode(pm, &p.progress)) {
-                std::fprintf(stderr, "droce: DROCE_PROGRESS=%s is not auto, thread or app\n", pm);
-                return fail<ibv_context>(EINVAL);
-            }
+            if (!parse_progress_mode(pm, &p.progress))
+                return refuse_env("DROCE_PROGRESS", pm, "auto, thread or app");
         }
         if (const char* pp = std::getenv("DROCE_PROGRESS_PASSES"); pp && *pp) {
             std::uint64_t v = 0;
-            if (!parse_uint(pp, 1, 1024, &v)) {
-                std::fprintf(stderr, "droce: DROCE_PROGRESS_PASSES=%s is not a number in 1..1024\n",
-                             pp);
-                return fail<ibv_context>(EINVAL);
-            }
+            if (!parse_uint(pp, 1, 1024, &v))
+                return refuse_env("DROCE_PROGRESS_PASSES", pp, "a number in 1..1024");
             p.progress_passes = static_cast<unsigned>(v);
         }
         // With application threads driving (auto), the engine threads only serve what no verb
@@ -492,22 +498,39 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
                 opts.engine.realtime_wake = true;
                 opts.engine.shared_core_yield_ns = kSharedCoreYieldNs;
             } else if (std::strcmp(w, "normal") != 0) {
-                std::fprintf(stderr, "droce: DROCE_ENGINE_WAKE=%s is not fifo or normal\n", w);
-                return fail<ibv_context>(EINVAL);
+                return refuse_env("DROCE_ENGINE_WAKE", w, "fifo or normal");
             }
         }
-        if (const char* n = std::getenv("DROCE_ENGINE_NICE"); n && *n)
-            opts.engine.nice = static_cast<int>(std::strtol(n, nullptr, 10));
+        if (const char* n = std::getenv("DROCE_ENGINE_NICE"); n && *n) {
+            char* end = nullptr;
+            errno = 0;
+            const long v = std::strtol(n, &end, 10);
+            if (errno != 0 || *end != '\0' || v < -20 || v > 19)
+                return refuse_env("DROCE_ENGINE_NICE", n, "a nice value in -20..19");
+            opts.engine.nice = static_cast<int>(v);
+        }
         // DROCE_ENGINE_BACKOFF=spin,yield,sleep_ns overrides the engine threads' idle back-off
         // (EngineThread::Options; default the runtime's, kAutoEngineBackoff in auto).
         if (const char* bo = std::getenv("DROCE_ENGINE_BACKOFF"); bo && *bo) {
-            unsigned long long sp = 0, yi = 0, sl = 0;
-            if (std::sscanf(bo, "%llu,%llu,%llu", &sp, &yi, &sl) == 3) {
-                // The budget only: the nice value chosen above stays.
-                opts.engine.spin_polls = static_cast<std::uint32_t>(sp);
-                opts.engine.yield_polls = static_cast<std::uint32_t>(yi);
-                opts.engine.max_sleep_ns = sl;
+            // Three numbers, nothing else: a value with a typo is refused, not half applied.
+            constexpr std::uint64_t kMaxEngineSleepNs = 1'000'000'000;
+            std::uint64_t budget[3] = {};
+            std::string_view rest(bo);
+            bool ok = true;
+            for (int i = 0; i < 3 && ok; ++i) {
+                const std::size_t comma = i < 2 ? rest.find(',') : rest.size();
+                ok = comma != std::string_view::npos &&
+                     parse_uint(rest.substr(0, comma), 0, i < 2 ? UINT32_MAX : kMaxEngineSleepNs,
+                                &budget[i]);
+                if (ok && i < 2) rest.remove_prefix(comma + 1);
             }
+            if (!ok)
+                return refuse_env("DROCE_ENGINE_BACKOFF", bo,
+                                  "spin,yield,sleep_ns (three numbers; sleep at most 1 s)");
+            // The budget only: the nice value chosen above stays.
+            opts.engine.spin_polls = static_cast<std::uint32_t>(budget[0]);
+            opts.engine.yield_polls = static_cast<std::uint32_t>(budget[1]);
+            opts.engine.max_sleep_ns = budget[2];
         }
         // DROCE_IMPAIR=spec puts an impairment stage (loss, reorder, ECN marking, ...; the syntax
         // of sim::parse_impair_spec) on every port, for programs that cannot ask for one: how a
@@ -521,9 +544,7 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
         if (const char* sl = std::getenv("DROCE_CAPTURE_SNAPLEN"); sl && *sl) {
             std::uint64_t v = 0;
             if (!parse_uint(sl, capture::Capture::kMinSnaplen, capture::Capture::kMaxSnaplen, &v)) {
-                std::fprintf(stderr,
-                             "droce: DROCE_CAPTURE_SNAPLEN=%s is not a number in 64..65535\n", sl);
-                return fail<ibv_context>(EINVAL);
+                return refuse_env("DROCE_CAPTURE_SNAPLEN", sl, "a number in 64..65535");
             }
             opts.capture_snaplen = static_cast<std::uint32_t>(v);
         }

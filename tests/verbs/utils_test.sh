@@ -38,6 +38,18 @@ grep -q . "$tmp/devinfo.err" && echo "-- ibv_devinfo stderr:" && head -5 "$tmp/d
 DROCE_CONFIG="$tmp/server.ini" timeout 60 ibv_devinfo > "$tmp/devinfo.s" 2>&1
 grep -q "hca_id:.droce_memif_s" "$tmp/devinfo.s" && grep -q PORT_ACTIVE "$tmp/devinfo.s" ||
     { fail "ibv_devinfo with DROCE_CONFIG"; cat "$tmp/devinfo.s"; }
+# A malformed DROCE_* variable fails the open with one line naming it and what it takes, not the
+# exit hint that blames the device name (the demo config; nothing is brought up).
+for bad in DROCE_PROGRESS=fast DROCE_PROGRESS_PASSES=0 DROCE_ENGINE_WAKE=bogus DROCE_ENGINE_NICE=-30 \
+           DROCE_ENGINE_NICE=5x DROCE_ENGINE_BACKOFF=20,2000 DROCE_ENGINE_BACKOFF=20,2000,1e6 \
+           DROCE_CAPTURE_SNAPLEN=10; do
+    env "$bad" timeout 60 ibv_devinfo > "$tmp/badenv" 2>&1
+    rc=$?
+    if [ $rc = 0 ] || ! grep -q "^droce: $bad is not " "$tmp/badenv" || grep -q "opened none" "$tmp/badenv"; then
+        fail "ibv_devinfo with $bad exited $rc"; cat "$tmp/badenv"
+    fi
+done
+[ $failures = 0 ] && echo "== malformed DROCE_* variables: each refused with its own line ($(grep -m1 '^droce:' "$tmp/badenv"))"
 
 # ---- ibv_rc_pingpong NAME ARGS...
 tcp_port=$((20000 + ($$ + 7000) % 20000))
