@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 
 namespace droce {
 
@@ -34,6 +35,14 @@ class SpscRing {
     explicit SpscRing(std::uint32_t min_capacity)
         : capacity_(std::bit_ceil(min_capacity ? min_capacity : 1u)), mask_(capacity_ - 1),
           slots_(std::make_unique<T[]>(capacity_)) {}
+
+    /** Creates a ring of at least @p min_capacity slots, or, when there is no memory for them, an
+     *  empty one (capacity() == 0): for control paths that answer ENOMEM instead of throwing. */
+    SpscRing(std::uint32_t min_capacity, std::nothrow_t) noexcept
+        : capacity_(std::bit_ceil(min_capacity ? min_capacity : 1u)), mask_(capacity_ - 1),
+          slots_(new (std::nothrow) T[capacity_]()) {
+        if (!slots_) capacity_ = mask_ = 0;
+    }
 
     /** Moves are for the control path only: neither side may use either ring meanwhile. */
     SpscRing(SpscRing&&) noexcept = default;
@@ -81,6 +90,16 @@ class SpscRing {
         // release: the consumer's reads of the slots happen before the producer may overwrite them.
         cons_.value.store(cons_.value.load(std::memory_order_relaxed) + n,
                           std::memory_order_release);
+    }
+
+    /** Empties the ring and value-initialises every slot, keeping its memory (a QP going back to
+     *  RESET). Control path: neither side may use the ring meanwhile. */
+    void clear() noexcept {
+        for (std::uint32_t i = 0; i < capacity_; ++i)
+            slots_[i] = T{};
+        prod_.value = 0;
+        prod_pub_.value.store(0, std::memory_order_relaxed);
+        cons_.value.store(0, std::memory_order_relaxed);
     }
 
   private:

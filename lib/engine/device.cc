@@ -6,7 +6,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <string>
+#include <vector>
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -124,6 +126,20 @@ Device::~Device() {
 
 // ---------------------------------------------------------------- control path
 
+namespace {
+/** Appends @p v to @p vec; false (nothing appended, @p v not consumed) when growing it found no
+ *  memory: control verbs answer ENOMEM, they do not throw. */
+template <typename T>
+bool push_back_nothrow(std::vector<T>& vec, T&& v) noexcept {
+    try {
+        vec.push_back(std::move(v));
+        return true;
+    } catch (const std::bad_alloc&) {
+        return false;
+    }
+}
+} // namespace
+
 mem::Pd* Device::alloc_pd(int* err) noexcept {
     ControlSection section(*this);
     auto pd = std::unique_ptr<mem::Pd>(new (std::nothrow) mem::Pd{next_pd_handle_++});
@@ -131,7 +147,10 @@ mem::Pd* Device::alloc_pd(int* err) noexcept {
         *err = ENOMEM;
         return nullptr;
     }
-    pds_.push_back(std::move(pd));
+    if (!push_back_nothrow(pds_, std::move(pd))) {
+        *err = ENOMEM;
+        return nullptr;
+    }
     *err = 0;
     return pds_.back().get();
 }
@@ -175,9 +194,12 @@ rc::Cq* Device::create_cq(std::uint32_t cqe, int* err) noexcept {
         *err = ENOMEM;
         return nullptr;
     }
-    cq->ring = SpscRing<rc::Cqe>(cqe);
-    cq->cqn = next_cqn_++;
-    cqs_.push_back(std::move(cq));
+    cq->ring = SpscRing<rc::Cqe>(cqe, std::nothrow);
+    if (cq->ring.capacity() == 0 || !push_back_nothrow(cqs_, std::move(cq))) {
+        *err = ENOMEM;
+        return nullptr;
+    }
+    cqs_.back()->cqn = next_cqn_++;
     *err = 0;
     return cqs_.back().get();
 }
@@ -221,6 +243,10 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
     // The rings may hold at least what was asked; report the real depth back like ibv_create_qp.
     qp->cap.max_recv_wr = std::max<std::uint32_t>(cap.max_recv_wr, 1);
     qp->sq_sig_all = sq_sig_all;
+    if (const int e = rc::qp_alloc_queues(*qp); e != 0) {
+        *err = e;
+        return nullptr;
+    }
     rc::qp_reset(*qp);
     rc::pacer_set_dcqcn(*qp, dcqcn_, 0);
     qp->tx_refs.reset(new (std::nothrow) TxRef[qp->sq.capacity()]);

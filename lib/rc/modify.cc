@@ -74,19 +74,32 @@ TransitionRule rc_transition(QpState from, QpState to) noexcept {
 }
 } // namespace
 
-void make_sq(Qp& qp, std::uint32_t depth) noexcept {
+bool make_sq(Qp& qp, std::uint32_t depth) noexcept {
     // Built whole, then swapped in: no slot of qp.sq is ever seen without its ext.
-    SpscRing<SqWqe> ring(depth);
-    std::unique_ptr<SqWqeExt[]> ext(new SqWqeExt[ring.capacity()]);
+    SpscRing<SqWqe> ring(depth, std::nothrow);
+    if (ring.capacity() == 0) return false;
+    std::unique_ptr<SqWqeExt[]> ext(new (std::nothrow) SqWqeExt[ring.capacity()]);
+    if (!ext) return false;
     for (std::uint32_t i = 0; i < ring.capacity(); ++i)
         ring.slot(i).ext = &ext[i];
     qp.sq = std::move(ring);
     qp.sq_ext = std::move(ext);
+    return true;
+}
+
+int qp_alloc_queues(Qp& qp) noexcept {
+    SpscRing<RecvWqe> rq(qp.cap.max_recv_wr, std::nothrow);
+    if (rq.capacity() == 0 || !make_sq(qp, qp.cap.max_send_wr)) return ENOMEM;
+    qp.rq = std::move(rq);
+    return 0;
 }
 
 void qp_reset(Qp& qp) noexcept {
-    make_sq(qp, qp.cap.max_send_wr);
-    qp.rq = SpscRing<RecvWqe>(qp.cap.max_recv_wr);
+    // In place: a QP modified to RESET keeps its rings (no allocation that could fail here).
+    qp.sq.clear();
+    for (std::uint32_t i = 0; i < qp.sq.capacity(); ++i)
+        qp.sq.slot(i).ext = &qp.sq_ext[i];
+    qp.rq.clear();
     qp.req = RequesterState{};
     qp.comp = CompleterState{};
     qp.resp = ResponderState{};

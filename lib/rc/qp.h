@@ -358,7 +358,7 @@ struct Qp {
     /** The transport's own state (TransportOps::create), or null. */
     std::unique_ptr<TransportState> transport_state;
     /** One per SQ slot: SGE lists and inline data beyond what a slot holds (SqWqe::ext); made
-     *  and linked by qp_reset() (control path). */
+     *  by qp_alloc_queues(), linked again by qp_reset() (control path). */
     std::unique_ptr<SqWqeExt[]> sq_ext;
     /** In one line with the requester's head, which an ACK updates with it; not in the first
      *  line, which posters on other cores read (it would bounce between the cores at each post). */
@@ -454,12 +454,18 @@ void responder_flush_ack(Qp& qp, TransportCtx& ctx) noexcept;
  */
 int qp_modify(Qp* qp, const QpAttr& attr, std::uint32_t mask,
               std::span<const std::uint32_t> port_mtu, TransportCtx& ctx) noexcept;
-/** Back to RESET: empty rings at the QP's capabilities, fresh requester/completer/responder state.
+/**
+ * Gives a new @p qp its SQ and RQ at qp.cap's depths (rounded up to powers of two). Control path:
+ * allocates. @return 0, or ENOMEM (the QP keeps whatever rings it had).
  */
+[[nodiscard]] int qp_alloc_queues(Qp& qp) noexcept;
+/** Back to RESET: its rings emptied in place (qp_alloc_queues made them), fresh
+ *  requester/completer/responder state. Control path; allocates nothing. */
 void qp_reset(Qp& qp) noexcept;
-/** Gives @p qp an empty SQ of at least @p depth slots, each linked to its SqWqeExt (qp_reset();
- *  protocol tests that build a Qp by hand). Control path: allocates. */
-void make_sq(Qp& qp, std::uint32_t depth) noexcept;
+/** Gives @p qp an empty SQ of at least @p depth slots, each linked to its SqWqeExt
+ *  (qp_alloc_queues(); protocol tests that build a Qp by hand). Control path: allocates.
+ *  @return false when there was no memory (the QP keeps its SQ). */
+[[nodiscard]] bool make_sq(Qp& qp, std::uint32_t depth) noexcept;
 
 // ---- qp.cc ----
 /** TransportOps::run of RC. */

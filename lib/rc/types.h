@@ -141,7 +141,8 @@ struct SqWqeExt {
  * Ownership: written by the application thread (Device::post_send) until published on the SQ
  * ring; from then on owned by the engine until the completer releases the slot. Inline data is
  * copied in at post time, so the application's buffer is free as soon as post returns. @p ext is
- * the control path's (qp_reset()): fixed for the slot's life, never written by post.
+ * the control path's (qp_alloc_queues(), qp_reset()): fixed for the slot's life, never written by
+ * post.
  */
 struct alignas(64) SqWqe : SendWrFields {
     // ---- engine-private ----

@@ -9,9 +9,11 @@
  * time, over rounds in which the control thread was never preempted: see below) and that every
  * WRITE completed successfully with its data in place.
  */
+#include <sys/resource.h>
 #include <time.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -170,6 +172,83 @@ TEST(ControlSection, QpChurnOnTheStreamingDeviceNeverStallsTheStream) {
     EXPECT_LT(best, milliseconds(1)) << "a control call stalled the stream in every round ("
                                      << undisturbed_stalls << " with the control thread running "
                                      << "undisturbed)";
+}
+
+/** Whether this build runs under ASan, whose shadow memory cannot live under an RLIMIT_AS. */
+constexpr bool kAddressSanitizer =
+#if defined(__SANITIZE_ADDRESS__)
+    true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    true;
+#else
+    false;
+#endif
+#else
+    false;
+#endif
+
+/**
+ * In a child process whose address space is capped a little above what it uses (ulimit -v, as
+ * batch schedulers set it): QPs at the largest depths and CQs at kMaxCqe until memory runs out.
+ * Each verb must answer ENOMEM, as rxe and a ConnectX do, never end the process (an allocation that
+ * threw inside a noexcept control verb called std::terminate). Then everything made is destroyed
+ * and the same verbs succeed again once the cap is lifted.
+ */
+TEST(ControlPath, OutOfMemoryIsEnomemNotAnAbort) {
+    if (kAddressSanitizer) GTEST_SKIP() << "ASan's shadow memory does not fit under RLIMIT_AS";
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    const auto child = [] {
+        TwoEngines t(1, /*ipv6=*/false, /*real_time=*/false);
+        Device& d = *t.dev[0];
+        long pages = 0;
+        if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+            if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+            std::fclose(f);
+        }
+        if (pages == 0) std::_Exit(10);
+        rlimit cap{};
+        getrlimit(RLIMIT_AS, &cap);
+        const rlimit old = cap;
+        cap.rlim_cur = static_cast<rlim_t>(pages) * 4096 + (48u << 20);
+        if (setrlimit(RLIMIT_AS, &cap) != 0) std::_Exit(11);
+        std::vector<rc::Qp*> qps;
+        std::vector<rc::Cq*> cqs;
+        int err = 0, qp_err = 0, cq_err = 0;
+        for (int i = 0; i < 4096 && qp_err == 0; ++i) {
+            rc::Qp* q = d.create_qp(
+                t.pd[0], t.send_cq[0], t.recv_cq[0],
+                rc::QpCap{rc::kMaxQpWr, rc::kMaxQpWr, rc::kMaxSge, rc::kMaxSge, rc::kMaxInlineData},
+                false, &err);
+            if (q) {
+                qps.push_back(q);
+            } else {
+                qp_err = err;
+            }
+        }
+        for (int i = 0; i < 4096 && cq_err == 0; ++i) {
+            rc::Cq* c = d.create_cq(rc::kMaxCqe, &err);
+            if (c) {
+                cqs.push_back(c);
+            } else {
+                cq_err = err;
+            }
+        }
+        if (qp_err != ENOMEM || qps.empty()) std::_Exit(20);
+        if (cq_err != ENOMEM) std::_Exit(21);
+        for (rc::Qp* q : qps)
+            if (d.destroy_qp(q) != 0) std::_Exit(30);
+        for (rc::Cq* c : cqs)
+            if (d.destroy_cq(c) != 0) std::_Exit(31);
+        if (setrlimit(RLIMIT_AS, &old) != 0) std::_Exit(12);
+        rc::Qp* again = d.create_qp(t.pd[0], t.send_cq[0], t.recv_cq[0],
+                                    rc::QpCap{rc::kMaxQpWr, rc::kMaxQpWr, 1, 1, 0}, false, &err);
+        if (!again || d.destroy_qp(again) != 0) std::_Exit(40);
+        std::fprintf(stderr, "out of memory after %zu QPs and %zu CQs of the largest size\n",
+                     qps.size(), cqs.size());
+        std::_Exit(0);
+    };
+    EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), "out of memory after [1-9][0-9]* QPs");
 }
 
 } // namespace

@@ -8,6 +8,7 @@
  */
 #pragma once
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -90,7 +91,7 @@ class ProtocolHarness {
         qp.pd = &pd;
         qp.send_cq = &send_cq;
         qp.recv_cq = &recv_cq;
-        rc::make_sq(qp, sq_depth);
+        if (!rc::make_sq(qp, sq_depth)) std::abort();
         qp.rq = SpscRing<rc::RecvWqe>(rq_depth);
         qp.state = rc::QpState::rts;
         qp.attr.qp_state = rc::QpState::rts;
