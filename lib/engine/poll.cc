@@ -297,7 +297,9 @@ bool Device::sleep_until_any_doorbell(std::span<Device* const> devs, std::uint64
     // The long nap only when no device served has a QP that can receive.
     if (all_may_nap_long) max_ns = std::max(max_ns, kNoReceiverNapNs);
     bool woken = false;
-    if (!work && !devs.empty() && devs[0]->doorbell_fd_ >= 0) {
+    // Also with no doorbell at all (its eventfd failed: EMFILE): a nap of the timeout alone, where
+    // it used to skip the nap and have its caller poll without rest.
+    if (!work && !devs.empty()) {
         std::uint64_t wait = max_ns;
         const std::uint64_t now = devs[0]->clock_->now_ns();
         if (deadline) wait = deadline > now ? std::min(wait, deadline - now) : 0;

@@ -8,6 +8,8 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -15,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -317,6 +320,35 @@ TEST(EngineThreadIdle, AnIdleEngineSleepsAndWakesForWork) {
     EXPECT_EQ(cqe.status, rc::WcStatus::success);
     EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), 4096), 0);
     std::printf("a WRITE posted to napping engines completed in %.3f ms\n", took_ms);
+}
+
+/**
+ * A device made when the process had no file descriptor left has no doorbell (its eventfd failed
+ * with EMFILE). Its engine must still nap the time it is given, woken by nothing but the timeout;
+ * it used to skip the nap, and an idle engine thread polled without rest.
+ */
+TEST(EngineThreadIdle, WithoutADoorbellTheNapStillSleeps) {
+    rlimit nofile{};
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &nofile), 0);
+    const int lowest_free = dup(0);
+    ASSERT_GE(lowest_free, 0);
+    close(lowest_free);
+    // Every descriptor below the lowest free one is open: no new one can be made.
+    rlimit none = nofile;
+    none.rlim_cur = static_cast<rlim_t>(lowest_free);
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &none), 0);
+    const int probe = eventfd(0, 0);
+    auto t = std::make_unique<TwoEngines>(1, /*ipv6=*/false, /*real_time=*/true);
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &nofile), 0);
+    ASSERT_LT(probe, 0) << "an eventfd was still possible: the test would not test";
+    constexpr std::uint64_t kNapNs = 3'000'000;
+    const auto t0 = steady_clock::now();
+    const bool woken = t->dev[0]->sleep_until_doorbell(kNapNs, -1, false);
+    const auto slept = duration_cast<microseconds>(steady_clock::now() - t0).count();
+    std::printf("a device without a doorbell napped %lld us of %llu\n",
+                static_cast<long long>(slept), static_cast<unsigned long long>(kNapNs / 1000));
+    EXPECT_FALSE(woken);
+    EXPECT_GE(slept, 2'000) << "the nap was skipped: an idle engine would poll without rest";
 }
 
 /**
