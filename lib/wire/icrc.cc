@@ -5,6 +5,10 @@
 
 #include <isa-l/crc.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "bth.h"
 #include "ipv4.h"
 #include "ipv6.h"
@@ -16,10 +20,32 @@ namespace {
 constexpr std::size_t kMaxIpv4Header = 60;
 constexpr std::size_t kMaskedPrefixMax = kMaxIpv4Header + sizeof(UdpHdr) + sizeof(Bth);
 
+#if defined(__x86_64__)
+/**
+ * ISA-L 2.30's AVX-512 CRC (crc32_gzip_refl_by16_10, what crc32_gzip_refl picks on AVX-512 CPUs)
+ * returns with the upper halves of the vector registers dirty: it ends without vzeroupper. droce
+ * is built for baseline x86-64, so its SSE code after each call (inlined copies, struct moves)
+ * ran in the SSE/AVX transition state until some glibc AVX routine cleared it: on this Xeon an
+ * ICRC of a 64 B frame copied to the stack took 120 ns instead of 15 (bench/micro BM_ParseFrame,
+ * and a standalone test of the same copy + call with and without vzeroupper).
+ */
+__attribute__((target("avx"))) void clear_upper_vector_state() noexcept {
+    _mm256_zeroupper();
+}
+const bool kCpuHasAvx = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx") != 0;
+}();
+#endif
+
 std::uint32_t crc_continue(std::uint32_t crc, const std::uint8_t* p, std::size_t n) noexcept {
     // crc32_gzip_refl takes and returns the finished (inverted) CRC, like zlib's crc32(), so
     // consecutive calls continue one CRC across buffers.
-    return crc32_gzip_refl(crc, const_cast<std::uint8_t*>(p), n);
+    const std::uint32_t c = crc32_gzip_refl(crc, const_cast<std::uint8_t*>(p), n);
+#if defined(__x86_64__)
+    if (kCpuHasAvx) clear_upper_vector_state();
+#endif
+    return c;
 }
 
 /**
