@@ -207,6 +207,9 @@ CaptureFile::Status CaptureFile::next_pcapng(RawFrame& frame, std::string& error
             // Interface statistics: isb_ifdrop is cumulative, so the last one of an interface
             // counts (droce writes one per interface when its capture stops).
             const std::uint32_t iface = u32(b + 8);
+            // Only for an interface a block described: the ID is the file's word, and sizing the
+            // table by it let a 100-byte file ask for 32 GiB (fuzz_trace, 2026-12-04).
+            if (iface >= ifaces_.size()) continue;
             options(b + 20, end, [&](std::uint16_t code, std::size_t at, std::uint16_t n) {
                 if (code != kOptIsbIfDrop || n != 8) return;
                 std::uint64_t v;
