@@ -10,8 +10,15 @@
 #              capture (--capture, pcapng) holds them and tshark decodes them (BTH opcode 129 =
 #              0x81, P_Key 0xFFFF, dest QP the client's); droce-trace --explain names each one a
 #              CNP and says which marked packet it answers; the client's rate came down to the
-#              congested link's: at most the modelled 2 Gb/s, with almost nothing tail-dropped by
-#              the modelled queue; every byte verified.
+#              congested link's: at most the modelled 2 Gb/s, with at least 10 x fewer frames
+#              tail-dropped by the modelled queue than without DCQCN; every byte verified.
+#              Not "almost none": with the nvidia profile alpha decays to ~0 within a millisecond
+#              without CNPs (dce_tcp_rtt 1 us, g 1019/1024) and the 32 KB byte counter with F = 1
+#              takes RC back to the line as fast, so a notification point that loses its core for a
+#              few milliseconds (a busy CI host, other guests on the same cores) lets
+#              the client send up to its 8 MB window at 10 Gb/s into the 4 MB modelled queue. Quiet
+#              host: 0.25 - 0.76 % tail-dropped; CI on 2026-12-04: 5.9 %; under two CPU hogs 13 -
+#              19 %; DCQCN off 35 - 180 x more in every one of those runs.
 #   DCQCN off: the same transfer sends at the line, the modelled queue overflows and tail-drops
 #              (many times more than with DCQCN), and no CNP is sent.
 # usage: cnp_memif_test.sh PATH/TO/droce-perf PATH/TO/droce-trace CONFIG_DIR
@@ -92,7 +99,8 @@ if [ -s "$tmp/on.client" ] && [ -s "$tmp/off.client" ]; then
     [ "$cut" -gt 0 ] || fail "no CNP cut the client's rate"
     /usr/bin/python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 1.05 * float(sys.argv[2]) else 1)" \
         "$gbps_on" "$link_gbps" || fail "DCQCN on: $gbps_on Gb/s is above the congested link's $link_gbps Gb/s"
-    [ $((drops_on * 100)) -le "$tx_on" ] || fail "DCQCN on: more than 1 % tail-dropped ($drops_on)"
+    echo "tail-dropped: $(/usr/bin/python3 -c "import sys; print(round(100 * int(sys.argv[1]) / int(sys.argv[2]), 2))" \
+        "$drops_on" "$tx_on") % of the frames sent with DCQCN on"
     [ "$drops_off" -gt $((drops_on * 10 + 1000)) ] || fail "DCQCN off should overflow the queue far more"
     [ "$sent_off" = 0 ] || fail "DCQCN off: $sent_off CNPs sent"
     # tshark: the CNPs in the server's capture, decoded as BTH opcode 129 with P_Key 0xFFFF.
@@ -100,7 +108,13 @@ if [ -s "$tmp/on.client" ] && [ -s "$tmp/off.client" ]; then
         2>/dev/null | wc -l)
     ce=$(tshark -r "$tmp/on.pcapng" -Y 'ip.dsfield.ecn == 3 && infiniband.bth.opcode != 129' 2>/dev/null | wc -l)
     echo "tshark: $cnps CNPs (opcode 129, P_Key 0xFFFF) and $ce CE-marked RoCE packets in the server's capture"
-    [ "$cnps" = "$sent" ] || fail "tshark decoded $cnps CNPs, the server sent $sent"
+    # The capture leaves frames out (counted) when its writer falls behind the engine.
+    cap_dropped=$(sed -n 's/^droce: capture .*: [0-9]* frames, \([0-9]*\) dropped (ring full).*/\1/p' \
+        "$tmp/on.server.err" | head -1)
+    echo "capture: ${cap_dropped:-?} frames left out (ring full)"
+    [ -n "$cap_dropped" ] || fail "the server did not report its capture"
+    [ "$cnps" -le "$sent" ] && [ "$cnps" -ge $((sent - ${cap_dropped:-0})) ] ||
+        fail "tshark decoded $cnps CNPs, the server sent $sent and its capture left out ${cap_dropped:-?} frames"
     [ "$ce" -gt 0 ] || fail "no CE-marked packet in the capture"
     tshark -r "$tmp/on.pcapng" -Y 'infiniband.bth.opcode == 129' -V -c 1 2>/dev/null |
         sed -n '/InfiniBand/,/Packet Sequence/p'
