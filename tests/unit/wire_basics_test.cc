@@ -609,14 +609,16 @@ TEST(RejectReasons, CountersCountPerReason) {
 // icrc_compute() takes two routes by length (a masked copy of the whole packet up to 256 bytes,
 // masked headers then the rest in place beyond): every length from the smallest packet to well
 // past the switch, IPv4 and IPv6, against zlib over the masked bytes (A17.3.3).
+// IPv4 with options too (IHL 6 to 15: the masks move with the header's end).
 TEST(Icrc, EveryLengthMatchesZlib) {
-    for (const bool ipv6 : {false, true}) {
-        const std::size_t ip = ipv6 ? 40 : 20;
+    for (unsigned ihl = 5; ihl <= 16; ++ihl) {
+        const bool ipv6 = ihl == 16;
+        const std::size_t ip = ipv6 ? 40 : ihl * 4;
         for (std::size_t len = ip + 8 + 12; len <= 700; ++len) {
             Bytes l3(len);
             for (std::size_t i = 0; i < len; ++i)
                 l3[i] = static_cast<std::uint8_t>(i * 131 + len * 7 + 1);
-            l3[0] = ipv6 ? 0x60 : 0x45;
+            l3[0] = static_cast<std::uint8_t>(ipv6 ? 0x60 : 0x40 | ihl);
             Bytes masked = l3;
             if (ipv6) {
                 masked[0] |= 0x0f;
@@ -630,7 +632,7 @@ TEST(Icrc, EveryLengthMatchesZlib) {
             want = crc32(want, lrh, sizeof lrh);
             want = crc32(want, masked.data(), static_cast<uInt>(masked.size()));
             ASSERT_EQ(icrc_compute(l3, ipv6), static_cast<std::uint32_t>(want))
-                << (ipv6 ? "IPv6" : "IPv4") << " length " << len;
+                << (ipv6 ? "IPv6" : "IPv4 IHL " + std::to_string(ihl)) << " length " << len;
         }
     }
 }
