@@ -138,6 +138,55 @@ constexpr std::uint32_t crc32_of_ones(std::size_t n) noexcept {
 constexpr std::uint32_t kLrhStandInCrc = crc32_of_ones(8);
 static_assert(crc32_of_ones(1) == 0xff000000u && kLrhStandInCrc == 0x2144df1cu,
               "zlib.crc32(b'\\xff' * n)");
+
+#if defined(__x86_64__)
+/** crc32_of_ones(k) for k = 0 .. 8: where an ICRC starts when 8 - k of the stand-in's bytes are in
+ *  the buffer. */
+constexpr std::array<std::uint32_t, 9> kOnesCrc = [] {
+    std::array<std::uint32_t, 9> t{};
+    for (std::size_t k = 0; k <= 8; ++k)
+        t[k] = crc32_of_ones(k);
+    return t;
+}();
+/** 16 bytes of 0xff then 16 of 0: a 16-byte load at 16 - j has 0xff in its j low bytes. */
+alignas(16) constexpr std::array<std::uint8_t, 32> kOnesThenZeros = [] {
+    std::array<std::uint8_t, 32> t{};
+    for (std::size_t i = 0; i < 16; ++i)
+        t[i] = 0xff;
+    return t;
+}();
+
+__m128i load16(const std::uint8_t* p) noexcept {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
+
+/**
+ * The masked copy of a short packet whose length @p n leaves 8 - 15 bytes over a multiple of 16
+ * (an ACK, a 64 B WRITE or SEND, a READ request, a CNP): the last @p j = 16 - n % 16 bytes of the
+ * LRH stand-in go in front of it, so that the copy (n + j bytes into @p dst) is whole 16-byte
+ * moves, none overlapping another. With an overlapping last move (copy_masked) the load ISA-L
+ * makes of the 16 bytes before it spans two stores and waits for both to reach the cache. The
+ * CRC then starts from kOnesCrc[8 - j].
+ */
+void copy_masked_after_ones(std::uint8_t* dst, const std::uint8_t* src, std::size_t n,
+                            std::size_t j, const std::uint8_t* mask) noexcept {
+    // The first 16 bytes moved up by j (a byte shift by a variable count, from two 64-bit
+    // shifts), the j bytes below them 0xff.
+    const __m128i x = _mm_or_si128(load16(src), load16(mask));
+    const __m128i up = _mm_sll_epi64(x, _mm_cvtsi32_si128(static_cast<int>(8 * j)));
+    const __m128i carry =
+        _mm_srl_epi64(_mm_slli_si128(x, 8), _mm_cvtsi32_si128(static_cast<int>(64 - 8 * j)));
+    const __m128i first =
+        _mm_or_si128(_mm_or_si128(up, carry), load16(kOnesThenZeros.data() + 16 - j));
+    _mm_store_si128(reinterpret_cast<__m128i*>(dst), first);
+    for (std::size_t at = 16; at < n + j; at += 16) {
+        const std::size_t from = at - j;
+        __m128i v = load16(src + from);
+        if (from < kMaskSpan) v = _mm_or_si128(v, load16(mask + from));
+        _mm_store_si128(reinterpret_cast<__m128i*>(dst + at), v);
+    }
+}
+#endif
 } // namespace
 
 std::uint32_t icrc_compute(std::span<const std::uint8_t> l3, bool ipv6) noexcept {
@@ -156,8 +205,15 @@ std::uint32_t icrc_compute(std::span<const std::uint8_t> l3, bool ipv6) noexcept
     // is copied whole, so that one CRC call covers it; a longer one has its headers copied in
     // whole 16-byte moves (the moves ISA-L's loads then match) and the rest read in place.
     static_assert(kOneShotMax >= kMaskSpan);
-    alignas(64) std::uint8_t masked[kOneShotMax];
+    alignas(64) std::uint8_t masked[kOneShotMax + 16];
     const std::uint8_t* mask = kMasks[ipv6 ? 11 : ip_len / 4 - 5].data();
+#if defined(__x86_64__)
+    if (l3.size() <= kOneShotMax && l3.size() % 16 >= 8) {
+        const std::size_t j = 16 - l3.size() % 16;
+        copy_masked_after_ones(masked, l3.data(), l3.size(), j, mask);
+        return crc_continue(kOnesCrc[8 - j], masked, l3.size() + j);
+    }
+#endif
     if (l3.size() <= kOneShotMax) {
         copy_masked(masked, l3.data(), l3.size(), mask);
         return crc_continue(kLrhStandInCrc, masked, l3.size());
