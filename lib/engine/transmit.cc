@@ -37,26 +37,14 @@ void Device::open_tx_stage() noexcept {
 }
 
 void Device::build_staged() noexcept {
-    for (const TxPacket& pkt : stage_.packets()) {
-        TxBufCache& c = tx_cache_[pkt.port];
-        PktBuf* buf =
-            c.bufs[--c.count]; // reserved by open_tx_stage(): the stage's room ensures one
-        buf->port = pkt.port;
-        buf->ext_len = 0;
-        wire::SplitFrame sf;
-        const bool by_ref = pkt.ref != nullptr && !pkt.loopback &&
-                            send_by_reference(pkt.port, *pkt.path, pkt.payload_spans(), pkt.fields,
-                                              buf, pkt.ref, sf);
-        if (!by_ref) {
-            const std::size_t len =
-                wire::build_frame(*pkt.path, pkt.fields, pkt.payload_spans(), buf->room());
-            if (len == 0) { // larger than the port's buffers: a path MTU the port cannot carry
-                ports_[pkt.port].driver->free_bulk(&buf, 1);
-                counters_.inc(Counter::tx_dropped_too_long);
-                continue;
-            }
-            buf->len = static_cast<std::uint32_t>(len);
-        }
+    // A copied frame is finished (ICRC) only after the next one is built, so that the ICRC reads
+    // headers whose stores have reached the cache (wire::build_frame_deferred); then it is
+    // captured and queued, so the order on the wire stays the staging order.
+    const TxPacket* held = nullptr; // built, not finished
+    PktBuf* held_buf = nullptr;
+    wire::FrameFinish held_finish;
+    const auto release = [this](const TxPacket& pkt, PktBuf* buf, bool by_ref,
+                                const wire::SplitFrame& sf) {
         pkt.counters->inc(Counter::sent_pkts);
         if (capturing()) {
             if (by_ref)
@@ -71,7 +59,43 @@ void Device::build_staged() noexcept {
             TxQueue& q = tx_[pkt.port];
             q.pending[q.count++] = buf;
         }
+    };
+    const auto release_held = [&] {
+        if (held == nullptr) return;
+        wire::finish_frame(held_buf->data, held_finish);
+        release(*held, held_buf, false, wire::SplitFrame{});
+        held = nullptr;
+    };
+    for (const TxPacket& pkt : stage_.packets()) {
+        TxBufCache& c = tx_cache_[pkt.port];
+        PktBuf* buf =
+            c.bufs[--c.count]; // reserved by open_tx_stage(): the stage's room ensures one
+        buf->port = pkt.port;
+        buf->ext_len = 0;
+        wire::SplitFrame sf;
+        const bool by_ref = pkt.ref != nullptr && !pkt.loopback &&
+                            send_by_reference(pkt.port, *pkt.path, pkt.payload_spans(), pkt.fields,
+                                              buf, pkt.ref, sf);
+        if (by_ref) {
+            release_held();
+            release(pkt, buf, true, sf);
+            continue;
+        }
+        wire::FrameFinish finish;
+        const std::size_t len = wire::build_frame_deferred(
+            *pkt.path, pkt.fields, pkt.payload_spans(), buf->room(), finish);
+        if (len == 0) { // larger than the port's buffers: a path MTU the port cannot carry
+            ports_[pkt.port].driver->free_bulk(&buf, 1);
+            counters_.inc(Counter::tx_dropped_too_long);
+            continue;
+        }
+        buf->len = static_cast<std::uint32_t>(len);
+        release_held();
+        held = &pkt;
+        held_buf = buf;
+        held_finish = finish;
     }
+    release_held();
     stage_.clear();
     std::fill(tx_stage_room_.begin(), tx_stage_room_.end(), std::uint16_t{0});
 }

@@ -455,9 +455,9 @@ void set_udp6_checksum(std::uint8_t* p, const HeaderLayout& lay, std::uint32_t b
 
 } // namespace
 
-std::size_t build_frame(const PathHeaders& path, const PacketFields& pf,
-                        std::span<const std::span<const std::uint8_t>> payload,
-                        std::span<std::uint8_t> out) noexcept {
+std::size_t build_frame_deferred(const PathHeaders& path, const PacketFields& pf,
+                                 std::span<const std::span<const std::uint8_t>> payload,
+                                 std::span<std::uint8_t> out, FrameFinish& finish) noexcept {
     std::size_t payload_len = 0;
     for (auto s : payload)
         payload_len += s.size();
@@ -465,24 +465,41 @@ std::size_t build_frame(const PathHeaders& path, const PacketFields& pf,
     std::uint8_t* p = out.data();
     if (!write_headers(path, pf, payload_len, p, out.size(), true, lay)) return 0;
     std::size_t off = lay.end;
-    const unsigned pad = lay.pad;
-    const std::size_t l3_off = lay.l3_off;
     for (auto s : payload) {
         if (!s.empty()) std::memcpy(p + off, s.data(), s.size());
         off += s.size();
     }
-    std::memset(p + off, 0, pad);
-    off += pad;
+    std::memset(p + off, 0, lay.pad);
+    off += lay.pad;
+    finish.l3_off = static_cast<std::uint32_t>(lay.l3_off);
+    finish.icrc_off = static_cast<std::uint32_t>(off);
+    finish.udp_off = static_cast<std::uint32_t>(lay.udp_off);
+    finish.udp_len = static_cast<std::uint32_t>(lay.udp_len);
+    finish.ipv6 = path.ipv6;
+    return off + kIcrcSize;
+}
 
-    store_icrc(p + off,
-               icrc_compute(std::span<const std::uint8_t>(p + l3_off, off - l3_off), path.ipv6));
-    off += kIcrcSize;
-
-    if (path.ipv6) {
+void finish_frame(std::uint8_t* frame, const FrameFinish& f) noexcept {
+    store_icrc(frame + f.icrc_off,
+               icrc_compute(std::span<const std::uint8_t>(frame + f.l3_off, f.icrc_off - f.l3_off),
+                            f.ipv6));
+    if (f.ipv6) {
         // Pseudo-header: addresses, UDP length, next header; then the whole UDP datagram.
-        set_udp6_checksum(p, lay, ones_sum(p + lay.udp_off, lay.udp_len, 0));
+        HeaderLayout lay;
+        lay.l3_off = f.l3_off;
+        lay.udp_off = f.udp_off;
+        lay.udp_len = f.udp_len;
+        set_udp6_checksum(frame, lay, ones_sum(frame + f.udp_off, f.udp_len, 0));
     }
-    return off;
+}
+
+std::size_t build_frame(const PathHeaders& path, const PacketFields& pf,
+                        std::span<const std::span<const std::uint8_t>> payload,
+                        std::span<std::uint8_t> out) noexcept {
+    FrameFinish finish;
+    const std::size_t len = build_frame_deferred(path, pf, payload, out, finish);
+    if (len != 0) finish_frame(out.data(), finish);
+    return len;
 }
 
 bool build_frame_split(const PathHeaders& path, const PacketFields& pf,

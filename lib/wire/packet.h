@@ -243,6 +243,32 @@ struct PacketFields {
                                       std::span<const std::span<const std::uint8_t>> payload,
                                       std::span<std::uint8_t> out) noexcept;
 
+/** What build_frame_deferred() leaves for finish_frame(): where the ICRC goes and what it and, on
+ *  IPv6, the UDP checksum cover (byte offsets into the frame). */
+struct FrameFinish {
+    std::uint32_t l3_off = 0;   ///< IP header
+    std::uint32_t icrc_off = 0; ///< the ICRC field (after the pad)
+    std::uint32_t udp_off = 0;  ///< UDP header
+    std::uint32_t udp_len = 0;  ///< UDP length, header to ICRC included
+    bool ipv6 = false;
+};
+
+/**
+ * build_frame() in two steps: everything but the ICRC (and, on IPv6, the UDP checksum, which
+ * covers the ICRC) now, those two in finish_frame(). A caller that builds a burst finishes each
+ * frame after building the next: the ICRC then reads headers whose small stores have reached the
+ * cache, instead of waiting for them (a 16-byte load cannot be forwarded from several narrower
+ * stores). Same return value and errors as build_frame(); the frame is not valid until
+ * finish_frame(). Thread safety: pure; writes only @p out and @p finish.
+ */
+[[nodiscard]] std::size_t
+build_frame_deferred(const PathHeaders& path, const PacketFields& fields,
+                     std::span<const std::span<const std::uint8_t>> payload,
+                     std::span<std::uint8_t> out, FrameFinish& finish) noexcept;
+
+/** Completes a frame of build_frame_deferred() at @p frame (its first byte) with @p finish. */
+void finish_frame(std::uint8_t* frame, const FrameFinish& finish) noexcept;
+
 /** A frame built for transmission by reference: headers in the caller's buffer, payload left where
  * it is, and the bytes that follow the payload (pad and ICRC) here. */
 struct SplitFrame {
