@@ -98,13 +98,18 @@ constexpr std::array<MaskTable, 12> kMasks = [] {
  * plain memcpy of a length known to be at most kOneShotMax became `rep movsq` (GCC, -O2), which
  * starts slowly: 70 % of icrc_compute's own samples once (bench/engine 64 B WRITE).
  */
+#if defined(__x86_64__)
+__m128i load16(const std::uint8_t* p) noexcept {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
+#endif
+
 void copy_masked(std::uint8_t* dst, const std::uint8_t* src, std::size_t n,
                  const std::uint8_t* mask) noexcept {
 #if defined(__x86_64__)
     const auto move = [&](std::size_t at) {
-        __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + at));
-        if (at < kMaskSpan)
-            v = _mm_or_si128(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(mask + at)));
+        __m128i v = load16(src + at);
+        if (at < kMaskSpan) v = _mm_or_si128(v, load16(mask + at));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + at), v);
     };
 #else
@@ -155,10 +160,6 @@ alignas(16) constexpr std::array<std::uint8_t, 32> kOnesThenZeros = [] {
         t[i] = 0xff;
     return t;
 }();
-
-__m128i load16(const std::uint8_t* p) noexcept {
-    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-}
 
 /**
  * The masked copy of a short packet whose length @p n leaves 8 - 15 bytes over a multiple of 16
