@@ -443,14 +443,16 @@ std::uint32_t ones_sum_at(const std::uint8_t* p, std::size_t n, std::uint32_t su
     return sum;
 }
 
-void set_udp6_checksum(std::uint8_t* p, const HeaderLayout& lay, std::uint32_t body_sum) noexcept {
-    const auto* ip = reinterpret_cast<const Ipv6Hdr*>(p + lay.l3_off);
+/** Writes the UDP checksum of the IPv6 frame @p p: its pseudo-header (addresses, @p udp_len, next
+ *  header) added to @p body_sum, the one's-complement sum of the whole UDP datagram. */
+void set_udp6_checksum(std::uint8_t* p, std::size_t l3_off, std::size_t udp_off,
+                       std::size_t udp_len, std::uint32_t body_sum) noexcept {
+    const auto* ip = reinterpret_cast<const Ipv6Hdr*>(p + l3_off);
     std::uint32_t sum = ones_sum(ip->src.data(), 32, body_sum);
-    sum += static_cast<std::uint32_t>(lay.udp_len >> 16) +
-           static_cast<std::uint32_t>(lay.udp_len & 0xffff);
+    sum += static_cast<std::uint32_t>(udp_len >> 16) + static_cast<std::uint32_t>(udp_len & 0xffff);
     sum += kIpProtoUdp;
     const std::uint16_t c = fold(sum);
-    reinterpret_cast<UdpHdr*>(p + lay.udp_off)->checksum.set(c == 0 ? 0xffff : c);
+    reinterpret_cast<UdpHdr*>(p + udp_off)->checksum.set(c == 0 ? 0xffff : c);
 }
 
 } // namespace
@@ -483,14 +485,9 @@ void finish_frame(std::uint8_t* frame, const FrameFinish& f) noexcept {
     store_icrc(frame + f.icrc_off,
                icrc_compute(std::span<const std::uint8_t>(frame + f.l3_off, f.icrc_off - f.l3_off),
                             f.ipv6));
-    if (f.ipv6) {
-        // Pseudo-header: addresses, UDP length, next header; then the whole UDP datagram.
-        HeaderLayout lay;
-        lay.l3_off = f.l3_off;
-        lay.udp_off = f.udp_off;
-        lay.udp_len = f.udp_len;
-        set_udp6_checksum(frame, lay, ones_sum(frame + f.udp_off, f.udp_len, 0));
-    }
+    if (f.ipv6)
+        set_udp6_checksum(frame, f.l3_off, f.udp_off, f.udp_len,
+                          ones_sum(frame + f.udp_off, f.udp_len, 0));
 }
 
 std::size_t build_frame(const PathHeaders& path, const PacketFields& pf,
@@ -528,7 +525,7 @@ bool build_frame_split(const PathHeaders& path, const PacketFields& pf,
         for (auto s : payload)
             sum = ones_sum_at(s.data(), s.size(), sum, odd);
         sum = ones_sum_at(sf.trailer.data(), sf.trailer_len, sum, odd);
-        set_udp6_checksum(p, lay, sum);
+        set_udp6_checksum(p, lay.l3_off, lay.udp_off, lay.udp_len, sum);
     }
     return true;
 }
