@@ -103,13 +103,19 @@ bool Device::try_own_poll() noexcept {
 }
 
 void Device::release_poll(bool work_left) noexcept {
-    // seq_cst (release): this owner's writes happen before the next owner's acquire; and the store
-    // precedes the load of asleep_ below, so that a thread that failed to take the flag after
-    // raising asleep_ is seen here (Dekker, as for the doorbell).
+    // Release: this owner's writes happen before the next owner's acquire. Nothing left behind, no
+    // one to wake: that is all (a seq_cst store drains the store buffer, ACK frames' header stores
+    // included: 7 % of a busy inline-progress server's core).
+    if (!work_left) {
+        poll_owner_.store(false, std::memory_order_release);
+        return;
+    }
+    // seq_cst: the store precedes the load of asleep_ below, so that a thread that failed to take
+    // the flag after raising asleep_ is seen here (Dekker, as for the doorbell).
     poll_owner_.store(false, std::memory_order_seq_cst);
     // A driver that leaves work behind (an application thread that ran its bounded passes and
     // returns) wakes a napping engine thread, which otherwise would find it only when its nap ends.
-    if (work_left && asleep_.load(std::memory_order_seq_cst)) ring_doorbell();
+    if (asleep_.load(std::memory_order_seq_cst)) ring_doorbell();
 }
 
 bool Device::work_left() const noexcept {
