@@ -371,6 +371,21 @@ class Device {
      */
     std::uint32_t poll() noexcept;
     /**
+     * The release time (clock ns) the device waits for when its last pass left nothing to do but
+     * paced QPs: every QP still active had a packet held back by its pacer (rc/pacer.h: DCQCN's
+     * rate or IBV_QP_RATE_LIMIT) until at least kPacerNapMinNs after the pass began, no timer is
+     * due sooner, and nothing was looped back; 0 otherwise. An engine loop whose pass found no work
+     * then naps until that time (or a frame, a doorbell, its max nap) instead of spinning toward
+     * it: the engine sleeps until the next send time when nothing else is due. Any thread (a
+     * snapshot of the last pass).
+     */
+    [[nodiscard]] std::uint64_t pacer_release_ns() const noexcept {
+        return pacer_release_ns_.load(std::memory_order_relaxed);
+    }
+    /** Shortest wait for a pacer release worth a nap (ns): at 1 Gb/s a 4 KiB frame is 33 us;
+     *  below this the engine spins as after any work (a nap and its wake-up cost microseconds). */
+    static constexpr std::uint64_t kPacerNapMinNs = 10'000;
+    /**
      * Application-driven progress: up to @p max_passes passes under one acquisition of the poll
      * ownership, stopping at the first idle pass. Any thread; returns 0 at once when another
      * thread owns the engine. When it leaves work behind (active QPs, looped-back frames, a timer
@@ -717,6 +732,8 @@ class Device {
     /** The timer deadline (ns) an owner-sleeper naps until (UINT64_MAX: none, 0: no nap). Written
      *  by the sleeper while it owns the poll flag, read by later owners (release_poll's choice). */
     std::atomic<std::uint64_t> nap_deadline_ns_{0};
+    /** pacer_release_ns(): written by each pass's owner, read by engine loops and sleepers. */
+    std::atomic<std::uint64_t> pacer_release_ns_{0};
     /** try_own_poll() failures: written by the threads that fail, on a line of its own. */
     alignas(64) std::atomic<std::uint64_t> poll_contended_{0};
     /** The owner's pass bookkeeping, from a line start (see poll_owner_). */

@@ -100,10 +100,14 @@ void EngineThread::run() noexcept {
         // time out: nap again at once if the next poll finds nothing. (It used to yield through
         // yield_polls more passes after every nap: an idle engine then napped 100 us in every
         // 10 - 20 ms and used 99 % of a core, sched_yield returning at once on an idle host.)
-        backoff.rest([&] {
+        const auto nap = [&] {
             naps_.fetch_add(1, std::memory_order_relaxed);
             return dev_.sleep_until_doorbell(opts_.max_sleep_ns);
-        });
+        };
+        if (dev_.pacer_release_ns() != 0)
+            backoff.nap_now(nap); // only paced QPs wait: sleep until the release
+        else
+            backoff.rest(nap);
     }
     backoff.worked(); // leave SCHED_FIFO (a thread of a pool may be reused)
 }

@@ -9,7 +9,9 @@
  *      (PortDriver::rx_interrupt_fd, e.g. drivers/uring's eventfd) until an application posts
  *      work, a frame arrives, the next timer deadline, or max_sleep_ns passes (frames arriving on
  *      a port without an interrupt are noticed at the latest then).
- * Any work returns it to the spin phase. Thread rules: start() and stop() from one control thread.
+ * Any work returns it to the spin phase. A pass that finds nothing to do but QPs waiting for their
+ * pacers (Device::pacer_release_ns()) skips 1 and 2: the engine sleeps until the next send time.
+ * Thread rules: start() and stop() from one control thread.
  */
 #pragma once
 
@@ -87,6 +89,15 @@ class EngineThread {
                 nap_ended(nap());
                 break;
             }
+        }
+        /**
+         * After a pass that found nothing while the engine only waits for a pacer release
+         * (Device::pacer_release_ns()): the nap at once, with no spin or yield phase before it.
+         */
+        template <class Nap>
+        void nap_now(Nap&& nap) noexcept {
+            nap_begins();
+            nap_ended(nap());
         }
         /** After a pass that found work: back to spinning; SCHED_OTHER again if realtime. */
         void worked() noexcept {

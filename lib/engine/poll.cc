@@ -119,14 +119,22 @@ void Device::release_poll(bool work_left) noexcept {
 }
 
 bool Device::work_left() const noexcept {
-    if (!active_.empty() || loopback_.size() > 0) return true;
+    if (loopback_.size() > 0) return true;
+    const std::uint64_t nap_until = nap_deadline_ns_.load(std::memory_order_relaxed);
+    // Active QPs that only wait for their pacers: a napping engine wakes for the release by itself
+    // (its nap ends there), unless the release is earlier than the time it naps until. Rung every
+    // time, an application polling its CQ woke the napping engine thread on every call.
+    if (!active_.empty()) {
+        const std::uint64_t release = pacer_release_ns();
+        if (release == 0 || release < nap_until) return true;
+    }
     // A doorbell rung after this owner's pass took the doorbells, by a poster that found the flag
     // taken and left its WQEs to the owner.
     for (const auto& sw : doorbell_summary_)
         if (sw.load(std::memory_order_relaxed) != 0) return true;
     // A timer armed by this pass, earlier than the deadline a napping engine chose.
     const std::uint64_t d = timers_.next_deadline_ns();
-    return d != 0 && d < nap_deadline_ns_.load(std::memory_order_relaxed);
+    return d != 0 && d < nap_until;
 }
 
 std::uint32_t Device::poll() noexcept {
@@ -188,6 +196,10 @@ std::uint32_t Device::pass() noexcept {
     // pass, the QPs late in the list would otherwise find it full every time and starve (seen: of
     // two QPs sharing a shaped port, the second sent nothing while the first had data).
     if (active_.size() > 1) std::rotate(active_.begin(), active_.begin() + 1, active_.end());
+    // Whether every QP that stays active only waits for its pacer, and for how long (the earliest
+    // release): the engine may then nap (pacer_release_ns()).
+    std::uint64_t pacer_release = UINT64_MAX;
+    const std::uint64_t nap_worthy = last_pass_start_ns_ + kPacerNapMinNs;
     for (std::uint32_t i = 0; i < active_.size();) {
         const std::uint32_t slot = active_[i];
         rc::Qp& qp = *qps_[slot];
@@ -200,6 +212,13 @@ std::uint32_t Device::pass() noexcept {
             if (on_qp_fatal) on_qp_fatal(qp);
         }
         if (qp.transport->has_work(qp)) {
+            const rc::Pacer& pc = qp.pacer;
+            if (pacer_release != 0) {
+                if (pc.held && pc.rate_mbps > 0 && pc.next_send_ns >= nap_worthy)
+                    pacer_release = std::min(pacer_release, pc.next_send_ns);
+                else
+                    pacer_release = 0; // this QP has other work: no nap
+            }
             ++i;
             continue;
         }
@@ -207,6 +226,13 @@ std::uint32_t Device::pass() noexcept {
         active_[i] = active_.back();
         active_.pop_back();
     }
+    // A timer due sooner (DCQCN's alpha update comes every microsecond with ConnectX's profile)
+    // keeps the engine spinning: a nap per timer would hand the core away at every one of them.
+    if (const std::uint64_t t = timers_.next_deadline_ns(); t != 0 && t < nap_worthy)
+        pacer_release = 0;
+    pacer_release_ns_.store(
+        active_.empty() || loopback_.size() > 0 || pacer_release == UINT64_MAX ? 0 : pacer_release,
+        std::memory_order_relaxed);
     // PMDs free sent mbufs lazily (memif zero-copy only in its next tx burst). A completion waits
     // for a release: when this pass had nothing else to do, ask the ports (an empty memif burst may
     // cost an eventfd write, so not while traffic flows: the next real burst frees them anyway),
@@ -237,11 +263,15 @@ Device::NapLook Device::look_before_nap(bool long_when_no_receiver) noexcept {
         l.work = true; // a control section is waiting: not an idle nap
         return l;
     }
-    // Looped-back frames, active QPs, or a doorbell rung since the last pass: no sleep.
-    l.work = loopback_.size() > 0 || !active_.empty();
+    // Looped-back frames, active QPs (unless they only wait for their pacers), or a doorbell rung
+    // since the last pass: no sleep.
+    const std::uint64_t pacer_release = pacer_release_ns();
+    l.work = loopback_.size() > 0 || (!active_.empty() && pacer_release == 0);
     for (const auto& sw : doorbell_summary_)
         if (sw.load(std::memory_order_seq_cst) != 0) l.work = true;
     l.deadline_ns = l.work ? 0 : timers_.next_deadline_ns();
+    if (!l.work && pacer_release != 0 && (l.deadline_ns == 0 || pacer_release < l.deadline_ns))
+        l.deadline_ns = pacer_release;
     // No QP can receive, and no MRC endpoint probe went out or came in lately (a probe is
     // answered, and a reply timed, by the engine with no QP on either side).
     l.may_nap_long = long_when_no_receiver && receiving_qps() == 0 &&

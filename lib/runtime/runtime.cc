@@ -554,16 +554,25 @@ void Runtime::shared_loop() noexcept {
     EngineThread::IdleBackoff backoff(engine_opts_);
     while (!shared_stop_.load(std::memory_order_relaxed)) {
         std::uint32_t work = 0;
-        for (auto& s : devices_)
+        bool pacer_wait = false;
+        for (auto& s : devices_) {
             work += s.dev->poll();
+            pacer_wait = pacer_wait || s.dev->pacer_release_ns() != 0;
+        }
         if (work) {
             backoff.worked();
             continue;
         }
-        // Woken: poll busily again; slept its time out: nap again unless work comes.
-        backoff.rest([&] {
+        // Woken: poll busily again; slept its time out: nap again unless work comes. Paced QPs
+        // alone waiting on some device (the others idle, or this pass would have found work): the
+        // nap at once (EngineThread::run).
+        const auto nap = [&] {
             return Device::sleep_until_any_doorbell(shared_devices_, engine_opts_.max_sleep_ns);
-        });
+        };
+        if (pacer_wait)
+            backoff.nap_now(nap);
+        else
+            backoff.rest(nap);
     }
     backoff.worked();
 }

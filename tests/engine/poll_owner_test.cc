@@ -323,6 +323,72 @@ TEST(EngineThreadIdle, AnIdleEngineSleepsAndWakesForWork) {
 }
 
 /**
+ * A QP paced at 1 Gb/s (Device::set_qp_rate_limit) sends a 4 KiB frame every 33 us; between them
+ * its engine thread has nothing to do but wait for the pacer, and it sleeps until the release
+ * (Device::pacer_release_ns) instead of spinning toward it. Real time over the sim fabric, 64 KiB
+ * WRITEs at path MTU 4096, 4 in flight for 0.4 s: the rate on the wire near the limit (below),
+ * and the requester's engine napped at least once for every other frame. Before, a paced QP stayed
+ * in the engine's active list, so the engine never napped while it had data queued (a whole core
+ * for a 1 Gb/s QP).
+ */
+TEST(EngineThreadIdle, APacedQpsEngineSleepsUntilItsNextSendTime) {
+    TwoEngines t(1, /*ipv6=*/false, /*real_time=*/true);
+    QpOptions o;
+    o.mtu = rc::Mtu::mtu4096;
+    const QpPair p = t.connect(o);
+    ASSERT_EQ(t.dev[0]->set_qp_rate_limit(p.qp[0], 1000), 0);
+    constexpr std::uint32_t kLen = 65536;
+    // 16 frames of 4096 bytes; the first carries the RETH (as the pacer counts them).
+    constexpr double kWireBytes = kLen + (14 + 20 + 8 + 12 + 16 + 4) + 15 * (14 + 20 + 8 + 12 + 4);
+    auto src = t.buffer(0, kLen, 5);
+    auto dst = t.buffer(1, kLen);
+    EngineThread e0(*t.dev[0]), e1(*t.dev[1]);
+    ASSERT_TRUE(e0.start());
+    ASSERT_TRUE(e1.start());
+    rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, 1, *src, kLen, 0);
+    w.remote_addr = dst->addr(0);
+    w.rkey = dst->mr->rkey;
+    std::uint64_t posted = 0, done = 0;
+    bool failed = false;
+    const auto t0 = steady_clock::now();
+    const auto end = t0 + milliseconds(400);
+    const std::uint64_t naps0 = e0.naps();
+    while (!failed && (steady_clock::now() < end || done < posted)) {
+        while (posted - done < 4 && steady_clock::now() < end) {
+            std::uint32_t bad = 0;
+            if (t.dev[0]->post_send(p.qp[0], &w, 1, &bad) != 0) break;
+            ++posted;
+        }
+        rc::Cqe cqe[4];
+        const std::uint32_t n = t.dev[0]->poll_cq(t.send_cq[0], cqe, 4);
+        for (std::uint32_t i = 0; i < n; ++i)
+            failed = failed || cqe[i].status != rc::WcStatus::success;
+        done += n;
+        if (steady_clock::now() > end + seconds(5)) break; // stuck: reported below
+        std::this_thread::sleep_for(microseconds(200));
+    }
+    const double secs = duration<double>(steady_clock::now() - t0).count();
+    const std::uint64_t naps = e0.naps() - naps0;
+    e0.stop();
+    e1.stop();
+    ASSERT_FALSE(failed) << "a WRITE failed";
+    ASSERT_EQ(done, posted) << "WRITEs never completed";
+    const double gbps = static_cast<double>(done) * kWireBytes * 8 / secs / 1e9;
+    const std::uint64_t frames = done * 16;
+    std::printf("paced at 1 Gb/s: %.3f Gb/s on the wire, %llu frames, the requester's engine "
+                "napped %llu times\n",
+                gbps, static_cast<unsigned long long>(frames),
+                static_cast<unsigned long long>(naps));
+    EXPECT_LE(gbps, 1.05) << "the QP ran faster than its limit";
+    // Within 5 % when the engine has its core (0.987 - 0.999 measured); beside a process hogging
+    // a core the requester's engine waits for it after some naps: 0.90 - 0.92 (0.70 - 0.74 before,
+    // spinning), so the bound is 10 %.
+    EXPECT_GE(gbps, 0.90) << "the QP fell short of its limit";
+    EXPECT_GE(naps, frames / 2) << "the engine spun between the paced frames";
+    EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), kLen), 0);
+}
+
+/**
  * A device made when the process had no file descriptor left has no doorbell (its eventfd failed
  * with EMFILE). Its engine must still nap the time it is given, woken by nothing but the timeout;
  * it used to skip the nap, and an idle engine thread polled without rest.
