@@ -21,9 +21,10 @@ using rc::QpState;
 namespace {
 /**
  * Frames build_staged() prefetches for write ahead of the one it builds: three lines from the
- * frame's start, its headers and a small payload wherever the frame starts in its line (DPDK's
- * mbufs here put it 40 bytes in). Over memif zero-copy a buffer's lines were last read by the peer
- * process's core, so each frame's header stores waited for them: write_headers was 27 % of the
+ * frame's start, its headers and a small payload (a 64 B WRITE is a 138-byte frame; in a buffer
+ * that does not start a line, as DPDK's mbufs did before their private area was rounded up, three
+ * lines hold 128 bytes of it at least). Over memif zero-copy a buffer's lines were last read by the
+ * peer process's core, so each frame's header stores waited for them: write_headers was 27 % of the
  * client's core at 64 B, and 64 B WRITEs went 4.61 -> 7.04 M msg/s with the prefetch
  * (bench/e2e/ab).
  */
