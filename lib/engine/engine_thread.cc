@@ -104,10 +104,7 @@ void EngineThread::run() noexcept {
             naps_.fetch_add(1, std::memory_order_relaxed);
             return dev_.sleep_until_doorbell(opts_.max_sleep_ns);
         };
-        if (dev_.pacer_release_ns() != 0)
-            backoff.nap_now(nap); // only paced QPs wait: sleep until the release
-        else
-            backoff.rest(nap);
+        backoff.rest(nap, dev_.pacer_release_ns() != 0);
     }
     backoff.worked(); // leave SCHED_FIFO (a thread of a pool may be reused)
 }

@@ -72,12 +72,15 @@ class EngineThread {
         enum class Step : std::uint8_t { spin, yield, nap };
         explicit IdleBackoff(const Options& o) noexcept : o_(o), realtime_ok_(o.realtime_wake) {}
         /**
-         * After a pass that found nothing: a pause, a yield or a nap, whichever is due. @p nap
-         * sleeps (bounded by the caller) and returns true when something ended the sleep early.
+         * After a pass that found nothing: a pause, a yield or a nap, whichever is due; the nap at
+         * once when @p pacer_wait. @p nap sleeps (bounded by the caller) and returns true when
+         * something ended the sleep early.
          */
         template <class Nap>
-        void rest(Nap&& nap) noexcept {
-            switch (idle()) {
+        void rest(Nap&& nap, bool pacer_wait = false) noexcept {
+            // Only paced QPs wait (Device::pacer_release_ns()): the nap at once, with no spin or
+            // yield phase before it.
+            switch (pacer_wait ? Step::nap : idle()) {
             case Step::spin:
                 __builtin_ia32_pause();
                 break;
@@ -89,15 +92,6 @@ class EngineThread {
                 nap_ended(nap());
                 break;
             }
-        }
-        /**
-         * After a pass that found nothing while the engine only waits for a pacer release
-         * (Device::pacer_release_ns()): the nap at once, with no spin or yield phase before it.
-         */
-        template <class Nap>
-        void nap_now(Nap&& nap) noexcept {
-            nap_begins();
-            nap_ended(nap());
         }
         /** After a pass that found work: back to spinning; SCHED_OTHER again if realtime. */
         void worked() noexcept {

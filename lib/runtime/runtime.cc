@@ -565,14 +565,11 @@ void Runtime::shared_loop() noexcept {
         }
         // Woken: poll busily again; slept its time out: nap again unless work comes. Paced QPs
         // alone waiting on some device (the others idle, or this pass would have found work): the
-        // nap at once (EngineThread::run).
+        // nap at once.
         const auto nap = [&] {
             return Device::sleep_until_any_doorbell(shared_devices_, engine_opts_.max_sleep_ns);
         };
-        if (pacer_wait)
-            backoff.nap_now(nap);
-        else
-            backoff.rest(nap);
+        backoff.rest(nap, pacer_wait);
     }
     backoff.worked();
 }
