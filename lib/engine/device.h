@@ -431,6 +431,14 @@ class Device {
     static bool sleep_until_any_doorbell(std::span<Device* const> devs, std::uint64_t max_ns,
                                          int extra_fd = -1,
                                          bool long_when_no_receiver = true) noexcept;
+    /**
+     * Says that the calling thread's naps end on time: its timer slack is 1 ns
+     * (prctl(PR_SET_TIMERSLACK), as the engine loops set it), not the 50 us default. Only such a
+     * sleeper tells later poll owners when its nap ends, so that a timer they arm after that ends
+     * no nap early (work_left()); another sleeper's ppoll may end 50 us late, and a timer in that
+     * gap would fire late. Thread-local; call once per thread.
+     */
+    static void naps_end_on_time() noexcept;
     /** Devices one sleep_until_any_doorbell() call serves (a config has at most 4). */
     static constexpr std::size_t kMaxNapDevices = 4;
     /** Longest nap of a sleeper that found another thread running the engine (ns). */

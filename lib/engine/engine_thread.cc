@@ -89,7 +89,7 @@ void EngineThread::run() noexcept {
     apply_nice(opts_.nice);
     // A nap is bounded by the next timer or pacer deadline (tens of us); the kernel's default 50 us
     // timer slack would stretch each one past it (a QP paced at 1 Gb/s sent 0.58 Gb/s).
-    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    if (prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL) == 0) Device::naps_end_on_time();
     IdleBackoff backoff(opts_);
     while (!stop_.load(std::memory_order_relaxed)) {
         if (dev_.poll() > 0) {

@@ -162,6 +162,7 @@ std::uint32_t Device::pass() noexcept {
     passes_run_.store(passes_run_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     ctx_.prev_pass_start_ns = last_pass_start_ns_;
     last_pass_start_ns_ = clock_->now_ns();
+    ctx_.pass_start_ns = last_pass_start_ns_;
     open_tx_stage();
     std::uint32_t work = 0;
     bool wait_release = false;
@@ -313,6 +314,14 @@ bool Device::sleep_until_doorbell(std::uint64_t max_ns, int extra_fd,
                                     long_when_no_receiver);
 }
 
+namespace {
+thread_local bool t_naps_end_on_time = false; ///< Device::naps_end_on_time()
+} // namespace
+
+void Device::naps_end_on_time() noexcept {
+    t_naps_end_on_time = true;
+}
+
 bool Device::sleep_until_any_doorbell(std::span<Device* const> devs, std::uint64_t max_ns,
                                       int extra_fd, bool long_when_no_receiver) noexcept {
     if (devs.size() > kMaxNapDevices) devs = devs.first(kMaxNapDevices);
@@ -339,6 +348,16 @@ bool Device::sleep_until_any_doorbell(std::span<Device* const> devs, std::uint64
         std::uint64_t wait = max_ns;
         const std::uint64_t now = devs[0]->clock_->now_ns();
         if (deadline) wait = deadline > now ? std::min(wait, deadline - now) : 0;
+        // The nap ends by itself at now + wait at the latest: a timer armed later than that needs
+        // no doorbell (work_left()), the napping engine finds it when it wakes. A held ACK's timer
+        // (rc::kAckHoldNs) armed by every ping an application thread receives rang the doorbell on
+        // every ibv_poll_cq that returned it, a write(2) on the application's path.
+        for (std::size_t d = 0; d < devs.size() && t_naps_end_on_time; ++d) {
+            if (!looks[d].owner) continue;
+            std::atomic<std::uint64_t>& nd = devs[d]->nap_deadline_ns_;
+            if (now + wait < nd.load(std::memory_order_relaxed))
+                nd.store(now + wait, std::memory_order_relaxed);
+        }
         if (wait > 0) {
             // A copy on the stack: several threads may nap at once (an engine thread and
             // application threads waiting in ibv_get_cq_event); the receive interrupts only for

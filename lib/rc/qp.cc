@@ -116,13 +116,30 @@ std::uint32_t qp_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget, bool* wait
     // Acknowledged WQEs whose payload a driver held: complete them once released.
     if (qp.sq.consumer_index() != qp.comp.first_unacked_wqe && completer_reap(qp))
         *wait_release = true;
+    ResponderState& r = qp.resp;
+    if (r.ack_pending && r.ack_hold_until_ns != 0) {
+        // An ACK held for the next request (ack_hold_until_ns): the requests first, the ACK right
+        // behind them, or alone once its time is up (a READ response in progress sends it first).
+        // Nor does it wait while requests of this QP wait for their own ACK: the peer may be
+        // holding that one for our next request, and neither would come before both holds ended
+        // (two streams that filled their send queues would stall kAckHoldNs per round).
+        const std::uint32_t sent = requester_run(qp, ctx, budget);
+        const bool awaiting_acks = qp.comp.first_unacked_wqe != qp.req.next_wqe;
+        if (sent == 0 && !awaiting_acks && !r.read_active &&
+            ctx.pass_start_ns < r.ack_hold_until_ns)
+            return 0;
+        responder_run(qp, ctx, budget);
+        return sent;
+    }
     responder_run(qp, ctx, budget);
     return requester_run(qp, ctx, budget);
 }
 
 bool qp_has_work(const Qp& qp) noexcept {
     if (qp.state == QpState::reset || qp.state == QpState::init) return false;
-    if (qp.resp.ack_pending || qp.resp.read_active) return true; // responder output owed (RTR on)
+    // Responder output owed (RTR on); a held ACK waits for a request or its timer
+    // (completer_next_deadline).
+    if ((qp.resp.ack_pending && qp.resp.ack_hold_until_ns == 0) || qp.resp.read_active) return true;
     if (qp.state == QpState::err) return qp.sq.ready() || qp.rq.ready(); // flush, held payload
     if (qp.state == QpState::rtr) return false;
     // WQEs not yet (completely) sent, or go-back-N in progress (the requester rewound next_wqe);

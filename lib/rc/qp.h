@@ -103,6 +103,9 @@ struct TransportCtx {
      *  Device). A held packet's lateness up to now minus this is the engine's, which the pacer
      *  forgives (rc/pacer.h, kPacerBurstBytes). */
     std::uint64_t prev_pass_start_ns = 0;
+    /** Clock ns at the start of the engine's current pass (0: not driven by a Device). The time
+     *  the responder's ACK hold (ResponderState::ack_hold_until_ns) is reckoned in. */
+    std::uint64_t pass_start_ns = 0;
     // ---- set by the engine for each received packet, before receive_request/receive_response
     std::uint8_t rx_port = 0; ///< 0-based device port (plane) the packet arrived on
     bool rx_ecn_ce = false;   ///< the packet's IP ECN field is CE (congestion experienced)
@@ -140,6 +143,9 @@ struct RequesterState {
     bool retransmitting =
         false;        ///< go-back-N in progress: PSNs below resend_until were sent before
     Psn resend_until; ///< one past the highest PSN ever sent, while retransmitting
+    /** TransportCtx::pass_start_ns of the last pass that sent a request packet (0: none): the QP
+     *  talks both ways, so the responder may hold an ACK for its next request (ack_or_defer). */
+    std::uint64_t last_request_pass_ns = 0;
     PsnSendState psn_ring[kPsnWindow]; ///< per-PSN send state of the in-flight window
 };
 
@@ -155,6 +161,13 @@ struct CompleterState {
     bool retry_started = false; ///< a NAK/implied NAK already caused go-back-N; until progress,
                                 ///< later ones are ignored
 };
+
+/** Longest an owed ACK waits for the QP's next request packet (ResponderState::ack_hold_until_ns):
+ *  a peer application answers a ping in about a microsecond; a late one costs its requester this
+ *  much on one completion. */
+inline constexpr std::uint64_t kAckHoldNs = 20'000;
+/** An ACK is held only when the QP's requester sent within this long (ns) before it was owed. */
+inline constexpr std::uint64_t kAckHoldTalkNs = 100'000;
 
 /** One responder resource: a READ or atomic kept for replay of a duplicate (rxe: resp_res). */
 struct ResponderResource {
@@ -195,6 +208,17 @@ struct ResponderState {
     // at the end of the engine's rx phase or before any other response of this QP, so one ACK
     // covers a whole received burst (ACKs are cumulative, IBTA 9.7.5.1.2).
     bool ack_pending = false;
+    /**
+     * Nonzero: the pending ACK waits for this QP's next request packet and goes out right behind
+     * it, or at this time (clock ns) at the latest (kAckHoldNs). Set when the ACK becomes owed on a
+     * QP whose requester sent within kAckHoldTalkNs: a ping-pong (ib_write_lat, an RPC) whose
+     * application waits in ibv_poll_cq for its WRITE's completion then takes the peer's next
+     * WRITE off the port in the same call, because that WRITE arrives before the ACK that completes
+     * it; without the hold the ACK came first, the application went to spin on memory, and only
+     * an engine thread could place the WRITE. ACKs are cumulative and may be coalesced (IBTA
+     * 9.7.5.1.2); the requester's ACK timer is milliseconds.
+     */
+    std::uint64_t ack_hold_until_ns = 0;
     Psn ack_psn;               ///< PSN the pending ACK acknowledges
     std::uint32_t ack_msn = 0; ///< MSN at the time it was owed
     Psn read_next_psn;         ///< of the READ being answered
@@ -412,7 +436,8 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
 void completer_receive(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) noexcept;
 /** Fires the local ACK timer and the RNR timer of @p qp when their deadlines have passed. */
 void completer_timers(Qp& qp, TransportCtx& ctx) noexcept;
-/** Earliest pending deadline of @p qp in ns, or 0 if none (the engine sleeps until then). */
+/** Earliest pending deadline of @p qp in ns, or 0 if none (the engine sleeps until then): the ACK,
+ *  RNR and pacer timers, and a held ACK's (ResponderState::ack_hold_until_ns). */
 [[nodiscard]] std::uint64_t completer_next_deadline(const Qp& qp) noexcept;
 /**
  * SQ index of the oldest WQE not yet acknowledged: CompleterState::first_unacked_wqe, first brought

@@ -361,6 +361,7 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
             req.ack_deadline_ns = now + ack_timeout_ns(qp.attr.timeout);
         ++sent;
     }
+    if (sent) req.last_request_pass_ns = ctx.pass_start_ns;
     return sent;
 }
 

@@ -255,6 +255,7 @@ void send_ack(Qp& qp, TransportCtx& ctx, Psn psn) noexcept {
 
 void flush_ack(Qp& qp, TransportCtx& ctx) noexcept {
     qp.resp.ack_pending = false;
+    qp.resp.ack_hold_until_ns = 0;
     wire::PacketFields f = response_fields(qp, Opcode::RC_ACKNOWLEDGE, qp.resp.ack_psn);
     f.syndrome = kAckSyndrome;
     f.msn = qp.resp.ack_msn;
@@ -267,10 +268,21 @@ void ack_or_defer(Qp& qp, TransportCtx& ctx, Psn psn) noexcept {
         send_ack(qp, ctx, psn);
         return;
     }
+    // Owed anew on a QP that talks both ways: held for its next request (ack_hold_until_ns). A
+    // newer ACK keeps the first one's deadline, so a stream cannot hold it for ever.
+    ResponderState& r = qp.resp;
+    if (!r.ack_pending) {
+        const std::uint64_t now = ctx.pass_start_ns;
+        const std::uint64_t talked = qp.req.last_request_pass_ns;
+        r.ack_hold_until_ns =
+            now != 0 && talked != 0 && now - talked <= kAckHoldTalkNs && qp.state == QpState::rts
+                ? now + kAckHoldNs
+                : 0;
+    }
     // A newer cumulative ACK replaces the owed one (same QP, later PSN, MSN not smaller).
-    qp.resp.ack_pending = true;
-    qp.resp.ack_psn = psn;
-    qp.resp.ack_msn = qp.resp.msn;
+    r.ack_pending = true;
+    r.ack_psn = psn;
+    r.ack_msn = r.msn;
 }
 
 void send_atomic_ack(Qp& qp, TransportCtx& ctx, Psn psn, std::uint32_t msn,

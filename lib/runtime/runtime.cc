@@ -550,7 +550,8 @@ void Runtime::shared_loop() noexcept {
     // that: a process of demo.ini's two devices used a whole core while idle.
     pthread_setname_np(pthread_self(), EngineThread::kThreadName);
     EngineThread::apply_nice(engine_opts_.nice);
-    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); // naps of tens of us (engine_thread.cc)
+    // naps of tens of us (engine_thread.cc)
+    if (prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL) == 0) Device::naps_end_on_time();
     EngineThread::IdleBackoff backoff(engine_opts_);
     while (!shared_stop_.load(std::memory_order_relaxed)) {
         std::uint32_t work = 0;
