@@ -421,103 +421,92 @@ TEST(TransferLinks, AnAdministrativelyDownPortHearsNothing) {
 // responder's ACK waits for the QP's next request and leaves right behind it, so that a ping-pong
 // application waiting in ibv_poll_cq for its WRITE's completion finds the peer's WRITE placed.
 
-/** Records the opcodes side @p side puts on the wire. */
-std::vector<wire::Opcode>* record_tx(TwoEngines& t, int side) {
-    auto* ops = new std::vector<wire::Opcode>;
-    t.filter[side].on_tx = [ops](PktBuf& b) {
-        const wire::ParsedFrame pf = parse(b);
-        if (pf.bth) ops->push_back(pf.bth->opcode());
-        return true;
-    };
-    return ops;
-}
-
-/** A signaled RDMA WRITE of @p len bytes of @p src into @p dst. */
-rc::SendWqe write_wqe(std::uint64_t wr_id, const Buffer& src, const Buffer& dst, std::size_t len) {
-    rc::SendWqe w = TwoEngines::wqe(WrOpcode::rdma_write, wr_id, src, len);
-    w.remote_addr = dst.addr();
-    w.rkey = dst.mr->rkey;
-    return w;
-}
+/** One RC QP pair and, on each side, a 64 B buffer to send from and one the peer writes into. */
+struct PingPong {
+    explicit PingPong(std::uint64_t seed) : t(seed), p(t.connect()) {
+        for (int s = 0; s < 2; ++s) {
+            out[s] = t.buffer(s, 64, static_cast<std::uint32_t>(5 + 4 * s));
+            in[s] = t.buffer(s, 64, 0);
+        }
+    }
+    /** Posts a signaled 64 B WRITE from side @p s's out buffer into the peer's in buffer. */
+    int write(int s, std::uint64_t wr_id) {
+        rc::SendWqe w = TwoEngines::wqe(WrOpcode::rdma_write, wr_id, *out[s], 64);
+        w.remote_addr = in[1 - s]->addr();
+        w.rkey = in[1 - s]->mr->rkey;
+        return t.post_send(s, p.qp[s], w);
+    }
+    /** Runs until side @p s has @p n send completions; false when it never does. */
+    bool completed(int s, std::size_t n) {
+        return t.run_until([&] { return t.send_cqes[s].size() >= n; });
+    }
+    /** Virtual ns from side 0's WRITE @p wr_id to its completion, side 1 staying silent. */
+    std::uint64_t ping_time(std::uint64_t wr_id) {
+        const std::uint64_t t0 = t.clock.now_ns();
+        const std::size_t before = t.send_cqes[0].size();
+        if (write(0, wr_id) != 0 || !completed(0, before + 1)) return UINT64_MAX;
+        return t.clock.now_ns() - t0;
+    }
+    TwoEngines t;
+    QpPair p;
+    std::unique_ptr<Buffer> out[2], in[2];
+};
 
 TEST(TransferAckHold, APingsAckWaitsForThePongAndLeavesBehindIt) {
-    TwoEngines t(3);
-    QpPair p = t.connect();
-    auto buf0 = t.buffer(0, 64, 5);
-    auto buf1 = t.buffer(1, 64, 9);
-    auto in0 = t.buffer(0, 64, 0);
-    auto in1 = t.buffer(1, 64, 0);
+    PingPong pp(3);
+    TwoEngines& t = pp.t;
     // Side 1 writes first: its QP has talked, so the ACK it owes for side 0's ping may wait.
-    ASSERT_EQ(t.post_send(1, p.qp[1], write_wqe(1, *buf1, *in0, 64)), 0);
-    ASSERT_TRUE(t.run_until([&] { return t.send_cqes[1].size() == 1; }));
-    std::unique_ptr<std::vector<wire::Opcode>> ops(record_tx(t, 1));
+    ASSERT_EQ(pp.write(1, 1), 0);
+    ASSERT_TRUE(pp.completed(1, 1));
+    std::vector<wire::Opcode> ops; // what side 1 puts on the wire from now on
+    t.filter[1].on_tx = [&ops](PktBuf& b) {
+        const wire::ParsedFrame pf = parse(b);
+        if (pf.bth) ops.push_back(pf.bth->opcode());
+        return true;
+    };
     // The ping: placed on side 1, and no ACK from side 1 yet.
-    ASSERT_EQ(t.post_send(0, p.qp[0], write_wqe(2, *buf0, *in1, 64)), 0);
-    ASSERT_TRUE(
-        t.run_until([&] { return std::memcmp(in1->bytes.data(), buf0->bytes.data(), 64) == 0; }));
+    ASSERT_EQ(pp.write(0, 2), 0);
+    ASSERT_TRUE(t.run_until(
+        [&] { return std::memcmp(pp.in[1]->bytes.data(), pp.out[0]->bytes.data(), 64) == 0; }));
     for (int i = 0; i < 10; ++i)
         (void)(t.dev[0]->poll() + t.dev[1]->poll()); // real passes, no time jump
-    EXPECT_TRUE(ops->empty()) << "side 1 sent " << ops->size() << " frames before its pong";
+    EXPECT_TRUE(ops.empty()) << "side 1 sent " << ops.size() << " frames before its pong";
     EXPECT_TRUE(t.send_cqes[0].empty());
     // The pong: its WRITE first, then the ACK that completes the ping.
-    ASSERT_EQ(t.post_send(1, p.qp[1], write_wqe(3, *buf1, *in0, 64)), 0);
-    ASSERT_TRUE(
-        t.run_until([&] { return t.send_cqes[0].size() == 1 && t.send_cqes[1].size() == 2; }));
-    ASSERT_GE(ops->size(), 2u);
-    EXPECT_EQ((*ops)[0], wire::Opcode::RC_RDMA_WRITE_ONLY);
-    EXPECT_EQ((*ops)[1], wire::Opcode::RC_ACKNOWLEDGE);
+    ASSERT_EQ(pp.write(1, 3), 0);
+    ASSERT_TRUE(pp.completed(0, 1) && pp.completed(1, 2));
+    ASSERT_GE(ops.size(), 2u);
+    EXPECT_EQ(ops[0], wire::Opcode::RC_RDMA_WRITE_ONLY);
+    EXPECT_EQ(ops[1], wire::Opcode::RC_ACKNOWLEDGE);
     EXPECT_EQ(t.send_cqes[0][0].status, WcStatus::success);
     EXPECT_EQ(t.send_cqes[0][0].wr_id, 2u);
 }
 
 TEST(TransferAckHold, AnUnansweredPingIsAckedWhenTheHoldEnds) {
-    TwoEngines t(4);
-    QpPair p = t.connect();
-    auto buf0 = t.buffer(0, 64, 5);
-    auto buf1 = t.buffer(1, 64, 9);
-    auto in0 = t.buffer(0, 64, 0);
-    auto in1 = t.buffer(1, 64, 0);
-    ASSERT_EQ(t.post_send(1, p.qp[1], write_wqe(1, *buf1, *in0, 64)), 0);
-    ASSERT_TRUE(t.run_until([&] { return t.send_cqes[1].size() == 1; }));
-    const std::uint64_t t0 = t.clock.now_ns();
-    ASSERT_EQ(t.post_send(0, p.qp[0], write_wqe(2, *buf0, *in1, 64)), 0);
-    ASSERT_TRUE(t.run_until([&] { return t.send_cqes[0].size() == 1; }));
-    const std::uint64_t took = t.clock.now_ns() - t0;
+    PingPong pp(4);
+    ASSERT_EQ(pp.write(1, 1), 0);
+    ASSERT_TRUE(pp.completed(1, 1));
+    const std::uint64_t took = pp.ping_time(2);
     EXPECT_GE(took, rc::kAckHoldNs);
     EXPECT_LT(took, rc::kAckHoldNs + 10'000) << "the held ACK left late";
-    EXPECT_EQ(t.send_cqes[0][0].status, WcStatus::success);
-    EXPECT_EQ(t.dev[0]->total_counters()[Counter::retransmitted_pkts], 0u);
+    EXPECT_EQ(pp.t.send_cqes[0][0].status, WcStatus::success);
+    EXPECT_EQ(pp.t.dev[0]->total_counters()[Counter::retransmitted_pkts], 0u);
 }
 
 TEST(TransferAckHold, AOneWayStreamIsAckedAtOnce) {
-    TwoEngines t(5);
-    QpPair p = t.connect();
-    auto buf0 = t.buffer(0, 64, 5);
-    auto in1 = t.buffer(1, 64, 0);
+    PingPong pp(5);
     // Side 1 never sent a request: nothing to wait for.
-    const std::uint64_t t0 = t.clock.now_ns();
-    ASSERT_EQ(t.post_send(0, p.qp[0], write_wqe(2, *buf0, *in1, 64)), 0);
-    ASSERT_TRUE(t.run_until([&] { return t.send_cqes[0].size() == 1; }));
-    EXPECT_LT(t.clock.now_ns() - t0, rc::kAckHoldNs / 2);
+    EXPECT_LT(pp.ping_time(2), rc::kAckHoldNs / 2);
     // Long after side 1's last request (kAckHoldTalkNs), neither.
-    auto buf1 = t.buffer(1, 64, 9);
-    auto in0 = t.buffer(0, 64, 0);
-    ASSERT_EQ(t.post_send(1, p.qp[1], write_wqe(3, *buf1, *in0, 64)), 0);
-    ASSERT_TRUE(t.run_until([&] { return t.send_cqes[1].size() == 1; }));
-    t.clock.advance(rc::kAckHoldTalkNs + 1);
-    const std::uint64_t t1 = t.clock.now_ns();
-    ASSERT_EQ(t.post_send(0, p.qp[0], write_wqe(4, *buf0, *in1, 64)), 0);
-    ASSERT_TRUE(t.run_until([&] { return t.send_cqes[0].size() == 2; }));
-    EXPECT_LT(t.clock.now_ns() - t1, rc::kAckHoldNs / 2);
+    ASSERT_EQ(pp.write(1, 3), 0);
+    ASSERT_TRUE(pp.completed(1, 1));
+    pp.t.clock.advance(rc::kAckHoldTalkNs + 1);
+    EXPECT_LT(pp.ping_time(4), rc::kAckHoldNs / 2);
 }
 
 TEST(TransferAckHold, AQpWaitingForItsOwnAckDoesNotHoldOne) {
-    TwoEngines t(6);
-    QpPair p = t.connect();
-    auto buf0 = t.buffer(0, 64, 5);
-    auto buf1 = t.buffer(1, 64, 9);
-    auto in0 = t.buffer(0, 64, 0);
-    auto in1 = t.buffer(1, 64, 0);
+    PingPong pp(6);
+    TwoEngines& t = pp.t;
     // Side 1's WRITE goes unacknowledged (side 0's ACK is lost): side 1 waits for an ACK, which
     // side 0 might be holding for its own next request. Were side 1 to hold the ACK it owes side
     // 0 as well, neither would come before the holds ended (two streams with full send queues).
@@ -530,15 +519,12 @@ TEST(TransferAckHold, AQpWaitingForItsOwnAckDoesNotHoldOne) {
         }
         return true;
     };
-    ASSERT_EQ(t.post_send(1, p.qp[1], write_wqe(1, *buf1, *in0, 64)), 0);
+    ASSERT_EQ(pp.write(1, 1), 0);
     ASSERT_TRUE(t.run_until([&] { return !drop_ack; }));
-    const std::uint64_t t0 = t.clock.now_ns();
-    ASSERT_EQ(t.post_send(0, p.qp[0], write_wqe(2, *buf0, *in1, 64)), 0);
-    ASSERT_TRUE(t.run_until([&] { return t.send_cqes[0].size() == 1; }));
-    EXPECT_LT(t.clock.now_ns() - t0, rc::kAckHoldNs / 2);
+    EXPECT_LT(pp.ping_time(2), rc::kAckHoldNs / 2);
     EXPECT_TRUE(t.send_cqes[1].empty()); // its ACK timer has not fired yet
     // The lost ACK is made good by the retry (or side 0's next ACK): side 1 completes too.
-    ASSERT_TRUE(t.run_until([&] { return t.send_cqes[1].size() == 1; }));
+    ASSERT_TRUE(pp.completed(1, 1));
     EXPECT_EQ(t.send_cqes[1][0].status, WcStatus::success);
 }
 
