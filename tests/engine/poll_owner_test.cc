@@ -384,7 +384,9 @@ TEST(EngineThreadIdle, APacedQpsEngineSleepsUntilItsNextSendTime) {
     // a core the requester's engine waits for it after some naps: 0.90 - 0.92 (0.70 - 0.74 before,
     // spinning), so the bound is 10 %.
     EXPECT_GE(gbps, 0.90) << "the QP fell short of its limit";
-    EXPECT_GE(naps, frames / 2) << "the engine spun between the paced frames";
+    // A nap per frame or two: 0.6 - 0.7 naps per frame measured on 2026-12-04 morning, 0.49 - 0.50
+    // that afternoon on a slower host (the build of the morning too); a spinning engine took none.
+    EXPECT_GE(naps, frames / 4) << "the engine spun between the paced frames";
     EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), kLen), 0);
 }
 
