@@ -305,6 +305,12 @@ bool Device::owns_qp(const rc::Qp* qp) const noexcept {
                               std::less<const rc::Qp*>{});
 }
 
+void Device::send_held_acks() noexcept {
+    ControlSection section(*this);
+    for (rc::Qp* qp : live_qps_)
+        send_held_ack(*qp);
+}
+
 int Device::destroy_qp(rc::Qp* qp) noexcept {
     // Freed after the section ends (declared before it): the engine need not wait for the free.
     std::unique_ptr<rc::Qp> doomed;
@@ -317,6 +323,7 @@ int Device::destroy_qp(rc::Qp* qp) noexcept {
     // Payload the QP lent to a driver by reference may still be out (a PMD's tx ring, a peer): the
     // segments' release callbacks will write to its TxRefs, so the device keeps them (~Device).
     rc::Qp& q = **it;
+    send_held_ack(q);
     for (std::uint32_t i = 0; q.tx_refs && i < q.sq.capacity(); ++i) {
         if (!q.tx_refs[i].released()) {
             retired_tx_refs_.push_back({std::move(q.tx_refs), q.sq.capacity()});
@@ -470,6 +477,7 @@ int Device::modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) no
     ControlSection section(*this);
     // Found by address before *qp is read: a destroyed or foreign QP is EINVAL.
     if (!owns_qp(qp)) return EINVAL; // null is not a live QP
+    if ((mask & rc::kQpState) && attr.qp_state != QpState::rts) send_held_ack(*qp);
     const int err = qp->transport->modify(qp, attr, mask, port_mtu_, ctx_);
     if (err != 0) return err;
     // By the slot's flag, not the state before: the engine moves a QP to ERR on its own.

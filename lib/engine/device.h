@@ -517,10 +517,24 @@ class Device {
      * returns the engine no longer calls the previous hook (its ctx may be freed).
      */
     void set_capture(CaptureHook hook) noexcept;
+    /**
+     * Sends every held ACK now (rc::ResponderState::ack_hold_until_ns): the process is exiting
+     * without destroying its QPs, and the requests they acknowledge completed here. Control path
+     * (takes a ControlSection).
+     */
+    void send_held_acks() noexcept;
 
   private:
     void open_tx_stage() noexcept;
     void build_staged() noexcept;
+    /**
+     * Sends @p qp's held ACK now (rc::ResponderState::ack_hold_until_ns), from the control path:
+     * the QP is being destroyed or taken out of RTS, and the request it acknowledges has completed
+     * on this side (its receive CQE may be what made the application tear the QP down), so the peer
+     * must see its own completion too. A ConnectX has sent that ACK long before. Control section
+     * held (no pass runs, so the transmit path is this thread's); a no-op without a held ACK.
+     */
+    void send_held_ack(rc::Qp& qp) noexcept;
     bool send_by_reference(unsigned port, const wire::PathHeaders& path,
                            std::span<const std::span<const std::uint8_t>> payload,
                            const wire::PacketFields& f, PktBuf* buf, TxRef* ref,

@@ -61,6 +61,15 @@ void Device::open_tx_stage() noexcept {
     stage_.open(std::span(room.data(), ports_.size()), LoopbackQueue::kDepth - loopback_.size());
 }
 
+void Device::send_held_ack(rc::Qp& qp) noexcept {
+    if (!qp.resp.ack_pending || qp.resp.ack_hold_until_ns == 0) return;
+    open_tx_stage();
+    rc::responder_flush_ack(qp, ctx_);
+    build_staged();
+    for (unsigned p = 0; p < ports_.size(); ++p)
+        flush_tx(p);
+}
+
 void Device::build_staged() noexcept {
     // A copied frame is finished (ICRC) only after the next one is built, so that the ICRC reads
     // headers whose stores have reached the cache (wire::build_frame_deferred); then it is

@@ -525,6 +525,11 @@ bool Runtime::start_engines(EngineMode mode) {
     return true;
 }
 
+void Runtime::send_held_acks() noexcept {
+    for (auto& d : devices_)
+        d.dev->send_held_acks();
+}
+
 void Runtime::stop_engines() noexcept {
     for (auto& t : threads_)
         t->stop();

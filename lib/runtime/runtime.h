@@ -199,6 +199,8 @@ class Runtime {
     bool start_engines(EngineMode mode = EngineMode::per_device);
     /** Stops and joins the engine thread(s); no-op when none runs. */
     void stop_engines() noexcept;
+    /** Device::send_held_acks() on every device (a process exiting with QPs alive). */
+    void send_held_acks() noexcept;
     /**
      * Takes every shared uring port (share = yes) out of its group now, the way its destructor
      * would (drivers/uring README: the others keep their slots), for a process that exits without

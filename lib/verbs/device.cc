@@ -126,6 +126,9 @@ void stop_all_engines_at_exit() {
     // table, written to a pipe or file) would otherwise come after droce's lines below.
     std::fflush(stdout);
     if (p.runtime) {
+        // ACKs held for a next request (the ACK hold, lib/rc) would otherwise never leave: the
+        // peer's last WRITE or SEND, complete here, would end in RETRY_EXC_ERR there.
+        p.runtime->send_held_acks();
         p.runtime->stop_engines();
         p.runtime->stop_capture();       // DROCE_CAPTURE: write what the rings hold, close the file
         p.runtime->leave_shared_ports(); // share = yes: the other processes keep their slots

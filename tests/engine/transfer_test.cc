@@ -528,5 +528,33 @@ TEST(TransferAckHold, AQpWaitingForItsOwnAckDoesNotHoldOne) {
     EXPECT_EQ(t.send_cqes[1][0].status, WcStatus::success);
 }
 
+TEST(TransferAckHold, AQpTornDownSendsTheAckItHeld) {
+    // ibv_rc_pingpong's client destroys its QP right after its last receive completion: the ACK
+    // for that SEND, held for a request that never comes, must still reach the server, or the
+    // server's last SEND ends in RETRY_EXC_ERR (seen in uring-share-4proc).
+    for (const bool destroy : {true, false}) {
+        SCOPED_TRACE(destroy ? "destroy_qp" : "modify_qp to ERR");
+        PingPong pp(7);
+        TwoEngines& t = pp.t;
+        ASSERT_EQ(pp.write(1, 1), 0);
+        ASSERT_TRUE(pp.completed(1, 1));
+        ASSERT_EQ(pp.write(0, 2), 0);
+        ASSERT_TRUE(t.run_until(
+            [&] { return std::memcmp(pp.in[1]->bytes.data(), pp.out[0]->bytes.data(), 64) == 0; }));
+        const std::uint64_t t0 = t.clock.now_ns();
+        if (destroy) {
+            ASSERT_EQ(t.dev[1]->destroy_qp(pp.p.qp[1]), 0);
+        } else {
+            rc::QpAttr a;
+            a.qp_state = rc::QpState::err;
+            ASSERT_EQ(t.dev[1]->modify_qp(pp.p.qp[1], a, rc::kQpState), 0);
+        }
+        ASSERT_TRUE(pp.completed(0, 1));
+        EXPECT_LT(t.clock.now_ns() - t0, rc::kAckHoldNs / 2);
+        EXPECT_EQ(t.send_cqes[0][0].status, WcStatus::success);
+        EXPECT_EQ(t.dev[0]->total_counters()[Counter::retransmitted_pkts], 0u);
+    }
+}
+
 } // namespace
 } // namespace droce::test
