@@ -143,8 +143,9 @@ struct RequesterState {
     bool retransmitting =
         false;        ///< go-back-N in progress: PSNs below resend_until were sent before
     Psn resend_until; ///< one past the highest PSN ever sent, while retransmitting
-    /** TransportCtx::pass_start_ns of the last pass that sent a request packet (0: none): the QP
-     *  talks both ways, so the responder may hold an ACK for its next request (ack_or_defer). */
+    /** TransportCtx::pass_start_ns of the last pass that sent a request packet (0: none). When it
+     *  moved since the responder last owed an ACK, the QP answered the peer's last request, so
+     *  the responder may hold the next ACK for its next request (ack_or_defer). */
     std::uint64_t last_request_pass_ns = 0;
     PsnSendState psn_ring[kPsnWindow]; ///< per-PSN send state of the in-flight window
 };
@@ -166,8 +167,6 @@ struct CompleterState {
  *  a peer application answers a ping in about a microsecond; a late one costs its requester this
  *  much on one completion. */
 inline constexpr std::uint64_t kAckHoldNs = 20'000;
-/** An ACK is held only when the QP's requester sent within this long (ns) before it was owed. */
-inline constexpr std::uint64_t kAckHoldTalkNs = 100'000;
 
 /** One responder resource: a READ or atomic kept for replay of a duplicate (rxe: resp_res). */
 struct ResponderResource {
@@ -211,7 +210,8 @@ struct ResponderState {
     /**
      * Nonzero: the pending ACK waits for this QP's next request packet and goes out right behind
      * it, or at this time (clock ns) at the latest (kAckHoldNs). Set when the ACK becomes owed on a
-     * QP whose requester sent within kAckHoldTalkNs: a ping-pong (ib_write_lat, an RPC) whose
+     * QP whose requester sent since the previous ACK was owed (talked_at_last_owed_ns): the QP
+     * answers what it receives, as in a ping-pong (ib_write_lat, an RPC) whose
      * application waits in ibv_poll_cq for its WRITE's completion then takes the peer's next
      * WRITE off the port in the same call, because that WRITE arrives before the ACK that completes
      * it; without the hold the ACK came first, the application went to spin on memory, and only
@@ -219,6 +219,14 @@ struct ResponderState {
      * 9.7.5.1.2); the requester's ACK timer is milliseconds.
      */
     std::uint64_t ack_hold_until_ns = 0;
+    /**
+     * RequesterState::last_request_pass_ns when the last ACK became owed. Not a time window: on
+     * a host with fewer cores than busy threads a round of a ping-pong that fell back to an
+     * engine thread takes 0.1 - 4 ms, and with a window of 100 us (until 2026-12-04) the next
+     * round did not hold either (513 of ib_write_lat's 1,000 ACKs in one run). A QP that
+     * receives a stream and sends now and then holds at most one ACK per request it sends.
+     */
+    std::uint64_t talked_at_last_owed_ns = 0;
     Psn ack_psn;               ///< PSN the pending ACK acknowledges
     std::uint32_t ack_msn = 0; ///< MSN at the time it was owed
     Psn read_next_psn;         ///< of the READ being answered

@@ -268,16 +268,17 @@ void ack_or_defer(Qp& qp, TransportCtx& ctx, Psn psn) noexcept {
         send_ack(qp, ctx, psn);
         return;
     }
-    // Owed anew on a QP that talks both ways: held for its next request (ack_hold_until_ns). A
-    // newer ACK keeps the first one's deadline, so a stream cannot hold it for ever.
+    // Owed anew on a QP that answered the request before this one: held for its next request
+    // (ack_hold_until_ns). A newer ACK keeps the first one's deadline, so a stream cannot hold it
+    // for ever.
     ResponderState& r = qp.resp;
     if (!r.ack_pending) {
         const std::uint64_t now = ctx.pass_start_ns;
         const std::uint64_t talked = qp.req.last_request_pass_ns;
+        const bool answered = talked != 0 && talked != r.talked_at_last_owed_ns;
+        r.talked_at_last_owed_ns = talked;
         r.ack_hold_until_ns =
-            now != 0 && talked != 0 && now - talked <= kAckHoldTalkNs && qp.state == QpState::rts
-                ? now + kAckHoldNs
-                : 0;
+            now != 0 && answered && qp.state == QpState::rts ? now + kAckHoldNs : 0;
     }
     // A newer cumulative ACK replaces the owed one (same QP, later PSN, MSN not smaller).
     r.ack_pending = true;
