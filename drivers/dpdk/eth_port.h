@@ -258,7 +258,7 @@ class EthPort final : public PortDriver {
     PktBuf* attach(rte_mbuf* m) noexcept;
     [[nodiscard]] bool kernel_link_up() const noexcept;
     rte_mbuf* linearize(rte_mbuf* m) noexcept;
-    friend struct EthPortAccess; // the LSC callback (eth_port.cc)
+    friend struct EthPortAccess; // the LSC callback and the memif watch (eth_port.cc)
 
     // Fast-path data first, on its own cache lines (rule 3).
     alignas(64) std::array<rte_mbuf*, kMaxBurst> rx_mbufs_{};
@@ -284,6 +284,10 @@ class EthPort final : public PortDriver {
     bool started_ = false;
     bool lsc_interrupt_ = false;
     bool lsc_registered_ = false;
+    /** net_memif: EthPortAccess::memif_watch's alarm is set (written at creation, then by the
+     *  watch on the EAL interrupt thread; read by the destructor after the engine stopped). */
+    std::atomic<bool> memif_watch_armed_{false};
+    bool memif_watch_up_ = false; ///< the link as the watch last saw it (its thread only)
     bool ipv4_cksum_offload_ = false;
     bool promiscuous_ = false;
     wire::MacAddr mac_{};
