@@ -62,7 +62,7 @@ void Device::open_tx_stage() noexcept {
 }
 
 void Device::send_held_ack(rc::Qp& qp) noexcept {
-    if (!qp.resp.ack_pending || qp.resp.ack_hold_until_ns == 0) return;
+    if (!qp.resp.ack_held()) return;
     open_tx_stage();
     rc::responder_flush_ack(qp, ctx_);
     build_staged();

@@ -670,7 +670,7 @@ std::uint64_t completer_next_deadline(const Qp& qp) noexcept {
     std::uint64_t d = 0;
     // The pacer's release time counts only while a packet waits for it.
     const bool waiting = qp.sq.producer_index() != qp.req.next_wqe;
-    const std::uint64_t ack_hold = qp.resp.ack_pending ? qp.resp.ack_hold_until_ns : 0;
+    const std::uint64_t ack_hold = qp.resp.ack_held() ? qp.resp.ack_hold_until_ns : 0;
     for (const std::uint64_t t :
          {qp.req.ack_deadline_ns, qp.req.rnr_deadline_ns, pacer_deadline(qp, waiting), ack_hold})
         if (t != 0 && (d == 0 || t < d)) d = t;

@@ -117,7 +117,7 @@ std::uint32_t qp_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget, bool* wait
     if (qp.sq.consumer_index() != qp.comp.first_unacked_wqe && completer_reap(qp))
         *wait_release = true;
     ResponderState& r = qp.resp;
-    if (r.ack_pending && r.ack_hold_until_ns != 0) {
+    if (r.ack_held()) {
         // An ACK held for the next request (ack_hold_until_ns): the requests first, the ACK right
         // behind them, or alone once its time is up (a READ response in progress sends it first).
         // Nor does it wait while requests of this QP wait for their own ACK: the peer may be
@@ -139,7 +139,7 @@ bool qp_has_work(const Qp& qp) noexcept {
     if (qp.state == QpState::reset || qp.state == QpState::init) return false;
     // Responder output owed (RTR on); a held ACK waits for a request or its timer
     // (completer_next_deadline).
-    if ((qp.resp.ack_pending && qp.resp.ack_hold_until_ns == 0) || qp.resp.read_active) return true;
+    if ((qp.resp.ack_pending && !qp.resp.ack_held()) || qp.resp.read_active) return true;
     if (qp.state == QpState::err) return qp.sq.ready() || qp.rq.ready(); // flush, held payload
     if (qp.state == QpState::rtr) return false;
     // WQEs not yet (completely) sent, or go-back-N in progress (the requester rewound next_wqe);

@@ -219,6 +219,8 @@ struct ResponderState {
      * 9.7.5.1.2); the requester's ACK timer is milliseconds.
      */
     std::uint64_t ack_hold_until_ns = 0;
+    /** An ACK is owed and held for the QP's next request (ack_hold_until_ns). */
+    [[nodiscard]] bool ack_held() const noexcept { return ack_pending && ack_hold_until_ns != 0; }
     /**
      * RequesterState::last_request_pass_ns when the last ACK became owed. Not a time window: on
      * a host with fewer cores than busy threads a round of a ping-pong that fell back to an
