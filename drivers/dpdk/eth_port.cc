@@ -75,7 +75,7 @@ namespace {
  * about 500 rounds of ib_write_lat, every round took 70 - 130 us instead of 2 (README, Progress).
  * MADV_POPULATE_WRITE (Linux 5.14; before it, the write below faults the page in) maps the pages
  * writable; the write is an atomic add of 0, so a frame the peer is writing loses no byte.
- * Control path: the EAL interrupt thread (EthPortAccess::memif_watch) or port creation.
+ * Control path: the EAL interrupt thread only (EthPortAccess::memif_watch).
  * @return bytes touched.
  */
 std::size_t populate_memif_regions() noexcept {
@@ -504,7 +504,12 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
     else if (rte_eth_macaddr_get(cfg.port_id, &a) == 0)
         std::memcpy(p->mac_.data(), a.addr_bytes, 6);
     p->last_link_up_ = p->link_up();
-    if (p->driver_name_ == "net_memif") EthPortAccess::memif_watch(p.get());
+    // The watch runs on the EAL interrupt thread only, where net_memif maps and unmaps its
+    // regions: never beside a disconnect that unmaps what it is touching.
+    if (p->driver_name_ == "net_memif")
+        p->memif_watch_armed_.store(rte_eal_alarm_set(1'000, EthPortAccess::memif_watch, p.get()) ==
+                                        0,
+                                    std::memory_order_release);
     return p;
 }
 

@@ -31,7 +31,8 @@ for size in 64 1514 4214; do
     # The server must listen before the client starts: a memif client's rte_eth_dev_start fails
     # (EPERM) when the server's socket is not there yet.
     sleep 1
-    "$bin" --config "$dir/memif-client$sfx.ini" --role ping --count 50 --size "$size" --timeout-ms 20000
+    "$bin" --config "$dir/memif-client$sfx.ini" --role ping --count 50 --size "$size" --timeout-ms 20000 \
+        --expect-mapped-in 1
     ping_rc=$?
     [ $ping_rc = 0 ] || kill "$echo_pid" 2>/dev/null
     wait "$echo_pid"

@@ -7,14 +7,16 @@
  * echo byte for byte) or echoes (swaps the MACs of every 0x88b5 frame and sends it back).
  *
  *   dpdk-port-ping --config FILE --role ping|echo [--count N] [--size BYTES] [--timeout-ms MS]
- *                  [--until-link-down 1] [--rounds N]
+ *                  [--until-link-down 1] [--rounds N] [--expect-mapped-in 1]
  * --until-link-down 1 (echo): echo until the link goes down (the peer left), then tear the port
  * down at once. The peer's leaving runs net_memif's disconnect on the EAL interrupt thread, so
  * the port's close meets it there: the teardown race of issue 17, made likely instead of rare.
  * --rounds N: the port's whole life (probe, create, link up, ping or echo, destroy) N times in one
  * process, each creation retried until the peer listens (a memif client started between the
  * server's rounds fails to start).
- * Exit status: 0 all frames echoed intact (ping) / at least N frames echoed (echo; with
+ * --expect-mapped-in 1 (ping, net_memif): before pinging, wait (2 s at most) for every page of the
+ * process's memif regions to be resident (EthPort maps them in when the link comes up); fail if
+ * not. Exit status: 0 all frames echoed intact (ping) / at least N frames echoed (echo; with
  * --until-link-down also the link seen going down), in every round; 1 failure; 2 usage.
  */
 #include <cstdio>
@@ -208,7 +210,8 @@ MemifRegionKib memif_region_kib() {
  * between two rounds fails to start).
  */
 int session(const droce::DeviceConfig& dev, const std::string& role, unsigned count, unsigned size,
-            unsigned timeout_ms, bool until_link_down, bool retry, ino_t* server_inode) {
+            unsigned timeout_ms, bool until_link_down, bool retry, bool expect_mapped_in,
+            ino_t* server_inode) {
     const droce::PortConfig& pc = dev.ports[0];
     // A memif client of the next round waits for the server's next socket file: connected to
     // the last one (still there while that server closes its port), it would wait forever, as
@@ -257,7 +260,7 @@ int session(const droce::DeviceConfig& dev, const std::string& role, unsigned co
     while (!port->link_up() && now_ms() < up_deadline) {
     }
     std::printf("%s: link %s\n", role.c_str(), port->link_up() ? "up" : "down");
-    if (role == "ping" && port->driver_name() == "net_memif") {
+    if (role == "ping" && expect_mapped_in) {
         // The port maps in its memif regions once the link is up (EthPort: on this project's VM
         // host each first touch of a page cost the datapath 12 - 17 us), before the first frame.
         MemifRegionKib k = memif_region_kib();
@@ -289,6 +292,7 @@ int main(int argc, char** argv) {
     unsigned count = 100, size = 64, timeout_ms = 20000;
     bool until_link_down = false;
     unsigned rounds = 1;
+    bool expect_mapped_in = false;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i];
         const char* v = argv[i + 1];
@@ -306,16 +310,19 @@ int main(int argc, char** argv) {
             rounds = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
         else if (k == "--until-link-down")
             until_link_down = std::strcmp(v, "0") != 0;
+        else if (k == "--expect-mapped-in")
+            expect_mapped_in = std::strcmp(v, "0") != 0;
         else {
             std::fprintf(stderr, "unknown option %s\n", k.c_str());
             return 2;
         }
     }
     if (config.empty() || (role != "ping" && role != "echo") || size < 18 || rounds == 0) {
-        std::fprintf(stderr,
-                     "usage: %s --config FILE --role ping|echo [--count N] [--size B>=18] "
-                     "[--timeout-ms MS] [--until-link-down 1] [--rounds N]\n",
-                     argv[0]);
+        std::fprintf(
+            stderr,
+            "usage: %s --config FILE --role ping|echo [--count N] [--size B>=18] "
+            "[--timeout-ms MS] [--until-link-down 1] [--rounds N] [--expect-mapped-in 1]\n",
+            argv[0]);
         return 2;
     }
     std::string err;
@@ -339,7 +346,7 @@ int main(int argc, char** argv) {
     ino_t server_inode = 0;
     for (unsigned round = 1; round <= rounds && rc == 0; ++round)
         rc = session(*dev, role, count, size, timeout_ms, until_link_down, rounds > 1,
-                     &server_inode);
+                     expect_mapped_in, &server_inode);
     // As the tools do, not rte_eal_cleanup(): that unmaps DPDK memory while the EAL interrupt
     // thread still runs, and net_memif (22.11) leaves a server's listener registered there with
     // its handle in that memory; the thread's next pass read it and died (issue 17).
