@@ -87,7 +87,8 @@ std::size_t populate_memif_regions() noexcept {
         if (!std::strstr(line, "/memfd:memif_region_")) continue;
         std::uintptr_t lo = 0, hi = 0;
         if (std::sscanf(line, "%" SCNxPTR "-%" SCNxPTR, &lo, &hi) != 2 || hi <= lo) continue;
-        if (std::strncmp(std::strchr(line, ' ') + 1, "rw", 2) != 0) continue;
+        const char* perms = std::strchr(line, ' ');
+        if (!perms || std::strncmp(perms + 1, "rw", 2) != 0) continue;
         (void)::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_WRITE);
         // Then one write to each page, of the value it holds (an atomic add of 0 loses no byte
         // the peer writes meanwhile): under a hypervisor the first write to a guest page after
@@ -122,8 +123,11 @@ struct EthPortAccess {
         const bool up = port->link_up();
         if (up && !port->memif_watch_up_) (void)populate_memif_regions();
         port->memif_watch_up_ = up;
-        port->memif_watch_armed_.store(rte_eal_alarm_set(up ? 100'000 : 1'000, memif_watch, port) ==
-                                           0,
+        arm_memif_watch(port, up ? 100'000 : 1'000);
+    }
+    /** Sets the watch's next alarm in @p us microseconds (the destructor cancels it). */
+    static void arm_memif_watch(EthPort* port, std::uint64_t us) {
+        port->memif_watch_armed_.store(rte_eal_alarm_set(us, memif_watch, port) == 0,
                                        std::memory_order_release);
     }
 };
@@ -506,10 +510,7 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
     p->last_link_up_ = p->link_up();
     // The watch runs on the EAL interrupt thread only, where net_memif maps and unmaps its
     // regions: never beside a disconnect that unmaps what it is touching.
-    if (p->driver_name_ == "net_memif")
-        p->memif_watch_armed_.store(rte_eal_alarm_set(1'000, EthPortAccess::memif_watch, p.get()) ==
-                                        0,
-                                    std::memory_order_release);
+    if (p->driver_name_ == "net_memif") EthPortAccess::arm_memif_watch(p.get(), 1'000);
     return p;
 }
 
