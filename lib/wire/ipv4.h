@@ -40,7 +40,8 @@ static_assert(sizeof(Ipv4Hdr) == 20);
 /** The don't-fragment bit of Ipv4Hdr::flags_frag; RoCE traffic is sent with DF set. */
 inline constexpr std::uint16_t kIpv4DontFragment = 0x4000;
 
-/** RFC 1071 header checksum over @p len bytes (len even); returns the value to store. */
+/** RFC 1071 header checksum over @p len bytes (an odd last byte is padded with zero); returns the
+ *  value to store (host order), or 0 over a header that carries a correct checksum. */
 std::uint16_t ipv4_header_checksum(const void* hdr, unsigned len) noexcept;
 
 } // namespace droce::wire
