@@ -31,6 +31,7 @@
 #include <rte_mempool.h>
 
 #include "dpdk/eal.h"
+#include "dpdk/memif_unmap_guard.h"
 
 namespace droce::dpdk {
 
@@ -170,7 +171,11 @@ void close_on_interrupt_thread(std::uint16_t port_id, bool started) noexcept {
     }
     // The interrupt thread runs short callbacks; give it 10 s, then take the alarm back and close
     // here if it never ran (a cancelled alarm never runs; cancel waits for one that is running).
-    for (int i = 0; i < 100'000 && !c.done.load(std::memory_order_acquire); ++i)
+    // While net_memif's unmap waits in droce's guard for a burst held elsewhere (a debugger), the
+    // interrupt thread is inside memif_disconnect: closing here beside it would free twice.
+    for (int i = 0;
+         !c.done.load(std::memory_order_acquire) && (i < 100'000 || memif_unmap_guard_waiting());
+         ++i)
         rte_delay_us_sleep(100);
     if (!c.done.load(std::memory_order_acquire) && rte_eal_alarm_cancel(intr_close, &c) > 0)
         intr_close(&c);
@@ -349,6 +354,8 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
     p->port_index_ = cfg.port_index;
     p->mtu_ = cfg.mtu;
     p->driver_name_ = info.driver_name ? info.driver_name : "";
+    if (p->driver_name_ == "net_memif" && memif_unmap_guard_install())
+        p->memif_burst_ = memif_burst_slot_claim();
     if (p->driver_name_ == "net_af_packet") {
         // DPDK 22.11's af_packet reports its link up whatever the interface does; ask the kernel
         // (link_up()). The interface is in this process's network namespace, as the PMD's socket.
@@ -534,6 +541,7 @@ EthPort::~EthPort() {
         if (started_) (void)rte_eth_dev_stop(port_id_);
         if (configured_) (void)rte_eth_dev_close(port_id_); // rx ring's mbufs back to the pool
     }
+    memif_burst_slot_release(memif_burst_); // no burst runs on a closed port
     if (configured_) {
         // Detach the device too, so that probing the same devargs again makes a fresh port (a
         // closed vdev stays plugged, and rte_dev_probe of it would fail with EEXIST).
@@ -627,7 +635,11 @@ std::uint16_t EthPort::tx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
             }
             tx_mbufs_[i] = m;
         }
-        const std::uint16_t r = rte_eth_tx_burst(port_id_, 0, tx_mbufs_.data(), chunk);
+        std::uint16_t r;
+        {
+            const MemifBurst guard(memif_burst_);
+            r = rte_eth_tx_burst(port_id_, 0, tx_mbufs_.data(), chunk);
+        }
         sent = static_cast<std::uint16_t>(sent + r);
         if (r < chunk) {
             inc(PortCounter::tx_ring_full);
@@ -666,7 +678,11 @@ rte_mbuf* EthPort::linearize(rte_mbuf* m) noexcept {
 
 std::uint16_t EthPort::rx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
     const auto want = static_cast<std::uint16_t>(std::min<unsigned>(kMaxBurst, n));
-    const std::uint16_t got = rte_eth_rx_burst(port_id_, 0, rx_mbufs_.data(), want);
+    std::uint16_t got;
+    {
+        const MemifBurst guard(memif_burst_);
+        got = rte_eth_rx_burst(port_id_, 0, rx_mbufs_.data(), want);
+    }
     std::uint16_t out = 0;
     for (std::uint16_t i = 0; i < got; ++i) {
         rte_mbuf* m = rx_mbufs_[i];
@@ -802,6 +818,7 @@ void EthPort::tx_reclaim() noexcept {
         if (r != -ENOTSUP) return;
         reclaim_by_burst_ = true; // asked once: this PMD has no cleanup
     }
+    const MemifBurst guard(memif_burst_);
     (void)rte_eth_tx_burst(port_id_, 0, tx_mbufs_.data(), 0);
 }
 

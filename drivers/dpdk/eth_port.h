@@ -264,6 +264,9 @@ class EthPort final : public PortDriver {
     alignas(64) std::array<rte_mbuf*, kMaxBurst> rx_mbufs_{};
     alignas(64) std::array<rte_mbuf*, kMaxBurst> tx_mbufs_{};
     alignas(64) rte_mempool* pool_ = nullptr;
+    /** net_memif: this port's burst sequence (memif_unmap_guard.h), or null (other PMDs, or every
+     *  sequence taken). Claimed at creation, given back by the destructor after the close. */
+    std::atomic<std::uint32_t>* memif_burst_ = nullptr;
     std::uint16_t port_id_ = 0;
     std::uint8_t port_index_ = 0;
     bool tx_cksum_mark_ = false;
