@@ -97,21 +97,22 @@ int patch_object(const dl_phdr_info* info) noexcept {
     const ElfW(Rela)* rela = nullptr;
     std::size_t jmprel_size = 0, rela_size = 0;
     for (const ElfW(Dyn)* d = dyn; d->d_tag != DT_NULL; ++d) {
+        const ElfW(Addr) at = absolute(info, d->d_un.d_ptr); // meaningful for the address tags
         switch (d->d_tag) {
         case DT_SYMTAB:
-            symtab = reinterpret_cast<const ElfW(Sym)*>(absolute(info, d->d_un.d_ptr));
+            symtab = reinterpret_cast<const ElfW(Sym)*>(at);
             break;
         case DT_STRTAB:
-            strtab = reinterpret_cast<const char*>(absolute(info, d->d_un.d_ptr));
+            strtab = reinterpret_cast<const char*>(at);
             break;
         case DT_JMPREL:
-            jmprel = reinterpret_cast<const ElfW(Rela)*>(absolute(info, d->d_un.d_ptr));
+            jmprel = reinterpret_cast<const ElfW(Rela)*>(at);
+            break;
+        case DT_RELA:
+            rela = reinterpret_cast<const ElfW(Rela)*>(at);
             break;
         case DT_PLTRELSZ:
             jmprel_size = d->d_un.d_val;
-            break;
-        case DT_RELA:
-            rela = reinterpret_cast<const ElfW(Rela)*>(absolute(info, d->d_un.d_ptr));
             break;
         case DT_RELASZ:
             rela_size = d->d_un.d_val;
