@@ -268,7 +268,7 @@ int region_walk(const rte_memseg_list* msl, const rte_memseg* ms, void* arg) {
 void release_segment(void* /*addr*/, void* opaque) {
     // release: every read of the payload by whoever held the segment happens before the engine's
     // acquire in TxRef::released() lets the application reuse the memory.
-    static_cast<TxRef*>(opaque)->held.fetch_sub(1, std::memory_order_release);
+    static_cast<TxRef*>(opaque)->detach();
 }
 
 /**
@@ -804,9 +804,7 @@ bool EthPort::attach_payload(PktBuf* buf, std::span<const std::span<const std::u
     prev->next = t;
     t->next = nullptr;
     head->nb_segs = static_cast<std::uint16_t>(nspans + 2);
-    // relaxed: the count is read by this thread, or by the engine after a release decrement that
-    // the tx handoff orders after this increment.
-    ref->held.fetch_add(nspans, std::memory_order_relaxed);
+    ref->attach(nspans);
     buf->ext_len = ext + static_cast<std::uint32_t>(trailer.size());
     inc(PortCounter::tx_ext_segments, nspans);
     return true;

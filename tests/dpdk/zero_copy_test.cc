@@ -238,7 +238,7 @@ TEST_F(ZeroCopyTest, PayloadSegmentPointsIntoCallerMemory) {
     b->len = static_cast<std::uint32_t>(sf.header_len);
     TxRef ref;
     ASSERT_TRUE(eth_[0]->attach_payload(b, spans, sf.trailer_bytes(), &ref));
-    EXPECT_EQ(ref.held.load(), 1u);
+    EXPECT_EQ(ref.held(), 1u);
     ASSERT_EQ(eth_[0]->tx_burst(&b, 1), 1);
 
     // Receive the raw mbuf chain on the peer end (not through EthPort::rx_burst, which joins it).
