@@ -44,4 +44,25 @@ inline constexpr std::uint16_t kIpv4DontFragment = 0x4000;
  *  value to store (host order), or 0 over a header that carries a correct checksum. */
 std::uint16_t ipv4_header_checksum(const void* hdr, unsigned len) noexcept;
 
+/**
+ * The RFC 1071 checksum of an option-less IPv4 header (version 4, IHL 5) with these field values
+ * (host order; addresses in network order), computed from the values, not read back from a
+ * written header: a header just written field by field cannot be loaded in wider words until
+ * those stores reach the cache, and when the buffer's line was last read by another core (memif
+ * zero-copy) that wait was 12 - 20 % of a sender's core (perf, 64 KiB WRITEs). Returns the value
+ * to store in Ipv4Hdr::checksum (host order). Any thread; no memory touched.
+ */
+[[nodiscard]] constexpr std::uint16_t
+ipv4_header_checksum_of(std::uint8_t tos, std::uint16_t total_length, std::uint16_t id,
+                        std::uint16_t flags_frag, std::uint8_t ttl, std::uint8_t protocol,
+                        const Ipv4Addr& src, const Ipv4Addr& dst) noexcept {
+    std::uint32_t sum =
+        (0x45u << 8 | tos) + total_length + id + flags_frag + (std::uint32_t{ttl} << 8 | protocol);
+    for (const Ipv4Addr* a : {&src, &dst})
+        sum += (std::uint32_t{(*a)[0]} << 8 | (*a)[1]) + (std::uint32_t{(*a)[2]} << 8 | (*a)[3]);
+    sum = (sum & 0xffffu) + (sum >> 16);
+    sum = (sum & 0xffffu) + (sum >> 16);
+    return static_cast<std::uint16_t>(~sum);
+}
+
 } // namespace droce::wire

@@ -355,10 +355,14 @@ bool write_headers(const PathHeaders& path, const PacketFields& pf, std::size_t 
         ip->flags_frag.set(kIpv4DontFragment);
         ip->ttl = path.ttl;
         ip->protocol = kIpProtoUdp;
-        ip->checksum.set(0);
-        std::memcpy(ip->src.data(), path.src_ip.data() + 12, 4);
-        std::memcpy(ip->dst.data(), path.dst_ip.data() + 12, 4);
-        ip->checksum.set(ipv4_header_checksum(ip, sizeof(Ipv4Hdr)));
+        Ipv4Addr src, dst;
+        std::memcpy(src.data(), path.src_ip.data() + 12, 4);
+        std::memcpy(dst.data(), path.dst_ip.data() + 12, 4);
+        ip->src = src;
+        ip->dst = dst;
+        ip->checksum.set(ipv4_header_checksum_of(path.tos, static_cast<std::uint16_t>(l3_total), 0,
+                                                 kIpv4DontFragment, path.ttl, kIpProtoUdp, src,
+                                                 dst));
     }
     off += ip_len;
 

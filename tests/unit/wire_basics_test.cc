@@ -312,6 +312,42 @@ TEST(WireBasics, Ipv4ChecksumMatchesRfc1071WordByWord) {
     }
 }
 
+TEST(WireBasics, Ipv4ChecksumFromFieldValuesMatchesTheHeaders) {
+    // ipv4_header_checksum_of (what build_frame uses) against the sum over the header written
+    // with the same values: random fields, all-0xff ones (the most carries), the textbook header.
+    std::mt19937 rng(11);
+    for (int round = 0; round < 20000; ++round) {
+        const bool ones = round % 10 == 0;
+        const auto r8 = [&] {
+            return ones ? std::uint8_t{0xff} : static_cast<std::uint8_t>(rng());
+        };
+        const auto r16 = [&] {
+            return ones ? std::uint16_t{0xffff} : static_cast<std::uint16_t>(rng());
+        };
+        Ipv4Hdr h{};
+        h.version_ihl = 0x45;
+        h.tos = r8();
+        h.total_length.set(r16());
+        h.id.set(r16());
+        h.flags_frag.set(r16());
+        h.ttl = r8();
+        h.protocol = r8();
+        for (auto& b : h.src)
+            b = r8();
+        for (auto& b : h.dst)
+            b = r8();
+        const std::uint16_t of =
+            ipv4_header_checksum_of(h.tos, h.total_length.get(), h.id.get(), h.flags_frag.get(),
+                                    h.ttl, h.protocol, h.src, h.dst);
+        ASSERT_EQ(of, ipv4_header_checksum(&h, sizeof h)) << "round " << round;
+        h.checksum.set(of);
+        ASSERT_EQ(ipv4_header_checksum(&h, sizeof h), 0u) << "round " << round;
+    }
+    EXPECT_EQ(ipv4_header_checksum_of(0, 0x73, 0, 0x4000, 0x40, 0x11, {0xc0, 0xa8, 0x00, 0x01},
+                                      {0xc0, 0xa8, 0x00, 0xc7}),
+              0xb861u);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Opcode table against IBTA Vol 1 table 39 (and Annex A17.9.3 for the CNP), typed in here from the
 // specification independently of lib/wire/opcode.h.
