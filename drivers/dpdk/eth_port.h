@@ -28,10 +28,10 @@
  * from the port's segment pool. The chain is one buffer for ownership: whoever owns the head owns
  * all of it (tx_burst / free_bulk take it whole). The caller's memory is only borrowed: each
  * payload segment carries an rte_mbuf_ext_shared_info (in its private area) whose free_cb
- * decrements the TxRef given to attach_payload when that segment is freed — by the PMD after
- * sending (memif zero-copy: once the peer consumed it, noticed in a later tx burst), by a net_ring
- * peer's rx, or by free_bulk — on whatever thread frees it. The segment pool follows the mempool
- * rule below.
+ * counts the segment back on the TxRef given to attach_payload (TxRef::detach) when it is freed —
+ * by the PMD after sending (memif zero-copy: once the peer consumed it, noticed in a later tx
+ * burst), by a net_ring peer's rx, or by free_bulk — on whatever thread frees it. The segment pool
+ * follows the mempool rule below.
  *
  * Thread rules: one engine thread calls alloc_bulk / free_bulk / tx_burst / rx_burst / link_up /
  * poll_link of a port (the queues are not multi-thread safe). The LSC interrupt callback runs on
@@ -182,9 +182,10 @@ class EthPort final : public PortDriver {
     }
     /**
      * Chains @p payload by reference (external-buffer mbufs) and @p trailer (copied) after the
-     * headers in @p buf; counts one ref->held per payload segment; released by the segment's free
-     * callback. Refused (false, nothing changed): no segment mbufs; more than kMaxExtSegs spans; a
-     * span the PMD cannot reach (zc_memory()). Spans up to 65535 bytes.
+     * headers in @p buf; counts the payload segments on @p ref (TxRef::attach); each segment's free
+     * callback counts it back (TxRef::detach). Refused (false, nothing changed): no segment mbufs;
+     * more than kMaxExtSegs spans; a span the PMD cannot reach (zc_memory()). Spans up to 65535
+     * bytes.
      */
     bool attach_payload(PktBuf* buf, std::span<const std::span<const std::uint8_t>> payload,
                         std::span<const std::uint8_t> trailer, TxRef* ref) noexcept override;

@@ -61,7 +61,7 @@ struct PktBuf {
  * TxRefs to the device, which keeps them (see Device::~Device).
  */
 struct TxRef {
-    std::atomic<std::uint32_t> attached{0}; ///< engine thread only
+    std::atomic<std::uint32_t> attached{0}; ///< written by the engine thread only
     std::atomic<std::uint32_t> detached{0}; ///< any thread, through detach()
 
     /** @p n more segments lent to a driver (the engine thread, in attach_payload). */
@@ -70,7 +70,8 @@ struct TxRef {
     }
     /** One segment given back (any thread; release: its reads of the payload come before). */
     void detach() noexcept { detached.fetch_add(1, std::memory_order_release); }
-    /** Segments still held (the engine thread). */
+    /** Segments still held. The engine thread; or a thread the last attach() is ordered before
+     *  (the control path inside a ControlSection, ~Device after the engine stopped). */
     [[nodiscard]] std::uint32_t held() const noexcept {
         return attached.load(std::memory_order_relaxed) - detached.load(std::memory_order_acquire);
     }

@@ -346,6 +346,10 @@ TEST(WireBasics, Ipv4ChecksumFromFieldValuesMatchesTheHeaders) {
     EXPECT_EQ(ipv4_header_checksum_of(0, 0x73, 0, 0x4000, 0x40, 0x11, {0xc0, 0xa8, 0x00, 0x01},
                                       {0xc0, 0xa8, 0x00, 0xc7}),
               0xb861u);
+    // A sum whose first fold carries again (0x7ffff -> 0x10006 -> 0x0007): 0xfff9 with one fold.
+    EXPECT_EQ(ipv4_header_checksum_of(0xff, 0xffff, 0xffff, 0xffff, 0xff, 0xff,
+                                      {0xff, 0xff, 0xff, 0xff}, {0xff, 0xff, 0xba, 0x07}),
+              0xfff8u);
 }
 
 // ---------------------------------------------------------------------------------------------
