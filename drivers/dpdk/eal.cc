@@ -21,6 +21,8 @@
 #include <rte_errno.h>
 #include <rte_eth_ring.h>
 #include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mempool.h>
 #include <rte_ring.h>
 
 #include "dpdk/diagnose.h"
@@ -269,6 +271,23 @@ bool eal_args_choose_cores(const std::vector<std::string>& args) noexcept {
             return true;
     }
     return false;
+}
+
+void register_thread() noexcept {
+    if (!eal_initialized() || rte_lcore_id() != LCORE_ID_ANY) return;
+    (void)rte_thread_register(); // fails only to "no id": the thread then runs uncached
+}
+
+void unregister_thread() noexcept {
+    const unsigned lcore = rte_lcore_id();
+    if (lcore == LCORE_ID_ANY || rte_eal_lcore_role(lcore) != ROLE_NON_EAL) return;
+    rte_mempool_walk(
+        [](rte_mempool* mp, void*) {
+            if (rte_mempool_cache* c = rte_mempool_default_cache(mp, rte_lcore_id()))
+                rte_mempool_cache_flush(c, mp);
+        },
+        nullptr);
+    rte_thread_unregister();
 }
 
 bool eal_initialized() noexcept {

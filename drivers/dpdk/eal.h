@@ -100,6 +100,27 @@ void release_files_from_signal() noexcept;
  *  empty before eal_init(). */
 [[nodiscard]] const std::string& eal_runtime_dir() noexcept;
 
+/**
+ * Gives the calling thread, one the EAL did not create (an engine thread), an lcore id of its own
+ * (rte_thread_register), so that DPDK's per-lcore mempool caches serve its mbuf allocations and
+ * frees: without an id every rte_pktmbuf_alloc / free from it goes to the pool's shared ring.
+ * Call on the thread itself, after eal_init(); pair with unregister_thread() on the same thread
+ * before it ends. When no id is free (RTE_MAX_LCORE) or the EAL is not up, the thread goes on
+ * without one (correct, uncached): nothing to handle. Also disables DPDK multi-process for the
+ * process (rte_mp_disable: droce runs no secondary processes). Any non-EAL thread; not
+ * async-signal-safe.
+ */
+void register_thread() noexcept;
+
+/**
+ * Gives back the calling thread's lcore id from register_thread(): first returns the objects its
+ * mempool caches hold to their pools (rte_mempool_walk + rte_mempool_cache_flush: a cache of a
+ * thread that ended would otherwise keep up to 1.5 x the cache size of mbufs of every pool out of
+ * use until another thread got the same id), then rte_thread_unregister(). No-op for a thread
+ * without an id of its own (and for the EAL's main thread).
+ */
+void unregister_thread() noexcept;
+
 /** True once eal_init() (or anyone else in this process) initialised the EAL successfully. */
 [[nodiscard]] bool eal_initialized() noexcept;
 

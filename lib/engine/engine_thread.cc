@@ -86,6 +86,7 @@ void EngineThread::apply_nice(int nice) noexcept {
 void EngineThread::run() noexcept {
     // Named so that top -H, perf and tests tell the engine from the application's threads.
     pthread_setname_np(pthread_self(), kThreadName);
+    if (opts_.on_thread_start) opts_.on_thread_start();
     apply_nice(opts_.nice);
     // A nap is bounded by the next timer or pacer deadline (tens of us); the kernel's default 50 us
     // timer slack would stretch each one past it (a QP paced at 1 Gb/s sent 0.58 Gb/s).
@@ -107,6 +108,7 @@ void EngineThread::run() noexcept {
         backoff.rest(nap, dev_.pacer_release_ns() != 0);
     }
     backoff.worked(); // leave SCHED_FIFO (a thread of a pool may be reused)
+    if (opts_.on_thread_exit) opts_.on_thread_exit();
 }
 
 } // namespace droce

@@ -58,6 +58,18 @@ class EngineThread {
          */
         std::uint64_t shared_core_yield_ns = 0;
         std::uint64_t shared_core_hold_ns = 1'000'000'000; ///< 1 s
+        /**
+         * Called first on every engine thread (EngineThread's and Runtime's one thread for all
+         * devices), before its first pass; nullptr = nothing. The runtime sets it, when DPDK's EAL
+         * is up in the process, to dpdk::register_thread(): a thread the EAL did not create has no
+         * lcore id, and DPDK then gives it no mempool cache, so every mbuf it allocates or frees
+         * (the memif receive copies, ACKs, frees after transmit) went through the pool's shared
+         * ring (an ib_write_bw server's engine thread ran 25 % slower than the same loop on the
+         * main thread; README, Progress).
+         */
+        void (*on_thread_start)() noexcept = nullptr;
+        /** Called last on every engine thread, after its last pass (dpdk::unregister_thread()). */
+        void (*on_thread_exit)() noexcept = nullptr;
     };
 
     /**

@@ -221,6 +221,11 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
     std::unique_ptr<Runtime> rt(new Runtime());
     rt->file_ = *file;
     rt->engine_opts_ = opts.engine;
+    if (dpdk::eal_initialized() && !rt->engine_opts_.on_thread_start) {
+        // Engine threads get lcore ids of their own, so that DPDK's mempool caches serve them.
+        rt->engine_opts_.on_thread_start = &dpdk::register_thread;
+        rt->engine_opts_.on_thread_exit = &dpdk::unregister_thread;
+    }
     rt->capture_ring_slots_ = opts.capture_ring_slots;
     for (unsigned i : which) {
         DeviceSlot slot;
@@ -554,6 +559,7 @@ void Runtime::shared_loop() noexcept {
     // thread progress mode waited out the nap (max_sleep_ns). It used to yield for ever before
     // that: a process of demo.ini's two devices used a whole core while idle.
     pthread_setname_np(pthread_self(), EngineThread::kThreadName);
+    if (engine_opts_.on_thread_start) engine_opts_.on_thread_start();
     EngineThread::apply_nice(engine_opts_.nice);
     // naps of tens of us (engine_thread.cc)
     if (prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL) == 0) Device::naps_end_on_time();
@@ -578,6 +584,7 @@ void Runtime::shared_loop() noexcept {
         backoff.rest(nap, pacer_wait);
     }
     backoff.worked();
+    if (engine_opts_.on_thread_exit) engine_opts_.on_thread_exit();
 }
 
 } // namespace droce

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -28,6 +29,8 @@
 #include <set>
 #include <sstream>
 #include <thread>
+
+#include <rte_lcore.h>
 
 #include "dpdk/eal.h"
 #include "engine/connect.h"
@@ -282,6 +285,36 @@ struct Seen {
     bool loopback = false;
     auto operator<=>(const Seen&) const = default;
 };
+
+/** Lcores given to threads the EAL did not start (rte_thread_register). */
+unsigned non_eal_lcores() {
+    unsigned n = 0;
+    for (unsigned i = 0; i < RTE_MAX_LCORE; ++i)
+        n += rte_eal_lcore_role(i) == ROLE_NON_EAL;
+    return n;
+}
+
+TEST(Runtime, EngineThreadsHaveLcoresOfTheirOwnWhileTheyRun) {
+    // With the EAL up, each engine thread registers (mempool caches serve it) and gives its lcore
+    // id back when it stops: an engine restarted a hundred times must not run out of ids.
+    ASSERT_EQ(non_eal_lcores(), 0u);
+    for (int round = 0; round < 3; ++round) {
+        ASSERT_TRUE(g_rt->start_engines(EngineMode::per_device));
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (non_eal_lcores() < 2 && std::chrono::steady_clock::now() < end)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        EXPECT_EQ(non_eal_lcores(), 2u) << "round " << round;
+        g_rt->stop_engines();
+        EXPECT_EQ(non_eal_lcores(), 0u) << "round " << round;
+    }
+    ASSERT_TRUE(g_rt->start_engines(EngineMode::shared));
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (non_eal_lcores() < 1 && std::chrono::steady_clock::now() < end)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(non_eal_lcores(), 1u);
+    g_rt->stop_engines();
+    EXPECT_EQ(non_eal_lcores(), 0u);
+}
 
 TEST(Capture, VerifiedTransferIsInTheFile) {
     ASSERT_TRUE(g_rt->capturing()) << "the config's capture keys started no capture";

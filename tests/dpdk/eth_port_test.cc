@@ -17,7 +17,9 @@
 #include <vector>
 
 #include <rte_eal.h>
+#include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 #include <rte_ring.h>
@@ -123,6 +125,46 @@ TEST(Eal, TheThreadThatBroughtItUpKeepsItsCpus) {
     CPU_ZERO(&child);
     std::thread([&] { (void)pthread_getaffinity_np(pthread_self(), sizeof child, &child); }).join();
     EXPECT_TRUE(CPU_EQUAL(&child, &before)) << CPU_COUNT(&child) << " CPUs in a new thread";
+}
+
+TEST(Eal, AThreadOfItsOwnGetsAnLcoreAndItsMempoolCache) {
+    // Engine threads are not the EAL's: without an lcore id DPDK gives them no mempool cache, and
+    // every mbuf they allocate or free goes through the pool's shared ring.
+    rte_mempool* mp = rte_pktmbuf_pool_create("droce-regtest", 1023, 64, 0, 2048, SOCKET_ID_ANY);
+    ASSERT_NE(mp, nullptr) << rte_strerror(rte_errno);
+    unsigned id = LCORE_ID_ANY, cached = 0, after = 1, id_after = 0;
+    rte_lcore_role_t role = ROLE_OFF, role_after = ROLE_NON_EAL;
+    bool uncached_before = false;
+    std::thread([&] {
+        uncached_before = rte_lcore_id() == LCORE_ID_ANY &&
+                          rte_mempool_default_cache(mp, rte_lcore_id()) == nullptr;
+        register_thread();
+        id = rte_lcore_id();
+        if (id == LCORE_ID_ANY) return;
+        role = rte_eal_lcore_role(id);
+        std::array<rte_mbuf*, 10> m{};
+        if (rte_pktmbuf_alloc_bulk(mp, m.data(), m.size()) != 0) return;
+        rte_pktmbuf_free_bulk(m.data(), m.size());
+        rte_mempool_cache* c = rte_mempool_default_cache(mp, id);
+        cached = c ? c->len : 0;
+        unregister_thread();
+        id_after = rte_lcore_id();
+        after = c ? c->len : 1;
+        role_after = rte_eal_lcore_role(id);
+    }).join();
+    EXPECT_TRUE(uncached_before);
+    ASSERT_NE(id, LCORE_ID_ANY) << "no lcore id for the thread";
+    EXPECT_EQ(role, ROLE_NON_EAL);
+    EXPECT_GE(cached, 10u) << "the freed mbufs did not go to the thread's cache";
+    EXPECT_EQ(after, 0u) << "unregister_thread left mbufs in the ended thread's cache";
+    EXPECT_EQ(id_after, LCORE_ID_ANY);
+    EXPECT_EQ(role_after, ROLE_OFF) << "the lcore id was not given back";
+    EXPECT_EQ(rte_mempool_avail_count(mp), 1023u);
+    // The EAL's own thread keeps its lcore.
+    const unsigned main_id = rte_lcore_id();
+    unregister_thread();
+    EXPECT_EQ(rte_lcore_id(), main_id);
+    rte_mempool_free(mp);
 }
 
 TEST(Eal, ArgumentsThatChooseTheCores) {
