@@ -738,6 +738,21 @@ LinkEvent EthPort::poll_link() noexcept {
     return up ? LinkEvent::up : LinkEvent::down;
 }
 
+bool EthPort::payload_reachable(std::span<const std::span<const std::uint8_t>> payload) noexcept {
+    bool ok = !payload.empty() && payload.size() <= kMaxExtSegs && zc_mem_ != ZcMemory::none;
+    for (std::size_t i = 0; i < payload.size() && ok; ++i) {
+        const auto a = reinterpret_cast<std::uintptr_t>(payload[i].data());
+        const std::size_t n = payload[i].size();
+        ok = n > 0 && n <= UINT16_MAX;
+        if (zc_mem_ == ZcMemory::region)
+            ok = ok && a >= zc_lo_ && a + n <= zc_hi_;
+        else if (zc_mem_ == ZcMemory::dpdk) // the IOVA is looked up when attached
+            ok = ok && rte_mem_virt2memseg_list(payload[i].data()) != nullptr;
+    }
+    if (!ok) inc(PortCounter::tx_ext_refused);
+    return ok;
+}
+
 bool EthPort::attach_payload(PktBuf* buf, std::span<const std::span<const std::uint8_t>> payload,
                              std::span<const std::uint8_t> trailer, TxRef* ref) noexcept {
     const auto nspans = static_cast<unsigned>(payload.size());

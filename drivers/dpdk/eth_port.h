@@ -181,6 +181,12 @@ class EthPort final : public PortDriver {
         return zc_mem_ != ZcMemory::none;
     }
     /**
+     * True when every span of @p payload is memory zc_memory() accepts and fits one segment (1 -
+     * 65535 bytes), at most kMaxExtSegs spans; else counts tx_ext_refused. Engine thread.
+     */
+    [[nodiscard]] bool
+    payload_reachable(std::span<const std::span<const std::uint8_t>> payload) noexcept override;
+    /**
      * Chains @p payload by reference (external-buffer mbufs) and @p trailer (copied) after the
      * headers in @p buf; counts the payload segments on @p ref (TxRef::attach); each segment's free
      * callback counts it back (TxRef::detach). Refused (false, nothing changed): no segment mbufs;

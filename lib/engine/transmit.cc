@@ -182,6 +182,12 @@ bool Device::send_by_reference(unsigned port, const wire::PathHeaders& path,
     for (auto s : payload)
         len += s.size();
     if (len < zc_min_payload_[port]) return false;
+    // Asked first: the split frame's ICRC covers the payload, and a payload the port cannot send
+    // from would be summed again for the copy.
+    if (!ports_[port].driver->payload_reachable(payload)) {
+        counters_.inc(Counter::tx_zc_copied);
+        return false;
+    }
     if (!wire::build_frame_split(path, f, payload, buf->room(), sf)) return false;
     buf->len = static_cast<std::uint32_t>(sf.header_len);
     if (!ports_[port].driver->attach_payload(buf, payload, sf.trailer_bytes(), ref)) {

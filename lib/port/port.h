@@ -102,6 +102,18 @@ class PortDriver {
      */
     [[nodiscard]] virtual bool tx_by_reference() const noexcept { return false; }
     /**
+     * True when attach_payload() can reach every span of @p payload (memory the PMD may send
+     * from); the check alone, nothing attached. The engine asks before it sums a frame's ICRC over
+     * headers and payload for a split frame, so that a payload attach_payload would refuse
+     * (perftest's malloc'd buffers on memif zero-copy) is not summed twice: once for the split
+     * frame, then again for the copy. A driver may count the refusal. Engine thread.
+     * Default: tx_by_reference().
+     */
+    [[nodiscard]] virtual bool
+    payload_reachable(std::span<const std::span<const std::uint8_t>> /*payload*/) noexcept {
+        return tx_by_reference();
+    }
+    /**
      * Makes @p buf (headers in data[0..len), from alloc_bulk) a multi-segment frame: headers, then
      * the bytes of @p payload by reference (not copied), then @p trailer (pad and ICRC, at most 8
      * bytes, copied). For each segment that references @p payload, ref->attach() counts it; the

@@ -54,6 +54,10 @@ class TxShaper final : public PortDriver {
     [[nodiscard]] bool tx_by_reference() const noexcept override {
         return inner_.tx_by_reference();
     }
+    [[nodiscard]] bool
+    payload_reachable(std::span<const std::span<const std::uint8_t>> payload) noexcept override {
+        return inner_.payload_reachable(payload);
+    }
     bool attach_payload(PktBuf* buf, std::span<const std::span<const std::uint8_t>> payload,
                         std::span<const std::uint8_t> trailer, TxRef* ref) noexcept override {
         return inner_.attach_payload(buf, payload, trailer, ref);

@@ -46,6 +46,9 @@ class HoldPort final : public PortDriver {
     explicit HoldPort(EthPort& inner) : inner_(inner) {}
     bool hold = false;
     std::vector<rte_mbuf*> held;
+    bool unreachable =
+        false; ///< payload_reachable() says no, as memif zero-copy for malloc'd memory
+    unsigned attach_calls = 0;
 
     void release_all() {
         for (rte_mbuf* m : held)
@@ -75,9 +78,14 @@ class HoldPort final : public PortDriver {
     std::uint32_t max_frame() const noexcept override { return inner_.max_frame(); }
     bool link_up() const noexcept override { return inner_.link_up(); }
     bool tx_by_reference() const noexcept override { return inner_.tx_by_reference(); }
+    bool
+    payload_reachable(std::span<const std::span<const std::uint8_t>> payload) noexcept override {
+        return !unreachable && inner_.payload_reachable(payload);
+    }
     bool attach_payload(PktBuf* buf, std::span<const std::span<const std::uint8_t>> payload,
                         std::span<const std::uint8_t> trailer, TxRef* ref) noexcept override {
-        return inner_.attach_payload(buf, payload, trailer, ref);
+        ++attach_calls;
+        return !unreachable && inner_.attach_payload(buf, payload, trailer, ref);
     }
     void tx_reclaim() noexcept override { inner_.tx_reclaim(); }
 
@@ -212,6 +220,48 @@ TEST_F(ZeroCopyTest, RingPortSendsByReference) {
     EXPECT_EQ(eth_[0]->zc_memory(), EthPort::ZcMemory::any);
     EXPECT_TRUE(eth_[0]->tx_by_reference());
     EXPECT_EQ(dev_[0]->tx_by_reference_min(0), rc::kTxByRefMinPayload);
+}
+
+TEST_F(ZeroCopyTest, PayloadReachableSaysWhatAttachPayloadTakes) {
+    std::vector<std::uint8_t> m(100);
+    const std::span<const std::uint8_t> one(m);
+    const std::span<const std::uint8_t> none;
+    const std::uint64_t refused = eth_[0]->counter(PortCounter::tx_ext_refused);
+    EXPECT_TRUE(eth_[0]->payload_reachable({&one, 1})); // net_ring reads any memory
+    EXPECT_FALSE(eth_[0]->payload_reachable({}));
+    EXPECT_FALSE(eth_[0]->payload_reachable({&none, 1}));
+    std::vector<std::span<const std::uint8_t>> many(EthPort::kMaxExtSegs + 1, one);
+    EXPECT_FALSE(eth_[0]->payload_reachable(many));
+    EXPECT_EQ(eth_[0]->counter(PortCounter::tx_ext_refused), refused + 3);
+}
+
+/**
+ * Memory the port cannot send from (perftest's malloc'd buffers on memif zero-copy) is copied,
+ * and the engine learns it before it builds a split frame: the ICRC over the payload is summed
+ * once (for the copy), not first for a split frame attach_payload then refuses.
+ */
+TEST_F(ZeroCopyTest, UnreachableMemoryIsCopiedWithoutASplitFrameFirst) {
+    dev_[0]->set_tx_by_reference(0, 1);
+    hold_->unreachable = true;
+    std::vector<std::uint8_t> a = pattern(65536, 5), b(65536, 0);
+    mem::Mr* amr = reg(0, a);
+    mem::Mr* bmr = reg(1, b);
+    rc::SendWqe w;
+    w.wr_id = 1;
+    w.opcode = rc::WrOpcode::rdma_write;
+    w.send_flags = rc::kSendSignaled;
+    w.num_sge = 1;
+    w.sg_list[0] = rc::Sge{reinterpret_cast<std::uintptr_t>(a.data()), 65536, amr->lkey};
+    w.remote_addr = reinterpret_cast<std::uintptr_t>(b.data());
+    w.rkey = bmr->rkey;
+    std::uint32_t bad = 0;
+    ASSERT_EQ(dev_[0]->post_send(qp_[0], &w, 1, &bad), 0);
+    ASSERT_TRUE(run_until([&] { return scqe_[0].size() == 1; }));
+    EXPECT_EQ(scqe_[0][0].status, rc::WcStatus::success);
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(hold_->attach_calls, 0u) << "a split frame was built for memory the port refuses";
+    EXPECT_EQ(dev_[0]->total_counters()[Counter::tx_zc_pkts], 0u);
+    EXPECT_EQ(dev_[0]->total_counters()[Counter::tx_zc_copied], 16u); // 64 KiB at path MTU 4096
 }
 
 /** EthPort level: the transmitted chain's payload segment is the caller's memory, not a copy. */
