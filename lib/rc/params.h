@@ -28,7 +28,8 @@ inline constexpr std::uint32_t kMaxPaths =
     16; ///< paths per QP (RC uses 1; multipath one per entropy value)
 inline constexpr std::uint32_t kPsnWindow =
     1024; ///< unacknowledged packets a requester keeps in flight
-inline constexpr std::uint32_t kAckTimeoutMinNs = 4096;
+inline constexpr std::uint32_t kAckTimeoutMinNs =
+    4096; ///< local ACK timeout unit: 4.096 us × 2^timeout (IBTA §9.7.6.1.3)
 /**
  * Smallest payload a packet sends by reference (zero-copy) where the port can; smaller payloads are
  * copied into the header buffer. Measured with bench/e2e/run over memif zero-copy (README,
@@ -36,8 +37,7 @@ inline constexpr std::uint32_t kAckTimeoutMinNs = 4096;
  * packet; at 1 KiB that was 33 % fewer messages per second than copying, at 4 KiB a tie (within
  * noise), at 64 B a tie. So only full 4 KiB payloads go by reference by default.
  */
-inline constexpr std::uint32_t kTxByRefMinPayload =
-    4096; ///< local ACK timeout unit: 4.096 us × 2^timeout (IBTA §9.7.6.1.3)
+inline constexpr std::uint32_t kTxByRefMinPayload = 4096;
 
 /** Path MTU codes as ibv_mtu numbers them (1 = 256 B .. 5 = 4096 B). */
 enum class Mtu : std::uint8_t { mtu256 = 1, mtu512 = 2, mtu1024 = 3, mtu2048 = 4, mtu4096 = 5 };
