@@ -273,14 +273,35 @@ bool eal_args_choose_cores(const std::vector<std::string>& args) noexcept {
     return false;
 }
 
+namespace {
+/** Set on a thread by register_thread() when it called rte_thread_register (with or without an id
+ *  given): unregister_thread() then calls rte_thread_unregister, which also frees what the EAL
+ *  set up for the thread (a --trace buffer) when no id was free. */
+thread_local bool t_registered = false;
+std::atomic<bool> g_said_no_lcore{false};
+} // namespace
+
 void register_thread() noexcept {
     if (!eal_initialized() || rte_lcore_id() != LCORE_ID_ANY) return;
-    (void)rte_thread_register(); // fails only to "no id": the thread then runs uncached
+    t_registered = true;
+    if (rte_thread_register() == 0) return;
+    // No id free (ENOMEM: an EAL that took every CPU of a large host as its lcores), or DPDK
+    // multi-process in use (EINVAL: a secondary attached first). The thread runs uncached.
+    if (!g_said_no_lcore.exchange(true, std::memory_order_relaxed))
+        std::fprintf(stderr,
+                     "droce: engine thread without a DPDK lcore id (%s): its mbufs bypass the "
+                     "mempool caches (slower, correct)\n",
+                     rte_strerror(rte_errno));
 }
 
 void unregister_thread() noexcept {
+    if (!t_registered) return;
+    t_registered = false;
     const unsigned lcore = rte_lcore_id();
-    if (lcore == LCORE_ID_ANY || rte_eal_lcore_role(lcore) != ROLE_NON_EAL) return;
+    if (lcore == LCORE_ID_ANY || rte_eal_lcore_role(lcore) != ROLE_NON_EAL) {
+        rte_thread_unregister(); // no id was given: frees only the thread's EAL state
+        return;
+    }
     rte_mempool_walk(
         [](rte_mempool* mp, void*) {
             if (rte_mempool_cache* c = rte_mempool_default_cache(mp, rte_lcore_id()))

@@ -105,10 +105,14 @@ void release_files_from_signal() noexcept;
  * (rte_thread_register), so that DPDK's per-lcore mempool caches serve its mbuf allocations and
  * frees: without an id every rte_pktmbuf_alloc / free from it goes to the pool's shared ring.
  * Call on the thread itself, after eal_init(); pair with unregister_thread() on the same thread
- * before it ends. When no id is free (RTE_MAX_LCORE) or the EAL is not up, the thread goes on
- * without one (correct, uncached): nothing to handle. Also disables DPDK multi-process for the
- * process (rte_mp_disable: droce runs no secondary processes). Any non-EAL thread; not
- * async-signal-safe.
+ * before it ends. When the EAL is not up, or the thread has an id already, nothing happens. When
+ * DPDK refuses (no id free: an EAL that took every CPU of a host with RTE_MAX_LCORE or more as its
+ * lcores; or a DPDK secondary process already attached to this file prefix), the thread goes on
+ * without one (correct, uncached) and one line on stderr says so, once per process. The first
+ * registration disables DPDK multi-process for the file prefix (rte_mp_disable; the flag lives in
+ * the shared config): secondary-process tools (dpdk-proc-info, dpdk-pdump, dpdk-dumpcap) cannot
+ * attach to a droce process whose engine threads run; droce's own capture and telemetry do not
+ * need them. Any non-EAL thread; not async-signal-safe.
  */
 void register_thread() noexcept;
 
@@ -116,8 +120,11 @@ void register_thread() noexcept;
  * Gives back the calling thread's lcore id from register_thread(): first returns the objects its
  * mempool caches hold to their pools (rte_mempool_walk + rte_mempool_cache_flush: a cache of a
  * thread that ended would otherwise keep up to 1.5 x the cache size of mbufs of every pool out of
- * use until another thread got the same id), then rte_thread_unregister(). No-op for a thread
- * without an id of its own (and for the EAL's main thread).
+ * use until another thread got the same id), then rte_thread_unregister(). A thread whose
+ * registration got no id only has its EAL state freed; no-op for a thread that never called
+ * register_thread() (and for the EAL's main thread). No mempool may be freed while it runs
+ * (DPDK 22.11 unlinks a freed pool under another lock than the walk's): droce frees pools only
+ * when ports close, after the engines stopped.
  */
 void unregister_thread() noexcept;
 

@@ -746,8 +746,10 @@ bool EthPort::payload_reachable(std::span<const std::span<const std::uint8_t>> p
         ok = n > 0 && n <= UINT16_MAX;
         if (zc_mem_ == ZcMemory::region)
             ok = ok && a >= zc_lo_ && a + n <= zc_hi_;
-        else if (zc_mem_ == ZcMemory::dpdk) // the IOVA is looked up when attached
-            ok = ok && rte_mem_virt2memseg_list(payload[i].data()) != nullptr;
+        else if (zc_mem_ == ZcMemory::dpdk) // as attach_payload, which looks the IOVA up again
+            ok = ok && rte_mem_virt2memseg_list(payload[i].data()) != nullptr &&
+                 (rte_eal_iova_mode() == RTE_IOVA_VA ||
+                  rte_mem_virt2iova(payload[i].data()) != RTE_BAD_IOVA);
     }
     if (!ok) inc(PortCounter::tx_ext_refused);
     return ok;

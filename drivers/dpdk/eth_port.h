@@ -71,8 +71,8 @@ namespace droce::dpdk {
     X(rx_nombuf_dropped)   /* no mbuf to linearize into: dropped */                                \
     X(alloc_failed)        /* alloc_bulk returned fewer than asked */                              \
     X(tx_ext_segments)     /* payload segments sent by reference (attach_payload) */               \
-    X(tx_ext_refused) /* attach_payload refused: no segment mbuf, or memory the PMD cannot reach   \
-                       */                                                                          \
+    X(tx_ext_refused) /* by reference refused (payload_reachable, attach_payload): memory the PMD  \
+                         cannot reach, or no segment mbuf */                                       \
     X(lsc_events)     /* RTE_ETH_EVENT_INTR_LSC callbacks */
 
 enum class PortCounter : std::uint8_t {
