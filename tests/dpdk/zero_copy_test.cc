@@ -176,6 +176,21 @@ class ZeroCopyTest : public ::testing::Test {
         return mr;
     }
 
+    /** A signaled RDMA WRITE of @p len bytes from the start of @p src to the start of @p dst. */
+    static rc::SendWqe write_wqe(std::uint64_t id, const std::vector<std::uint8_t>& src,
+                                 const mem::Mr* smr, const std::vector<std::uint8_t>& dst,
+                                 const mem::Mr* dmr, std::uint32_t len) {
+        rc::SendWqe w;
+        w.wr_id = id;
+        w.opcode = rc::WrOpcode::rdma_write;
+        w.send_flags = rc::kSendSignaled;
+        w.num_sge = 1;
+        w.sg_list[0] = rc::Sge{reinterpret_cast<std::uintptr_t>(src.data()), len, smr->lkey};
+        w.remote_addr = reinterpret_cast<std::uintptr_t>(dst.data());
+        w.rkey = dmr->rkey;
+        return w;
+    }
+
     /** Polls both devices until @p done or 5 s pass; collects CQEs. */
     bool run_until(const std::function<bool()>& done) {
         for (std::uint64_t end = clock_.now_ns() + 5'000'000'000ull; clock_.now_ns() < end;) {
@@ -246,14 +261,7 @@ TEST_F(ZeroCopyTest, UnreachableMemoryIsCopiedWithoutASplitFrameFirst) {
     std::vector<std::uint8_t> a = pattern(65536, 5), b(65536, 0);
     mem::Mr* amr = reg(0, a);
     mem::Mr* bmr = reg(1, b);
-    rc::SendWqe w;
-    w.wr_id = 1;
-    w.opcode = rc::WrOpcode::rdma_write;
-    w.send_flags = rc::kSendSignaled;
-    w.num_sge = 1;
-    w.sg_list[0] = rc::Sge{reinterpret_cast<std::uintptr_t>(a.data()), 65536, amr->lkey};
-    w.remote_addr = reinterpret_cast<std::uintptr_t>(b.data());
-    w.rkey = bmr->rkey;
+    const rc::SendWqe w = write_wqe(1, a, amr, b, bmr, 65536);
     std::uint32_t bad = 0;
     ASSERT_EQ(dev_[0]->post_send(qp_[0], &w, 1, &bad), 0);
     ASSERT_TRUE(run_until([&] { return scqe_[0].size() == 1; }));
@@ -324,14 +332,7 @@ TEST_F(ZeroCopyTest, CqeWaitsForAckAndRelease) {
     mem::Mr* smr = reg(0, src);
     mem::Mr* dmr = reg(1, dst);
     hold_->hold = true;
-    rc::SendWqe w;
-    w.wr_id = 42;
-    w.opcode = rc::WrOpcode::rdma_write;
-    w.send_flags = rc::kSendSignaled;
-    w.num_sge = 1;
-    w.sg_list[0] = rc::Sge{reinterpret_cast<std::uintptr_t>(src.data()), 8192, smr->lkey};
-    w.remote_addr = reinterpret_cast<std::uintptr_t>(dst.data());
-    w.rkey = dmr->rkey;
+    const rc::SendWqe w = write_wqe(42, src, smr, dst, dmr, 8192);
     std::uint32_t bad = 0;
     ASSERT_EQ(dev_[0]->post_send(qp_[0], &w, 1, &bad), 0);
 
