@@ -738,19 +738,30 @@ LinkEvent EthPort::poll_link() noexcept {
     return up ? LinkEvent::up : LinkEvent::down;
 }
 
-bool EthPort::payload_reachable(std::span<const std::span<const std::uint8_t>> payload) noexcept {
-    bool ok = !payload.empty() && payload.size() <= kMaxExtSegs && zc_mem_ != ZcMemory::none;
-    for (std::size_t i = 0; i < payload.size() && ok; ++i) {
-        const auto a = reinterpret_cast<std::uintptr_t>(payload[i].data());
-        const std::size_t n = payload[i].size();
-        ok = n > 0 && n <= UINT16_MAX;
-        if (zc_mem_ == ZcMemory::region)
-            ok = ok && a >= zc_lo_ && a + n <= zc_hi_;
-        else if (zc_mem_ == ZcMemory::dpdk) // as attach_payload, which looks the IOVA up again
-            ok = ok && rte_mem_virt2memseg_list(payload[i].data()) != nullptr &&
-                 (rte_eal_iova_mode() == RTE_IOVA_VA ||
-                  rte_mem_virt2iova(payload[i].data()) != RTE_BAD_IOVA);
+static_assert(std::is_same_v<rte_iova_t, std::uint64_t>);
+bool EthPort::span_reachable(std::span<const std::uint8_t> s, std::uint64_t* iova) const noexcept {
+    const auto a = reinterpret_cast<std::uintptr_t>(s.data());
+    *iova = RTE_BAD_IOVA;
+    if (s.empty() || s.size() > UINT16_MAX) return false;
+    switch (zc_mem_) {
+    case ZcMemory::any:
+        return true;
+    case ZcMemory::region:
+        return a >= zc_lo_ && a + s.size() <= zc_hi_;
+    case ZcMemory::dpdk:
+        *iova = rte_mem_virt2iova(s.data());
+        return rte_mem_virt2memseg_list(s.data()) != nullptr && *iova != RTE_BAD_IOVA;
+    case ZcMemory::none:
+        break;
     }
+    return false;
+}
+
+bool EthPort::payload_reachable(std::span<const std::span<const std::uint8_t>> payload) noexcept {
+    bool ok = !payload.empty() && payload.size() <= kMaxExtSegs;
+    rte_iova_t iova;
+    for (std::size_t i = 0; i < payload.size() && ok; ++i)
+        ok = span_reachable(payload[i], &iova);
     if (!ok) inc(PortCounter::tx_ext_refused);
     return ok;
 }
@@ -765,30 +776,11 @@ bool EthPort::attach_payload(PktBuf* buf, std::span<const std::span<const std::u
     std::array<rte_iova_t, kMaxExtSegs> iova{};
     std::uint32_t ext = 0;
     for (unsigned i = 0; i < nspans; ++i) {
-        const auto a = reinterpret_cast<std::uintptr_t>(payload[i].data());
-        const std::size_t n = payload[i].size();
-        bool ok = n > 0 && n <= UINT16_MAX;
-        iova[i] = RTE_BAD_IOVA;
-        switch (zc_mem_) {
-        case ZcMemory::any:
-            break;
-        case ZcMemory::region:
-            ok = ok && a >= zc_lo_ && a + n <= zc_hi_;
-            break;
-        case ZcMemory::dpdk:
-            iova[i] = rte_mem_virt2iova(payload[i].data());
-            ok = ok && rte_mem_virt2memseg_list(payload[i].data()) != nullptr &&
-                 iova[i] != RTE_BAD_IOVA;
-            break;
-        case ZcMemory::none:
-            ok = false;
-            break;
-        }
-        if (!ok) {
+        if (!span_reachable(payload[i], &iova[i])) {
             inc(PortCounter::tx_ext_refused);
             return false;
         }
-        ext += static_cast<std::uint32_t>(n);
+        ext += static_cast<std::uint32_t>(payload[i].size());
     }
     std::array<rte_mbuf*, kMaxExtSegs + 1> segs{};
     if (rte_pktmbuf_alloc_bulk(seg_pool_, segs.data(), nspans + 1) != 0) {

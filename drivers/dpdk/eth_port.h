@@ -208,6 +208,11 @@ class EthPort final : public PortDriver {
         dpdk,   ///< other PMDs (DMA): only DPDK memory, whose IOVA is known
     };
     [[nodiscard]] ZcMemory zc_memory() const noexcept { return zc_mem_; }
+    /** One span by zc_memory()'s rule, 1 - 65535 bytes; @p iova gets its IOVA on DMA ports
+     *  (ZcMemory::dpdk; RTE_BAD_IOVA elsewhere). The rule payload_reachable and attach_payload
+     *  share. */
+    [[nodiscard]] bool span_reachable(std::span<const std::uint8_t> s,
+                                      std::uint64_t* iova) const noexcept;
     static constexpr unsigned kMaxExtSegs = 16; ///< payload spans per frame attach_payload takes
     /** mtu + 14 (Ethernet header; no VLAN tag). */
     [[nodiscard]] std::uint32_t max_frame() const noexcept override { return mtu_ + 14; }
