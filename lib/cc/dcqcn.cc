@@ -14,7 +14,7 @@ DcqcnProfile paper_profile() noexcept {
     DcqcnProfile p;
     p.name = "paper";
     p.rpg_time_reset_us = 55;            // T = 55 us
-    p.rpg_byte_reset = 10'000'000;       // B = 10 MB: the timer drives increases
+    p.rpg_byte_reset = 156'250;          // B = 10 MB (64-byte units): the timer drives increases
     p.rpg_threshold = 5;                 // F = 5
     p.rpg_ai_rate_mbps = 40;             // R_AI at 40 Gb/s
     p.rpg_hai_rate_mbps = 200;           // R_HAI (the authors' simulation sample)
@@ -107,13 +107,14 @@ void DcqcnRp::increase(bool from_timer) noexcept {
 
 void DcqcnRp::on_sent(std::uint64_t bytes, std::uint64_t /*now_ns*/) noexcept {
     if (!active_ || p_.rpg_byte_reset == 0) return;
+    const std::uint64_t b = std::uint64_t{p_.rpg_byte_reset} * kRpgByteResetUnitBytes;
     bytes_ += bytes;
-    while (bytes_ >= p_.rpg_byte_reset && rc_ < max_rate_) {
-        bytes_ -= p_.rpg_byte_reset;
+    while (bytes_ >= b && rc_ < max_rate_) {
+        bytes_ -= b;
         ++b_stage_;
         increase(false);
     }
-    if (rc_ >= max_rate_) bytes_ %= p_.rpg_byte_reset;
+    if (rc_ >= max_rate_) bytes_ %= b;
 }
 
 void DcqcnRp::on_time(std::uint64_t now_ns) noexcept {

@@ -11,8 +11,8 @@
  * below RC x rpg_min_dec_fac % nor below rpg_min_rate; the rate-increase state restarts. Alpha is
  * updated every dce_tcp_rtt: towards 1 (gain g = 1 - dce_tcp_g/1024) when a CNP arrived in that
  * period, towards 0 otherwise. Rate increase events come from a timer (every rpg_time_reset) and a
- * byte counter (every rpg_byte_reset bytes sent), each counting its own stage: while neither stage
- * has passed rpg_threshold (F) fast recovery (RC = (RT + RC) / 2); once one passed F additive
+ * byte counter (every rpg_byte_reset x 64 bytes sent), each counting its own stage: while neither
+ * stage has passed rpg_threshold (F) fast recovery (RC = (RT + RC) / 2); once one passed F additive
  * increase (RT += rpg_ai_rate, then the average); once both passed F hyper increase
  * (RT += i x rpg_hai_rate, i = min(stages) - F). Stages only grow until the next CNP, so the
  * three come in that order. Rates are capped at the line rate (or
@@ -31,12 +31,23 @@
 
 namespace droce::cc {
 
+/**
+ * The unit of DcqcnProfile::rpg_byte_reset, bytes. NVIDIA's text calls the field "bytes"; droce
+ * reads it, as Google's isekai model of ConnectX DCQCN does (rdma_roce_cc_dcqcn.cc and its test),
+ * in 64-byte blocks: ConnectX's default 32767 is then 2 MiB, a byte-counter event every 168 us at
+ * 100 Gb/s, the same scale as the 300 us timer. Read as bytes, 32767 fires every 2.6 us at
+ * 100 Gb/s, the timer never matters, and on the sim fabric the profile never holds a queue: each
+ * flow's rate returns halfway to the line between CNPs and the queue stands at the sum of the
+ * windows (README, DCQCN).
+ */
+inline constexpr std::uint64_t kRpgByteResetUnitBytes = 64;
+
 /** DCQCN parameters, NVIDIA names and units (see the file comment). */
 struct DcqcnProfile {
     std::string_view name = "nvidia";
     // RP
     std::uint32_t rpg_time_reset_us = 300; ///< rate-increase timer T
-    std::uint32_t rpg_byte_reset = 32767;  ///< rate-increase byte counter B (bytes)
+    std::uint32_t rpg_byte_reset = 32767;  ///< byte counter B, kRpgByteResetUnitBytes units
     std::uint32_t rpg_threshold = 1;       ///< F: increase events before leaving fast recovery
     std::uint32_t rpg_ai_rate_mbps = 5;    ///< R_AI
     std::uint32_t rpg_hai_rate_mbps = 50;  ///< R_HAI

@@ -154,11 +154,29 @@ TEST(Dcqcn, TheProfilesReactAndRecoverAtDifferentSpeeds) {
         nvp.min_time_between_cnps_us, pp.min_time_between_cnps_us, nv / 1e3, paper / 1e3);
     ASSERT_GT(nv, 0u);
     ASSERT_GT(paper, 0u);
-    // ConnectX reacts sooner (CNPs up to every 4 us, not 50) and, at 40 Gb/s, recovers sooner:
-    // its 32 KiB byte counter fires every 6.5 us at line rate and RT stays at the line until a
-    // timer increase, while the paper's increases wait for its 55 us timer.
+    // ConnectX reacts sooner (CNPs up to every 4 us, not 50) and recovers later: its increases
+    // wait for its 300 us timer or 2 MiB sent (420 us at 40 Gb/s), the paper's for its 55 us timer.
     EXPECT_LT(nvp.min_time_between_cnps_us, pp.min_time_between_cnps_us);
-    EXPECT_LT(nv, paper);
+    EXPECT_GT(nv, paper);
+}
+
+TEST(Dcqcn, TheByteCounterCountsIn64ByteBlocks) {
+    // ConnectX's rpg_byte_reset 32767 is 2 MiB (kRpgByteResetUnitBytes; dcqcn.h says why).
+    DcqcnRp rp;
+    const DcqcnProfile p = nvidia_profile();
+    rp.init(p, kLine);
+    const std::uint64_t now = 1'000'000;
+    ASSERT_TRUE(rp.on_cnp(now));
+    const double cut = rp.rate_mbps();
+    const std::uint64_t b = std::uint64_t{p.rpg_byte_reset} * kRpgByteResetUnitBytes;
+    EXPECT_EQ(b, 32767u * 64u);
+    rp.on_sent(b - 1, now + 1000); // well before the 300 us timer
+    EXPECT_EQ(rp.byte_stage(), 0u);
+    EXPECT_DOUBLE_EQ(rp.rate_mbps(), cut);
+    rp.on_sent(1, now + 2000);
+    EXPECT_EQ(rp.byte_stage(), 1u);
+    EXPECT_EQ(rp.last_event(), RpEvent::fast_recovery);
+    EXPECT_DOUBLE_EQ(rp.rate_mbps(), (cut + rp.target_mbps()) / 2);
 }
 
 TEST(Dcqcn, BoundsHold) {

@@ -61,10 +61,40 @@ TEST(DcqcnFabric, FlowsShareABottleneckFairlyWithoutLoss) {
     }
 }
 
+TEST(DcqcnFabric, PaperProfileAtThePapersOperatingPoint) {
+    // The paper's RP and NP values were set for 40 Gb/s ports and its CP values (Kmin 5 KB, Kmax
+    // 200 KB, Pmax 1 %). At 10 Gb/s (above) R_AI = 40 Mb/s is 6 % of a 16th of the link per 55 us
+    // and the 16 flows swing the queue through the band in step; here it holds inside the band.
+    const sim::LinkConfig link = bottleneck_paper_40g();
+    for (const std::uint32_t n : {2u, 4u, 8u, 16u}) {
+        Incast t(n, link, cc::profile_by_name("paper"), false, link.bandwidth_gbps);
+        (void)t.run_for(20'000'000);
+        const std::uint64_t paused0 = t.paused_ns();
+        const std::vector<double> g = t.run_for(40'000'000);
+        const double util =
+            std::accumulate(g.begin(), g.end(), 0.0) / (link.bandwidth_gbps * 4096.0 / 4154.0);
+        const double paused = (t.paused_ns() - paused0) / (40e6 * n);
+        std::printf("paper, 40 Gb/s, %2u flows: Jain %.4f, utilisation %.3f, drops %llu, pauses "
+                    "%llu (senders paused %.4f of the steady state); queue mean %.0f KB, max %.0f "
+                    "KB, below Kmin %.2f, Kmin..Kmax %.2f, above Kmax %.2f\n",
+                    n, jain(g), util, static_cast<unsigned long long>(t.drops()),
+                    static_cast<unsigned long long>(t.pauses()), paused, t.queue.mean_bytes / 1e3,
+                    t.queue.max_bytes / 1e3, t.queue.below_kmin, t.queue.in_band,
+                    t.queue.above_kmax);
+        EXPECT_GE(jain(g), 0.98) << n << " flows";
+        EXPECT_GE(util, 0.90) << n << " flows";
+        EXPECT_EQ(t.drops(), 0u) << n << " flows";
+        EXPECT_GE(t.queue.in_band, 0.5) << n << " flows: the queue is not mostly in the band";
+        EXPECT_LE(paused, 0.01) << n << " flows: PFC, not DCQCN, holds the steady state";
+    }
+}
+
 TEST(DcqcnFabric, NvidiaProfileAtTheSameBottleneck) {
-    // Figures only (README, DCQCN): ConnectX's defaults (byte counter 32 KB, timer 300 us) were
-    // set for 100 Gb/s fabrics; at this 10 Gb/s RED queue they are not fair. What must hold: the
-    // QPs react (CNPs handled) and the link is used.
+    // ConnectX's defaults at this 10 Gb/s port of 4 KB frames, no PFC: 2, 4 and 8 flows share it
+    // fairly without a drop. 16 flows overflow the 4 MB queue at the synchronised start: a flow's
+    // packet reaches the NP only every 52 us, so its rate is cut at most that often (the profile's
+    // 4 us assume a packet of each flow every few microseconds), and the flows whose window's last
+    // packet was dropped wait out their 67 ms ACK timeout (printed; README, DCQCN).
     for (const std::uint32_t n : {2u, 4u, 8u, 16u}) {
         Incast t(n, bottleneck(), cc::profile_by_name("nvidia"));
         (void)t.run_for(20'000'000);
@@ -79,16 +109,46 @@ TEST(DcqcnFabric, NvidiaProfileAtTheSameBottleneck) {
             jain(g), util, static_cast<unsigned long long>(cnps),
             static_cast<unsigned long long>(t.drops()));
         EXPECT_GT(cnps, 0u);
-        EXPECT_GE(util, 0.5) << n << " flows";
+        if (n == 16) continue;
+        EXPECT_GE(jain(g), 0.98) << n << " flows";
+        EXPECT_GE(util, 0.90) << n << " flows";
+        EXPECT_EQ(t.drops(), 0u) << n << " flows";
+    }
+}
+
+TEST(DcqcnFabric, NvidiaProfileAt100Gbps) {
+    // ConnectX's defaults (per-microsecond alpha, 4 us CNP spacing) at a 100 Gb/s port, with PFC
+    // as they are deployed: 16 flows at line rate would fill the 4 MB queue in 22 us, before a
+    // flow's rate is cut the four times it takes to reach its share (lossy: 2853 drops). PFC pauses
+    // senders in that start only; in the steady state DCQCN alone holds the queue under XOFF.
+    const sim::LinkConfig link = bottleneck_nvidia_100g();
+    for (const std::uint32_t n : {2u, 4u, 8u, 16u}) {
+        Incast t(n, link, cc::profile_by_name("nvidia"), false, link.bandwidth_gbps);
+        (void)t.run_for(20'000'000);
+        const std::uint64_t start_paused = t.paused_ns();
+        const std::vector<double> g = t.run_for(40'000'000);
+        const double util =
+            std::accumulate(g.begin(), g.end(), 0.0) / (link.bandwidth_gbps * 4096.0 / 4154.0);
+        const double paused = (t.paused_ns() - start_paused) / (40e6 * n);
+        std::printf("nvidia, 100 Gb/s, %2u flows: Jain %.4f, utilisation %.3f, drops %llu, senders "
+                    "paused %.4f of the first 20 ms and %.4f of the steady state; queue mean %.0f "
+                    "KB, max %.0f KB, below Kmin %.2f, Kmin..Kmax %.2f, above Kmax %.2f\n",
+                    n, jain(g), util, static_cast<unsigned long long>(t.drops()),
+                    start_paused / (20e6 * n), paused, t.queue.mean_bytes / 1e3,
+                    t.queue.max_bytes / 1e3, t.queue.below_kmin, t.queue.in_band,
+                    t.queue.above_kmax);
+        EXPECT_GE(jain(g), 0.98) << n << " flows";
+        EXPECT_GE(util, 0.90) << n << " flows";
+        EXPECT_EQ(t.drops(), 0u) << n << " flows";
+        EXPECT_LE(paused, 0.01) << n << " flows: PFC, not DCQCN, holds the steady state";
     }
 }
 
 TEST(DcqcnFabric, NvidiaProfileInALosslessFabric) {
-    // Where ConnectX's defaults are deployed: a lossless fabric. The same bottleneck with PFC
-    // (XOFF 320 KB, twice Kmax; XON 300 KB): nothing is dropped and no flow starves, but at this
-    // rate and MTU the profile does not hold the queue under XOFF: PFC pauses the senders for much
-    // of the time, and the flows' shares follow their unequal DCQCN rates (Jain 0.90 with 4 flows;
-    // printed; README, DCQCN). The paper's profile needs PFC only at the start (IncastVictim).
+    // The same 10 Gb/s bottleneck with PFC (XOFF 320 KB, twice Kmax; XON 300 KB): nothing is
+    // dropped, the flows share fairly, and with 2, 4 and 8 flows PFC pauses no one once DCQCN has
+    // the queue. With 16 it never has it (the 52 us between a flow's packets, above): the senders
+    // are paused most of the time and PFC does the sharing (printed; README, DCQCN).
     for (const std::uint32_t n : {2u, 4u, 8u, 16u}) {
         Incast t(n, bottleneck_pfc(), cc::profile_by_name("nvidia"));
         (void)t.run_for(20'000'000);
@@ -103,9 +163,9 @@ TEST(DcqcnFabric, NvidiaProfileInALosslessFabric) {
                     (t.paused_ns() - paused0) / (40e6 * n), t.queue.mean_bytes / 1e3,
                     t.queue.max_bytes / 1e3);
         EXPECT_EQ(t.drops(), 0u) << n << " flows";
-        EXPECT_GE(jain(g), 0.85) << n << " flows"; // lossy, 16 flows: 0.35 (10 flows starved)
-        EXPECT_GE(util, 0.75) << n << " flows";
-        EXPECT_GT(t.pauses(), 0u) << n << " flows";
+        EXPECT_GE(jain(g), 0.98) << n << " flows";
+        EXPECT_GE(util, 0.90) << n << " flows";
+        if (n < 16) EXPECT_LE((t.paused_ns() - paused0) / (40e6 * n), 0.01) << n << " flows";
     }
 }
 

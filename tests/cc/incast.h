@@ -299,6 +299,45 @@ inline sim::LinkConfig bottleneck() {
     return l;
 }
 
+/**
+ * The paper profile's own operating point (DCQCN, SIGCOMM 2015, Sec. 5): a 40 Gb/s port, RED from
+ * Kmin 5 KB to Kmax 200 KB with Pmax 1 %, a 4 MB queue and PFC (XOFF 400 KB, twice Kmax; XON
+ * 380 KB) as the paper deploys it, for the synchronised start only: 16 flows at line rate fill 4 MB
+ * in 53 us, before a 50 us CNP interval has cut anyone twice.
+ */
+inline sim::LinkConfig bottleneck_paper_40g() {
+    sim::LinkConfig l;
+    l.bandwidth_gbps = 40;
+    l.delay_ns = 1000;
+    l.queue_bytes = 4 << 20;
+    l.ecn = true;
+    l.kmin_bytes = 5'000;
+    l.kmax_bytes = 200'000;
+    l.pmax = 0.01;
+    l.pfc_xoff_bytes = 400'000;
+    l.pfc_xon_bytes = 380'000;
+    return l;
+}
+
+/**
+ * ConnectX's defaults at the rate they were set for: a 100 Gb/s port with the HPCC artifact's RED
+ * (100 / 400 KB and Pmax 0.2 per 25 Gb/s, scaled: 400 KB to 1.6 MB), a 4 MB queue and PFC (XOFF
+ * 3.2 MB, twice Kmax; XON 3 MB), ConnectX's deployment.
+ */
+inline sim::LinkConfig bottleneck_nvidia_100g() {
+    sim::LinkConfig l;
+    l.bandwidth_gbps = 100;
+    l.delay_ns = 1000;
+    l.queue_bytes = 4 << 20;
+    l.ecn = true;
+    l.kmin_bytes = 400'000;
+    l.kmax_bytes = 1'600'000;
+    l.pmax = 0.2;
+    l.pfc_xoff_bytes = 3'200'000;
+    l.pfc_xon_bytes = 3'000'000;
+    return l;
+}
+
 /** bottleneck() in a lossless fabric: PFC pauses a sender whose frame leaves the queue above
  *  @p xoff_bytes, until it drains to @p xon_bytes (far above Kmax: DCQCN should act first). */
 inline sim::LinkConfig bottleneck_pfc(std::uint64_t xoff_bytes = 320'000,
