@@ -10,7 +10,9 @@
  * CNPs, and the convergence time (the first time after which the Jain index of the flows' rates
  * stays at or above 0.95 for 5 ms). Then `nvidia` again, 2 and 16 flows, in a lossless fabric (PFC
  * at XOFF 320 KB / XON 300 KB, sim/fabric.h): PFC pauses, and the share of time the senders spent
- * paused.
+ * paused. Then each profile at its own operating point, with PFC for the synchronised start
+ * (tests/cc/incast.h): `paper` at 40 Gb/s with the paper's RED (Kmin 5 KB, Kmax 200 KB, Pmax 1 %),
+ * `nvidia` at 100 Gb/s with the HPCC artifact's RED scaled (400 KB - 1.6 MB, Pmax 0.2).
  *
  * usage: dcqcn_bench OUT.json
  */
@@ -29,9 +31,10 @@ constexpr std::uint64_t kSampleNs = 20'000;
 constexpr std::uint64_t kTraceNs = 60'000'000;
 constexpr std::uint64_t kSteadyFromNs = 20'000'000;
 
-nlohmann::json run_case(const char* profile, std::uint32_t flows, bool lossless) {
-    const sim::LinkConfig link = lossless ? bottleneck_pfc() : bottleneck();
-    Incast t(flows, link, cc::profile_by_name(profile));
+nlohmann::json run_case(const char* profile, std::uint32_t flows, const sim::LinkConfig& link) {
+    const bool lossless = link.pfc_xoff_bytes != 0;
+    const double gbps = link.bandwidth_gbps;
+    Incast t(flows, link, cc::profile_by_name(profile), false, gbps);
     nlohmann::json samples = nlohmann::json::array();
     std::vector<std::uint64_t> done_at_steady;
     std::uint64_t paused_at_steady = 0;
@@ -72,16 +75,20 @@ nlohmann::json run_case(const char* profile, std::uint32_t flows, bool lossless)
     std::uint64_t cnps = 0;
     for (rc::Qp* q : t.send_qp)
         cnps += q->counters[Counter::rp_cnp_handled];
-    const double util = total / (kLinkGbps * 4096.0 / 4154.0);
+    const double util = total / (gbps * 4096.0 / 4154.0);
     const double paused = static_cast<double>(t.paused_ns() - paused_at_steady) / steady_ns / flows;
-    std::printf("P7 %-6s %-8s %2u flows: Jain %.4f, utilisation %.3f, converged %s%.1f ms, drops "
-                "%llu, marks %llu, CNPs %llu, senders paused %.3f of the time\n",
-                profile, lossless ? "lossless" : "lossy", flows, jain(goodput), util,
+    std::printf("P7 %-6s %3.0f Gb/s %-8s %2u flows: Jain %.4f, utilisation %.3f, converged %s%.1f "
+                "ms, drops %llu, marks %llu, CNPs %llu, senders paused %.3f of the time\n",
+                profile, gbps, lossless ? "lossless" : "lossy", flows, jain(goodput), util,
                 converged_ms < 0 ? "never (" : "", converged_ms < 0 ? 60.0 : converged_ms,
                 static_cast<unsigned long long>(t.drops()),
                 static_cast<unsigned long long>(t.marks()), static_cast<unsigned long long>(cnps),
                 paused);
     return {{"profile", profile},
+            {"link_gbps", gbps},
+            {"kmin_kb", link.kmin_bytes / 1e3},
+            {"kmax_kb", link.kmax_bytes / 1e3},
+            {"pmax", link.pmax},
             {"fabric", lossless ? "lossless" : "lossy"},
             {"pfc_xoff_kb", link.pfc_xoff_bytes / 1e3},
             {"pfc_xon_kb", link.pfc_xon_bytes / 1e3},
@@ -105,17 +112,22 @@ int main(int argc, char** argv) {
     const char* out = argc > 1 ? argv[1] : "dcqcn-bench.json";
     nlohmann::json j;
     j["what"] = "DCQCN P7 on the sim fabric: N RC flows (64 KiB WRITEs, 8 outstanding) from line "
-                "rate into one 10 Gb/s port, RED 40-160 KB Pmax 0.2, 4 MB queue, 1 us links, "
-                "virtual clock; steady state 20..60 ms; fabric lossless: PFC pauses a sender "
-                "above XOFF 320 KB until the queue drains to XON 300 KB (paused_share: the "
-                "senders' mean share of the steady state spent paused)";
+                "rate into one port, 4 MB queue, 1 us links, virtual clock; steady state 20..60 "
+                "ms. link_gbps 10: RED 40-160 KB Pmax 0.2; fabric lossless: PFC pauses a sender "
+                "above XOFF until the queue drains to XON (paused_share: the senders' mean share "
+                "of the steady state spent paused). Each profile at its own operating point: "
+                "paper at 40 Gb/s, RED 5-200 KB Pmax 0.01, XOFF 400 KB; nvidia at 100 Gb/s, RED "
+                "400-1600 KB Pmax 0.2, XOFF 3.2 MB";
     j["cases"] = nlohmann::json::array();
     for (const char* profile : {"paper", "nvidia"})
         for (const std::uint32_t n : {2u, 16u})
-            j["cases"].push_back(run_case(profile, n, false));
-    // Where ConnectX's defaults are deployed: the same port with PFC (lossless).
+            j["cases"].push_back(run_case(profile, n, bottleneck()));
     for (const std::uint32_t n : {2u, 16u})
-        j["cases"].push_back(run_case("nvidia", n, true));
+        j["cases"].push_back(run_case("nvidia", n, bottleneck_pfc()));
+    for (const std::uint32_t n : {2u, 16u})
+        j["cases"].push_back(run_case("paper", n, bottleneck_paper_40g()));
+    for (const std::uint32_t n : {2u, 16u})
+        j["cases"].push_back(run_case("nvidia", n, bottleneck_nvidia_100g()));
     std::ofstream(out) << j.dump(1) << "\n";
     std::printf("wrote %s\n", out);
     return 0;

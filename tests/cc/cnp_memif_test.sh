@@ -13,12 +13,11 @@
 #              congested link's: at most the modelled 2 Gb/s, with at least 10 x fewer frames
 #              tail-dropped by the modelled queue than without DCQCN; every byte verified.
 #              Not "almost none": with the nvidia profile alpha decays to ~0 within a millisecond
-#              without CNPs (dce_tcp_rtt 1 us, g 1019/1024) and the 32 KB byte counter with F = 1
-#              takes RC back to the line as fast, so a notification point that loses its core for a
-#              few milliseconds (a busy CI host, other guests on the same cores) lets
-#              the client send up to its 8 MB window at 10 Gb/s into the 4 MB modelled queue. Quiet
-#              host: 0.25 - 0.76 % tail-dropped; CI on 2026-12-04: 5.9 %; under two CPU hogs 13 -
-#              19 %; DCQCN off 35 - 180 x more in every one of those runs.
+#              without CNPs (dce_tcp_rtt 1 us, g 1019/1024) and the rate climbs back to the line,
+#              so a notification point that loses its core for a few milliseconds (a busy CI
+#              host, other guests on the same cores) lets the client send much of its 8 MB window
+#              at 10 Gb/s into the 4 MB modelled queue. Quiet host, 2026-12-05: 0, 0 and 12.4 %
+#              tail-dropped, DCQCN off over 500 x more (README, DCQCN).
 #   DCQCN off: the same transfer sends at the line, the modelled queue overflows and tail-drops
 #              (many times more than with DCQCN), and no CNP is sent.
 # usage: cnp_memif_test.sh PATH/TO/droce-perf PATH/TO/droce-trace CONFIG_DIR
