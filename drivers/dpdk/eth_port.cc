@@ -317,10 +317,15 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
                ".." + std::to_string(kMaxMtu);
         return nullptr;
     }
-    if (cfg.n_mbufs < static_cast<std::uint32_t>(cfg.rx_desc) + cfg.tx_desc + 2u * kMaxBurst ||
-        cfg.mbuf_cache > 512) {
+    // What the pool must hold besides the rings and two bursts: the mempool caches of the lcores
+    // that allocate from it (the engine thread and the EAL's own), each up to 1.5 x mbuf_cache
+    // before DPDK flushes it back.
+    const std::uint32_t cache_room = kPoolCacheLcores * (cfg.mbuf_cache + cfg.mbuf_cache / 2);
+    if (cfg.mbuf_cache > 512 || cfg.n_mbufs < static_cast<std::uint32_t>(cfg.rx_desc) +
+                                                  cfg.tx_desc + 2u * kMaxBurst + cache_room) {
         *err = who + "n_mbufs " + std::to_string(cfg.n_mbufs) + " below rx_desc + tx_desc + " +
-               std::to_string(2 * kMaxBurst) + " (or mbuf_cache above 512)";
+               std::to_string(2 * kMaxBurst) + " + " + std::to_string(cache_room) +
+               " in lcore caches (or mbuf_cache above 512)";
         return nullptr;
     }
     rte_eth_dev_info info{};

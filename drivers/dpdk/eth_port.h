@@ -94,9 +94,9 @@ struct EthPortConfig {
     std::uint16_t port_id = 0; ///< an ethdev already probed (EAL --vdev / PCI scan / probe_port())
     std::uint8_t port_index =
         0; ///< droce's 0-based port index, written to PktBuf::port on rx and alloc
-    std::uint32_t mtu = 1500; ///< IP MTU in bytes (68..9600); max_frame() = mtu + 14
-    std::uint32_t n_mbufs =
-        4095; ///< mbufs in the port's pool (>= rx_desc + tx_desc + 2 * kMaxBurst)
+    std::uint32_t mtu = 1500;      ///< IP MTU in bytes (68..9600); max_frame() = mtu + 14
+    std::uint32_t n_mbufs = 4095;  ///< mbufs in the port's pool (>= rx_desc + tx_desc + 2 *
+                                   ///< kMaxBurst + EthPort::kPoolCacheLcores x 1.5 x mbuf_cache)
     std::uint32_t mbuf_cache = 64; ///< per-lcore mempool cache (0..512)
     /// Data bytes per mbuf at least (0 = from the MTU). EthPort also honours the PMD's own minimum:
     /// dev_info.min_rx_bufsize, and net_af_packet's framesz devarg (its rx copies whole frame
@@ -123,6 +123,9 @@ class EthPort final : public PortDriver {
   public:
     static constexpr std::uint16_t kMaxBurst =
         64; ///< mbufs per PMD call; longer bursts are chunked
+    /** Lcores whose mempool caches the pool must fill: the engine thread (dpdk::register_thread)
+     *  and the EAL's main thread, where the control path frees mbufs. */
+    static constexpr std::uint32_t kPoolCacheLcores = 2;
 
     /**
      * Sets up @p cfg.port_id: creates the mempool, configures 1 rx + 1 tx queue, sets the MTU,

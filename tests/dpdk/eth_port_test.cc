@@ -231,6 +231,10 @@ TEST(EthPortCreate, RefusesBadConfig) {
     c.n_mbufs = 100;
     EXPECT_FALSE(EthPort::create(c, &err));
     EXPECT_NE(err.find("n_mbufs"), std::string::npos) << err;
+    // The rings and two bursts fit, but not the lcores' caches as well: refused.
+    c.n_mbufs = c.rx_desc + c.tx_desc + 2u * EthPort::kMaxBurst;
+    EXPECT_FALSE(EthPort::create(c, &err));
+    EXPECT_NE(err.find("lcore caches"), std::string::npos) << err;
 }
 
 TEST(EthPortCreate, LeavesPromiscuousModeAndReceivesTheConfiguredMacAndMulticast) {
