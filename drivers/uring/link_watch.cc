@@ -70,8 +70,8 @@ std::unique_ptr<LinkWatch> LinkWatch::open(const std::string& ifname, bool ipv4,
     w->ifname_ = ifname;
     w->ipv4_ = ipv4;
     w->addr_ = addr;
-    w->ifindex_ = if_nametoindex(ifname.c_str());
-    if (w->ifindex_ == 0) {
+    w->ifindex_.store(if_nametoindex(ifname.c_str()), std::memory_order_relaxed);
+    if (w->ifindex() == 0) {
         *err = "interface " + ifname + ": " + std::strerror(errno);
         return nullptr;
     }
@@ -130,6 +130,12 @@ bool LinkWatch::up() const noexcept {
 }
 
 void LinkWatch::ask_flags() const noexcept {
+    if (deleted_.load(std::memory_order_relaxed)) {
+        // Announcements were lost (or there is no netlink socket): an interface of the name may
+        // have been created again since.
+        const unsigned idx = if_nametoindex(ifname_.c_str());
+        if (idx != 0) adopt(idx);
+    }
     ifreq ifr{};
     std::memcpy(ifr.ifr_name, ifname_.c_str(), ifname_.size()); // < IFNAMSIZ (open)
     bool up = false;
@@ -159,6 +165,31 @@ void LinkWatch::drain() const noexcept {
     }
 }
 
+void LinkWatch::adopt(std::uint32_t idx) const noexcept {
+    ifindex_.store(idx, std::memory_order_relaxed);
+    deleted_.store(false, std::memory_order_relaxed);
+    recreations_.fetch_add(1, std::memory_order_relaxed);
+    // A new interface holds no address until one is announced for it.
+    if (addr_held_) addr_present_.store(false, std::memory_order_relaxed);
+}
+
+bool LinkWatch::names_me(const std::uint8_t* body, std::uint32_t body_len) const noexcept {
+    for (std::uint32_t a = align4(sizeof(ifinfomsg)); a + kRtaHdr <= body_len;) {
+        rtattr rta;
+        std::memcpy(&rta, body + a, sizeof rta);
+        if (rta.rta_len < kRtaHdr || rta.rta_len > body_len - a) return false;
+        if (rta.rta_type == IFLA_IFNAME) {
+            // NUL-terminated, within the attribute.
+            const auto* name = reinterpret_cast<const char*>(body + a + kRtaHdr);
+            const std::uint32_t n = rta.rta_len - kRtaHdr;
+            return n == ifname_.size() + 1 && name[ifname_.size()] == '\0' &&
+                   std::memcmp(name, ifname_.data(), ifname_.size()) == 0;
+        }
+        a += align4(rta.rta_len);
+    }
+    return false;
+}
+
 void LinkWatch::handle(const std::uint8_t* msg, std::uint32_t len) const noexcept {
     for (std::uint32_t off = 0; off + kNlHdr <= len;) {
         nlmsghdr h;
@@ -171,9 +202,18 @@ void LinkWatch::handle(const std::uint8_t* msg, std::uint32_t len) const noexcep
             body_len >= sizeof(ifinfomsg)) {
             ifinfomsg ifi;
             std::memcpy(&ifi, body, sizeof ifi);
-            if (ifi.ifi_index < 0 || static_cast<std::uint32_t>(ifi.ifi_index) != ifindex_)
-                continue;
+            if (ifi.ifi_index <= 0) continue;
+            const auto idx = static_cast<std::uint32_t>(ifi.ifi_index);
+            if (idx != ifindex()) {
+                // Ours was deleted and an interface of its name appeared: follow that one (names
+                // are unique in a namespace; a rename of ours keeps its index and is followed).
+                if (h.nlmsg_type != RTM_NEWLINK || !deleted_.load(std::memory_order_relaxed) ||
+                    !names_me(body, body_len))
+                    continue;
+                adopt(idx);
+            }
             events_.fetch_add(1, std::memory_order_relaxed);
+            if (h.nlmsg_type == RTM_DELLINK) deleted_.store(true, std::memory_order_relaxed);
             // ifi_flags are dev_get_flags(): IFF_RUNNING is operstate UP or UNKNOWN.
             const bool up = h.nlmsg_type == RTM_NEWLINK && (ifi.ifi_flags & IFF_UP) &&
                             (ifi.ifi_flags & IFF_RUNNING);
@@ -182,7 +222,7 @@ void LinkWatch::handle(const std::uint8_t* msg, std::uint32_t len) const noexcep
                    body_len >= sizeof(ifaddrmsg)) {
             ifaddrmsg ifa;
             std::memcpy(&ifa, body, sizeof ifa);
-            if (ifa.ifa_index != ifindex_ || ifa.ifa_family != (ipv4_ ? AF_INET : AF_INET6))
+            if (ifa.ifa_index != ifindex() || ifa.ifa_family != (ipv4_ ? AF_INET : AF_INET6))
                 continue;
             // IPv4: IFA_LOCAL is the address (IFA_ADDRESS the peer's on a point-to-point link);
             // IPv6 has IFA_ADDRESS only.

@@ -13,7 +13,9 @@
  *
  * Link up means the interface's IFF_UP and IFF_RUNNING (IFF_RUNNING is the kernel's operstate
  * UP or UNKNOWN: the carrier is there), as before with SIOCGIFFLAGS; an interface deleted
- * (RTM_DELLINK) is down for good. When the address the port binds is one the interface holds
+ * (RTM_DELLINK) is down until an interface of the same name is created (RTM_NEWLINK with its
+ * IFLA_IFNAME): the watch then follows the new one's index (recreations()), which holds no address
+ * until one is announced for it. When the address the port binds is one the interface holds
  * itself (not one of its subnet, as 127.0.0.2 on lo's 127.0.0.1/8), removing it (RTM_DELADDR)
  * counts as down too, adding it back (RTM_NEWADDR) as up again: the kernel sends nothing from an
  * address it no longer has.
@@ -68,8 +70,15 @@ class LinkWatch {
     /** True: state from rtnetlink; false: SIOCGIFFLAGS polled (fallback_reason() says why). */
     [[nodiscard]] bool netlink() const noexcept { return nl_fd_ >= 0; }
     [[nodiscard]] const std::string& fallback_reason() const noexcept { return fallback_; }
-    /** The interface's index (if_nametoindex). */
-    [[nodiscard]] std::uint32_t ifindex() const noexcept { return ifindex_; }
+    /** The interface's index (if_nametoindex; a new one after the interface was deleted and
+     *  created again). */
+    [[nodiscard]] std::uint32_t ifindex() const noexcept {
+        return ifindex_.load(std::memory_order_relaxed);
+    }
+    /** Times the interface was deleted and one of its name followed instead. */
+    [[nodiscard]] std::uint64_t recreations() const noexcept {
+        return recreations_.load(std::memory_order_relaxed);
+    }
     /** True when the interface holds the port's address itself (its removal counts as down). */
     [[nodiscard]] bool follows_address() const noexcept { return addr_held_; }
     /** Announcements about this interface (link or followed address) read so far. */
@@ -86,12 +95,18 @@ class LinkWatch {
     void drain() const noexcept;
     void ask_flags() const noexcept;
     void handle(const std::uint8_t* msg, std::uint32_t len) const noexcept;
+    /** Follows interface @p idx from now on (ours was deleted; one of its name exists). */
+    void adopt(std::uint32_t idx) const noexcept;
+    /** True when an RTM_NEWLINK body's IFLA_IFNAME is this watch's interface name. */
+    [[nodiscard]] bool names_me(const std::uint8_t* body, std::uint32_t body_len) const noexcept;
 
     int nl_fd_ = -1;    ///< rtnetlink socket, -1 in the fallback
     int ioctl_fd_ = -1; ///< datagram socket for SIOCGIFFLAGS
     std::string ifname_;
     std::string fallback_;
-    std::uint32_t ifindex_ = 0;
+    mutable std::atomic<std::uint32_t> ifindex_{0};
+    mutable std::atomic<bool> deleted_{false}; ///< our index had an RTM_DELLINK
+    mutable std::atomic<std::uint64_t> recreations_{0};
     bool ipv4_ = true;
     bool addr_held_ = false;
     wire::Ipv6Addr addr_{};

@@ -161,6 +161,34 @@ TEST_F(UringLink, WatchFollowsCarrierAdminStateAddressAndDeletion) {
     EXPECT_GE(until([&] { return w->up(); }, false), 0) << "interface deleted";
 }
 
+TEST_F(UringLink, AnInterfaceCreatedAgainUnderItsNameIsFollowed) {
+    UringPortConfig c;
+    c.addr = kAddr;
+    c.udp_port = kPort;
+    std::string err;
+    auto p = UringPort::create(c, &err);
+    ASSERT_TRUE(p) << err;
+    ASSERT_GE(until([&] { return p->link_up(); }, true), 0);
+    const std::uint32_t old_index = p->link_watch().ifindex();
+    ASSERT_TRUE(sh("ip link del lwa"));
+    ASSERT_GE(until([&] { return p->link_up(); }, false), 0) << "interface deleted";
+    // Created again, first without the address: up only once the address is back.
+    ASSERT_TRUE(sh("ip link add lwa type veth peer name lwb"));
+    ASSERT_TRUE(sh("ip link set lwa up"));
+    ASSERT_TRUE(sh("ip link set lwb up"));
+    EXPECT_EQ(until([&] { return p->link_up(); }, true), -1) << "up without its address";
+    ASSERT_TRUE(sh("ip addr add 10.55.0.1/24 dev lwa"));
+    const double ms = until([&] { return p->link_up(); }, true);
+    std::printf("  interface created again -> link up after %.2f ms\n", ms);
+    ASSERT_GE(ms, 0) << "the new interface of the same name is not followed";
+    EXPECT_NE(p->link_watch().ifindex(), old_index);
+    EXPECT_EQ(p->link_watch().recreations(), 1u);
+    // The receive socket, bound to the address, gets datagrams again.
+    (void)p->rx_burst(nullptr, 0);
+    poke();
+    EXPECT_EQ(drain(*p, 100), 1u) << "not delivered after the interface came back";
+}
+
 TEST_F(UringLink, Ipv6AddressIsFollowed) {
     ASSERT_TRUE(sh("ip addr add fd55::1/64 dev lwa nodad"));
     wire::Ipv6Addr a6{0xfd, 0x55};
