@@ -301,9 +301,9 @@ inline sim::LinkConfig bottleneck() {
 
 /**
  * The paper profile's own operating point (DCQCN, SIGCOMM 2015, Sec. 5): a 40 Gb/s port, RED from
- * Kmin 5 KB to Kmax 200 KB with Pmax 1 %, a 4 MB queue and PFC (XOFF 400 KB, twice Kmax; XON
- * 380 KB) as the paper deploys it, for the synchronised start only: 16 flows at line rate fill 4 MB
- * in 53 us, before a 50 us CNP interval has cut anyone twice.
+ * Kmin 5 KB to Kmax 200 KB with Pmax 1 %, a 4 MiB queue, and PFC for the synchronised start only
+ * (the paper deploys DCQCN with PFC; XOFF 400 KB, twice Kmax, and XON 380 KB are droce's values):
+ * 16 flows at line rate fill 4 MiB in 56 us, before a 50 us CNP interval has cut anyone twice.
  */
 inline sim::LinkConfig bottleneck_paper_40g() {
     sim::LinkConfig l;
