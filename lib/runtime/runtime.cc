@@ -388,6 +388,11 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
         // An observer: a process without it still runs, so a refusal is reported, not fatal.
         rt->telemetry_id_ = telemetry::attach(std::move(src), &e);
         if (!rt->telemetry_id_) std::fprintf(stderr, "droce: telemetry: %s\n", e.c_str());
+        // A process whose ports are all uring has no EAL, hence no telemetry socket of its own.
+        if (rt->telemetry_id_ && !dpdk::eal_initialized() &&
+            !telemetry::open_socket_without_eal(nullptr, &e))
+            std::fprintf(stderr, "droce: telemetry: %s (droce-stat cannot reach this process)\n",
+                         e.c_str());
     }
     return rt;
 }

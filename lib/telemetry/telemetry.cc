@@ -6,8 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <dirent.h>
+#include <sched.h>
+#include <signal.h>
+
 #include <rte_ethdev.h>
 #include <rte_telemetry.h>
+#include <rte_version.h>
 
 #include <algorithm>
 #include <array>
@@ -15,6 +20,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -666,6 +672,128 @@ std::uint64_t attach(Source src, std::string* err) {
     const std::uint64_t id = g_next_id++;
     g_sources().push_back(Attached{id, std::move(src)});
     return id;
+}
+
+namespace {
+
+#if RTE_VER_YEAR == 22 && RTE_VER_MONTH == 11
+// DPDK 22.11 lib/telemetry/telemetry_internal.h (not installed): the EAL calls it at start-up.
+using TelemetryLogFn = int (*)(std::uint32_t level, std::uint32_t logtype, const char* format, ...);
+extern "C" int rte_telemetry_init(const char* runtime_dir, const char* rte_version,
+                                  rte_cpuset_t* cpuset, TelemetryLogFn log_fn,
+                                  std::uint32_t registered_logtype);
+
+int telemetry_log(std::uint32_t level, std::uint32_t /*logtype*/, const char* format, ...) {
+    if (level > RTE_LOG_ERR) return 0; // "no legacy callbacks" and such are warnings
+    std::fputs("droce: telemetry: ", stderr);
+    va_list ap;
+    va_start(ap, format);
+    const int n = std::vfprintf(stderr, format, ap);
+    va_end(ap);
+    return n;
+}
+#endif
+
+constexpr const char* kUringPrefix = "droce-uring-";
+
+/** The directory and socket files, for the exit handler (read after main returns). */
+std::string& g_socket_dir() {
+    static std::string d;
+    return d;
+}
+
+/** Removes @p dir's files and @p dir (one level: DPDK's sockets). */
+void remove_dir(const std::string& dir) {
+    if (DIR* d = opendir(dir.c_str())) {
+        while (const dirent* e = readdir(d)) {
+            const std::string name = e->d_name;
+            if (name != "." && name != "..") (void)unlink((dir + "/" + name).c_str());
+        }
+        closedir(d);
+    }
+    (void)rmdir(dir.c_str());
+}
+
+/** open_socket_without_eal made the base directory (it was not there). */
+bool g_made_base = false;
+
+/** Registered before DPDK's own exit handler, so it runs after it (sockets unlinked first). The
+ *  base directory goes too when this process made it and nothing else is in it (rmdir refuses
+ *  otherwise). */
+void remove_socket_dir() {
+    const std::string& d = g_socket_dir();
+    if (d.empty()) return;
+    remove_dir(d);
+    if (g_made_base) (void)rmdir(d.substr(0, d.rfind('/')).c_str());
+}
+
+/** droce-uring-<pid> directories under @p base whose process is gone. */
+void remove_stale(const std::string& base) {
+    DIR* d = opendir(base.c_str());
+    if (!d) return;
+    const std::size_t plen = std::strlen(kUringPrefix);
+    while (const dirent* e = readdir(d)) {
+        const std::string name = e->d_name;
+        if (name.compare(0, plen, kUringPrefix) != 0) continue;
+        char* end = nullptr;
+        const long pid = std::strtol(name.c_str() + plen, &end, 10);
+        if (pid <= 0 || *end != '\0') continue;
+        if (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) continue; // alive
+        remove_dir(base + "/" + name);
+    }
+    closedir(d);
+}
+
+} // namespace
+
+bool open_socket_without_eal(std::string* dir, std::string* err) {
+    std::string scratch;
+    if (!err) err = &scratch;
+    static std::mutex mu;
+    static bool opened = false;
+    std::lock_guard g(mu);
+    if (opened) {
+        if (dir) *dir = g_socket_dir();
+        return true;
+    }
+#if RTE_VER_YEAR == 22 && RTE_VER_MONTH == 11
+    std::string base;
+    if (geteuid() == 0)
+        base = "/var/run";
+    else if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x)
+        base = x;
+    else
+        base = "/tmp";
+    base += "/dpdk";
+    if (mkdir(base.c_str(), 0700) == 0) {
+        g_made_base = true;
+    } else if (errno != EEXIST) {
+        *err = "mkdir " + base + ": " + std::strerror(errno);
+        return false;
+    }
+    remove_stale(base);
+    const std::string d = base + "/" + kUringPrefix + std::to_string(getpid());
+    if (mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
+        *err = "mkdir " + d + ": " + std::strerror(errno);
+        return false;
+    }
+    g_socket_dir() = d; // the library keeps the pointer: static storage
+    static rte_cpuset_t cpus;
+    CPU_ZERO(&cpus);
+    (void)sched_getaffinity(0, sizeof cpus, &cpus);
+    std::atexit(remove_socket_dir);
+    if (rte_telemetry_init(g_socket_dir().c_str(), rte_version(), &cpus, telemetry_log, 0) != 0) {
+        *err = "rte_telemetry_init in " + d + " failed";
+        return false;
+    }
+    opened = true;
+    if (dir) *dir = d;
+    return true;
+#else
+    *err = std::string("a telemetry socket without the EAL needs DPDK 22.11 (this is ") +
+           rte_version() + ")";
+    return false;
+#endif
 }
 
 void detach(std::uint64_t id) noexcept {

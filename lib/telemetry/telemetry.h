@@ -121,6 +121,24 @@ inline constexpr unsigned kLockWaitMs = 2000;
 void detach(std::uint64_t id) noexcept;
 
 /**
+ * Opens DPDK's telemetry socket in a process without the EAL (one whose ports are all uring), so
+ * that droce-stat and dpdk-telemetry.py reach it as they reach a DPDK process. Call it only when
+ * the EAL is not up (the EAL opens its own, unless --no-telemetry; lib/runtime checks). The
+ * socket goes where DPDK would put a file prefix's:
+ * <base>/dpdk/droce-uring-<pid>/dpdk_telemetry.v2, base /var/run as root, else $XDG_RUNTIME_DIR,
+ * else /tmp; the directory is removed at exit, and those of droce-uring processes no longer alive
+ * are removed first. DPDK 22.11's telemetry library (rte_telemetry_init, an internal symbol of that
+ * release, declared by droce) opens and serves it from its own threads. Once per process; control
+ * path.
+ * @param dir set to the directory (the file prefix is its last component) when opened.
+ * @return true when the socket is open (a second call: true at once); false with *err: a DPDK
+ *  release other
+ *  than 22.11 (the internal signature is not known), the directory cannot be made, or the
+ *  library refused (its reason is logged on stderr).
+ */
+[[nodiscard]] bool open_socket_without_eal(std::string* dir, std::string* err);
+
+/**
  * Checks a capture file named in /droce/capture_start: absolute, no comma or control character,
  * at most PATH_MAX bytes, its directory exists, and when the file exists it is a regular file
  * (not a link) beginning with a pcapng section header (so a telemetry client cannot make the

@@ -48,9 +48,11 @@ run_pair() { # NAME CLIENT_ARGS...
         if grep -Eq "hugepages|rtemap_" "/proc/$dp/maps" 2> /dev/null; then
             fail "$name: the server maps hugepage / EAL memory"
         fi
-        if cat /proc/"$dp"/task/*/comm 2> /dev/null | grep -Eq "eal-intr|rte_mp|telemetry"; then
+        if cat /proc/"$dp"/task/*/comm 2> /dev/null | grep -Eq "eal-intr|rte_mp"; then
             fail "$name: the server runs EAL threads"
         fi
+        [ -S "$tmp/xdg/dpdk/droce-uring-$dp/dpdk_telemetry.v2" ] ||
+            fail "$name: no telemetry socket for the server"
     fi
     $run timeout 40 "$bin" "$ip_b" -c "$tmp/a.ini" -p "$tcp_port" "$@" \
         > "$tmp/$name.client" 2> "$tmp/$name.client.err"
