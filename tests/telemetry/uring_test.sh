@@ -6,6 +6,7 @@
 #   - `droce-stat list` names both (file prefix droce-uring-PID) with their devices;
 #   - `droce-stat -f PREFIX show`: sent_pkts of the client grows between two reads, its port line
 #     says ACTIVE, its QP is RTS and names the server's QPN;
+#   - the capture switched on and off at run time holds RoCE frames (tshark);
 #   - dpdk-telemetry.py answers /droce/devices;
 #   - a directory left by a process that died (kill -9) is removed by the next process that starts;
 #   - once the processes exit, their directories are gone.
@@ -75,6 +76,14 @@ cq, sq = c[0]["qp"], s[0]["qp"]
 assert cq["state"] == "RTS" and cq["dest_qpn"] == sq["qpn"] and sq["dest_qpn"] == cq["qpn"], (cq, sq)
 print("client QP %d <-> server QP %d, client sent_pkts %d" % (cq["qpn"], sq["qpn"], cq["counters"]["sent_pkts"]))
 PY
+# The run-time capture switch: frames in the file, decoded by tshark as RoCE.
+$run "$stat" -f "$C" capture start "$tmp/live.pcapng" --snaplen 128 || fail "capture start"
+sleep 0.5
+$run "$stat" -f "$C" capture stop > "$tmp/cap" 2>&1 || fail "capture stop"
+cat "$tmp/cap"
+n=$(tshark -r "$tmp/live.pcapng" -Y "infiniband.bth.opcode" 2> /dev/null | wc -l)
+[ "$n" -gt 0 ] || fail "capture: no RoCE frame in the file"
+echo "captured RoCE frames: $n"
 echo /droce/devices | $run timeout 10 "$py" /usr/bin/dpdk-telemetry.py -f "$C" > "$tmp/py.out" 2>&1
 grep -q '"devices": \["uring-a"\]' "$tmp/py.out" || fail "dpdk-telemetry.py: $(cat "$tmp/py.out")"
 
