@@ -703,15 +703,41 @@ std::string& g_socket_dir() {
 }
 
 /** Removes @p dir's files and @p dir (one level: DPDK's sockets). */
-void remove_dir(const std::string& dir) {
-    if (DIR* d = opendir(dir.c_str())) {
+/** True when @p st is a directory of this user that no one else may write to. */
+bool own_private_dir(const struct stat& st) {
+    return S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 022) == 0;
+}
+
+/**
+ * Removes the entry @p name of the directory open as @p parent_fd, and the files in it, when it
+ * is a private directory of this user (never through a symbolic link: a directory of /tmp/dpdk,
+ * where another user may have planted one, must not lead the removal elsewhere).
+ */
+void remove_dir_at(int parent_fd, const char* name) {
+    struct stat st {};
+    if (fstatat(parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !own_private_dir(st)) return;
+    const int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return;
+    if (DIR* d = fdopendir(fd)) { // owns fd from here
         while (const dirent* e = readdir(d)) {
-            const std::string name = e->d_name;
-            if (name != "." && name != "..") (void)unlink((dir + "/" + name).c_str());
+            if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+                (void)unlinkat(dirfd(d), e->d_name, 0);
         }
         closedir(d);
+    } else {
+        close(fd);
     }
-    (void)rmdir(dir.c_str());
+    (void)unlinkat(parent_fd, name, AT_REMOVEDIR);
+}
+
+/** remove_dir_at for a path: its parent opened without following a last symbolic link. */
+void remove_dir(const std::string& dir) {
+    const std::size_t slash = dir.rfind('/');
+    if (slash == std::string::npos) return;
+    const int parent = open(dir.substr(0, slash).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (parent < 0) return;
+    remove_dir_at(parent, dir.c_str() + slash + 1);
+    close(parent);
 }
 
 /** open_socket_without_eal made the base directory (it was not there). */
@@ -729,8 +755,13 @@ void remove_socket_dir() {
 
 /** droce-uring-<pid> directories under @p base whose process is gone. */
 void remove_stale(const std::string& base) {
-    DIR* d = opendir(base.c_str());
-    if (!d) return;
+    const int fd = open(base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return;
+    DIR* d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
     const std::size_t plen = std::strlen(kUringPrefix);
     while (const dirent* e = readdir(d)) {
         const std::string name = e->d_name;
@@ -739,7 +770,7 @@ void remove_stale(const std::string& base) {
         const long pid = std::strtol(name.c_str() + plen, &end, 10);
         if (pid <= 0 || *end != '\0') continue;
         if (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) continue; // alive
-        remove_dir(base + "/" + name);
+        remove_dir_at(dirfd(d), name.c_str()); // only this user's private directories
     }
     closedir(d);
 }
@@ -773,9 +804,16 @@ bool open_socket_without_eal(std::string* dir, std::string* err) {
     }
     remove_stale(base);
     const std::string d = base + "/" + kUringPrefix + std::to_string(getpid());
-    if (mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
-        *err = "mkdir " + d + ": " + std::strerror(errno);
-        return false;
+    if (mkdir(d.c_str(), 0700) != 0) {
+        // There already (a process of this pid before us): only if it is ours and private, or
+        // another user could take the socket's place.
+        struct stat st {};
+        if (errno != EEXIST || lstat(d.c_str(), &st) != 0 || !own_private_dir(st)) {
+            *err = "mkdir " + d + ": " +
+                   (errno == EEXIST ? std::string("exists and is not a private directory of ours")
+                                    : std::strerror(errno));
+            return false;
+        }
     }
     g_socket_dir() = d; // the library keeps the pointer: static storage
     static rte_cpuset_t cpus;

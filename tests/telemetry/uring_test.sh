@@ -8,7 +8,8 @@
 #     says ACTIVE, its QP is RTS and names the server's QPN;
 #   - the capture switched on and off at run time holds RoCE frames (tshark);
 #   - dpdk-telemetry.py answers /droce/devices;
-#   - a directory left by a process that died (kill -9) is removed by the next process that starts;
+#   - a directory left by a process that died (kill -9) is removed by the next process that starts,
+#     and a planted symbolic link of such a name is not followed;
 #   - once the processes exit, their directories are gone.
 # usage: uring_test.sh DROCE_PERF DROCE_STAT
 set -u
@@ -36,12 +37,20 @@ kill -9 "$dead" 2> /dev/null
 wait 2> /dev/null
 [ -d "$xdg/dpdk/droce-uring-$dead" ] || fail "the killed process's directory is already gone"
 
+# A planted name of a dead process that is a symbolic link, not a directory of ours: left alone, and
+# nothing where it points removed.
+mkdir -p "$tmp/victim" && touch "$tmp/victim/keep" && chmod -R a+rwX "$tmp/victim"
+$run ln -s "$tmp/victim" "$xdg/dpdk/droce-uring-4194300" || fail "cannot plant the link"
+
 $run timeout 40 "$perf" --server -c "$tmp/b.ini" -p "$tcp_port" --once > "$tmp/server.out" \
     2> "$tmp/server.err" &
 pids="$!"
 for i in $(seq 1 100); do grep -q "waiting for a client" "$tmp/server.err" && break; sleep 0.05; done
 [ -d "$xdg/dpdk/droce-uring-$dead" ] && fail "the dead process's directory was not removed"
-$run timeout 40 "$perf" "$ip_b" -c "$tmp/a.ini" -p "$tcp_port" --op write -s 4096 -D 6 --bw \
+[ -e "$tmp/victim/keep" ] || fail "a file behind a planted link was removed"
+[ -L "$xdg/dpdk/droce-uring-4194300" ] || fail "the planted link was removed"
+rm -f "$xdg/dpdk/droce-uring-4194300"
+$run timeout 40 "$perf" "$ip_b" -c "$tmp/a.ini" -p "$tcp_port" --op write -s 4096 -D 10 --bw \
     > "$tmp/client.out" 2> "$tmp/client.err" &
 cpid=$!
 pids="$pids $cpid"
