@@ -285,18 +285,27 @@ inline double jain(const std::vector<double>& x) {
     return s * s / (x.size() * sq);
 }
 
-/** The bottleneck: 10 Gb/s, RED from 40 KB to 160 KB (the HPCC artifact's 100/400 KB per 25 Gb/s,
- *  scaled), a 4 MB queue: far more than DCQCN lets build, so a drop means DCQCN failed. */
-inline sim::LinkConfig bottleneck() {
+/** A port of @p gbps into the receiver with RED marking from @p kmin to @p kmax bytes (@p pmax
+ *  at Kmax), a 4 MiB queue and 1 us links; PFC at @p xoff / @p xon bytes when @p xoff is not 0. */
+inline sim::LinkConfig red_port(double gbps, std::uint64_t kmin, std::uint64_t kmax, double pmax,
+                                std::uint64_t xoff = 0, std::uint64_t xon = 0) {
     sim::LinkConfig l;
-    l.bandwidth_gbps = kLinkGbps;
+    l.bandwidth_gbps = gbps;
     l.delay_ns = 1000;
     l.queue_bytes = 4 << 20;
     l.ecn = true;
-    l.kmin_bytes = 40'000;
-    l.kmax_bytes = 160'000;
-    l.pmax = 0.2;
+    l.kmin_bytes = kmin;
+    l.kmax_bytes = kmax;
+    l.pmax = pmax;
+    l.pfc_xoff_bytes = xoff;
+    l.pfc_xon_bytes = xon;
     return l;
+}
+
+/** The bottleneck: 10 Gb/s, RED from 40 KB to 160 KB (the HPCC artifact's 100/400 KB per 25 Gb/s,
+ *  scaled), a 4 MB queue: far more than DCQCN lets build, so a drop means DCQCN failed. */
+inline sim::LinkConfig bottleneck() {
+    return red_port(kLinkGbps, 40'000, 160'000, 0.2);
 }
 
 /**
@@ -306,17 +315,7 @@ inline sim::LinkConfig bottleneck() {
  * 16 flows at line rate fill 4 MiB in 56 us, before a 50 us CNP interval has cut anyone twice.
  */
 inline sim::LinkConfig bottleneck_paper_40g() {
-    sim::LinkConfig l;
-    l.bandwidth_gbps = 40;
-    l.delay_ns = 1000;
-    l.queue_bytes = 4 << 20;
-    l.ecn = true;
-    l.kmin_bytes = 5'000;
-    l.kmax_bytes = 200'000;
-    l.pmax = 0.01;
-    l.pfc_xoff_bytes = 400'000;
-    l.pfc_xon_bytes = 380'000;
-    return l;
+    return red_port(40, 5'000, 200'000, 0.01, 400'000, 380'000);
 }
 
 /**
@@ -325,17 +324,7 @@ inline sim::LinkConfig bottleneck_paper_40g() {
  * 3.2 MB, twice Kmax; XON 3 MB), ConnectX's deployment.
  */
 inline sim::LinkConfig bottleneck_nvidia_100g() {
-    sim::LinkConfig l;
-    l.bandwidth_gbps = 100;
-    l.delay_ns = 1000;
-    l.queue_bytes = 4 << 20;
-    l.ecn = true;
-    l.kmin_bytes = 400'000;
-    l.kmax_bytes = 1'600'000;
-    l.pmax = 0.2;
-    l.pfc_xoff_bytes = 3'200'000;
-    l.pfc_xon_bytes = 3'000'000;
-    return l;
+    return red_port(100, 400'000, 1'600'000, 0.2, 3'200'000, 3'000'000);
 }
 
 /** bottleneck() in a lossless fabric: PFC pauses a sender whose frame leaves the queue above

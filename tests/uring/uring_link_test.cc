@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -113,6 +114,14 @@ unsigned drain(UringPort& p, int ms) {
     return n;
 }
 
+/** A port on the fixture's address (lwa's), the interface found from it. */
+std::unique_ptr<UringPort> port_on_lwa(std::string* err) {
+    UringPortConfig c;
+    c.addr = kAddr;
+    c.udp_port = kPort;
+    return UringPort::create(c, err);
+}
+
 class UringLink : public ::testing::Test {
   protected:
     static void SetUpTestSuite() {
@@ -162,11 +171,8 @@ TEST_F(UringLink, WatchFollowsCarrierAdminStateAddressAndDeletion) {
 }
 
 TEST_F(UringLink, AnInterfaceCreatedAgainUnderItsNameIsFollowed) {
-    UringPortConfig c;
-    c.addr = kAddr;
-    c.udp_port = kPort;
     std::string err;
-    auto p = UringPort::create(c, &err);
+    auto p = port_on_lwa(&err);
     ASSERT_TRUE(p) << err;
     ASSERT_GE(until([&] { return p->link_up(); }, true), 0);
     const std::uint32_t old_index = p->link_watch().ifindex();
@@ -219,11 +225,8 @@ TEST_F(UringLink, NoSuchInterfaceIsAnError) {
 }
 
 TEST_F(UringLink, PortDeliversNothingWhileItsLinkIsDown) {
-    UringPortConfig c;
-    c.addr = kAddr;
-    c.udp_port = kPort;
     std::string err;
-    auto p = UringPort::create(c, &err);
+    auto p = port_on_lwa(&err);
     ASSERT_TRUE(p) << err;
     EXPECT_EQ(p->interface(), "lwa");
     ASSERT_GE(until([&] { return p->link_up(); }, true), 0);
