@@ -39,6 +39,7 @@
 #include "report.h"
 #include "runtime/runtime.h"
 #include "sim/impair.h"
+#include "telemetry/telemetry.h"
 
 #if !defined(DROCE_DEFAULT_CONFIG) || !defined(DROCE_BUILD_DEFAULT_CONFIG) ||                      \
     !defined(DROCE_BUILD_APPDIR)
@@ -179,6 +180,7 @@ void start_stop_watcher() {
         std::fprintf(stderr, "droce-perf: %s during a run: stopped without finishing it\n",
                      strsignal(sig));
         dpdk::release_files_on_exit();
+        telemetry::remove_socket_dir_on_signal();
         _exit(128 + sig);
     }).detach();
 }

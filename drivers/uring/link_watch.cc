@@ -130,12 +130,11 @@ bool LinkWatch::up() const noexcept {
 }
 
 void LinkWatch::ask_flags() const noexcept {
-    if (deleted_.load(std::memory_order_relaxed)) {
-        // Announcements were lost (or there is no netlink socket): an interface of the name may
-        // have been created again since.
-        const unsigned idx = if_nametoindex(ifname_.c_str());
-        if (idx != 0) adopt(idx);
-    }
+    // Announcements were lost: the interface may have been deleted and one of its name created
+    // since (both announcements lost too), in which case the old index is gone.
+    char old_name[IF_NAMESIZE];
+    const unsigned idx = if_nametoindex(ifname_.c_str());
+    if (idx != 0 && idx != ifindex() && !if_indextoname(ifindex(), old_name)) adopt(idx);
     ifreq ifr{};
     std::memcpy(ifr.ifr_name, ifname_.c_str(), ifname_.size()); // < IFNAMSIZ (open)
     bool up = false;
@@ -169,8 +168,24 @@ void LinkWatch::adopt(std::uint32_t idx) const noexcept {
     ifindex_.store(idx, std::memory_order_relaxed);
     deleted_.store(false, std::memory_order_relaxed);
     recreations_.fetch_add(1, std::memory_order_relaxed);
-    // A new interface holds no address until one is announced for it.
-    if (addr_held_) addr_present_.store(false, std::memory_order_relaxed);
+    if (!addr_held_) return;
+    // Absent until the kernel says otherwise: the interface may hold the address already (one
+    // renamed to the name, or its announcement lost in an overrun), so ask for its addresses; the
+    // replies (RTM_NEWADDR from the kernel) go through handle() as announcements do.
+    addr_present_.store(false, std::memory_order_relaxed);
+    if (nl_fd_ < 0) return;
+    struct {
+        nlmsghdr h;
+        ifaddrmsg a;
+    } req{};
+    req.h.nlmsg_len = sizeof req;
+    req.h.nlmsg_type = RTM_GETADDR;
+    req.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+    req.a.ifa_family = ipv4_ ? AF_INET : AF_INET6;
+    sockaddr_nl to{};
+    to.nl_family = AF_NETLINK;
+    (void)sendto(nl_fd_, &req, sizeof req, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&to),
+                 sizeof to);
 }
 
 bool LinkWatch::names_me(const std::uint8_t* body, std::uint32_t body_len) const noexcept {
@@ -213,7 +228,8 @@ void LinkWatch::handle(const std::uint8_t* msg, std::uint32_t len) const noexcep
                 adopt(idx);
             }
             events_.fetch_add(1, std::memory_order_relaxed);
-            if (h.nlmsg_type == RTM_DELLINK) deleted_.store(true, std::memory_order_relaxed);
+            // Ours again (moved to another namespace and back keeps the index): not deleted.
+            deleted_.store(h.nlmsg_type == RTM_DELLINK, std::memory_order_relaxed);
             // ifi_flags are dev_get_flags(): IFF_RUNNING is operstate UP or UNKNOWN.
             const bool up = h.nlmsg_type == RTM_NEWLINK && (ifi.ifi_flags & IFF_UP) &&
                             (ifi.ifi_flags & IFF_RUNNING);

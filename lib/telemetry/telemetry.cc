@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -695,29 +696,47 @@ int telemetry_log(std::uint32_t level, std::uint32_t /*logtype*/, const char* fo
 #endif
 
 constexpr const char* kUringPrefix = "droce-uring-";
+/** Held (flock) by the process that serves a droce-uring directory, for as long as it lives: a
+ *  directory whose lock can be taken is stale, whatever its PID says in another PID namespace. */
+constexpr const char* kLockName = "droce.lock";
 
-/** The directory and socket files, for the exit handler (read after main returns). */
+/** The process's directory, for the exit handler (static storage: the library keeps a pointer). */
 std::string& g_socket_dir() {
     static std::string d;
     return d;
 }
+/** The process that opened it (a forked child that exits must not remove its parent's). */
+pid_t g_owner_pid = 0;
+/** For remove_socket_dir_on_signal(): the socket, lock and directory paths (no allocation). */
+char g_sig_socket[PATH_MAX];
+char g_sig_lock[PATH_MAX];
+char g_sig_dir[PATH_MAX];
 
-/** Removes @p dir's files and @p dir (one level: DPDK's sockets). */
 /** True when @p st is a directory of this user that no one else may write to. */
 bool own_private_dir(const struct stat& st) {
     return S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 022) == 0;
 }
 
 /**
- * Removes the entry @p name of the directory open as @p parent_fd, and the files in it, when it
- * is a private directory of this user (never through a symbolic link: a directory of /tmp/dpdk,
- * where another user may have planted one, must not lead the removal elsewhere).
+ * Opens the entry @p name of the directory open as @p parent_fd when it is a private directory of
+ * this user, never through a symbolic link (a directory of /tmp/dpdk, where another user may have
+ * planted one, must not lead anything elsewhere): the descriptor, or -1.
  */
-void remove_dir_at(int parent_fd, const char* name) {
+int open_own_dir_at(int parent_fd, const char* name) {
     struct stat st {};
-    if (fstatat(parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !own_private_dir(st)) return;
+    if (fstatat(parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !own_private_dir(st)) return -1;
     const int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return;
+    struct stat now {};
+    if (fd >= 0 && (fstat(fd, &now) != 0 || now.st_dev != st.st_dev || now.st_ino != st.st_ino)) {
+        close(fd); // replaced between the two looks
+        return -1;
+    }
+    return fd;
+}
+
+/** Removes the files in the directory open as @p fd (closed here), then the entry @p name of
+ *  @p parent_fd. */
+void remove_dir_fd(int parent_fd, const char* name, int fd) {
     if (DIR* d = fdopendir(fd)) { // owns fd from here
         while (const dirent* e = readdir(d)) {
             if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
@@ -730,49 +749,57 @@ void remove_dir_at(int parent_fd, const char* name) {
     (void)unlinkat(parent_fd, name, AT_REMOVEDIR);
 }
 
-/** remove_dir_at for a path: its parent opened without following a last symbolic link. */
-void remove_dir(const std::string& dir) {
-    const std::size_t slash = dir.rfind('/');
-    if (slash == std::string::npos) return;
-    const int parent = open(dir.substr(0, slash).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+/**
+ * Whether the droce-uring directory open as @p fd is served by a live process: its lock is held
+ * (a directory without one, from a droce before the lock: its PID alive in this namespace).
+ */
+bool served(int fd, const char* name) {
+    const int lk = openat(fd, kLockName, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (lk < 0) {
+        const long pid = std::strtol(name + std::strlen(kUringPrefix), nullptr, 10);
+        return pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+    }
+    const bool held = flock(lk, LOCK_EX | LOCK_NB) != 0;
+    close(lk); // a lock taken here goes with the descriptor
+    return held;
+}
+
+/** Registered before DPDK's own exit handler, so it runs after it (sockets unlinked first). */
+void remove_socket_dir() {
+    const std::string& d = g_socket_dir();
+    if (d.empty() || getpid() != g_owner_pid) return;
+    const std::size_t slash = d.rfind('/');
+    const int parent = open(d.substr(0, slash).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (parent < 0) return;
-    remove_dir_at(parent, dir.c_str() + slash + 1);
+    if (const int fd = open_own_dir_at(parent, d.c_str() + slash + 1); fd >= 0)
+        remove_dir_fd(parent, d.c_str() + slash + 1, fd);
     close(parent);
 }
 
-/** open_socket_without_eal made the base directory (it was not there). */
-bool g_made_base = false;
-
-/** Registered before DPDK's own exit handler, so it runs after it (sockets unlinked first). The
- *  base directory goes too when this process made it and nothing else is in it (rmdir refuses
- *  otherwise). */
-void remove_socket_dir() {
-    const std::string& d = g_socket_dir();
-    if (d.empty()) return;
-    remove_dir(d);
-    if (g_made_base) (void)rmdir(d.substr(0, d.rfind('/')).c_str());
-}
-
-/** droce-uring-<pid> directories under @p base whose process is gone. */
-void remove_stale(const std::string& base) {
-    const int fd = open(base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return;
-    DIR* d = fdopendir(fd);
+/** droce-uring directories under the base open as @p base_fd that no live process serves. */
+void remove_stale(int base_fd) {
+    const int fd = dup(base_fd);
+    DIR* d = fd >= 0 ? fdopendir(fd) : nullptr;
     if (!d) {
-        close(fd);
+        if (fd >= 0) close(fd);
         return;
     }
     const std::size_t plen = std::strlen(kUringPrefix);
     while (const dirent* e = readdir(d)) {
-        const std::string name = e->d_name;
-        if (name.compare(0, plen, kUringPrefix) != 0) continue;
-        char* end = nullptr;
-        const long pid = std::strtol(name.c_str() + plen, &end, 10);
-        if (pid <= 0 || *end != '\0') continue;
-        if (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) continue; // alive
-        remove_dir_at(dirfd(d), name.c_str()); // only this user's private directories
+        if (std::strncmp(e->d_name, kUringPrefix, plen) != 0) continue;
+        const int dir = open_own_dir_at(base_fd, e->d_name); // only this user's, never a link
+        if (dir < 0) continue;
+        if (served(dir, e->d_name))
+            close(dir);
+        else
+            remove_dir_fd(base_fd, e->d_name, dir);
     }
     closedir(d);
+}
+
+/** Copies @p a then @p b into @p out (PATH_MAX), for the signal path. */
+void set_path(char* out, const std::string& a, const char* b) {
+    std::snprintf(out, PATH_MAX, "%s%s", a.c_str(), b);
 }
 
 } // namespace
@@ -781,12 +808,14 @@ bool open_socket_without_eal(std::string* dir, std::string* err) {
     std::string scratch;
     if (!err) err = &scratch;
     static std::mutex mu;
-    static bool opened = false;
+    static bool opened = false, failed = false;
     std::lock_guard g(mu);
-    if (opened) {
+    if (opened || failed) {
         if (dir) *dir = g_socket_dir();
-        return true;
+        if (failed) *err = "an earlier attempt failed";
+        return opened;
     }
+    failed = true; // until it worked: one attempt per process
 #if RTE_VER_YEAR == 22 && RTE_VER_MONTH == 11
     std::string base;
     if (geteuid() == 0)
@@ -796,35 +825,68 @@ bool open_socket_without_eal(std::string* dir, std::string* err) {
     else
         base = "/tmp";
     base += "/dpdk";
-    if (mkdir(base.c_str(), 0700) == 0) {
-        g_made_base = true;
-    } else if (errno != EEXIST) {
+    if (mkdir(base.c_str(), 0700) != 0 && errno != EEXIST) {
         *err = "mkdir " + base + ": " + std::strerror(errno);
         return false;
     }
-    remove_stale(base);
-    const std::string d = base + "/" + kUringPrefix + std::to_string(getpid());
-    if (mkdir(d.c_str(), 0700) != 0) {
-        // There already (a process of this pid before us): only if it is ours and private, or
-        // another user could take the socket's place.
-        struct stat st {};
-        if (errno != EEXIST || lstat(d.c_str(), &st) != 0 || !own_private_dir(st)) {
-            *err = "mkdir " + d + ": " +
-                   (errno == EEXIST ? std::string("exists and is not a private directory of ours")
-                                    : std::strerror(errno));
-            return false;
-        }
+    // The base must be this user's and private: in another user's (a world-writable /tmp/dpdk)
+    // that user could put a socket of theirs in the place of ours.
+    const int base_fd = open(base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat bst {};
+    if (base_fd < 0 || fstat(base_fd, &bst) != 0 || !own_private_dir(bst)) {
+        *err = base + " is not a private directory of this user (set XDG_RUNTIME_DIR to one)";
+        if (base_fd >= 0) close(base_fd);
+        return false;
     }
+    remove_stale(base_fd);
+    // droce-uring-PID, or -PID-N when a live process of another PID namespace has that name.
+    std::string name;
+    int dir_fd = -1;
+    for (int n = 0; n < 16 && dir_fd < 0; ++n) {
+        name = kUringPrefix + std::to_string(getpid()) + (n ? "-" + std::to_string(n) : "");
+        const bool made = mkdirat(base_fd, name.c_str(), 0700) == 0;
+        if (!made && errno != EEXIST) break;
+        const int fd = open_own_dir_at(base_fd, name.c_str());
+        if (fd < 0) continue; // not ours, or not a directory: the next name
+        if (!made && served(fd, name.c_str())) {
+            close(fd); // a live process of another PID namespace has it
+            continue;
+        }
+        dir_fd = fd;
+    }
+    const int lock_fd =
+        dir_fd < 0 ? -1
+                   : openat(dir_fd, kLockName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        *err = "no directory of ours under " + base + " for the socket (" + name +
+               (dir_fd < 0 ? ")" : ": " + std::string(std::strerror(errno)) + ")");
+        if (lock_fd >= 0) close(lock_fd);
+        if (dir_fd >= 0) close(dir_fd);
+        close(base_fd);
+        return false;
+    }
+    // lock_fd stays open, and locked, for the life of the process.
+    close(dir_fd);
+    close(base_fd);
+    const std::string d = base + "/" + name;
     g_socket_dir() = d; // the library keeps the pointer: static storage
+    g_owner_pid = getpid();
+    set_path(g_sig_socket, d, "/dpdk_telemetry.v2");
+    set_path(g_sig_lock, d, "/droce.lock");
+    set_path(g_sig_dir, d, "");
     static rte_cpuset_t cpus;
     CPU_ZERO(&cpus);
     (void)sched_getaffinity(0, sizeof cpus, &cpus);
-    std::atexit(remove_socket_dir);
+    static bool handler = false;
+    if (!handler) handler = std::atexit(remove_socket_dir) == 0;
     if (rte_telemetry_init(g_socket_dir().c_str(), rte_version(), &cpus, telemetry_log, 0) != 0) {
         *err = "rte_telemetry_init in " + d + " failed";
+        remove_socket_dir();
+        g_socket_dir().clear();
         return false;
     }
     opened = true;
+    failed = false;
     if (dir) *dir = d;
     return true;
 #else
@@ -832,6 +894,13 @@ bool open_socket_without_eal(std::string* dir, std::string* err) {
            rte_version() + ")";
     return false;
 #endif
+}
+
+void remove_socket_dir_on_signal() noexcept {
+    if (g_sig_dir[0] == '\0' || getpid() != g_owner_pid) return;
+    (void)unlink(g_sig_socket);
+    (void)unlink(g_sig_lock);
+    (void)rmdir(g_sig_dir);
 }
 
 void detach(std::uint64_t id) noexcept {

@@ -126,10 +126,13 @@ void detach(std::uint64_t id) noexcept;
  * the EAL is not up (the EAL opens its own, unless --no-telemetry; lib/runtime checks). The
  * socket goes where DPDK would put a file prefix's:
  * <base>/dpdk/droce-uring-<pid>/dpdk_telemetry.v2, base /var/run as root, else $XDG_RUNTIME_DIR,
- * else /tmp; the directory is removed at exit, and those of droce-uring processes no longer alive
- * are removed first. DPDK 22.11's telemetry library (rte_telemetry_init, an internal symbol of that
- * release, declared by droce) opens and serves it from its own threads. Once per process; control
- * path.
+ * else /tmp (it must be this user's and writable by no one else). The process holds a lock
+ * (flock) on a file in its directory while it lives; the directory is removed at exit (not by a
+ * forked child), and directories whose lock no process holds are removed first (with a process of
+ * the same PID alive in another PID namespace, the name gets a suffix, -1 ..). Nothing is removed
+ * through a symbolic link or outside this user's own private directories. DPDK 22.11's telemetry
+ * library (rte_telemetry_init, an internal symbol of that release, declared by droce) opens and
+ * serves it from its own threads. Once per process; control path.
  * @param dir set to the directory (the file prefix is its last component) when opened.
  * @return true when the socket is open (a second call: true at once); false with *err: a DPDK
  *  release other
@@ -137,6 +140,13 @@ void detach(std::uint64_t id) noexcept;
  *  library refused (its reason is logged on stderr).
  */
 [[nodiscard]] bool open_socket_without_eal(std::string* dir, std::string* err);
+/**
+ * What the exit handler does, for a process ended by a signal (lib/verbs' stop-signal handler, a
+ * watcher that calls _exit): unlinks the socket and the lock, removes the directory. Only system
+ * calls on paths prepared beforehand: async-signal-safe. No-op in a forked child, or when
+ * open_socket_without_eal() never opened one.
+ */
+void remove_socket_dir_on_signal() noexcept;
 
 /**
  * Checks a capture file named in /droce/capture_start: absolute, no comma or control character,

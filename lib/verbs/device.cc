@@ -20,6 +20,7 @@
 #include "dpdk/eal.h"
 #include "provider.h"
 #include "rc/params.h"
+#include "telemetry/telemetry.h"
 
 #if !defined(DROCE_DEFAULT_CONFIG) || !defined(DROCE_BUILD_DEFAULT_CONFIG) ||                      \
     !defined(DROCE_BUILD_LIBDIR)
@@ -151,6 +152,7 @@ constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
 void release_files_then_die(int sig) {
     const int saved_errno = errno;
     dpdk::release_files_from_signal();
+    telemetry::remove_socket_dir_on_signal(); // a process without the EAL: its telemetry socket
     (void)raise(sig);
     errno = saved_errno;
 }

@@ -11,10 +11,13 @@
 #   - a directory left by a process that died (kill -9) is removed by the next process that starts,
 #     and a planted symbolic link of such a name is not followed;
 #   - once the processes exit, their directories are gone.
-# usage: uring_test.sh DROCE_PERF DROCE_STAT
+#   - a verbs program (ibv_rc_pingpong on droce's libibverbs.so.1) stopped by SIGTERM, and a child
+#     it forked that exits, leave nothing behind / remove nothing of the parent's.
+# usage: uring_test.sh DROCE_PERF DROCE_STAT VERBS_LIBDIR
 set -u
 perf=$1
 stat=$2
+libdir=$3
 py=/usr/bin/python3
 . "$(dirname "$0")/../uring/common.sh"
 uring_setup tele-uring
@@ -98,6 +101,21 @@ grep -q '"devices": \["uring-a"\]' "$tmp/py.out" || fail "dpdk-telemetry.py: $(c
 
 for p in $pids; do wait "$p" || fail "a droce-perf exited with an error"; done
 pids=
+
+# A verbs program stopped by SIGTERM (droce's stop-signal handler, no EAL): its directory goes.
+mkdir -p "$tmp/lib" && cp -L "$libdir"/libibverbs.so* "$tmp/lib/" && chmod -R a+rX "$tmp/lib"
+$run env LD_LIBRARY_PATH="$tmp/lib" DROCE_CONFIG="$tmp/b.ini" timeout 20 ibv_rc_pingpong -g 0 \
+    -d uring-b -p "$tcp_port" > "$tmp/pp.out" 2>&1 &
+for i in $(seq 1 100); do
+    vp=$(pgrep -f -n "^ibv_rc_pingpong -g 0 -d uring-b -p $tcp_port")
+    [ -n "$vp" ] && [ -S "$xdg/dpdk/droce-uring-$vp/dpdk_telemetry.v2" ] && break
+    sleep 0.05
+done
+[ -n "$vp" ] && [ -S "$xdg/dpdk/droce-uring-$vp/dpdk_telemetry.v2" ] ||
+    fail "ibv_rc_pingpong: no telemetry socket ($(cat "$tmp/pp.out"))"
+kill -TERM "$vp" 2> /dev/null
+wait 2> /dev/null
+[ -e "$xdg/dpdk/droce-uring-$vp" ] && fail "SIGTERM left $(ls "$xdg/dpdk/droce-uring-$vp")"
 # (The base directory dpdk/ stays: the killed process made it, and each process removes only the
 # base it made itself.)
 left=$(ls -A "$xdg/dpdk" 2> /dev/null)
