@@ -21,15 +21,6 @@ namespace {
 /** How long a reply may take: a command waits up to 2 s for a control lock in the process. */
 constexpr int kReplyMs = 5000;
 
-std::vector<std::string> socket_dirs() {
-    std::vector<std::string> bases;
-    if (const char* r = std::getenv("RUNTIME_DIRECTORY"); r && *r) bases.emplace_back(r);
-    bases.emplace_back("/var/run");
-    if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x) bases.emplace_back(x);
-    bases.emplace_back("/tmp");
-    return bases;
-}
-
 /** Reads one message of at most @p max bytes within kReplyMs. */
 bool read_message(int fd, std::size_t max, std::string* out, std::string* err) {
     pollfd p{fd, POLLIN, 0};
@@ -107,6 +98,17 @@ std::optional<nlohmann::ordered_json> Connection::query(const std::string& comma
         return std::nullopt;
     }
     return j.begin().value();
+}
+
+std::vector<std::string> socket_dirs() {
+    std::vector<std::string> bases;
+    if (const char* r = std::getenv("RUNTIME_DIRECTORY"); r && *r) bases.emplace_back(r);
+    bases.emplace_back("/var/run");
+    if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x) bases.emplace_back(x);
+    // Root reads every user's processes: theirs are under their own runtime directories.
+    if (geteuid() == 0) bases.emplace_back("/run/user/*");
+    bases.emplace_back("/tmp");
+    return bases;
 }
 
 std::vector<Process> find_processes(const std::string& prefix, long pid) {

@@ -35,6 +35,9 @@ struct Process {
  * droce are left out. @p prefix / @p pid, when set (non-empty / non-zero), keep only the matching
  * ones.
  */
+/** Where telemetry sockets are looked for, each followed by /dpdk/PREFIX/: $RUNTIME_DIRECTORY,
+ *  /var/run, $XDG_RUNTIME_DIR, as root every /run/user/UID (a glob), and /tmp. */
+[[nodiscard]] std::vector<std::string> socket_dirs();
 [[nodiscard]] std::vector<Process> find_processes(const std::string& prefix, long pid);
 
 /** A connection to one process's telemetry socket. */

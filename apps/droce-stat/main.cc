@@ -90,9 +90,12 @@ std::vector<Target> connect_all(const Cli& cli) {
         std::string which;
         if (!cli.prefix.empty()) which += " with file prefix " + cli.prefix;
         if (cli.pid) which += " with pid " + std::to_string(cli.pid);
-        die("no droce process" + which +
-            " with a telemetry socket (is its EAL started without --no-telemetry? run as the "
-            "same user or root)");
+        std::string where;
+        for (const std::string& d : socket_dirs())
+            where += (where.empty() ? "" : ", ") + d + "/dpdk/*";
+        die("no droce process" + which + " with a telemetry socket in " + where +
+            " (a process of another user, or one started with another XDG_RUNTIME_DIR, is not "
+            "there; a DPDK process started with --no-telemetry has none)");
     }
     return out;
 }

@@ -764,6 +764,10 @@ bool served(int fd, const char* name) {
     return held;
 }
 
+/** open_socket_without_eal made the base directory: at exit it goes too when empty, so that a
+ *  shared /tmp/dpdk is not left this user's (the next user could not use it). */
+bool g_made_base = false;
+
 /** Registered before DPDK's own exit handler, so it runs after it (sockets unlinked first). */
 void remove_socket_dir() {
     const std::string& d = g_socket_dir();
@@ -774,6 +778,7 @@ void remove_socket_dir() {
     if (const int fd = open_own_dir_at(parent, d.c_str() + slash + 1); fd >= 0)
         remove_dir_fd(parent, d.c_str() + slash + 1, fd);
     close(parent);
+    if (g_made_base) (void)rmdir(d.substr(0, slash).c_str()); // refused unless empty
 }
 
 /** droce-uring directories under the base open as @p base_fd that no live process serves. */
@@ -825,34 +830,41 @@ bool open_socket_without_eal(std::string* dir, std::string* err) {
     else
         base = "/tmp";
     base += "/dpdk";
-    if (mkdir(base.c_str(), 0700) != 0 && errno != EEXIST) {
-        *err = "mkdir " + base + ": " + std::strerror(errno);
-        return false;
-    }
-    // The base must be this user's and private: in another user's (a world-writable /tmp/dpdk)
-    // that user could put a socket of theirs in the place of ours.
-    const int base_fd = open(base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat bst {};
-    if (base_fd < 0 || fstat(base_fd, &bst) != 0 || !own_private_dir(bst)) {
-        *err = base + " is not a private directory of this user (set XDG_RUNTIME_DIR to one)";
-        if (base_fd >= 0) close(base_fd);
-        return false;
-    }
-    remove_stale(base_fd);
-    // droce-uring-PID, or -PID-N when a live process of another PID namespace has that name.
     std::string name;
-    int dir_fd = -1;
-    for (int n = 0; n < 16 && dir_fd < 0; ++n) {
-        name = kUringPrefix + std::to_string(getpid()) + (n ? "-" + std::to_string(n) : "");
-        const bool made = mkdirat(base_fd, name.c_str(), 0700) == 0;
-        if (!made && errno != EEXIST) break;
-        const int fd = open_own_dir_at(base_fd, name.c_str());
-        if (fd < 0) continue; // not ours, or not a directory: the next name
-        if (!made && served(fd, name.c_str())) {
-            close(fd); // a live process of another PID namespace has it
-            continue;
+    int base_fd = -1, dir_fd = -1;
+    // Twice at most: a process that made the base removes it at exit when it is empty, which can
+    // fall between our mkdir of it and our mkdirat in it (ENOENT).
+    for (int attempt = 0; attempt < 2 && dir_fd < 0; ++attempt) {
+        if (base_fd >= 0) close(base_fd);
+        if (mkdir(base.c_str(), 0700) == 0) {
+            g_made_base = true;
+        } else if (errno != EEXIST) {
+            *err = "mkdir " + base + ": " + std::strerror(errno);
+            return false;
         }
-        dir_fd = fd;
+        // The base must be this user's and private: in another user's (a world-writable
+        // /tmp/dpdk) that user could put a socket of theirs in the place of ours.
+        base_fd = open(base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat bst {};
+        if (base_fd < 0 || fstat(base_fd, &bst) != 0 || !own_private_dir(bst)) {
+            *err = base + " is not a private directory of this user (set XDG_RUNTIME_DIR to one)";
+            if (base_fd >= 0) close(base_fd);
+            return false;
+        }
+        remove_stale(base_fd);
+        // droce-uring-PID, or -PID-N when a live process of another PID namespace has that name.
+        for (int n = 0; n < 16 && dir_fd < 0; ++n) {
+            name = kUringPrefix + std::to_string(getpid()) + (n ? "-" + std::to_string(n) : "");
+            const bool made = mkdirat(base_fd, name.c_str(), 0700) == 0;
+            if (!made && errno != EEXIST) break; // ENOENT: the base went; the next attempt
+            const int fd = open_own_dir_at(base_fd, name.c_str());
+            if (fd < 0) continue; // not ours, or not a directory: the next name
+            if (!made && served(fd, name.c_str())) {
+                close(fd); // a live process of another PID namespace has it
+                continue;
+            }
+            dir_fd = fd;
+        }
     }
     const int lock_fd =
         dir_fd < 0 ? -1

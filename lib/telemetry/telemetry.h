@@ -126,9 +126,10 @@ void detach(std::uint64_t id) noexcept;
  * the EAL is not up (the EAL opens its own, unless --no-telemetry; lib/runtime checks). The
  * socket goes where DPDK would put a file prefix's:
  * <base>/dpdk/droce-uring-<pid>/dpdk_telemetry.v2, base /var/run as root, else $XDG_RUNTIME_DIR,
- * else /tmp (it must be this user's and writable by no one else). The process holds a lock
- * (flock) on a file in its directory while it lives; the directory is removed at exit (not by a
- * forked child), and directories whose lock no process holds are removed first (with a process of
+ * else /tmp (it must be this user's and writable by no one else; made if absent, and then removed
+ * at exit when empty, so that a shared /tmp/dpdk does not stay one user's). The process holds a
+ * lock (flock) on a file in its directory while it lives; the directory is removed at exit (not by
+ * a forked child), and directories whose lock no process holds are removed first (with a process of
  * the same PID alive in another PID namespace, the name gets a suffix, -1 ..). Nothing is removed
  * through a symbolic link or outside this user's own private directories. DPDK 22.11's telemetry
  * library (rte_telemetry_init, an internal symbol of that release, declared by droce) opens and

@@ -93,7 +93,8 @@ run_pair "write-lat-inline" --op write -s 64 -n 200 --lat --verify --inline-prog
     fail "write lat inline"
 server_args=""
 
-# The telemetry sockets' directories are gone; their base (dpdk/) stays, as DPDK leaves it.
+# The telemetry sockets' directories are gone; their base (dpdk/) may stay (only the process that
+# made it removes it, when it is empty then).
 left=$(ls -A "$tmp/xdg" | grep -vx dpdk; ls -A "$tmp/xdg/dpdk" 2> /dev/null)
 [ -z "$left" ] || fail "files in the runtime directory: $left"
 [ -z "$(owned)" ] || fail "EAL files of ours: $(owned)"
