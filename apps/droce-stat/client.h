@@ -28,16 +28,17 @@ struct Process {
     std::string version;     ///< the DPDK version the process runs
 };
 
-/**
- * The telemetry sockets of running droce processes: every dpdk_telemetry.v2* under the runtime
- * directories above (all of them: a root shell may read a user's processes too), connected to and
- * asked /droce/devices; sockets nobody listens on (a killed process's) and DPDK processes without
- * droce are left out. @p prefix / @p pid, when set (non-empty / non-zero), keep only the matching
- * ones.
- */
 /** Where telemetry sockets are looked for, each followed by /dpdk/PREFIX/: $RUNTIME_DIRECTORY,
  *  /var/run, $XDG_RUNTIME_DIR, as root every /run/user/UID (a glob), and /tmp. */
 [[nodiscard]] std::vector<std::string> socket_dirs();
+
+/**
+ * The telemetry sockets of running droce processes: every dpdk_telemetry.v2* under the runtime
+ * directories of socket_dirs() (all of them: a root shell may read a user's processes too),
+ * connected to and asked /droce/devices; sockets nobody listens on (a killed process's) and DPDK
+ * processes without droce are left out. @p prefix / @p pid, when set (non-empty / non-zero), keep
+ * only the matching ones.
+ */
 [[nodiscard]] std::vector<Process> find_processes(const std::string& prefix, long pid);
 
 /** A connection to one process's telemetry socket. */
