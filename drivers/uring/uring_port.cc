@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <bitset>
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
@@ -282,11 +284,16 @@ constexpr std::uint32_t kBthDestQpTopByte = 5;
 /** Bytes 8..15 of a slot probe. */
 constexpr std::uint8_t kProbeMagic[8] = {'D', 'R', 'O', 'C', 'E', 'S', 'H', 'R'};
 
-/** The members of one group: slot_at[i] is the steering slot of the socket at index i. */
+} // namespace
+
+/** The members of one group: slot_at[i] is the steering slot of the socket at index i. Its bytes
+ *  are the group's table file. */
 struct ShareTable {
     std::uint32_t n = 0;
     std::uint8_t slot_at[kMaxShareSlots]{};
 };
+
+namespace {
 
 /**
  * Where a group's table lives: /dev/shm (every process of the user sees it), named by user,
@@ -340,38 +347,53 @@ bool write_table(const std::string& path, const ShareTable& t) {
  * capability.
  */
 bool attach_steering(int fd, const ShareTable& t) {
-    std::vector<sock_filter> code;                                   // control path
-    code.push_back(BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 1));           // A = SE, M, PadCount, TVer
-    code.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0f, 0, 2)); // a probe?
-    code.push_back(BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kBthDestQpTopByte));
-    code.push_back(BPF_STMT(BPF_RET | BPF_A, 0)); // the probe's candidate index
-    code.push_back(BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kBthDestQpTopByte)); // A = DestQP >> 16
-    for (std::uint32_t i = 0; i < t.n; ++i) {
-        code.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, t.slot_at[i], 0, 1));
-        code.push_back(BPF_STMT(BPF_RET | BPF_K, i));
+    // On the stack, not the heap: a member that repairs the group does it from rx_burst().
+    std::array<sock_filter, 5 + 2 * kMaxShareSlots + 1> code;
+    std::size_t n = 0;
+    code[n++] = BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 1);           // A = SE, M, PadCount, TVer
+    code[n++] = BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0f, 0, 2); // a probe?
+    code[n++] = BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kBthDestQpTopByte);
+    code[n++] = BPF_STMT(BPF_RET | BPF_A, 0); // the probe's candidate index
+    code[n++] = BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kBthDestQpTopByte); // A = DestQP >> 16
+    for (std::uint32_t i = 0; i < std::min<std::uint32_t>(t.n, kMaxShareSlots); ++i) {
+        code[n++] = BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, t.slot_at[i], 0, 1);
+        code[n++] = BPF_STMT(BPF_RET | BPF_K, i);
     }
-    code.push_back(BPF_STMT(BPF_RET | BPF_K, 0xffffffffu)); // nobody's slot: the kernel's hash
+    code[n++] = BPF_STMT(BPF_RET | BPF_K, 0xffffffffu); // nobody's slot: the kernel's hash
     sock_fprog prog{};
-    prog.len = static_cast<unsigned short>(code.size());
+    prog.len = static_cast<unsigned short>(n);
     prog.filter = code.data();
     return setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) == 0;
 }
 
 /**
+ * An abstract unix socket address "<share_name>-<suffix>" (share_name: the table's file name),
+ * written without allocating (a repairing member builds them in rx_burst()). @return its length.
+ */
+socklen_t group_name(sockaddr_un* sa, const std::string& share_name, const char* suffix) noexcept {
+    *sa = sockaddr_un{};
+    sa->sun_family = AF_UNIX;
+    const int n = std::snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "%s-%s",
+                                share_name.c_str(), suffix);
+    const auto len =
+        std::min<std::size_t>(n < 0 ? 0 : static_cast<std::size_t>(n), sizeof sa->sun_path - 2);
+    return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + len);
+}
+
+/**
  * A member's sign of life: an abstract unix socket name per (user, address, port, slot), bound
  * while the member is in the group. The kernel releases it when the process ends, however it
- * ends, so a joiner can tell which member of a stale table died.
+ * ends, so a joiner can tell which member of a stale table died. Also where the member sends its
+ * answers to who-probes from.
  * @return the bound socket, or -errno (EADDRINUSE: a live member holds the slot).
  */
-int bind_alive(const std::string& table, unsigned slot) {
-    sockaddr_un sa{};
-    sa.sun_family = AF_UNIX;
-    const std::string name = table.substr(table.rfind('/') + 1) + "-" + std::to_string(slot);
-    const std::size_t n = std::min(name.size(), sizeof sa.sun_path - 2);
-    std::memcpy(sa.sun_path + 1, name.data(), n);
+int bind_alive(const std::string& share_name, unsigned slot) {
+    sockaddr_un sa;
+    char suffix[8];
+    std::snprintf(suffix, sizeof suffix, "%u", slot);
+    const socklen_t len = group_name(&sa, share_name, suffix);
     const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -errno;
-    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
     if (bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
         const int e = errno;
         close(fd);
@@ -386,10 +408,10 @@ int bind_alive(const std::string& table, unsigned slot) {
  * sign of life gone) that move is known and is replayed here; with more, the order of the moves
  * is not. @return whether @p t now matches a group of @p members.
  */
-bool repair_table(const std::string& path, ShareTable* t, unsigned members) {
+bool repair_table(const std::string& share_name, ShareTable* t, unsigned members) {
     if (t->n != members + 1) return false;
     for (std::uint32_t i = 0; i < t->n; ++i) {
-        const int probe = bind_alive(path, t->slot_at[i]);
+        const int probe = bind_alive(share_name, t->slot_at[i]);
         if (probe < 0) continue; // alive (or the name cannot be bound: taken as alive)
         close(probe);
         t->slot_at[i] = t->slot_at[t->n - 1];
@@ -399,11 +421,35 @@ bool repair_table(const std::string& path, ShareTable* t, unsigned members) {
     return false;
 }
 
-/** A slot probe: byte 5 the candidate slot, TVer 15 (no RoCE stack takes it), magic, nonce. */
-void build_probe(std::uint8_t* p, std::uint8_t candidate, std::uint64_t nonce) noexcept {
+/** Byte 4 of a probe (BTH's reserved byte): what the prober wants. */
+constexpr std::uint32_t kProbeKindByte = 4;
+/** A joiner looking for its own index: the probe that comes back to it names it. */
+constexpr std::uint8_t kProbeSelf = 0;
+/** A repairing member asking the socket at the named index for its slot: the member there answers
+ *  with a ShareAnswer to the abstract name "<share_name>-r<nonce in hex>". */
+constexpr std::uint8_t kProbeWho = 1;
+
+/** A member's answer to a who-probe: the index the probe named (where it arrived) and its slot. */
+struct ShareAnswer {
+    std::uint8_t magic[8];
+    std::uint64_t nonce;
+    std::uint8_t index;
+    std::uint8_t slot;
+};
+
+/** The suffix of the abstract name a who-prober reads its answers on. */
+void answer_suffix(char (&out)[20], std::uint64_t nonce) noexcept {
+    std::snprintf(out, sizeof out, "r%016llx", static_cast<unsigned long long>(nonce));
+}
+
+/** A slot probe: byte 5 the candidate index, TVer 15 (no RoCE stack takes it), byte 4 its kind
+ *  (kProbeSelf, kProbeWho), magic, nonce. */
+void build_probe(std::uint8_t* p, std::uint8_t candidate, std::uint64_t nonce,
+                 std::uint8_t kind = kProbeSelf) noexcept {
     std::memset(p, 0, kShareProbeLen);
     p[1] = 0x0f; // SE 0, M 0, PadCount 0, TVer 15
     p[2] = p[3] = 0xff;
+    p[kProbeKindByte] = kind;
     p[kBthDestQpTopByte] = candidate;
     std::memcpy(p + 8, kProbeMagic, sizeof kProbeMagic);
     std::memcpy(p + 16, &nonce, sizeof nonce);
@@ -414,7 +460,142 @@ bool is_probe(const std::uint8_t* p, std::uint32_t len) noexcept {
            std::memcmp(p + 8, kProbeMagic, sizeof kProbeMagic) == 0;
 }
 
+/** How many members of @p t have lost their sign of life (died without leaving). */
+unsigned count_dead(const std::string& share_name, const ShareTable& t) noexcept {
+    unsigned dead = 0;
+    for (std::uint32_t i = 0; i < t.n; ++i) {
+        const int fd = bind_alive(share_name, t.slot_at[i]);
+        if (fd < 0) continue; // alive (or the name cannot be bound: taken as alive)
+        close(fd);
+        ++dead;
+    }
+    return dead;
+}
+
+/**
+ * Asks the sockets at indices 0..members-1 of a group which slot they serve: one kProbeWho per
+ * index, sent to the group's own address (the program sends a probe to the index it names), and
+ * each member answers with a ShareAnswer to this prober's abstract name. For a table that members
+ * left without leaving in an unknown order, where the kernel's moves cannot be replayed. Only
+ * answers from this user count (SO_PASSCRED). No allocation: a member repairs from rx_burst().
+ */
+class WhoProbe {
+  public:
+    WhoProbe() = default;
+    WhoProbe(const WhoProbe&) = delete;
+    WhoProbe& operator=(const WhoProbe&) = delete;
+    ~WhoProbe() { stop(); }
+
+    /** Binds the answer socket and sends the probes from @p group_fd (a member's receive
+     *  socket) to @p self. @return 0, or the errno of socket, bind or sendto. */
+    int start(int group_fd, const sockaddr_in6& self, socklen_t selflen,
+              const std::string& share_name, unsigned members) noexcept {
+        stop();
+        if (getrandom(&nonce_, sizeof nonce_, GRND_NONBLOCK) != sizeof nonce_)
+            nonce_ = coarse_monotonic_ns() ^ (static_cast<std::uint64_t>(getpid()) << 40);
+        members_ = std::min(members, kMaxShareSlots);
+        answered_ = 0;
+        conflict_ = false;
+        slot_at_.fill(-1);
+        char suffix[20];
+        answer_suffix(suffix, nonce_);
+        sockaddr_un sa;
+        const socklen_t len = group_name(&sa, share_name, suffix);
+        fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        const int on = 1;
+        if (fd_ < 0 || setsockopt(fd_, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0 ||
+            bind(fd_, reinterpret_cast<const sockaddr*>(&sa), len) != 0)
+            return fail();
+        std::uint8_t pkt[kShareProbeLen];
+        for (unsigned i = 0; i < members_; ++i) {
+            build_probe(pkt, static_cast<std::uint8_t>(i), nonce_, kProbeWho);
+            if (sendto(group_fd, pkt, sizeof pkt, 0, reinterpret_cast<const sockaddr*>(&self),
+                       selflen) != static_cast<ssize_t>(sizeof pkt))
+                return fail();
+        }
+        return 0;
+    }
+    /** Takes the answers that arrived. @return true once every index answered, each with its
+     *  own slot. */
+    bool absorb() noexcept {
+        ShareAnswer a;
+        alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(ucred))];
+        for (;;) {
+            iovec iov{&a, sizeof a};
+            msghdr m{};
+            m.msg_iov = &iov;
+            m.msg_iovlen = 1;
+            m.msg_control = ctrl;
+            m.msg_controllen = sizeof ctrl;
+            const ssize_t got = recvmsg(fd_, &m, MSG_DONTWAIT);
+            if (got < 0) break; // none left (EAGAIN), or the socket failed: the deadline ends it
+            if (got != static_cast<ssize_t>(sizeof a)) continue; // not an answer
+            const cmsghdr* c = CMSG_FIRSTHDR(&m);
+            ucred cred{};
+            if (!c || c->cmsg_type != SCM_CREDENTIALS) continue;
+            std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
+            if (cred.uid != getuid() || a.nonce != nonce_ || a.index >= members_ ||
+                std::memcmp(a.magic, kProbeMagic, sizeof kProbeMagic) != 0)
+                continue;
+            std::int16_t& at = slot_at_[a.index];
+            if (at == a.slot) continue; // the same answer twice
+            if (at >= 0) conflict_ = true;
+            at = a.slot;
+            ++answered_;
+        }
+        if (conflict_ || answered_ < members_) return false;
+        std::bitset<kMaxShareSlots> seen;
+        for (unsigned i = 0; i < members_; ++i) {
+            if (seen.test(static_cast<std::size_t>(slot_at_[i]))) conflict_ = true;
+            seen.set(static_cast<std::size_t>(slot_at_[i]));
+        }
+        return !conflict_;
+    }
+    /** Two answers for one index, or one slot at two: the group changed under the probe. */
+    [[nodiscard]] bool conflicting() const noexcept { return conflict_; }
+    /** The group as the answers gave it (after absorb() said complete). */
+    void table(ShareTable* t) const noexcept {
+        *t = ShareTable{};
+        t->n = members_;
+        for (unsigned i = 0; i < members_; ++i)
+            t->slot_at[i] = static_cast<std::uint8_t>(slot_at_[i]);
+    }
+    [[nodiscard]] int fd() const noexcept { return fd_; }
+    void stop() noexcept {
+        if (fd_ >= 0) close(fd_);
+        fd_ = -1;
+    }
+
+  private:
+    int fail() noexcept {
+        const int e = errno;
+        stop();
+        return e;
+    }
+    int fd_ = -1;
+    std::uint64_t nonce_ = 0;
+    unsigned members_ = 0;
+    unsigned answered_ = 0;
+    bool conflict_ = false;
+    std::array<std::int16_t, kMaxShareSlots> slot_at_{};
+};
+
+/** How often a member that receives frames of other slots looks for dead members, and how long
+ *  it waits after a repair that failed. */
+constexpr std::uint64_t kShareCheckNs = 100'000'000;
+constexpr std::uint64_t kShareRetryNs = 1'000'000'000;
+/** How long a repair waits for every member's answer (a member answers from its next poll). */
+constexpr std::uint64_t kShareAnswerNs = 200'000'000;
+
 } // namespace
+
+/** A repair by this member (share_upkeep): the answers awaited, and the join lock held. */
+struct UringPort::ShareRepair {
+    WhoProbe who;
+    int lock_fd = -1; ///< try_join_lock()'s socket while a repair waits, else -1
+    std::uint64_t deadline_ns = 0;
+    std::uint64_t next_check_ns = 0;
+};
 
 namespace {
 // The process's hold on the host-wide lock: re-entered by nested ShareJoinLocks of one thread
@@ -422,6 +603,37 @@ namespace {
 std::recursive_mutex g_join_mutex;
 unsigned g_join_depth = 0;
 int g_join_fd = -1;
+
+/** The lock's abstract name (it lives in the network namespace, like the UDP ports it guards). */
+socklen_t join_lock_name(sockaddr_un* sa) noexcept {
+    *sa = sockaddr_un{};
+    sa->sun_family = AF_UNIX;
+    const int n = std::snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "droce-share-join-%u",
+                                static_cast<unsigned>(getuid()));
+    return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+}
+
+/**
+ * Takes the join lock without waiting, for a repair that holds it across rx_burst() calls: the
+ * name is bound on a socket of its own (closed by whichever thread ends the repair), not the
+ * process's re-entrant hold, so this process's other threads wait for it like other processes.
+ * Not while this process holds the lock (a join or leave in progress). @return the socket, or -1.
+ */
+int try_join_lock() noexcept {
+    if (!g_join_mutex.try_lock()) return -1;
+    int fd = -1;
+    if (g_join_depth == 0) {
+        sockaddr_un sa;
+        const socklen_t len = join_lock_name(&sa);
+        fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    g_join_mutex.unlock();
+    return fd;
+}
 } // namespace
 
 ShareJoinLock::ShareJoinLock(unsigned timeout_ms, std::string* err) {
@@ -431,12 +643,8 @@ ShareJoinLock::ShareJoinLock(unsigned timeout_ms, std::string* err) {
         held_ = true;
         return;
     }
-    // An abstract name lives in the network namespace, like the UDP ports the lock guards.
-    sockaddr_un sa{};
-    sa.sun_family = AF_UNIX;
-    const int n = std::snprintf(sa.sun_path + 1, sizeof sa.sun_path - 1, "droce-share-join-%u",
-                                static_cast<unsigned>(getuid()));
-    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+    sockaddr_un sa;
+    const socklen_t len = join_lock_name(&sa);
     const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     int e = errno;
     for (unsigned waited = 0; fd >= 0; ++waited) {
@@ -931,6 +1139,8 @@ bool UringPort::join_group(int want, std::string* err) {
     const std::string where =
         "UDP port " + std::to_string(udp_port_) + " on " + addr_text(ipv4_, addr_);
     table_path_ = table_path(ipv4_, addr_, udp_port_);
+    share_name_ = table_path_.substr(table_path_.rfind('/') + 1);
+    repair_ = std::make_unique<ShareRepair>();
     ShareTable t;
     if (const int r = read_table(table_path_, &t); r != kTableOk) {
         *err = r == kTableDamaged ? "share: " + table_path_ +
@@ -939,11 +1149,15 @@ bool UringPort::join_group(int want, std::string* err) {
         return false;
     }
     if (idx == 0) t.n = 0; // alone in the group: whatever the file says is stale
-    if (t.n != idx && !repair_table(table_path_, &t, idx)) {
+    // One member dead: the kernel's move is known and replayed. More: the members before this
+    // socket's index are asked who they are (they answer from their next poll).
+    if (t.n != idx && !repair_table(share_name_, &t, idx) && !ask_members(idx, &t)) {
         *err = "share: " + table_path_ + " lists " + std::to_string(t.n) +
                " members but this socket is member " + std::to_string(idx) +
-               " of the group: members ended without leaving (killed?) and the kernel moved "
-               "others into their places; stop every process sharing " +
+               " of the group: members ended without leaving (killed?), the kernel moved "
+               "others into their places, and not every member answered who it is in 500 ms "
+               "(a member that does not poll its port: stopped, or an older droce); stop every "
+               "process sharing " +
                where + ", then start them again";
         return false;
     }
@@ -965,7 +1179,7 @@ bool UringPort::join_group(int want, std::string* err) {
     };
     if (want >= 0) {
         slot = static_cast<unsigned>(want);
-        if (slot < kMaxShareSlots && !used(slot)) alive = bind_alive(table_path_, slot);
+        if (slot < kMaxShareSlots && !used(slot)) alive = bind_alive(share_name_, slot);
         if (alive < 0 && alive != -EADDRINUSE) return bind_failed(-alive);
         if (alive < 0) {
             *err = "share: slot " + std::to_string(want) +
@@ -976,7 +1190,7 @@ bool UringPort::join_group(int want, std::string* err) {
     } else {
         for (; slot < kMaxShareSlots; ++slot) {
             if (used(slot)) continue;
-            if ((alive = bind_alive(table_path_, slot)) >= 0) break;
+            if ((alive = bind_alive(share_name_, slot)) >= 0) break;
             if (alive != -EADDRINUSE) return bind_failed(-alive);
             inc(PortCounter::share_slot_held_elsewhere);
         }
@@ -1026,6 +1240,7 @@ void UringPort::leave_share_group() noexcept {
 }
 
 void UringPort::leave_group() noexcept {
+    end_repair(); // its hold on the join lock would keep the ShareJoinLock below waiting
     // The kernel will move the group's last socket into our index when ours closes: steer the
     // last member's slot to our index first (until the close, its datagrams reach us and are
     // dropped; RC retransmits them), then close, under the lock so no join sees a half state.
@@ -1247,7 +1462,10 @@ bool UringPort::rebuild(std::uint32_t slot, const std::uint8_t* name, std::uint3
     if (share_) {
         const std::uint8_t* bth = mem_ + static_cast<std::size_t>(slot) * slot_bytes_ + kPayloadOff;
         if (is_probe(bth, payload_len)) {
-            inc(PortCounter::rx_share_probes); // a member joining: not for the engine
+            inc(PortCounter::rx_share_probes); // a member joining or repairing: not for the engine
+            if (bth[kProbeKindByte] == kProbeWho && joined_ && namelen >= sizeof(sockaddr_in) &&
+                from_group_address(name, namelen))
+                answer_who(bth);
             return false;
         }
         // QP1 (the MRC endpoint QP, low 16 bits 1) of any slot is answered by any member.
@@ -1553,9 +1771,114 @@ std::uint16_t UringPort::rx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
         rx.store(rx.load(std::memory_order_relaxed) - got, std::memory_order_relaxed);
         got = 0;
     }
+    if (share_) [[unlikely]] {
+        if (counter(PortCounter::rx_foreign_slot) != foreign_seen_ ||
+            (repair_ && repair_->lock_fd >= 0))
+            share_upkeep();
+    }
     keep_receiving();
     submit();
     return got;
+}
+
+bool UringPort::from_group_address(const std::uint8_t* name, std::uint32_t namelen) const noexcept {
+    sockaddr_in6 from{};
+    std::memcpy(&from, name, std::min<std::uint32_t>(namelen, sizeof from));
+    if (ipv4_) {
+        const auto* s4 = reinterpret_cast<const sockaddr_in*>(&from);
+        return s4->sin_family == AF_INET && ntohs(s4->sin_port) == udp_port_ &&
+               std::memcmp(&s4->sin_addr, addr_.data() + 12, 4) == 0;
+    }
+    return from.sin6_family == AF_INET6 && ntohs(from.sin6_port) == udp_port_ &&
+           std::memcmp(&from.sin6_addr, addr_.data(), 16) == 0;
+}
+
+void UringPort::answer_who(const std::uint8_t* probe) noexcept {
+    ShareAnswer a{};
+    std::memcpy(a.magic, kProbeMagic, sizeof kProbeMagic);
+    std::memcpy(&a.nonce, probe + 16, sizeof a.nonce);
+    a.index = probe[kBthDestQpTopByte]; // the program delivered it to the index it names
+    a.slot = slot_;
+    char suffix[20];
+    answer_suffix(suffix, a.nonce);
+    sockaddr_un sa;
+    const socklen_t len = group_name(&sa, share_name_, suffix);
+    if (sendto(alive_fd_, &a, sizeof a, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&sa), len) ==
+        static_cast<ssize_t>(sizeof a))
+        inc(PortCounter::share_who_answered);
+}
+
+void UringPort::share_upkeep() noexcept {
+    foreign_seen_ = counter(PortCounter::rx_foreign_slot);
+    if (!joined_ || !repair_) return;
+    ShareRepair& r = *repair_;
+    const std::uint64_t now = coarse_monotonic_ns();
+    if (r.lock_fd >= 0) {
+        if (r.who.absorb()) {
+            ShareTable t;
+            r.who.table(&t);
+            const bool ok = attach_steering(rx_fd_, t) && write_table(table_path_, t);
+            inc(ok ? PortCounter::share_repairs : PortCounter::share_repair_failed);
+            end_repair();
+            r.next_check_ns = now + (ok ? kShareCheckNs : kShareRetryNs);
+        } else if (r.who.conflicting() || now >= r.deadline_ns) {
+            inc(PortCounter::share_repair_failed);
+            end_repair();
+            r.next_check_ns = now + kShareRetryNs;
+        }
+        return;
+    }
+    if (now < r.next_check_ns) return;
+    r.next_check_ns = now + kShareCheckNs;
+    // Frames of other slots arrive here: stale traffic for a member that left, or members that
+    // died without leaving, after which the kernel moved others into their indices and the
+    // program steers by a table that no longer matches. Only the second is repaired.
+    ShareTable t;
+    if (read_table(table_path_, &t) != kTableOk || count_dead(share_name_, t) == 0) return;
+    r.lock_fd = try_join_lock();
+    if (r.lock_fd < 0) return; // a join, a leave or another repair: looked at again later
+    // Under the lock the table is the group's last word (a join may have repaired it meanwhile).
+    unsigned dead = 0;
+    if (read_table(table_path_, &t) != kTableOk || (dead = count_dead(share_name_, t)) == 0 ||
+        dead >= t.n) {
+        end_repair();
+        return;
+    }
+    // The order in which the dead left is unknown, so each index is asked (this member's own
+    // probe comes back through this ring and is answered like the others).
+    sockaddr_in6 self{};
+    socklen_t selflen = 0;
+    fill_sockaddr(ipv4_, addr_, udp_port_, &self, &selflen);
+    if (r.who.start(rx_fd_, self, selflen, share_name_, t.n - dead) != 0) {
+        inc(PortCounter::share_repair_failed);
+        end_repair();
+        r.next_check_ns = now + kShareRetryNs;
+        return;
+    }
+    r.deadline_ns = now + kShareAnswerNs;
+}
+
+void UringPort::end_repair() noexcept {
+    if (!repair_) return;
+    repair_->who.stop();
+    if (repair_->lock_fd >= 0) close(repair_->lock_fd);
+    repair_->lock_fd = -1;
+}
+
+bool UringPort::ask_members(unsigned members, ShareTable* t) {
+    WhoProbe who;
+    sockaddr_in6 self{};
+    socklen_t selflen = 0;
+    fill_sockaddr(ipv4_, addr_, udp_port_, &self, &selflen);
+    if (who.start(rx_fd_, self, selflen, share_name_, members) != 0) return false;
+    const std::uint64_t give_up = coarse_monotonic_ns() + 500'000'000ull;
+    while (!who.absorb() && !who.conflicting() && coarse_monotonic_ns() < give_up) {
+        pollfd pfd{who.fd(), POLLIN, 0};
+        (void)poll(&pfd, 1, 20);
+    }
+    if (who.conflicting() || !who.absorb()) return false;
+    who.table(t);
+    return true;
 }
 
 void UringPort::tx_reclaim() noexcept {

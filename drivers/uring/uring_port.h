@@ -103,7 +103,10 @@ namespace droce::uring {
     X(rx_dropped_link_down)  /* datagrams received while the link was down: not delivered */      \
     X(rx_share_probes)       /* share: slot probes of a joining member, dropped */                 \
     X(rx_foreign_slot)       /* share: frames for a QPN of another slot (a member left) */        \
-    X(share_slot_held_elsewhere) /* share: a slot the table gave as free was a live member's */
+    X(share_slot_held_elsewhere) /* share: a slot the table gave as free was a live member's */ \
+    X(share_who_answered)    /* share: who-probes of a repairing member answered with our slot */ \
+    X(share_repairs)         /* share: group tables this member repaired after members died */    \
+    X(share_repair_failed)   /* share: repairs given up (a member did not answer in time) */
 // clang-format on
 
 enum class PortCounter : std::uint8_t {
@@ -268,6 +271,9 @@ class ShareJoinLock {
     bool held_ = false;
 };
 
+/** A shared group's members by index (uring_port.cc). */
+struct ShareTable;
+
 class UringPort final : public PortDriver {
   public:
     /** Frames the destructor drains per round (the datapath calls take any n). */
@@ -289,9 +295,10 @@ class UringPort final : public PortDriver {
      *         With share: the join lock not taken in 10 s; EADDRINUSE
      *         when a socket that does not share holds the port (or one of another user); the
      *         self-probe found no index (more than kMaxShareSlots members, or no probe came back
-     *         in 500 ms); the group table damaged, or stale beyond repair (more than one
-     *         member killed without leaving: the message says to restart the group; one is
-     *         repaired); share_slot taken; SO_ATTACH_REUSEPORT_CBPF or table write errno. Without
+     *         in 500 ms); the group table damaged, or stale beyond repair (members killed
+     *         without leaving: one is replayed, more are asked who they are, and when one of
+     *         them does not answer in 500 ms the message says to restart the group);
+     *         share_slot taken; SO_ATTACH_REUSEPORT_CBPF or table write errno. Without
      * share, EADDRINUSE reads "UDP port N on ADDR is in use by another process; set share = yes to
      * share it".
      */
@@ -325,7 +332,10 @@ class UringPort final : public PortDriver {
      *  bufs[0..r), the caller bufs[r..n). */
     std::uint16_t tx_burst(PktBuf** bufs, std::uint16_t n) noexcept override;
     /** Reaps completions (sends, receives), keeps the receives armed and the buffer ring full,
-     *  submits, and returns up to @p n rebuilt frames: data/len the frame from the Ethernet header,
+     *  submits, and returns up to @p n rebuilt frames (a shared port also answers who-probes
+     *  here, and after frames of another slot arrived looks for dead members and repairs the
+     *  group: a few system calls at most every 100 ms, never a wait; README, "a member
+     *  killed"): data/len the frame from the Ethernet header,
      *  port = port_index, ecn_ce from the kernel's TOS / traffic class. Completions of frames that
      *  do not fit in @p n stay in the completion ring for the next call. */
     std::uint16_t rx_burst(PktBuf** bufs, std::uint16_t n) noexcept override;
@@ -413,6 +423,21 @@ class UringPort final : public PortDriver {
     bool probe_index(unsigned* index, std::string* err);
     bool join_group(int want, std::string* err);
     void leave_group() noexcept;
+    /** Answers a who-probe (a repairing member asking the socket at an index for its slot). */
+    void answer_who(const std::uint8_t* probe) noexcept;
+    /** Whether a datagram's source (a sockaddr of namelen bytes) is the group's own address and
+     *  port: where members send their probes from. */
+    [[nodiscard]] bool from_group_address(const std::uint8_t* name,
+                                          std::uint32_t namelen) const noexcept;
+    /** A joiner's repair of a table that members left in an unknown order: asks the @p members
+     *  sockets before its own index who they are (500 ms at most). @return whether *t is now
+     *  the group (the joiner not yet in it). Control path. */
+    bool ask_members(unsigned members, ShareTable* t);
+    /** A shared port's upkeep, from rx_burst() when frames of another slot arrived or a repair
+     *  waits for answers: finds members that died without leaving and repairs the group. */
+    void share_upkeep() noexcept;
+    /** Ends a repair in progress (answers no longer awaited, the join lock released). */
+    void end_repair() noexcept;
 
     std::unique_ptr<Ring> ring_;
     // Pool: slot i is bufs_[i], its bytes at mem_ + i * slot_bytes_.
@@ -456,6 +481,12 @@ class UringPort final : public PortDriver {
     std::uint8_t slot_ = 0;
     std::string table_path_;
     int alive_fd_ = -1; ///< the member's sign of life (uring_port.cc, bind_alive)
+    /** The table file's name without /dev/shm/: the prefix of the group's abstract names. */
+    std::string share_name_;
+    /** A repair of the group by this member (uring_port.cc); allocated by the join. */
+    struct ShareRepair;
+    std::unique_ptr<ShareRepair> repair_;
+    std::uint64_t foreign_seen_ = 0; ///< rx_foreign_slot when share_upkeep() last ran
     std::uint64_t probe_nonce_ = 0;
     std::string ifname_;
     std::array<std::atomic<std::uint64_t>, kNumPortCounters> counters_{};

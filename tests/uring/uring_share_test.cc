@@ -9,11 +9,13 @@
  * (hash fallback, counted as foreign), a member leaving (the kernel moves the last member into its
  * index; the rewritten program keeps every slot with its member), a newcomer taking the free slot,
  * the group table removed by the last member, a member killed without leaving repaired by the
- * next joiner, and a table stale beyond repair refused. Each run takes its own loopback address
+ * next joiner, two killed at once repaired by a survivor (who asks each index who it is) or by a
+ * joiner, and a table stale beyond repair refused. Each run takes its own loopback address
  * and port (from the process id).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -22,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -309,6 +312,218 @@ TEST(UringShare, AMemberKilledWithoutLeavingIsRepairedByTheNextJoiner) {
     close(fd);
     for (int f : {up[0], up[1], down[0], down[1]})
         close(f);
+}
+
+/**
+ * A member in a child process. It joins, writes its slot to the parent (0xff: the join failed),
+ * and then either waits to be ended with _exit (as if killed: nothing leaves the table) or polls
+ * its port, counting by tag (BTH byte 12) the datagrams for its slot and for others, until the
+ * parent sends a tag: it then reports a ChildReport of what carried that tag or later.
+ */
+struct ChildMember {
+    pid_t pid = -1;
+    int up = -1;   ///< child -> parent
+    int down = -1; ///< parent -> child
+    int slot = -1;
+};
+struct ChildReport {
+    std::uint32_t mine = 0;   ///< datagrams for its slot, tag >= the one asked
+    std::uint32_t others = 0; ///< datagrams for another slot, tag >= the one asked
+    std::uint64_t repairs = 0;
+    std::uint64_t answered = 0;
+};
+
+ChildMember spawn_member(const UringPortConfig& cfg, bool polls) {
+    std::signal(SIGPIPE, SIG_IGN); // a child that failed: its pipe's error, not the test's end
+    int up[2], down[2];
+    EXPECT_EQ(pipe(up), 0);
+    EXPECT_EQ(pipe(down), 0);
+    ChildMember c;
+    c.pid = fork();
+    if (c.pid == 0) {
+        close(up[0]);
+        close(down[1]);
+        std::string e;
+        auto m = UringPort::create(cfg, &e);
+        const std::uint8_t slot = m ? m->steering_slot() : 0xff;
+        if (!m) std::fprintf(stderr, "child: %s\n", e.c_str());
+        if (write(up[1], &slot, 1) != 1 || !m) _exit(3);
+        if (!polls) {
+            char x;
+            (void)read(down[0], &x, 1);
+            _exit(0); // no destructor: the kernel closes the socket and moves the last member in
+        }
+        std::uint32_t mine[256] = {}, others[256] = {};
+        for (;;) {
+            PktBuf* bufs[16];
+            const std::uint16_t n = m->rx_burst(bufs, 16);
+            for (std::uint16_t k = 0; k < n; ++k) {
+                const std::uint8_t* d = bufs[k]->data + 14 + 20 + 8;
+                (d[5] == slot ? mine : others)[d[12]]++;
+            }
+            m->free_bulk(bufs, n);
+            pollfd pfd{down[0], POLLIN, 0};
+            if (poll(&pfd, 1, 0) == 1) {
+                std::uint8_t from = 0;
+                if (read(down[0], &from, 1) != 1) _exit(4);
+                ChildReport r;
+                for (unsigned t = from; t < 256; ++t) {
+                    r.mine += mine[t];
+                    r.others += others[t];
+                }
+                r.repairs = m->counter(PortCounter::share_repairs);
+                r.answered = m->counter(PortCounter::share_who_answered);
+                _exit(write(up[1], &r, sizeof r) == sizeof r ? 0 : 5);
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+    }
+    close(up[1]);
+    close(down[0]);
+    c.up = up[0];
+    c.down = down[1];
+    std::uint8_t slot = 0xff;
+    if (c.pid > 0 && read(c.up, &slot, 1) == 1 && slot != 0xff) c.slot = slot;
+    return c;
+}
+
+/** Ends a waiting child (as if killed) or asks a polling one for its report from tag @p from;
+ *  @p told: the waiting child was already told to end (several end at once). */
+ChildReport end_member(ChildMember& c, std::uint8_t from = 0, bool told = false) {
+    ChildReport r;
+    if (c.pid <= 0) return r;
+    if (!told && write(c.down, &from, 1) != 1) ADD_FAILURE() << "child " << c.pid << " gone";
+    (void)read(c.up, &r, sizeof r);
+    int st = 0;
+    waitpid(c.pid, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
+    close(c.up);
+    close(c.down);
+    c.pid = -1;
+    return r;
+}
+
+/** The table file's member count and slots by index. */
+std::vector<int> table_slots() {
+    std::uint8_t t[4 + 256] = {};
+    FILE* f = std::fopen(table_file().c_str(), "rb");
+    if (!f) return {};
+    const bool ok = std::fread(t, sizeof t, 1, f) == 1;
+    std::fclose(f);
+    std::uint32_t n = 0;
+    std::memcpy(&n, t, 4);
+    if (!ok || n > 256) return {-1};
+    return std::vector<int>(t + 4, t + 4 + n);
+}
+
+TEST(UringShare, MembersKilledInAnUnknownOrderAreRepairedByASurvivorWithoutAJoiner) {
+    std::string err;
+    const UringPortConfig cfg = shared_config(); // of this process id: the children use it too
+    auto m0 = UringPort::create(cfg, &err);
+    ASSERT_TRUE(m0) << err;
+    ChildMember c1 = spawn_member(cfg, false);
+    ChildMember c2 = spawn_member(cfg, false);
+    ChildMember c3 = spawn_member(cfg, true);
+    ASSERT_EQ(c1.slot, 1);
+    ASSERT_EQ(c2.slot, 2);
+    ASSERT_EQ(c3.slot, 3);
+    auto m4 = UringPort::create(cfg, &err);
+    ASSERT_TRUE(m4) << err;
+    ASSERT_EQ(m4->steering_slot(), 4);
+    // Members 1 and 2 end at once: which the kernel removed first, and so where members 3 and 4
+    // are now, is unknown. The table still lists five.
+    for (ChildMember* c : {&c1, &c2})
+        ASSERT_EQ(write(c->down, "x", 1), 1);
+    for (ChildMember* c : {&c1, &c2})
+        end_member(*c, 0, true);
+    EXPECT_EQ(table_slots().size(), 5u);
+    // Traffic for slots 0, 3 and 4 in rounds 10 ms apart (the tag is the round). The datagrams of
+    // slots 3 and 4 reach the wrong member or nobody's slot until a survivor repairs the group.
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    constexpr int kRounds = 200;
+    std::vector<std::vector<int>> got0(kRounds), got4(kRounds); // slots received, by round
+    int settled = -1; // the first round from which members 0 and 4 got exactly their own
+    for (int round = 0; round < kRounds; ++round) {
+        for (std::uint32_t s : {0u, 3u, 4u})
+            send_bth(fd, s << 16 | 0x22, static_cast<std::uint8_t>(round));
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(10);
+        while (std::chrono::steady_clock::now() < until) {
+            for (auto [port, got] : {std::pair{m0.get(), &got0}, std::pair{m4.get(), &got4}}) {
+                PktBuf* bufs[16];
+                const std::uint16_t n = port->rx_burst(bufs, 16);
+                for (std::uint16_t k = 0; k < n; ++k) {
+                    const std::uint8_t* d = bufs[k]->data + 14 + 20 + 8;
+                    (*got)[d[12]].push_back(d[5]);
+                }
+                port->free_bulk(bufs, n);
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+        if (round >= 1 && got0[round - 1] == std::vector<int>{0} &&
+            got4[round - 1] == std::vector<int>{4}) {
+            if (settled < 0) settled = round - 1;
+        } else {
+            settled = -1;
+        }
+        if (settled >= 0 && round - settled >= 30) break;
+    }
+    close(fd);
+    ASSERT_GE(settled, 0) << "members 0 and 4 never got exactly their own datagrams";
+    const ChildReport r3 = end_member(c3, static_cast<std::uint8_t>(settled));
+    const int rounds_after = static_cast<int>(std::min<std::size_t>(kRounds, 256)) > settled
+                                 ? std::min(kRounds - 1, settled + 30) - settled
+                                 : 0;
+    EXPECT_GE(r3.mine, static_cast<std::uint32_t>(rounds_after - 1))
+        << "member 3's datagrams after round " << settled;
+    EXPECT_EQ(r3.others, 0u) << "member 3 still got others' datagrams after round " << settled;
+    EXPECT_GE(m0->counter(PortCounter::share_repairs) + m4->counter(PortCounter::share_repairs) +
+                  r3.repairs,
+              1u);
+    EXPECT_GE(r3.answered, 1u) << "member 3 was never asked who it is";
+    std::vector<int> slots = table_slots();
+    std::sort(slots.begin(), slots.end());
+    EXPECT_EQ(slots, std::vector<int>({0, 3, 4})) << "the survivors' table";
+    // The dead members' slots are free again: a newcomer takes slot 1 (member 3 has ended
+    // without leaving too: one dead, replayed by the newcomer).
+    auto m5 = UringPort::create(cfg, &err);
+    ASSERT_TRUE(m5) << err;
+    EXPECT_EQ(m5->steering_slot(), 1);
+}
+
+TEST(UringShare, AJoinerAsksTheMembersWhoTheyAreWhenSeveralDiedWithoutLeaving) {
+    std::string err;
+    const UringPortConfig cfg = shared_config();
+    ChildMember c0 = spawn_member(cfg, true);
+    ChildMember c1 = spawn_member(cfg, false);
+    ChildMember c2 = spawn_member(cfg, false);
+    ChildMember c3 = spawn_member(cfg, true);
+    ASSERT_EQ(c0.slot, 0);
+    ASSERT_EQ(c3.slot, 3);
+    for (ChildMember* c : {&c1, &c2})
+        ASSERT_EQ(write(c->down, "x", 1), 1);
+    for (ChildMember* c : {&c1, &c2})
+        end_member(*c, 0, true);
+    // Nobody sends: no survivor sees a foreign frame. The joiner finds the table two members too
+    // long, cannot replay the kernel's moves, and asks members 0 and 3 (polling) who they are.
+    auto m = UringPort::create(cfg, &err);
+    ASSERT_TRUE(m) << err;
+    EXPECT_EQ(m->steering_slot(), 1);
+    std::vector<int> slots = table_slots();
+    std::sort(slots.begin(), slots.end());
+    EXPECT_EQ(slots, std::vector<int>({0, 1, 3}));
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    for (std::uint32_t s : {0u, 1u, 3u})
+        send_bth(fd, s << 16 | 0x33, 7);
+    const auto tags = collect({m.get()});
+    close(fd);
+    EXPECT_EQ(tags[0], std::vector<int>({7}));
+    const ChildReport r0 = end_member(c0, 7), r3 = end_member(c3, 7);
+    EXPECT_EQ(r0.mine, 1u);
+    EXPECT_EQ(r3.mine, 1u);
+    EXPECT_EQ(r0.others + r3.others, 0u);
+    EXPECT_EQ(r0.answered + r3.answered, 2u);
 }
 
 TEST(UringShare, ShareOffKeepsEaddrinuseWithAClearMessage) {
