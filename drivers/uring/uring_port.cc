@@ -889,6 +889,7 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
         p->pkt_fd_ =
             open_packet_socket(cfg.ipv4, cfg.addr, cfg.udp_port, p->ifname_, cfg.rcvbuf, err);
         if (p->pkt_fd_ < 0) return nullptr;
+        p->pkt_ifindex_ = if_nametoindex(p->ifname_.c_str());
         p->in_fd_ = p->pkt_fd_;
         p->receive_ = &UringPort::rebuild_packet;
     }
@@ -1771,6 +1772,11 @@ std::uint16_t UringPort::rx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
         rx.store(rx.load(std::memory_order_relaxed) - got, std::memory_order_relaxed);
         got = 0;
     }
+    if (pkt_fd_ >= 0) {
+        const std::uint32_t idx = link_->ifindex(); // as link_up() last read it
+        if (idx != pkt_ifindex_ && idx != 0) [[unlikely]]
+            rebind_packet_socket(idx);
+    }
     if (share_) [[unlikely]] {
         if (counter(PortCounter::rx_foreign_slot) != foreign_seen_ ||
             (repair_ && repair_->lock_fd >= 0))
@@ -1779,6 +1785,21 @@ std::uint16_t UringPort::rx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
     keep_receiving();
     submit();
     return got;
+}
+
+void UringPort::rebind_packet_socket(std::uint32_t ifindex) noexcept {
+    // The interface was deleted and one of its name created: the packet socket still names the
+    // old index (the kernel unhooked it, and its pending receive ended with ENETDOWN), so nothing
+    // would arrive again. Binding it anew keeps its filter; the armed receive goes on reading it.
+    // Tried once per index: a refused bind is not retried on every burst.
+    pkt_ifindex_ = ifindex;
+    sockaddr_ll sll{};
+    sll.sll_family = AF_PACKET;
+    sll.sll_protocol = htons(ipv4_ ? ETH_P_IP : ETH_P_IPV6);
+    sll.sll_ifindex = static_cast<int>(ifindex);
+    inc(bind(pkt_fd_, reinterpret_cast<sockaddr*>(&sll), sizeof sll) == 0
+            ? PortCounter::packet_rebinds
+            : PortCounter::packet_rebind_failed);
 }
 
 bool UringPort::from_group_address(const std::uint8_t* name, std::uint32_t namelen) const noexcept {

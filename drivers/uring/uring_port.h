@@ -106,7 +106,9 @@ namespace droce::uring {
     X(share_slot_held_elsewhere) /* share: a slot the table gave as free was a live member's */ \
     X(share_who_answered)    /* share: who-probes of a repairing member answered with our slot */ \
     X(share_repairs)         /* share: group tables this member repaired after members died */    \
-    X(share_repair_failed)   /* share: repairs given up (a member did not answer in time) */
+    X(share_repair_failed)   /* share: repairs given up (a member did not answer in time) */  \
+    X(packet_rebinds)        /* packet mode: the packet socket bound to an interface created again */ \
+    X(packet_rebind_failed)  /* packet mode: such a bind refused (the errno is not kept) */
 // clang-format on
 
 enum class PortCounter : std::uint8_t {
@@ -464,7 +466,11 @@ class UringPort final : public PortDriver {
 
     int rx_fd_ = -1;
     int pkt_fd_ = -1; ///< packet mode: the AF_PACKET socket receives read, else -1
-    int in_fd_ = -1;  ///< the socket receives read: pkt_fd_ in packet mode, else rx_fd_
+    /** Packet mode: the interface index pkt_fd_ is bound to. LinkWatch follows an interface
+     *  deleted and created again under its name; rx_burst() then binds pkt_fd_ to the new one. */
+    std::uint32_t pkt_ifindex_ = 0;
+    void rebind_packet_socket(std::uint32_t ifindex) noexcept;
+    int in_fd_ = -1; ///< the socket receives read: pkt_fd_ in packet mode, else rx_fd_
     bool ipv4_ = true;
     wire::Ipv6Addr addr_{};
     std::uint16_t udp_port_ = 4791;

@@ -8,10 +8,14 @@
  * within kMaxReactMs (the time seen is printed): the peer taken down (carrier lost), the
  * interface itself taken down, its address removed (IPv4 and IPv6), the pair deleted. While the
  * link is down a datagram to the port is not delivered (rx_dropped_link_down); once it is up again
- * one is.
+ * one is. An interface deleted and created again under its name is followed, by a port in packet
+ * receive mode too (a frame sent from the veth's other end arrives before and after).
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -193,6 +197,79 @@ TEST_F(UringLink, AnInterfaceCreatedAgainUnderItsNameIsFollowed) {
     (void)p->rx_burst(nullptr, 0);
     poke();
     EXPECT_EQ(drain(*p, 100), 1u) << "not delivered after the interface came back";
+}
+
+/**
+ * Sends one IPv4/UDP datagram to the port's address and port as a frame on lwb, the veth's other
+ * end, so that it arrives on lwa from outside (a socket of this namespace would send to its own
+ * address over lo, where a packet socket on lwa sees nothing). @return whether it was sent.
+ */
+bool poke_from_peer() {
+    const int fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_IP));
+    if (fd < 0) return false;
+    std::uint8_t mac[6] = {};
+    if (FILE* f = std::fopen("/sys/class/net/lwa/address", "r")) {
+        unsigned m[6] = {};
+        if (std::fscanf(f, "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]) == 6)
+            for (int i = 0; i < 6; ++i)
+                mac[i] = static_cast<std::uint8_t>(m[i]);
+        std::fclose(f);
+    }
+    std::uint8_t d[20 + 8 + 16] = {0x45, 0, 0, sizeof d, 0, 0, 0x40, 0, 64, 17};
+    const std::uint8_t src[4] = {10, 55, 0, 2};
+    std::memcpy(d + 12, src, 4);
+    std::memcpy(d + 16, kAddr.data() + 12, 4);
+    std::uint32_t sum = 0;
+    for (int i = 0; i < 20; i += 2)
+        sum += static_cast<std::uint32_t>(d[i] << 8 | d[i + 1]);
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = ~((sum & 0xffff) + (sum >> 16)) & 0xffff;
+    d[10] = static_cast<std::uint8_t>(sum >> 8);
+    d[11] = static_cast<std::uint8_t>(sum);
+    d[20] = 0x30; // UDP source port 12345
+    d[21] = 0x39;
+    d[22] = kPort >> 8;
+    d[23] = kPort & 0xff;
+    d[25] = 8 + 16;
+    std::memcpy(d + 28, "link test frame", 16);
+    sockaddr_ll to{};
+    to.sll_family = AF_PACKET;
+    to.sll_protocol = htons(ETH_P_IP);
+    to.sll_ifindex = static_cast<int>(if_nametoindex("lwb"));
+    to.sll_halen = 6;
+    std::memcpy(to.sll_addr, mac, 6);
+    const bool ok = sendto(fd, d, sizeof d, 0, reinterpret_cast<sockaddr*>(&to), sizeof to) ==
+                    static_cast<ssize_t>(sizeof d);
+    close(fd);
+    return ok;
+}
+
+TEST_F(UringLink, APacketModePortReceivesAgainFromAnInterfaceCreatedAgain) {
+    UringPortConfig c;
+    c.addr = kAddr;
+    c.udp_port = kPort;
+    c.interface = "lwa";
+    c.recv_mode = droce::uring::RecvMode::packet;
+    std::string err;
+    auto p = UringPort::create(c, &err);
+    ASSERT_TRUE(p) << err;
+    ASSERT_TRUE(p->packet_socket());
+    ASSERT_GE(until([&] { return p->link_up(); }, true), 0);
+    (void)p->rx_burst(nullptr, 0);
+    ASSERT_TRUE(poke_from_peer()) << std::strerror(errno);
+    ASSERT_EQ(drain(*p, 100), 1u) << "a frame from the peer before the interface went";
+    ASSERT_TRUE(sh("ip link del lwa"));
+    ASSERT_GE(until([&] { return p->link_up(); }, false), 0) << "interface deleted";
+    ASSERT_TRUE(sh("ip link add lwa type veth peer name lwb"));
+    ASSERT_TRUE(sh("ip addr add 10.55.0.1/24 dev lwa"));
+    ASSERT_TRUE(sh("ip link set lwa up"));
+    ASSERT_TRUE(sh("ip link set lwb up"));
+    ASSERT_GE(until([&] { return p->link_up(); }, true), 0) << "the new interface not followed";
+    (void)drain(*p, 20); // the burst that sees the new index binds the packet socket to it
+    EXPECT_EQ(p->counter(PortCounter::packet_rebinds), 1u);
+    EXPECT_EQ(p->counter(PortCounter::packet_rebind_failed), 0u);
+    ASSERT_TRUE(poke_from_peer()) << std::strerror(errno);
+    EXPECT_EQ(drain(*p, 100), 1u) << "the packet socket still listens on the deleted interface";
 }
 
 TEST_F(UringLink, AnInterfaceRenamedToItsNameWithTheAddressIsUpAtOnce) {
