@@ -460,15 +460,25 @@ bool is_probe(const std::uint8_t* p, std::uint32_t len) noexcept {
            std::memcmp(p + 8, kProbeMagic, sizeof kProbeMagic) == 0;
 }
 
-/** How many members of @p t have lost their sign of life (died without leaving). */
+/**
+ * How many members of @p t have lost their sign of life (died without leaving). Asked by
+ * connecting to each name, not binding it: a bind would hold a dead member's name for a moment,
+ * and a joiner taking that slot meanwhile would find it taken. Only ECONNREFUSED (nobody bound)
+ * counts as dead.
+ */
 unsigned count_dead(const std::string& share_name, const ShareTable& t) noexcept {
+    const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
     unsigned dead = 0;
     for (std::uint32_t i = 0; i < t.n; ++i) {
-        const int fd = bind_alive(share_name, t.slot_at[i]);
-        if (fd < 0) continue; // alive (or the name cannot be bound: taken as alive)
-        close(fd);
-        ++dead;
+        sockaddr_un sa;
+        char suffix[8];
+        std::snprintf(suffix, sizeof suffix, "%u", t.slot_at[i]);
+        const socklen_t len = group_name(&sa, share_name, suffix);
+        if (connect(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0 && errno == ECONNREFUSED)
+            ++dead;
     }
+    close(fd);
     return dead;
 }
 
@@ -487,7 +497,8 @@ class WhoProbe {
     ~WhoProbe() { stop(); }
 
     /** Binds the answer socket and sends the probes from @p group_fd (a member's receive
-     *  socket) to @p self. @return 0, or the errno of socket, bind or sendto. */
+     *  socket, which must outlive the probe) to @p self. @return 0, or the errno of socket,
+     *  bind or sendto. */
     int start(int group_fd, const sockaddr_in6& self, socklen_t selflen,
               const std::string& share_name, unsigned members) noexcept {
         stop();
@@ -506,21 +517,32 @@ class WhoProbe {
         if (fd_ < 0 || setsockopt(fd_, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0 ||
             bind(fd_, reinterpret_cast<const sockaddr*>(&sa), len) != 0)
             return fail();
+        group_fd_ = group_fd;
+        self_ = self;
+        selflen_ = selflen;
+        return resend() ? 0 : fail();
+    }
+    /** Sends the probe of every index that has not answered yet again: an answer can be lost,
+     *  since the answer socket queues only net.unix.max_dgram_qlen datagrams (10 by default)
+     *  and members answer without waiting. @return false when a send failed (errno). */
+    bool resend() noexcept {
         std::uint8_t pkt[kShareProbeLen];
         for (unsigned i = 0; i < members_; ++i) {
+            if (slot_at_[i] >= 0) continue;
             build_probe(pkt, static_cast<std::uint8_t>(i), nonce_, kProbeWho);
-            if (sendto(group_fd, pkt, sizeof pkt, 0, reinterpret_cast<const sockaddr*>(&self),
-                       selflen) != static_cast<ssize_t>(sizeof pkt))
-                return fail();
+            if (sendto(group_fd_, pkt, sizeof pkt, 0, reinterpret_cast<const sockaddr*>(&self_),
+                       selflen_) != static_cast<ssize_t>(sizeof pkt))
+                return false;
         }
-        return 0;
+        return true;
     }
-    /** Takes the answers that arrived. @return true once every index answered, each with its
-     *  own slot. */
+    /** Takes the answers that arrived, at most 2 × members + 16 reads a call (a flood of
+     *  datagrams to the answer name costs a bounded time per call). @return true once every
+     *  index answered, each with its own slot. */
     bool absorb() noexcept {
         ShareAnswer a;
         alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(ucred))];
-        for (;;) {
+        for (unsigned reads = 0; reads < 2 * members_ + 16; ++reads) {
             iovec iov{&a, sizeof a};
             msghdr m{};
             m.msg_iov = &iov;
@@ -573,6 +595,9 @@ class WhoProbe {
         return e;
     }
     int fd_ = -1;
+    int group_fd_ = -1;
+    sockaddr_in6 self_{};
+    socklen_t selflen_ = 0;
     std::uint64_t nonce_ = 0;
     unsigned members_ = 0;
     unsigned answered_ = 0;
@@ -584,17 +609,28 @@ class WhoProbe {
  *  it waits after a repair that failed. */
 constexpr std::uint64_t kShareCheckNs = 100'000'000;
 constexpr std::uint64_t kShareRetryNs = 1'000'000'000;
-/** How long a repair waits for every member's answer (a member answers from its next poll). */
+/** How long a repair waits for every member's answer (a member answers from its next poll), how
+ *  often it asks again those that have not answered, and how often it reads the answers. */
 constexpr std::uint64_t kShareAnswerNs = 200'000'000;
+constexpr std::uint64_t kShareResendNs = 20'000'000;
+constexpr std::uint64_t kShareAbsorbNs = 200'000;
 
 } // namespace
 
-/** A repair by this member (share_upkeep): the answers awaited, and the join lock held. */
+/**
+ * A repair by this member (share_upkeep). The answers are awaited without the join lock (a
+ * member stopped in a debugger, or a process leaving its other shared ports at exit, must not be
+ * kept waiting on it); the lock is taken only to write the result, and only if the table is still
+ * the one the repair started from.
+ */
 struct UringPort::ShareRepair {
     WhoProbe who;
-    int lock_fd = -1; ///< try_join_lock()'s socket while a repair waits, else -1
+    bool active = false;
+    ShareTable started_from; ///< the table when the probes went out
     std::uint64_t deadline_ns = 0;
     std::uint64_t next_check_ns = 0;
+    std::uint64_t next_absorb_ns = 0;
+    std::uint64_t next_resend_ns = 0;
 };
 
 namespace {
@@ -614,10 +650,10 @@ socklen_t join_lock_name(sockaddr_un* sa) noexcept {
 }
 
 /**
- * Takes the join lock without waiting, for a repair that holds it across rx_burst() calls: the
- * name is bound on a socket of its own (closed by whichever thread ends the repair), not the
- * process's re-entrant hold, so this process's other threads wait for it like other processes.
- * Not while this process holds the lock (a join or leave in progress). @return the socket, or -1.
+ * Takes the join lock without waiting, for a repair's write from rx_burst(): the name is bound on
+ * a socket of its own, which the caller closes before it returns, not the process's re-entrant
+ * hold. Not while this process holds the lock (a join or leave in progress). @return the
+ * socket, or -1.
  */
 int try_join_lock() noexcept {
     if (!g_join_mutex.try_lock()) return -1;
@@ -1241,7 +1277,7 @@ void UringPort::leave_share_group() noexcept {
 }
 
 void UringPort::leave_group() noexcept {
-    end_repair(); // its hold on the join lock would keep the ShareJoinLock below waiting
+    end_repair();
     // The kernel will move the group's last socket into our index when ours closes: steer the
     // last member's slot to our index first (until the close, its datagrams reach us and are
     // dropped; RC retransmits them), then close, under the lock so no join sees a half state.
@@ -1656,6 +1692,7 @@ std::uint16_t UringPort::reap(PktBuf** out, std::uint16_t n) noexcept {
             if (res < 0) {
                 // ECANCELED: the thread that armed it exited (or the destructor); rearmed.
                 if (res != -ECANCELED) inc(PortCounter::rx_errors);
+                if (res == -ENETDOWN && pkt_fd_ >= 0) pkt_unhooked_ = true;
                 break;
             }
             if (!(cqe->flags & IORING_CQE_F_BUFFER)) {
@@ -1684,6 +1721,7 @@ std::uint16_t UringPort::reap(PktBuf** out, std::uint16_t n) noexcept {
             --rx_posted_;
             if (res < 0) {
                 if (res != -ECANCELED) inc(PortCounter::rx_errors);
+                if (res == -ENETDOWN && pkt_fd_ >= 0) pkt_unhooked_ = true;
                 put_free(slot);
                 break;
             }
@@ -1773,13 +1811,16 @@ std::uint16_t UringPort::rx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
         got = 0;
     }
     if (pkt_fd_ >= 0) {
+        // A new index (the interface deleted and one of its name created), or the kernel
+        // unhooked the socket (ENETDOWN: the interface went away, to another namespace too, and
+        // may have come back with its index) and the link watch has seen something since.
         const std::uint32_t idx = link_->ifindex(); // as link_up() last read it
-        if (idx != pkt_ifindex_ && idx != 0) [[unlikely]]
+        if ((idx != pkt_ifindex_ || (pkt_unhooked_ && link_->events() != pkt_events_seen_)) &&
+            idx != 0) [[unlikely]]
             rebind_packet_socket(idx);
     }
     if (share_) [[unlikely]] {
-        if (counter(PortCounter::rx_foreign_slot) != foreign_seen_ ||
-            (repair_ && repair_->lock_fd >= 0))
+        if (counter(PortCounter::rx_foreign_slot) != foreign_seen_ || (repair_ && repair_->active))
             share_upkeep();
     }
     keep_receiving();
@@ -1788,18 +1829,20 @@ std::uint16_t UringPort::rx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
 }
 
 void UringPort::rebind_packet_socket(std::uint32_t ifindex) noexcept {
-    // The interface was deleted and one of its name created: the packet socket still names the
-    // old index (the kernel unhooked it, and its pending receive ended with ENETDOWN), so nothing
-    // would arrive again. Binding it anew keeps its filter; the armed receive goes on reading it.
-    // Tried once per index: a refused bind is not retried on every burst.
+    // The interface was deleted (or moved to another namespace) and one of its name is here now:
+    // the kernel unhooked the packet socket (its pending receive ended with ENETDOWN) and set
+    // its index to none, so nothing would arrive again, even on the same index. Binding it anew
+    // keeps its filter; the armed receive goes on reading it. A refused bind is tried again only
+    // after the next link event, not on every burst.
     pkt_ifindex_ = ifindex;
+    pkt_events_seen_ = link_->events();
     sockaddr_ll sll{};
     sll.sll_family = AF_PACKET;
     sll.sll_protocol = htons(ipv4_ ? ETH_P_IP : ETH_P_IPV6);
     sll.sll_ifindex = static_cast<int>(ifindex);
-    inc(bind(pkt_fd_, reinterpret_cast<sockaddr*>(&sll), sizeof sll) == 0
-            ? PortCounter::packet_rebinds
-            : PortCounter::packet_rebind_failed);
+    const bool ok = bind(pkt_fd_, reinterpret_cast<sockaddr*>(&sll), sizeof sll) == 0;
+    if (ok) pkt_unhooked_ = false; // else tried again after the link watch's next event
+    inc(ok ? PortCounter::packet_rebinds : PortCounter::packet_rebind_failed);
 }
 
 bool UringPort::from_group_address(const std::uint8_t* name, std::uint32_t namelen) const noexcept {
@@ -1834,19 +1877,43 @@ void UringPort::share_upkeep() noexcept {
     if (!joined_ || !repair_) return;
     ShareRepair& r = *repair_;
     const std::uint64_t now = coarse_monotonic_ns();
-    if (r.lock_fd >= 0) {
-        if (r.who.absorb()) {
-            ShareTable t;
-            r.who.table(&t);
-            const bool ok = attach_steering(rx_fd_, t) && write_table(table_path_, t);
-            inc(ok ? PortCounter::share_repairs : PortCounter::share_repair_failed);
-            end_repair();
-            r.next_check_ns = now + (ok ? kShareCheckNs : kShareRetryNs);
-        } else if (r.who.conflicting() || now >= r.deadline_ns) {
-            inc(PortCounter::share_repair_failed);
-            end_repair();
-            r.next_check_ns = now + kShareRetryNs;
+    if (r.active) {
+        if (now < r.next_absorb_ns) return; // not a recvmsg per burst
+        r.next_absorb_ns = now + kShareAbsorbNs;
+        if (!r.who.absorb()) {
+            if (r.who.conflicting() || now >= r.deadline_ns) {
+                inc(PortCounter::share_repair_failed);
+                end_repair();
+                r.next_check_ns = now + kShareRetryNs;
+            } else if (now >= r.next_resend_ns) {
+                r.next_resend_ns = now + kShareResendNs;
+                (void)r.who.resend();
+            }
+            return;
         }
+        // Every index answered. Written under the lock, and only over the table the probes
+        // started from: a join, leave or other repair since then changed the group, and the
+        // answers may no longer hold (the next frame steered wrong starts again).
+        const int lock = try_join_lock();
+        if (lock < 0) {
+            if (now >= r.deadline_ns) {
+                inc(PortCounter::share_repair_failed);
+                end_repair();
+                r.next_check_ns = now + kShareRetryNs;
+            }
+            return; // a join or leave in progress: tried again at the next read
+        }
+        ShareTable now_t, t;
+        bool ok = read_table(table_path_, &now_t) == kTableOk &&
+                  std::memcmp(&now_t, &r.started_from, sizeof now_t) == 0;
+        if (ok) {
+            r.who.table(&t);
+            ok = attach_steering(rx_fd_, t) && write_table(table_path_, t);
+        }
+        close(lock);
+        inc(ok ? PortCounter::share_repairs : PortCounter::share_repair_failed);
+        end_repair();
+        r.next_check_ns = now + (ok ? kShareCheckNs : kShareRetryNs);
         return;
     }
     if (now < r.next_check_ns) return;
@@ -1855,16 +1922,10 @@ void UringPort::share_upkeep() noexcept {
     // died without leaving, after which the kernel moved others into their indices and the
     // program steers by a table that no longer matches. Only the second is repaired.
     ShareTable t;
-    if (read_table(table_path_, &t) != kTableOk || count_dead(share_name_, t) == 0) return;
-    r.lock_fd = try_join_lock();
-    if (r.lock_fd < 0) return; // a join, a leave or another repair: looked at again later
-    // Under the lock the table is the group's last word (a join may have repaired it meanwhile).
     unsigned dead = 0;
     if (read_table(table_path_, &t) != kTableOk || (dead = count_dead(share_name_, t)) == 0 ||
-        dead >= t.n) {
-        end_repair();
+        dead >= t.n)
         return;
-    }
     // The order in which the dead left is unknown, so each index is asked (this member's own
     // probe comes back through this ring and is answered like the others).
     sockaddr_in6 self{};
@@ -1876,14 +1937,17 @@ void UringPort::share_upkeep() noexcept {
         r.next_check_ns = now + kShareRetryNs;
         return;
     }
+    r.active = true;
+    r.started_from = t;
     r.deadline_ns = now + kShareAnswerNs;
+    r.next_resend_ns = now + kShareResendNs;
+    r.next_absorb_ns = now;
 }
 
 void UringPort::end_repair() noexcept {
     if (!repair_) return;
     repair_->who.stop();
-    if (repair_->lock_fd >= 0) close(repair_->lock_fd);
-    repair_->lock_fd = -1;
+    repair_->active = false;
 }
 
 bool UringPort::ask_members(unsigned members, ShareTable* t) {
@@ -1895,7 +1959,7 @@ bool UringPort::ask_members(unsigned members, ShareTable* t) {
     const std::uint64_t give_up = coarse_monotonic_ns() + 500'000'000ull;
     while (!who.absorb() && !who.conflicting() && coarse_monotonic_ns() < give_up) {
         pollfd pfd{who.fd(), POLLIN, 0};
-        (void)poll(&pfd, 1, 20);
+        if (poll(&pfd, 1, 20) == 0) (void)who.resend(); // answers lost to a full queue
     }
     if (who.conflicting() || !who.absorb()) return false;
     who.table(t);

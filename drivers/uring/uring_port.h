@@ -467,8 +467,11 @@ class UringPort final : public PortDriver {
     int rx_fd_ = -1;
     int pkt_fd_ = -1; ///< packet mode: the AF_PACKET socket receives read, else -1
     /** Packet mode: the interface index pkt_fd_ is bound to. LinkWatch follows an interface
-     *  deleted and created again under its name; rx_burst() then binds pkt_fd_ to the new one. */
+     *  deleted and created again under its name; rx_burst() then binds pkt_fd_ to the new one,
+     *  and binds it again after the kernel unhooked it (ENETDOWN) and the link changed. */
     std::uint32_t pkt_ifindex_ = 0;
+    bool pkt_unhooked_ = false;         ///< a receive on pkt_fd_ ended with ENETDOWN
+    std::uint64_t pkt_events_seen_ = 0; ///< link_->events() at the last bind
     void rebind_packet_socket(std::uint32_t ifindex) noexcept;
     int in_fd_ = -1; ///< the socket receives read: pkt_fd_ in packet mode, else rx_fd_
     bool ipv4_ = true;

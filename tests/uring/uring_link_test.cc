@@ -272,6 +272,42 @@ TEST_F(UringLink, APacketModePortReceivesAgainFromAnInterfaceCreatedAgain) {
     EXPECT_EQ(drain(*p, 100), 1u) << "the packet socket still listens on the deleted interface";
 }
 
+TEST_F(UringLink, APacketModePortReceivesAgainAfterItsInterfaceWentToAnotherNamespaceAndBack) {
+    // The interface keeps its index, but the kernel unhooked the packet socket when it left.
+    UringPortConfig c;
+    c.addr = kAddr;
+    c.udp_port = kPort;
+    c.interface = "lwa";
+    c.recv_mode = droce::uring::RecvMode::packet;
+    std::string err;
+    auto p = UringPort::create(c, &err);
+    ASSERT_TRUE(p) << err;
+    ASSERT_GE(until([&] { return p->link_up(); }, true), 0);
+    (void)p->rx_burst(nullptr, 0);
+    ASSERT_TRUE(poke_from_peer()) << std::strerror(errno);
+    ASSERT_EQ(drain(*p, 100), 1u);
+    const unsigned index = if_nametoindex("lwa");
+    const std::string away = "droce-lw-" + std::to_string(getpid());
+    if (!sh("ip netns add " + away)) GTEST_SKIP() << "ip netns add refused here";
+    const bool moved = sh("ip link set lwa netns " + away);
+    if (moved) {
+        EXPECT_GE(until([&] { return p->link_up(); }, false), 0) << "the interface left";
+        (void)drain(*p, 20);
+        EXPECT_TRUE(sh("ip -n " + away + " link set lwa netns " + std::to_string(getpid())));
+    }
+    (void)sh("ip netns del " + away);
+    ASSERT_TRUE(moved);
+    ASSERT_TRUE(sh("ip addr add 10.55.0.1/24 dev lwa"));
+    ASSERT_TRUE(sh("ip link set lwa up"));
+    ASSERT_TRUE(sh("ip link set lwb up"));
+    ASSERT_EQ(if_nametoindex("lwa"), index) << "the move kept the index";
+    ASSERT_GE(until([&] { return p->link_up(); }, true), 0) << "the interface is back";
+    (void)drain(*p, 20);
+    EXPECT_GE(p->counter(PortCounter::packet_rebinds), 1u);
+    ASSERT_TRUE(poke_from_peer()) << std::strerror(errno);
+    EXPECT_EQ(drain(*p, 200), 1u) << "the packet socket is still unhooked";
+}
+
 TEST_F(UringLink, AnInterfaceRenamedToItsNameWithTheAddressIsUpAtOnce) {
     // The interface deleted, then another one that already holds the address renamed to its name.
     // The kernel announces the address again for the rename, but that may come before the link's

@@ -224,6 +224,10 @@ TEST(UringShare, ATableThatMissesALiveMembersSlotNeverHandsItOutAgain) {
     ASSERT_TRUE(m2) << err;
     EXPECT_EQ(m2->steering_slot(), 2) << "slot 1 handed out while member 1 holds it";
     EXPECT_EQ(m2->counter(PortCounter::share_slot_held_elsewhere), 1u);
+    m0.reset();
+    m1.reset();
+    m2.reset();
+    (void)unlink(table_file().c_str()); // the leaves went by the wrong table: it may stay
 }
 
 TEST(UringShare, AJoinThatCannotOpenAnFdNamesTheErrorNotAFullGroup) {
@@ -403,6 +407,32 @@ ChildReport end_member(ChildMember& c, std::uint8_t from = 0, bool told = false)
     return r;
 }
 
+/**
+ * Waits (up to 2 s) until no socket is bound to the test's address and port any more: a member
+ * whose receive was armed leaves the group a few milliseconds after its process ends (the kernel
+ * tears its io_uring down, and with it the last reference to the socket, after the exit), and
+ * the next test must not find it there. @return whether the group is gone.
+ */
+bool wait_group_gone() {
+    const wire::Ipv6Addr a = loop4();
+    std::uint32_t ip = 0;
+    std::memcpy(&ip, a.data() + 12, 4);
+    char local[32];
+    std::snprintf(local, sizeof local, " %08X:%04X ", ip, test_port());
+    for (int i = 0; i < 400; ++i) {
+        FILE* f = std::fopen("/proc/net/udp", "r");
+        if (!f) return false;
+        char line[512];
+        bool found = false;
+        while (!found && std::fgets(line, sizeof line, f))
+            found = std::strstr(line, local) != nullptr;
+        std::fclose(f);
+        if (!found) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+}
+
 /** The table file's member count and slots by index. */
 std::vector<int> table_slots() {
     std::uint8_t t[4 + 256] = {};
@@ -489,6 +519,11 @@ TEST(UringShare, MembersKilledInAnUnknownOrderAreRepairedByASurvivorWithoutAJoin
     auto m5 = UringPort::create(cfg, &err);
     ASSERT_TRUE(m5) << err;
     EXPECT_EQ(m5->steering_slot(), 1);
+    m0.reset();
+    m4.reset();
+    m5.reset();
+    (void)unlink(table_file().c_str()); // member 3 ended without leaving: the table stays
+    EXPECT_TRUE(wait_group_gone());
 }
 
 TEST(UringShare, AJoinerAsksTheMembersWhoTheyAreWhenSeveralDiedWithoutLeaving) {
@@ -524,6 +559,117 @@ TEST(UringShare, AJoinerAsksTheMembersWhoTheyAreWhenSeveralDiedWithoutLeaving) {
     EXPECT_EQ(r3.mine, 1u);
     EXPECT_EQ(r0.others + r3.others, 0u);
     EXPECT_EQ(r0.answered + r3.answered, 2u);
+    m.reset();
+    (void)unlink(table_file().c_str()); // members 0 and 3 ended without leaving
+    EXPECT_TRUE(wait_group_gone());
+}
+
+/** Polls @p ports for @p ms, giving every frame back. @return the frames each port got for its
+ *  own slot (first) and for another (second), summed over the ports. */
+std::pair<unsigned, unsigned> poll_for(const std::vector<UringPort*>& ports, int ms) {
+    std::pair<unsigned, unsigned> got{0, 0};
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < until) {
+        for (UringPort* port : ports) {
+            PktBuf* bufs[16];
+            const std::uint16_t n = port->rx_burst(bufs, 16);
+            for (std::uint16_t k = 0; k < n; ++k)
+                ++(bufs[k]->data[14 + 20 + 8 + 5] == port->steering_slot() ? got.first
+                                                                           : got.second);
+            port->free_bulk(bufs, n);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return got;
+}
+
+TEST(UringShare, ALargeGroupsRepairAsksAgainForAnswersLostToAFullQueue) {
+    // Sixteen members: the asker's answer socket queues ten datagrams (net.unix.max_dgram_qlen),
+    // and fourteen members answer at once. Those lost must be asked again.
+    std::string err;
+    const UringPortConfig cfg = shared_config();
+    std::vector<std::unique_ptr<UringPort>> here;
+    here.push_back(UringPort::create(cfg, &err));
+    ASSERT_TRUE(here.back()) << err;
+    ChildMember c1 = spawn_member(cfg, false);
+    ChildMember c2 = spawn_member(cfg, false);
+    ASSERT_EQ(c1.slot, 1);
+    ASSERT_EQ(c2.slot, 2);
+    for (int i = 3; i < 16; ++i) {
+        here.push_back(UringPort::create(cfg, &err));
+        ASSERT_TRUE(here.back()) << err;
+    }
+    for (ChildMember* c : {&c1, &c2})
+        ASSERT_EQ(write(c->down, "x", 1), 1);
+    for (ChildMember* c : {&c1, &c2})
+        end_member(*c, 0, true);
+    std::vector<UringPort*> ports;
+    for (auto& p : here)
+        ports.push_back(p.get());
+    // Datagrams for every live slot until each member gets exactly its own.
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    bool settled = false;
+    for (int round = 0; round < 100 && !settled; ++round) {
+        for (UringPort* p : ports)
+            send_bth(fd, static_cast<std::uint32_t>(p->steering_slot()) << 16 | 0x44,
+                     static_cast<std::uint8_t>(round));
+        const auto [own, others] = poll_for(ports, 20);
+        settled = own == ports.size() && others == 0;
+    }
+    close(fd);
+    std::uint64_t repairs = 0, failed = 0;
+    for (UringPort* p : ports) {
+        repairs += p->counter(PortCounter::share_repairs);
+        failed += p->counter(PortCounter::share_repair_failed);
+    }
+    std::printf("  repairs %llu, given up %llu\n", static_cast<unsigned long long>(repairs),
+                static_cast<unsigned long long>(failed));
+    EXPECT_TRUE(settled) << "the fourteen survivors never all got their own datagrams";
+    EXPECT_GE(repairs, 1u);
+    EXPECT_EQ(table_slots().size(), 14u);
+    here.clear();
+    EXPECT_NE(access(table_file().c_str(), F_OK), 0) << "the last member left it";
+}
+
+TEST(UringShare, ALeaveIsNotKeptWaitingByARepairInProgress) {
+    // A repair that waits for a member that does not answer (stopped) must not hold the join
+    // lock: a process leaving its other shared port, or any join, would wait for it.
+    std::string err;
+    const UringPortConfig cfg = shared_config();
+    auto a = UringPort::create(cfg, &err);
+    ASSERT_TRUE(a) << err;
+    ChildMember dead = spawn_member(cfg, false);
+    ChildMember stopped = spawn_member(cfg, true);
+    ASSERT_EQ(dead.slot, 1);
+    ASSERT_EQ(stopped.slot, 2);
+    auto b = UringPort::create(cfg, &err);
+    ASSERT_TRUE(b) << err;
+    ASSERT_EQ(write(dead.down, "x", 1), 1);
+    end_member(dead, 0, true); // the kernel moves b into dead's index
+    ASSERT_EQ(kill(stopped.pid, SIGSTOP), 0);
+    // Frames for the dead member's slot reach b (now at its index): b starts a repair, asks a, b
+    // and the stopped member, and waits.
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    for (int i = 0; i < 20 && a->counter(PortCounter::share_who_answered) == 0; ++i) {
+        send_bth(fd, 1u << 16 | 0x55, 1);
+        poll_for({a.get(), b.get()}, 10);
+    }
+    close(fd);
+    ASSERT_GE(a->counter(PortCounter::share_who_answered), 1u) << "no repair started";
+    EXPECT_EQ(b->counter(PortCounter::share_repairs) + a->counter(PortCounter::share_repairs), 0u);
+    const auto t0 = std::chrono::steady_clock::now();
+    a.reset(); // leaves: takes the join lock
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("  a's leave took %.1f ms with b's repair waiting\n", ms);
+    EXPECT_LT(ms, 2000) << "the leave waited for the join lock";
+    ASSERT_EQ(kill(stopped.pid, SIGCONT), 0);
+    end_member(stopped);
+    b.reset();
+    (void)unlink(table_file().c_str()); // the members ended without leaving: their table stays
+    EXPECT_TRUE(wait_group_gone());
 }
 
 TEST(UringShare, ShareOffKeepsEaddrinuseWithAClearMessage) {
