@@ -164,45 +164,6 @@ void BM_IsalCrc32GzipRefl(benchmark::State& state) {
     state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
 }
 
-/** A payload copied into a frame buffer and summed on the way (icrc_continue_copy: one pass where
- *  the kernel exists), against BM_CopyThenIcrc, the two passes it replaces. */
-void BM_IcrcContinueCopy(benchmark::State& state) {
-    const auto n = static_cast<std::size_t>(state.range(0));
-    const auto src = pattern(n);
-    std::vector<std::uint8_t> dst(n);
-    std::uint32_t crc = 0;
-    for (int i = 0; i < kWarmupIterations; ++i)
-        crc = icrc_continue_copy(crc, dst.data(), src.data(), n);
-    CycleCounter cycles(state);
-    for (auto _ : state) {
-        crc = icrc_continue_copy(crc, dst.data(), src.data(), n);
-        benchmark::DoNotOptimize(crc);
-        benchmark::ClobberMemory();
-    }
-    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
-    state.SetLabel(icrc_copy_is_one_pass() ? "one pass" : "memcpy + CRC");
-}
-
-void BM_CopyThenIcrc(benchmark::State& state) {
-    const auto n = static_cast<std::size_t>(state.range(0));
-    const auto src = pattern(n);
-    std::vector<std::uint8_t> dst(n);
-    std::uint32_t crc = 0;
-    const auto run = [&] {
-        std::memcpy(dst.data(), src.data(), n);
-        crc = icrc_continue(crc, dst);
-    };
-    for (int i = 0; i < kWarmupIterations; ++i)
-        run();
-    CycleCounter cycles(state);
-    for (auto _ : state) {
-        run();
-        benchmark::DoNotOptimize(crc);
-        benchmark::ClobberMemory();
-    }
-    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
-}
-
 void crc_sizes(benchmark::internal::Benchmark* b) {
     b->ArgName("bytes")->Arg(64)->Arg(1024)->Arg(4096);
 }
@@ -211,8 +172,6 @@ BENCHMARK(BM_Icrc)->Apply(crc_sizes);
 BENCHMARK(BM_Memcpy)->Apply(crc_sizes);
 BENCHMARK(BM_ZlibCrc32)->Apply(crc_sizes);
 BENCHMARK(BM_IsalCrc32GzipRefl)->Apply(crc_sizes);
-BENCHMARK(BM_IcrcContinueCopy)->ArgName("bytes")->Arg(256)->Arg(1024)->Arg(4096)->Arg(65536);
-BENCHMARK(BM_CopyThenIcrc)->ArgName("bytes")->Arg(256)->Arg(1024)->Arg(4096)->Arg(65536);
 
 // ---------------------------------------------------------------------------------------------
 // Frames. The argument is the payload; payload 0 is an ACK (the smallest RoCEv2 frame, 62 B).

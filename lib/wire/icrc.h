@@ -15,7 +15,6 @@
  */
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -42,23 +41,6 @@ namespace droce::wire {
  */
 [[nodiscard]] std::uint32_t icrc_continue(std::uint32_t icrc,
                                           std::span<const std::uint8_t> more) noexcept;
-
-/**
- * icrc_continue() over @p n bytes of @p src that are copied to @p dst on the way (a frame's payload
- * copied into its buffer): one pass that loads each byte once, where memcpy then icrc_continue()
- * load it twice. On CPUs with AVX-512 and VPCLMULQDQ it folds 256 bytes per round in four 512-bit
- * lanes (the carry-less multiplication folding of Gopal et al., "Fast CRC Computation for Generic
- * Polynomials Using PCLMULQDQ", Intel 2009, with constants x^(128d±32) mod P for the zlib
- * polynomial): 4 KiB in 75 ns against 103 for memcpy then ISA-L on this project's EPYC
- * (commit message). Elsewhere, and for the bytes after the last 16, it is memcpy then
- * icrc_continue(). @p dst and @p src must not overlap. @return the ICRC so far, as icrc_continue().
- * Thread safety: pure; writes only dst[0, n).
- */
-[[nodiscard]] std::uint32_t icrc_continue_copy(std::uint32_t icrc, std::uint8_t* dst,
-                                               const std::uint8_t* src, std::size_t n) noexcept;
-/** True when icrc_continue_copy() has its one-pass kernel on this CPU (else it copies, then sums).
- */
-[[nodiscard]] bool icrc_copy_is_one_pass() noexcept;
 
 /** Writes @p icrc to @p dst (4 bytes) in wire order, least significant byte first. */
 inline void store_icrc(std::uint8_t* dst, std::uint32_t icrc) noexcept {

@@ -491,26 +491,12 @@ std::size_t build_frame_deferred(const PathHeaders& path, const PacketFields& pf
     std::uint8_t* p = out.data();
     if (!write_headers(path, pf, payload_len, p, out.size(), true, lay)) return 0;
     std::size_t off = lay.end;
-    finish.icrc_stored = payload_len >= kIcrcCopyMinPayload && icrc_copy_is_one_pass();
-    if (finish.icrc_stored) {
-        std::uint32_t icrc = icrc_compute(
-            std::span<const std::uint8_t>(p + lay.l3_off, lay.end - lay.l3_off), path.ipv6);
-        for (auto s : payload) {
-            icrc = icrc_continue_copy(icrc, p + off, s.data(), s.size());
-            off += s.size();
-        }
-        std::memset(p + off, 0, lay.pad);
-        icrc = icrc_continue(icrc, std::span<const std::uint8_t>(p + off, lay.pad));
-        off += lay.pad;
-        store_icrc(p + off, icrc);
-    } else {
-        for (auto s : payload) {
-            if (!s.empty()) std::memcpy(p + off, s.data(), s.size());
-            off += s.size();
-        }
-        std::memset(p + off, 0, lay.pad);
-        off += lay.pad;
+    for (auto s : payload) {
+        if (!s.empty()) std::memcpy(p + off, s.data(), s.size());
+        off += s.size();
     }
+    std::memset(p + off, 0, lay.pad);
+    off += lay.pad;
     finish.l3_off = static_cast<std::uint32_t>(lay.l3_off);
     finish.icrc_off = static_cast<std::uint32_t>(off);
     finish.udp_off = static_cast<std::uint32_t>(lay.udp_off);
@@ -520,10 +506,9 @@ std::size_t build_frame_deferred(const PathHeaders& path, const PacketFields& pf
 }
 
 void finish_frame(std::uint8_t* frame, const FrameFinish& f) noexcept {
-    if (!f.icrc_stored)
-        store_icrc(frame + f.icrc_off, icrc_compute(std::span<const std::uint8_t>(
-                                                        frame + f.l3_off, f.icrc_off - f.l3_off),
-                                                    f.ipv6));
+    store_icrc(frame + f.icrc_off,
+               icrc_compute(std::span<const std::uint8_t>(frame + f.l3_off, f.icrc_off - f.l3_off),
+                            f.ipv6));
     if (f.ipv6)
         set_udp6_checksum(frame, f.l3_off, f.udp_off, f.udp_len,
                           ones_sum(frame + f.udp_off, f.udp_len, 0));

@@ -251,9 +251,6 @@ struct FrameFinish {
     std::uint32_t udp_off = 0;  ///< UDP header
     std::uint32_t udp_len = 0;  ///< UDP length, header to ICRC included
     bool ipv6 = false;
-    /** The ICRC is already stored: the payload was summed while it was copied (large payloads,
-     *  icrc_continue_copy()). */
-    bool icrc_stored = false;
 };
 
 /**
@@ -261,19 +258,13 @@ struct FrameFinish {
  * covers the ICRC) now, those two in finish_frame(). A caller that builds a burst finishes each
  * frame after building the next: the ICRC then reads headers whose small stores have reached the
  * cache, instead of waiting for them (a 16-byte load cannot be forwarded from several narrower
- * stores). A payload of kIcrcCopyMinPayload bytes or more on a CPU with the one-pass kernel is
- * summed while it is copied instead (icrc_continue_copy(): the wait on the headers is small
- * beside the second pass over the payload it saves), and its ICRC stored here. Same return value
- * and errors as build_frame(); the frame is not valid until finish_frame(). Thread safety: pure;
- * writes only @p out and @p finish.
+ * stores). Same return value and errors as build_frame(); the frame is not valid until
+ * finish_frame(). Thread safety: pure; writes only @p out and @p finish.
  */
 [[nodiscard]] std::size_t
 build_frame_deferred(const PathHeaders& path, const PacketFields& fields,
                      std::span<const std::span<const std::uint8_t>> payload,
                      std::span<std::uint8_t> out, FrameFinish& finish) noexcept;
-
-/** Payload bytes from which build_frame_deferred() sums the payload as it copies it. */
-inline constexpr std::size_t kIcrcCopyMinPayload = 1024;
 
 /** Completes a frame of build_frame_deferred() at @p frame (its first byte) with @p finish. */
 void finish_frame(std::uint8_t* frame, const FrameFinish& finish) noexcept;

@@ -700,66 +700,6 @@ TEST(Icrc, EveryLengthMatchesZlib) {
     }
 }
 
-// The one-pass copy-and-sum: every length 0 .. 1100 and some up to 64 KiB + 17, at several
-// alignments of source and destination, against zlib's crc32 of the same bytes continued from a
-// running CRC; the copy exact, nothing written past it. On a CPU without the kernel it is memcpy
-// then icrc_continue (and the test checks that).
-TEST(Icrc, ContinueCopyMatchesZlibAndCopiesExactly) {
-    std::mt19937 rng(7);
-    std::vector<std::uint8_t> src(65536 + 17 + 64), dst(65536 + 17 + 64 + 64);
-    for (auto& b : src)
-        b = static_cast<std::uint8_t>(rng());
-    std::vector<std::size_t> lengths;
-    for (std::size_t n = 0; n <= 1100; ++n)
-        lengths.push_back(n);
-    for (const std::size_t n : {4095, 4096, 4097, 8192, 16383, 65536, 65536 + 17})
-        lengths.push_back(n);
-    unsigned checked = 0;
-    for (const std::size_t n : lengths) {
-        const std::size_t so = n % 7, d_off = (n * 13) % 64;
-        const std::uint32_t running = static_cast<std::uint32_t>(rng());
-        std::fill(dst.begin(), dst.end(), std::uint8_t{0xa5});
-        const std::uint32_t got =
-            icrc_continue_copy(running, dst.data() + d_off, src.data() + so, n);
-        const auto want =
-            static_cast<std::uint32_t>(crc32(running, src.data() + so, static_cast<uInt>(n)));
-        ASSERT_EQ(got, want) << "length " << n;
-        ASSERT_TRUE(std::equal(src.begin() + so, src.begin() + so + n, dst.begin() + d_off))
-            << "length " << n;
-        ASSERT_EQ(dst[d_off + n], 0xa5) << "written past the copy, length " << n;
-        if (d_off > 0) {
-            ASSERT_EQ(dst[d_off - 1], 0xa5) << "written before the copy";
-        }
-        ++checked;
-    }
-    std::printf("  %u lengths checked; one-pass kernel on this CPU: %s\n", checked,
-                icrc_copy_is_one_pass() ? "yes" : "no (memcpy then CRC)");
-}
-
-// A frame whose payload was summed while copied (kIcrcCopyMinPayload and more) carries the ICRC
-// of the rule (A17.3.3, zlib oracle), its payload intact, IPv6's UDP checksum over it right; so
-// does one just below the threshold (the deferred ICRC).
-TEST(Icrc, AFramePayloadSummedWhileCopiedCarriesTheRulesIcrc) {
-    for (const std::size_t len :
-         {kIcrcCopyMinPayload - 1, kIcrcCopyMinPayload, std::size_t{4093}}) {
-        const Bytes payload = make_payload(len, 3);
-        for (const bool ipv6 : {false, true}) {
-            const Bytes f = build(make_path(ipv6, !ipv6),
-                                  make_fields(Opcode::RC_RDMA_WRITE_ONLY, false), payload);
-            ASSERT_FALSE(f.empty()) << len;
-            EXPECT_EQ(wire_icrc(f), reference_icrc(f)) << (ipv6 ? "IPv6" : "IPv4") << " " << len;
-            const Layout l = layout_of(f);
-            if (ipv6) {
-                EXPECT_TRUE(ipv6_udp_checksum_valid(f, l.l3)) << len;
-            }
-            const Parsed p = parse_copy(f);
-            ASSERT_EQ(p.reason, RejectReason::ok) << len;
-            ASSERT_EQ(p.frame.payload.size(), len);
-            EXPECT_TRUE(std::equal(payload.begin(), payload.end(), p.frame.payload.begin()));
-        }
-    }
-}
-
 #if defined(__x86_64__)
 /** XGETBV(1): the XSAVE state components not in their initial state (bit 2: the upper halves of
  *  the YMM registers; bit 6: the upper halves of ZMM0-15), or 0 when the CPU cannot tell. */
@@ -789,9 +729,6 @@ TEST(Icrc, LeavesTheUpperVectorStateClean) {
         EXPECT_NE(crc, 0u);
         EXPECT_EQ(after_compute & kUpperHalves, 0u) << "icrc_compute, length " << len;
         EXPECT_EQ(after_continue & kUpperHalves, 0u) << "icrc_continue, length " << len;
-        Bytes copy(len);
-        crc = icrc_continue_copy(crc, copy.data(), l3.data(), len);
-        EXPECT_EQ(vector_state_in_use() & kUpperHalves, 0u) << "icrc_continue_copy, length " << len;
     }
 }
 #endif
