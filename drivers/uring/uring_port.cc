@@ -165,9 +165,11 @@ std::uint16_t get_be16(const std::uint8_t* p) noexcept {
  * a fragment (RoCEv2 is sent with DF; the kernel would reassemble for the UDP socket, the packet
  * socket sees pieces), and not a copy of a frame this host sends (on lo every frame is seen twice:
  * outgoing and incoming). IPv6: UDP must be the first next header (RoCEv2 uses no extension
- * headers). Everything else never leaves the kernel.
+ * headers). With @p slot >= 0 (share = yes) also only frames for that steering slot, and no
+ * slot probe. Everything else never leaves the kernel.
  */
-std::vector<sock_filter> packet_filter(bool ipv4, const wire::Ipv6Addr& a, std::uint16_t port) {
+std::vector<sock_filter> packet_filter(bool ipv4, const wire::Ipv6Addr& a, std::uint16_t port,
+                                       int slot) {
     std::vector<sock_filter> f;
     // Conditional jumps to the final "drop": their false branch (jf), or their true branch where
     // jt holds the placeholder 0xff. Resolved once the program's length is known.
@@ -210,6 +212,22 @@ std::vector<sock_filter> packet_filter(bool ipv4, const wire::Ipv6Addr& a, std::
         stmt(BPF_LD | BPF_H | BPF_ABS, 40 + 2);
     }
     jeq_or_drop(port);
+    if (slot >= 0) {
+        // A member of a shared group: its slot in the BTH destination QP's top byte, and not the
+        // group's own probes (TVer 15; on lo the packet socket sees them too; they are read from
+        // the UDP socket, UringPort::share_probes).
+        const auto bth_byte = [&](std::uint32_t i) {
+            if (ipv4)
+                stmt(BPF_LD | BPF_B | BPF_IND, 8 + i); // X still IHL * 4
+            else
+                stmt(BPF_LD | BPF_B | BPF_ABS, 40 + 8 + i);
+        };
+        bth_byte(5);
+        jeq_or_drop(static_cast<std::uint32_t>(slot));
+        bth_byte(1);
+        to_drop.push_back(f.size());
+        f.push_back(sock_filter{BPF_JMP | BPF_JEQ | BPF_K, 0xff, 0, 0x0f});
+    }
     stmt(BPF_RET | BPF_K, 0xffffffffu); // the whole packet
     stmt(BPF_RET | BPF_K, 0);           // drop
     const std::size_t drop = f.size() - 1;
@@ -235,7 +253,7 @@ bool attach_filter(int fd, std::vector<sock_filter>& prog) noexcept {
  * (so not one foreign frame is queued in between), PACKET_IGNORE_OUTGOING, and a deep receive
  * buffer. @return the descriptor, or -1 with *err set.
  */
-int open_packet_socket(bool ipv4, const wire::Ipv6Addr& a, std::uint16_t port,
+int open_packet_socket(bool ipv4, const wire::Ipv6Addr& a, std::uint16_t port, int slot,
                        const std::string& ifname, std::uint32_t rcvbuf, std::string* err) {
     // Protocol 0: no frame is queued until bind() names one.
     const int fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -255,7 +273,7 @@ int open_packet_socket(bool ipv4, const wire::Ipv6Addr& a, std::uint16_t port,
     };
     const unsigned idx = if_nametoindex(ifname.c_str());
     if (idx == 0) return give_up("packet socket: interface " + ifname, errno);
-    std::vector<sock_filter> prog = packet_filter(ipv4, a, port);
+    std::vector<sock_filter> prog = packet_filter(ipv4, a, port, slot);
     if (!attach_filter(fd, prog)) return give_up("packet socket: SO_ATTACH_FILTER", errno);
     // Linux 4.20+; the filter drops outgoing copies anyway (older kernels: ENOPROTOOPT).
     (void)set_int(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, 1);
@@ -907,9 +925,6 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
         return fail(errno_text(("bind " + where).c_str(), e));
     }
     p->in_fd_ = p->rx_fd_;
-    if (cfg.share && cfg.recv_mode == RecvMode::packet)
-        return fail("share = yes cannot be combined with recv_mode = packet: a packet socket sees "
-                    "every frame to the address, not this member's share");
     if (cfg.share) {
         p->share_ = true;
         if (!p->join_group(cfg.share_slot, err)) return nullptr;
@@ -917,13 +932,25 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
     if (cfg.recv_mode == RecvMode::packet) {
         // The UDP socket stays bound so that the kernel answers no ICMP port unreachable, but
         // every datagram is a copy of one the packet socket has: a filter returning 0 drops it
-        // before it is queued, and the smallest buffer bounds what could slip through.
+        // before it is queued, and the smallest buffer bounds what could slip through. A member
+        // of a shared group keeps the group's probes there (sent over lo, the packet socket
+        // never sees them; rx_burst() reads them, share_probes()): for a UDP socket's filter
+        // the packet starts at the UDP header, so a probe is 8 + kShareProbeLen bytes with TVer
+        // 15 in byte 9.
         std::vector<sock_filter> none{sock_filter{BPF_RET | BPF_K, 0, 0, 0}};
-        (void)set_int(p->rx_fd_, SOL_SOCKET, SO_RCVBUF, 1);
-        if (!attach_filter(p->rx_fd_, none))
+        std::vector<sock_filter> probes{
+            sock_filter{BPF_LD | BPF_W | BPF_LEN, 0, 0, 0},
+            sock_filter{BPF_JMP | BPF_JEQ | BPF_K, 0, 3, 8 + kShareProbeLen},
+            sock_filter{BPF_LD | BPF_B | BPF_ABS, 0, 0, 8 + 1},
+            sock_filter{BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0x0f},
+            sock_filter{BPF_RET | BPF_K, 0, 0, 0xffffffffu},
+            sock_filter{BPF_RET | BPF_K, 0, 0, 0},
+        };
+        (void)set_int(p->rx_fd_, SOL_SOCKET, SO_RCVBUF, p->share_ ? 65536 : 1);
+        if (!attach_filter(p->rx_fd_, p->share_ ? probes : none))
             return fail(errno_text("UDP socket: SO_ATTACH_FILTER", errno));
-        p->pkt_fd_ =
-            open_packet_socket(cfg.ipv4, cfg.addr, cfg.udp_port, p->ifname_, cfg.rcvbuf, err);
+        p->pkt_fd_ = open_packet_socket(cfg.ipv4, cfg.addr, cfg.udp_port, p->share_ ? p->slot_ : -1,
+                                        p->ifname_, cfg.rcvbuf, err);
         if (p->pkt_fd_ < 0) return nullptr;
         p->pkt_ifindex_ = if_nametoindex(p->ifname_.c_str());
         p->in_fd_ = p->pkt_fd_;
@@ -1820,6 +1847,7 @@ std::uint16_t UringPort::rx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
             rebind_packet_socket(idx);
     }
     if (share_) [[unlikely]] {
+        if (pkt_fd_ >= 0) share_probes();
         if (counter(PortCounter::rx_foreign_slot) != foreign_seen_ || (repair_ && repair_->active))
             share_upkeep();
     }
@@ -1855,6 +1883,28 @@ bool UringPort::from_group_address(const std::uint8_t* name, std::uint32_t namel
     }
     return from.sin6_family == AF_INET6 && ntohs(from.sin6_port) == udp_port_ &&
            std::memcmp(&from.sin6_addr, addr_.data(), 16) == 0;
+}
+
+void UringPort::share_probes() noexcept {
+    // Packet mode: the UDP socket keeps only the group's probes, and nothing else reads it. At
+    // most once a millisecond (the coarse clock's tick), a few at a time: a joiner's round is 16
+    // probes, a repair's one per member.
+    const std::uint64_t now = coarse_monotonic_ns();
+    if (now < next_probe_read_ns_) return;
+    next_probe_read_ns_ = now + 1'000'000;
+    for (int i = 0; i < 32; ++i) {
+        std::uint8_t in[kShareProbeLen + 1];
+        sockaddr_in6 from{};
+        socklen_t fromlen = sizeof from;
+        const ssize_t got = recvfrom(rx_fd_, in, sizeof in, MSG_DONTWAIT,
+                                     reinterpret_cast<sockaddr*>(&from), &fromlen);
+        if (got < 0) return;
+        if (!is_probe(in, static_cast<std::uint32_t>(got))) continue;
+        inc(PortCounter::rx_share_probes);
+        if (in[kProbeKindByte] == kProbeWho && joined_ &&
+            from_group_address(reinterpret_cast<const std::uint8_t*>(&from), fromlen))
+            answer_who(in);
+    }
 }
 
 void UringPort::answer_who(const std::uint8_t* probe) noexcept {

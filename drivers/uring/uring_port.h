@@ -293,7 +293,7 @@ class UringPort final : public PortDriver {
      *         this host's) or setsockopt errno; io_uring_queue_init errno (ENOMEM: RLIMIT_MEMLOCK,
      *         EPERM: io_uring disabled by sysctl); multishot asked and the kernel has no
      *         provided buffer rings; packet mode without CAP_NET_RAW (EPERM: the message says
-     *         so and how to grant it), or its setsockopt / bind errno; packet mode with share.
+     *         so and how to grant it), or its setsockopt / bind errno.
      *         With share: the join lock not taken in 10 s; EADDRINUSE
      *         when a socket that does not share holds the port (or one of another user); the
      *         self-probe found no index (more than kMaxShareSlots members, or no probe came back
@@ -425,6 +425,10 @@ class UringPort final : public PortDriver {
     bool probe_index(unsigned* index, std::string* err);
     bool join_group(int want, std::string* err);
     void leave_group() noexcept;
+    /** Packet mode with share: reads the group's probes from the UDP socket (its filter keeps
+     *  only them) at most once a millisecond and answers who-probes. */
+    void share_probes() noexcept;
+    std::uint64_t next_probe_read_ns_ = 0;
     /** Answers a who-probe (a repairing member asking the socket at an index for its slot). */
     void answer_who(const std::uint8_t* probe) noexcept;
     /** Whether a datagram's source (a sockaddr of namelen bytes) is the group's own address and

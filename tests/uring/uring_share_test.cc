@@ -14,6 +14,7 @@
  * and port (from the process id).
  */
 #include <arpa/inet.h>
+#include <linux/if_packet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/resource.h>
@@ -669,6 +670,53 @@ TEST(UringShare, ALeaveIsNotKeptWaitingByARepairInProgress) {
     end_member(stopped);
     b.reset();
     (void)unlink(table_file().c_str()); // the members ended without leaving: their table stays
+    EXPECT_TRUE(wait_group_gone());
+}
+
+/** The shared config in packet receive mode, or "" with why not (no CAP_NET_RAW). */
+std::string packet_mode_allowed() {
+    const int fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return std::string("no packet socket: ") + std::strerror(errno);
+    close(fd);
+    return "";
+}
+
+TEST(UringShare, MembersInPacketModeGetTheirOwnSlotsFramesAndAnswerWhoProbes) {
+    if (const std::string why = packet_mode_allowed(); !why.empty()) GTEST_SKIP() << why;
+    // Each member's packet socket sees every frame to the address; its filter keeps its slot's.
+    std::string err;
+    UringPortConfig cfg = shared_config();
+    cfg.recv_mode = droce::uring::RecvMode::packet;
+    ChildMember c0 = spawn_member(cfg, true);
+    ChildMember c1 = spawn_member(cfg, false);
+    ChildMember c2 = spawn_member(cfg, false);
+    ChildMember c3 = spawn_member(cfg, true);
+    ASSERT_EQ(c0.slot, 0);
+    ASSERT_EQ(c3.slot, 3);
+    for (ChildMember* c : {&c1, &c2})
+        ASSERT_EQ(write(c->down, "x", 1), 1);
+    for (ChildMember* c : {&c1, &c2})
+        end_member(*c, 0, true);
+    // Two died: the joiner (in packet mode too) asks members 0 and 3, which read the group's
+    // probes from their UDP sockets.
+    auto m = UringPort::create(cfg, &err);
+    ASSERT_TRUE(m) << err;
+    ASSERT_TRUE(m->packet_socket());
+    EXPECT_EQ(m->steering_slot(), 1);
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    for (std::uint32_t s : {0u, 1u, 3u, 7u})
+        send_bth(fd, s << 16 | 0x66, 9);
+    const auto tags = collect({m.get()});
+    close(fd);
+    EXPECT_EQ(tags[0], std::vector<int>({9})) << "member 1 got exactly its own frame";
+    const ChildReport r0 = end_member(c0, 9), r3 = end_member(c3, 9);
+    EXPECT_EQ(r0.mine, 1u);
+    EXPECT_EQ(r3.mine, 1u);
+    EXPECT_EQ(r0.others + r3.others, 0u) << "a packet-mode member got another slot's frame";
+    EXPECT_EQ(r0.answered + r3.answered, 2u) << "the who-probes were not answered";
+    m.reset();
+    (void)unlink(table_file().c_str());
     EXPECT_TRUE(wait_group_gone());
 }
 
