@@ -244,7 +244,8 @@ bool poke_from_peer() {
     return ok;
 }
 
-TEST_F(UringLink, APacketModePortReceivesAgainFromAnInterfaceCreatedAgain) {
+/** A port in packet receive mode on lwa that has received a frame from the veth's peer. */
+void packet_port_on_lwa(std::unique_ptr<UringPort>* out) {
     UringPortConfig c;
     c.addr = kAddr;
     c.udp_port = kPort;
@@ -258,6 +259,12 @@ TEST_F(UringLink, APacketModePortReceivesAgainFromAnInterfaceCreatedAgain) {
     (void)p->rx_burst(nullptr, 0);
     ASSERT_TRUE(poke_from_peer()) << std::strerror(errno);
     ASSERT_EQ(drain(*p, 100), 1u) << "a frame from the peer before the interface went";
+    *out = std::move(p);
+}
+
+TEST_F(UringLink, APacketModePortReceivesAgainFromAnInterfaceCreatedAgain) {
+    std::unique_ptr<UringPort> p;
+    ASSERT_NO_FATAL_FAILURE(packet_port_on_lwa(&p));
     ASSERT_TRUE(sh("ip link del lwa"));
     ASSERT_GE(until([&] { return p->link_up(); }, false), 0) << "interface deleted";
     ASSERT_TRUE(sh("ip link add lwa type veth peer name lwb"));
@@ -274,18 +281,8 @@ TEST_F(UringLink, APacketModePortReceivesAgainFromAnInterfaceCreatedAgain) {
 
 TEST_F(UringLink, APacketModePortReceivesAgainAfterItsInterfaceWentToAnotherNamespaceAndBack) {
     // The interface keeps its index, but the kernel unhooked the packet socket when it left.
-    UringPortConfig c;
-    c.addr = kAddr;
-    c.udp_port = kPort;
-    c.interface = "lwa";
-    c.recv_mode = droce::uring::RecvMode::packet;
-    std::string err;
-    auto p = UringPort::create(c, &err);
-    ASSERT_TRUE(p) << err;
-    ASSERT_GE(until([&] { return p->link_up(); }, true), 0);
-    (void)p->rx_burst(nullptr, 0);
-    ASSERT_TRUE(poke_from_peer()) << std::strerror(errno);
-    ASSERT_EQ(drain(*p, 100), 1u);
+    std::unique_ptr<UringPort> p;
+    ASSERT_NO_FATAL_FAILURE(packet_port_on_lwa(&p));
     const unsigned index = if_nametoindex("lwa");
     const std::string away = "droce-lw-" + std::to_string(getpid());
     if (!sh("ip netns add " + away)) GTEST_SKIP() << "ip netns add refused here";

@@ -527,19 +527,26 @@ TEST(UringShare, MembersKilledInAnUnknownOrderAreRepairedByASurvivorWithoutAJoin
     EXPECT_TRUE(wait_group_gone());
 }
 
-TEST(UringShare, AJoinerAsksTheMembersWhoTheyAreWhenSeveralDiedWithoutLeaving) {
-    std::string err;
-    const UringPortConfig cfg = shared_config();
-    ChildMember c0 = spawn_member(cfg, true);
+/** Four members in child processes, slots 0 .. 3; 1 and 2 end at once without leaving; 0 and 3
+ *  poll their ports (*c0, *c3). */
+void two_of_four_died(const UringPortConfig& cfg, ChildMember* c0, ChildMember* c3) {
+    *c0 = spawn_member(cfg, true);
     ChildMember c1 = spawn_member(cfg, false);
     ChildMember c2 = spawn_member(cfg, false);
-    ChildMember c3 = spawn_member(cfg, true);
-    ASSERT_EQ(c0.slot, 0);
-    ASSERT_EQ(c3.slot, 3);
+    *c3 = spawn_member(cfg, true);
+    ASSERT_EQ(c0->slot, 0);
+    ASSERT_EQ(c3->slot, 3);
     for (ChildMember* c : {&c1, &c2})
         ASSERT_EQ(write(c->down, "x", 1), 1);
     for (ChildMember* c : {&c1, &c2})
         end_member(*c, 0, true);
+}
+
+TEST(UringShare, AJoinerAsksTheMembersWhoTheyAreWhenSeveralDiedWithoutLeaving) {
+    std::string err;
+    const UringPortConfig cfg = shared_config();
+    ChildMember c0, c3;
+    ASSERT_NO_FATAL_FAILURE(two_of_four_died(cfg, &c0, &c3));
     // Nobody sends: no survivor sees a foreign frame. The joiner finds the table two members too
     // long, cannot replay the kernel's moves, and asks members 0 and 3 (polling) who they are.
     auto m = UringPort::create(cfg, &err);
@@ -687,16 +694,8 @@ TEST(UringShare, MembersInPacketModeGetTheirOwnSlotsFramesAndAnswerWhoProbes) {
     std::string err;
     UringPortConfig cfg = shared_config();
     cfg.recv_mode = droce::uring::RecvMode::packet;
-    ChildMember c0 = spawn_member(cfg, true);
-    ChildMember c1 = spawn_member(cfg, false);
-    ChildMember c2 = spawn_member(cfg, false);
-    ChildMember c3 = spawn_member(cfg, true);
-    ASSERT_EQ(c0.slot, 0);
-    ASSERT_EQ(c3.slot, 3);
-    for (ChildMember* c : {&c1, &c2})
-        ASSERT_EQ(write(c->down, "x", 1), 1);
-    for (ChildMember* c : {&c1, &c2})
-        end_member(*c, 0, true);
+    ChildMember c0, c3;
+    ASSERT_NO_FATAL_FAILURE(two_of_four_died(cfg, &c0, &c3));
     // Two died: the joiner (in packet mode too) asks members 0 and 3, which read the group's
     // probes from their UDP sockets.
     auto m = UringPort::create(cfg, &err);
