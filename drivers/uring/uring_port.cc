@@ -484,7 +484,9 @@ bool is_probe(const std::uint8_t* p, std::uint32_t len) noexcept {
  * and a joiner taking that slot meanwhile would find it taken. Only ECONNREFUSED (nobody bound)
  * counts as dead.
  */
-unsigned count_dead(const std::string& share_name, const ShareTable& t) noexcept {
+unsigned count_dead(const std::string& share_name, const ShareTable& t,
+                    std::bitset<kMaxShareSlots>* dead_slots = nullptr) noexcept {
+    if (dead_slots) dead_slots->reset();
     const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return 0;
     unsigned dead = 0;
@@ -493,8 +495,10 @@ unsigned count_dead(const std::string& share_name, const ShareTable& t) noexcept
         char suffix[8];
         std::snprintf(suffix, sizeof suffix, "%u", t.slot_at[i]);
         const socklen_t len = group_name(&sa, share_name, suffix);
-        if (connect(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0 && errno == ECONNREFUSED)
+        if (connect(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0 && errno == ECONNREFUSED) {
             ++dead;
+            if (dead_slots) dead_slots->set(t.slot_at[i]);
+        }
     }
     close(fd);
     return dead;
@@ -645,6 +649,9 @@ struct UringPort::ShareRepair {
     WhoProbe who;
     bool active = false;
     ShareTable started_from; ///< the table when the probes went out
+    /** Its members that were dead then: a joiner may since have taken a dead member's slot and
+     *  written a table of the same bytes (the dead member was the last, so nothing moved). */
+    std::bitset<kMaxShareSlots> dead_slots;
     std::uint64_t deadline_ns = 0;
     std::uint64_t next_check_ns = 0;
     std::uint64_t next_absorb_ns = 0;
@@ -895,6 +902,28 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
         (void)set_int(p->rx_fd_, SOL_SOCKET, SO_RCVBUF, static_cast<int>(cfg.rcvbuf));
     if (cfg.share && !set_int(p->rx_fd_, SOL_SOCKET, SO_REUSEPORT, 1))
         return fail(errno_text("setsockopt SO_REUSEPORT", errno));
+    if (cfg.recv_mode == RecvMode::packet) {
+        // The UDP socket stays bound so that the kernel answers no ICMP port unreachable, but
+        // every datagram is a copy of one the packet socket has: a filter returning 0 drops it
+        // before it is queued, and the smallest buffer bounds what could slip through (both set
+        // before bind(), so nothing else is ever queued there first). A member
+        // of a shared group keeps the group's probes there (sent over lo, the packet socket
+        // never sees them; rx_burst() reads them, share_probes()): for a UDP socket's filter
+        // the packet starts at the UDP header, so a probe is 8 + kShareProbeLen bytes with TVer
+        // 15 in byte 9.
+        std::vector<sock_filter> none{sock_filter{BPF_RET | BPF_K, 0, 0, 0}};
+        std::vector<sock_filter> probes{
+            sock_filter{BPF_LD | BPF_W | BPF_LEN, 0, 0, 0},
+            sock_filter{BPF_JMP | BPF_JEQ | BPF_K, 0, 3, 8 + kShareProbeLen},
+            sock_filter{BPF_LD | BPF_B | BPF_ABS, 0, 0, 8 + 1},
+            sock_filter{BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0x0f},
+            sock_filter{BPF_RET | BPF_K, 0, 0, 0xffffffffu},
+            sock_filter{BPF_RET | BPF_K, 0, 0, 0},
+        };
+        (void)set_int(p->rx_fd_, SOL_SOCKET, SO_RCVBUF, cfg.share ? 65536 : 1);
+        if (!attach_filter(p->rx_fd_, cfg.share ? probes : none))
+            return fail(errno_text("UDP socket: SO_ATTACH_FILTER", errno));
+    }
     // Joins (bind, probe, table) and leaves of this host's groups one at a time: the index the
     // probe finds is then the table's member count.
     std::optional<ShareJoinLock> join;
@@ -930,29 +959,11 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
         if (!p->join_group(cfg.share_slot, err)) return nullptr;
     }
     if (cfg.recv_mode == RecvMode::packet) {
-        // The UDP socket stays bound so that the kernel answers no ICMP port unreachable, but
-        // every datagram is a copy of one the packet socket has: a filter returning 0 drops it
-        // before it is queued, and the smallest buffer bounds what could slip through. A member
-        // of a shared group keeps the group's probes there (sent over lo, the packet socket
-        // never sees them; rx_burst() reads them, share_probes()): for a UDP socket's filter
-        // the packet starts at the UDP header, so a probe is 8 + kShareProbeLen bytes with TVer
-        // 15 in byte 9.
-        std::vector<sock_filter> none{sock_filter{BPF_RET | BPF_K, 0, 0, 0}};
-        std::vector<sock_filter> probes{
-            sock_filter{BPF_LD | BPF_W | BPF_LEN, 0, 0, 0},
-            sock_filter{BPF_JMP | BPF_JEQ | BPF_K, 0, 3, 8 + kShareProbeLen},
-            sock_filter{BPF_LD | BPF_B | BPF_ABS, 0, 0, 8 + 1},
-            sock_filter{BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0x0f},
-            sock_filter{BPF_RET | BPF_K, 0, 0, 0xffffffffu},
-            sock_filter{BPF_RET | BPF_K, 0, 0, 0},
-        };
-        (void)set_int(p->rx_fd_, SOL_SOCKET, SO_RCVBUF, p->share_ ? 65536 : 1);
-        if (!attach_filter(p->rx_fd_, p->share_ ? probes : none))
-            return fail(errno_text("UDP socket: SO_ATTACH_FILTER", errno));
         p->pkt_fd_ = open_packet_socket(cfg.ipv4, cfg.addr, cfg.udp_port, p->share_ ? p->slot_ : -1,
                                         p->ifname_, cfg.rcvbuf, err);
         if (p->pkt_fd_ < 0) return nullptr;
         p->pkt_ifindex_ = if_nametoindex(p->ifname_.c_str());
+        p->pkt_events_seen_ = p->link_->events();
         p->in_fd_ = p->pkt_fd_;
         p->receive_ = &UringPort::rebuild_packet;
     }
@@ -1288,7 +1299,7 @@ void UringPort::leave_share_group() noexcept {
     if (!joined_) return;
     io_uring& r = ring_->ring;
     if (io_uring_sqe* sqe = io_uring_get_sqe(&r)) {
-        io_uring_prep_cancel_fd(sqe, rx_fd_, IORING_ASYNC_CANCEL_ALL);
+        io_uring_prep_cancel_fd(sqe, in_fd_, IORING_ASYNC_CANCEL_ALL); // packet mode: pkt_fd_
         io_uring_sqe_set_data64(sqe, user_data(kTagCancel, 0));
         (void)io_uring_submit(&r);
     }
@@ -1321,6 +1332,10 @@ void UringPort::leave_group() noexcept {
     }
     close(rx_fd_);
     rx_fd_ = -1;
+    // Packet mode: its packet socket would go on taking this slot's frames, which a member
+    // joining after us may take.
+    if (pkt_fd_ >= 0) close(pkt_fd_);
+    pkt_fd_ = -1;
     if (alive_fd_ >= 0) close(alive_fd_);
     alive_fd_ = -1;
     joined_ = false;
@@ -1954,8 +1969,10 @@ void UringPort::share_upkeep() noexcept {
             return; // a join or leave in progress: tried again at the next read
         }
         ShareTable now_t, t;
+        std::bitset<kMaxShareSlots> dead_now;
         bool ok = read_table(table_path_, &now_t) == kTableOk &&
-                  std::memcmp(&now_t, &r.started_from, sizeof now_t) == 0;
+                  std::memcmp(&now_t, &r.started_from, sizeof now_t) == 0 &&
+                  (count_dead(share_name_, now_t, &dead_now), dead_now == r.dead_slots);
         if (ok) {
             r.who.table(&t);
             ok = attach_steering(rx_fd_, t) && write_table(table_path_, t);
@@ -1973,8 +1990,8 @@ void UringPort::share_upkeep() noexcept {
     // program steers by a table that no longer matches. Only the second is repaired.
     ShareTable t;
     unsigned dead = 0;
-    if (read_table(table_path_, &t) != kTableOk || (dead = count_dead(share_name_, t)) == 0 ||
-        dead >= t.n)
+    if (read_table(table_path_, &t) != kTableOk ||
+        (dead = count_dead(share_name_, t, &r.dead_slots)) == 0 || dead >= t.n)
         return;
     // The order in which the dead left is unknown, so each index is asked (this member's own
     // probe comes back through this ring and is answered like the others).

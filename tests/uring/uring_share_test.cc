@@ -392,6 +392,21 @@ ChildMember spawn_member(const UringPortConfig& cfg, bool polls) {
     return c;
 }
 
+/** Continues and kills a child stopped by a test that ends early (a failed ASSERT): a stopped
+ *  member left behind would keep its socket in the group for the tests after it. */
+struct StoppedGuard {
+    ChildMember* c;
+    ~StoppedGuard() {
+        if (c->pid <= 0) return;
+        kill(c->pid, SIGCONT);
+        kill(c->pid, SIGKILL);
+        waitpid(c->pid, nullptr, 0);
+        close(c->up);
+        close(c->down);
+        c->pid = -1;
+    }
+};
+
 /** Ends a waiting child (as if killed) or asks a polling one for its report from tag @p from;
  *  @p told: the waiting child was already told to end (several end at once). */
 ChildReport end_member(ChildMember& c, std::uint8_t from = 0, bool told = false) {
@@ -655,6 +670,7 @@ TEST(UringShare, ALeaveIsNotKeptWaitingByARepairInProgress) {
     ASSERT_TRUE(b) << err;
     ASSERT_EQ(write(dead.down, "x", 1), 1);
     end_member(dead, 0, true); // the kernel moves b into dead's index
+    StoppedGuard guard{&stopped};
     ASSERT_EQ(kill(stopped.pid, SIGSTOP), 0);
     // Frames for the dead member's slot reach b (now at its index): b starts a repair, asks a, b
     // and the stopped member, and waits.
@@ -677,6 +693,56 @@ TEST(UringShare, ALeaveIsNotKeptWaitingByARepairInProgress) {
     end_member(stopped);
     b.reset();
     (void)unlink(table_file().c_str()); // the members ended without leaving: their table stays
+    EXPECT_TRUE(wait_group_gone());
+}
+
+TEST(UringShare, ARepairDoesNotUndoAJoinThatTookADeadMembersSlot) {
+    // The dead member was the last (nothing moved), and a joiner takes its slot while a repair
+    // waits for answers: the table's bytes are then what the repair started from, but the
+    // repair's answers no longer describe the group.
+    std::string err;
+    const UringPortConfig cfg = shared_config();
+    auto a = UringPort::create(cfg, &err);
+    ASSERT_TRUE(a) << err;
+    ChildMember slow = spawn_member(cfg, true);
+    ChildMember dead = spawn_member(cfg, false);
+    ASSERT_EQ(slow.slot, 1);
+    ASSERT_EQ(dead.slot, 2);
+    ASSERT_EQ(write(dead.down, "x", 1), 1);
+    end_member(dead, 0, true);
+    StoppedGuard guard{&slow};
+    ASSERT_EQ(kill(slow.pid, SIGSTOP), 0);
+    // Frames for the dead slot 2 go by the hash of their addresses and ports, fixed per source
+    // port: each from a socket of its own, so that some reach a and start its repair (which
+    // waits for the stopped member's answer).
+    for (int i = 0; i < 50 && a->counter(PortCounter::share_who_answered) == 0; ++i) {
+        const int one = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        ASSERT_GE(one, 0);
+        send_bth(one, 2u << 16 | 0x77, 1);
+        close(one);
+        poll_for({a.get()}, 5);
+    }
+    ASSERT_GE(a->counter(PortCounter::share_who_answered), 1u) << "no repair started";
+    auto d = UringPort::create(cfg, &err); // replays the dead member's leave, takes slot 2
+    ASSERT_TRUE(d) << err;
+    ASSERT_EQ(d->steering_slot(), 2);
+    ASSERT_EQ(kill(slow.pid, SIGCONT), 0);
+    poll_for({a.get(), d.get()}, 100); // the stopped member answers; the repair must not write
+    std::vector<int> slots = table_slots();
+    std::sort(slots.begin(), slots.end());
+    EXPECT_EQ(slots, std::vector<int>({0, 1, 2})) << "the repair wrote over the join";
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    for (int i = 0; i < 8; ++i)
+        send_bth(fd, 2u << 16 | static_cast<std::uint32_t>(0x10 + i), 2);
+    close(fd);
+    const auto [own, others] = poll_for({a.get(), d.get()}, 50);
+    EXPECT_EQ(own, 8u) << "slot 2's frames did not all reach the joiner";
+    EXPECT_EQ(others, 0u);
+    end_member(slow);
+    a.reset();
+    d.reset();
+    (void)unlink(table_file().c_str());
     EXPECT_TRUE(wait_group_gone());
 }
 
