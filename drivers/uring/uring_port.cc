@@ -405,11 +405,16 @@ socklen_t group_name(sockaddr_un* sa, const std::string& share_name, const char*
  * answers to who-probes from.
  * @return the bound socket, or -errno (EADDRINUSE: a live member holds the slot).
  */
-int bind_alive(const std::string& share_name, unsigned slot) {
-    sockaddr_un sa;
+/** The sign of life's name of @p slot: "<share_name>-<slot>". */
+socklen_t alive_name(sockaddr_un* sa, const std::string& share_name, unsigned slot) noexcept {
     char suffix[8];
     std::snprintf(suffix, sizeof suffix, "%u", slot);
-    const socklen_t len = group_name(&sa, share_name, suffix);
+    return group_name(sa, share_name, suffix);
+}
+
+int bind_alive(const std::string& share_name, unsigned slot) {
+    sockaddr_un sa;
+    const socklen_t len = alive_name(&sa, share_name, slot);
     const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -errno;
     if (bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
@@ -492,9 +497,7 @@ unsigned count_dead(const std::string& share_name, const ShareTable& t,
     unsigned dead = 0;
     for (std::uint32_t i = 0; i < t.n; ++i) {
         sockaddr_un sa;
-        char suffix[8];
-        std::snprintf(suffix, sizeof suffix, "%u", t.slot_at[i]);
-        const socklen_t len = group_name(&sa, share_name, suffix);
+        const socklen_t len = alive_name(&sa, share_name, t.slot_at[i]);
         if (connect(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0 && errno == ECONNREFUSED) {
             ++dead;
             if (dead_slots) dead_slots->set(t.slot_at[i]);
@@ -1542,8 +1545,7 @@ bool UringPort::rebuild(std::uint32_t slot, const std::uint8_t* name, std::uint3
         const std::uint8_t* bth = mem_ + static_cast<std::size_t>(slot) * slot_bytes_ + kPayloadOff;
         if (is_probe(bth, payload_len)) {
             inc(PortCounter::rx_share_probes); // a member joining or repairing: not for the engine
-            if (bth[kProbeKindByte] == kProbeWho && joined_ && namelen >= sizeof(sockaddr_in) &&
-                from_group_address(name, namelen))
+            if (bth[kProbeKindByte] == kProbeWho && joined_ && from_group_address(name, namelen))
                 answer_who(bth);
             return false;
         }
