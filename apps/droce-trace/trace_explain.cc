@@ -254,6 +254,11 @@ std::string skip_sentence(const DecodedFrame& d) {
         return "A UDP datagram whose destination port is not 4791, so it is not RoCEv2.";
     case SkipKind::other_ip:
         return "An IP protocol other than UDP; RoCEv2 always rides on UDP.";
+    case SkipKind::droce_probe:
+        return "droce's own probe between io_uring ports, not RoCE: transport version 15, which "
+               "every RoCE receiver drops. Processes sharing UDP 4791 probe their slots with it, "
+               "and a port with gso = auto asks each peer whether it receives on a UDP socket "
+               "(then several frames may go as one GSO send); a droce port that does answers.";
     case SkipKind::none:
         break;
     }

@@ -7,6 +7,8 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
+#include <span>
 
 #include "aeth_decode.h"
 #include "mrc_decode.h"
@@ -460,6 +462,31 @@ void format_mrc_json(const DecodedFrame& d, nlohmann::ordered_json& j) {
 
 } // namespace
 
+namespace {
+/** What droce probe the UDP datagram at @p udp in @p frame is (drivers/uring: 32 bytes, TVer 15,
+ *  magic "DROCESHR" at byte 8, the kind in byte 4), or nullptr when it is none. */
+const char* droce_probe_name(std::span<const std::uint8_t> frame, const wire::UdpHdr* udp) {
+    const auto* u = reinterpret_cast<const std::uint8_t*>(udp);
+    if (u < frame.data() || u + 8 + 32 > frame.data() + frame.size()) return nullptr;
+    if (udp->length.get() != 8 + 32) return nullptr;
+    const std::uint8_t* p = u + 8;
+    static constexpr std::uint8_t kMagic[8] = {'D', 'R', 'O', 'C', 'E', 'S', 'H', 'R'};
+    if (p[1] != 0x0f || std::memcmp(p + 8, kMagic, sizeof kMagic) != 0) return nullptr;
+    switch (p[4]) {
+    case 0:
+        return "droce share self-probe";
+    case 1:
+        return "droce share who-probe";
+    case 2:
+        return "droce GSO probe";
+    case 3:
+        return "droce GSO answer";
+    default:
+        return "droce probe";
+    }
+}
+} // namespace
+
 DecodedFrame decode_frame(const RawFrame& raw) {
     DecodedFrame d;
     d.raw = raw;
@@ -478,6 +505,14 @@ DecodedFrame decode_frame(const RawFrame& raw) {
     // parse_frame() sets the UDP header before it checks the port, so a UDP header with any reason
     // but not_roce_port means destination port 4791: a RoCEv2 packet that broke a rule.
     if (d.parsed.udp != nullptr && d.reason != wire::RejectReason::not_roce_port) {
+        if (const char* what = droce_probe_name(raw.bytes, d.parsed.udp)) {
+            d.kind = FrameKind::skipped;
+            d.skip = SkipKind::droce_probe;
+            d.what = what;
+            d.src_port = d.parsed.udp->src_port.get();
+            d.dst_port = d.parsed.udp->dst_port.get();
+            return d;
+        }
         d.kind = FrameKind::rejected;
         return d;
     }

@@ -87,6 +87,10 @@ enum class SkipKind : std::uint8_t {
     tcp,               ///< TCP segment
     udp,               ///< UDP datagram not addressed to port 4791
     other_ip,          ///< another IP protocol (IGMP, ESP, SCTP ...)
+    /** To port 4791 but droce's own probe between uring ports (TVer 15, which no RoCE receiver
+     *  takes: drivers/uring, a shared port's slot probes and Gso::automatic's GSO probe and
+     *  answer). */
+    droce_probe,
 };
 
 /**

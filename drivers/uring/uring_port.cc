@@ -212,22 +212,23 @@ std::vector<sock_filter> packet_filter(bool ipv4, const wire::Ipv6Addr& a, std::
         stmt(BPF_LD | BPF_H | BPF_ABS, 40 + 2);
     }
     jeq_or_drop(port);
+    const auto bth_byte = [&](std::uint32_t i) {
+        if (ipv4)
+            stmt(BPF_LD | BPF_B | BPF_IND, 8 + i); // X still IHL * 4
+        else
+            stmt(BPF_LD | BPF_B | BPF_ABS, 40 + 8 + i);
+    };
     if (slot >= 0) {
-        // A member of a shared group: its slot in the BTH destination QP's top byte, and not the
-        // group's own probes (TVer 15; on lo the packet socket sees them too; they are read from
-        // the UDP socket, UringPort::share_probes).
-        const auto bth_byte = [&](std::uint32_t i) {
-            if (ipv4)
-                stmt(BPF_LD | BPF_B | BPF_IND, 8 + i); // X still IHL * 4
-            else
-                stmt(BPF_LD | BPF_B | BPF_ABS, 40 + 8 + i);
-        };
+        // A member of a shared group: its slot in the BTH destination QP's top byte.
         bth_byte(5);
         jeq_or_drop(static_cast<std::uint32_t>(slot));
-        bth_byte(1);
-        to_drop.push_back(f.size());
-        f.push_back(sock_filter{BPF_JMP | BPF_JEQ | BPF_K, 0xff, 0, 0x0f});
     }
+    // Not droce's probes (TVer 15, which no RoCE frame has): a shared group's own (on lo the
+    // packet socket sees them too; they are read from the UDP socket, UringPort::share_probes)
+    // and the GSO probes of Gso::automatic senders, which a packet-mode port does not answer.
+    bth_byte(1);
+    to_drop.push_back(f.size());
+    f.push_back(sock_filter{BPF_JMP | BPF_JEQ | BPF_K, 0xff, 0, 0x0f});
     stmt(BPF_RET | BPF_K, 0xffffffffu); // the whole packet
     stmt(BPF_RET | BPF_K, 0);           // drop
     const std::size_t drop = f.size() - 1;
@@ -299,6 +300,21 @@ std::string addr_text(bool ipv4, const wire::Ipv6Addr& a) {
 /** BTH byte that carries the top byte of the destination QP (BTH: opcode, flags, P_Key, resv8,
  *  DestQP[23:0] in bytes 5..7; IBTA Vol 1 9.2). */
 constexpr std::uint32_t kBthDestQpTopByte = 5;
+/** Byte 4 of a probe (BTH's reserved byte): what the prober wants. */
+constexpr std::uint32_t kProbeKindByte = 4;
+/** A joiner looking for its own index: the probe that comes back to it names it. */
+constexpr std::uint8_t kProbeSelf = 0;
+/** A repairing member asking the socket at the named index for its slot: the member there answers
+ *  with a ShareAnswer to the abstract name "<share_name>-r<nonce in hex>". */
+constexpr std::uint8_t kProbeWho = 1;
+/** Gso::automatic: "do you take GSO sends?" to (peer, byte 5 = its slot), from the asker's
+ *  receive socket; byte 6 the asker's slot. The kinds from here on are steered by slot. */
+constexpr std::uint8_t kProbeGso = 2;
+/** The answer of a port that receives on its UDP socket: to the probe's source, byte 5 the
+ *  asker's slot, byte 6 ours, the probe's nonce. Ports that see IP headers never send it. */
+constexpr std::uint8_t kProbeGsoYes = 3;
+/** Byte 6 of a GSO probe or answer: the sender's own slot. */
+constexpr std::uint32_t kProbeFromSlotByte = 6;
 /** Bytes 8..15 of a slot probe. */
 constexpr std::uint8_t kProbeMagic[8] = {'D', 'R', 'O', 'C', 'E', 'S', 'H', 'R'};
 
@@ -366,10 +382,12 @@ bool write_table(const std::string& path, const ShareTable& t) {
  */
 bool attach_steering(int fd, const ShareTable& t) {
     // On the stack, not the heap: a member that repairs the group does it from rx_burst().
-    std::array<sock_filter, 5 + 2 * kMaxShareSlots + 1> code;
+    std::array<sock_filter, 7 + 2 * kMaxShareSlots + 1> code;
     std::size_t n = 0;
     code[n++] = BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 1);           // A = SE, M, PadCount, TVer
-    code[n++] = BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0f, 0, 2); // a probe?
+    code[n++] = BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0f, 0, 4); // a probe?
+    code[n++] = BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kProbeKindByte);
+    code[n++] = BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, kProbeGso, 2, 0); // GSO: by slot, as data
     code[n++] = BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kBthDestQpTopByte);
     code[n++] = BPF_STMT(BPF_RET | BPF_A, 0); // the probe's candidate index
     code[n++] = BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kBthDestQpTopByte); // A = DestQP >> 16
@@ -443,14 +461,6 @@ bool repair_table(const std::string& share_name, ShareTable* t, unsigned members
     }
     return false;
 }
-
-/** Byte 4 of a probe (BTH's reserved byte): what the prober wants. */
-constexpr std::uint32_t kProbeKindByte = 4;
-/** A joiner looking for its own index: the probe that comes back to it names it. */
-constexpr std::uint8_t kProbeSelf = 0;
-/** A repairing member asking the socket at the named index for its slot: the member there answers
- *  with a ShareAnswer to the abstract name "<share_name>-r<nonce in hex>". */
-constexpr std::uint8_t kProbeWho = 1;
 
 /** A member's answer to a who-probe: the index the probe named (where it arrived) and its slot. */
 struct ShareAnswer {
@@ -764,9 +774,13 @@ struct UringPort::Ring {
 struct UringPort::GsoGroup {
     io_uring_sqe* sqe = nullptr; ///< taken when the group opens: a full SQ never strands frames
     std::uint32_t leader = 0;    ///< slot whose SlotMsg and iovecs the send uses
-    int fd = -1;
+    int fd = -1;                 ///< the frames' source socket (the group's key)
+    int send_fd = -1;            ///< what a send of several leaves from (gso_source_socket)
     wire::Ipv6Addr peer{};
     std::uint8_t tos = 0;
+    /** BTH byte 5 (the destination QP's top byte): a shared receiver's steering slot. The kernel
+     *  steers a GSO send once, by its first frame, so one group goes to one slot. */
+    std::uint8_t dslot = 0;
     std::uint32_t seg = 0;   ///< payload bytes of the first frame: the segment size
     std::uint32_t count = 0; ///< frames in the group (0: no group open)
     std::uint32_t bytes = 0;
@@ -777,6 +791,45 @@ const char* to_string(PortCounter c) noexcept {
     const auto i = static_cast<unsigned>(c);
     // The names are string literals: NUL-terminated.
     return i < kNumPortCounters ? kPortCounterNames[i].data() : "?";
+}
+
+/**
+ * What a Gso::automatic port knows of one peer (address, steering slot). States: never asked
+ * (nonce 0); asked, no answer yet; answered (grouping until yes_until_ns, asked again from
+ * refresh_ns so that a peer that went away, or came back in packet mode, is noticed).
+ */
+struct UringPort::GsoPeer {
+    wire::Ipv6Addr addr{};
+    std::uint8_t slot = 0;
+    bool used = false;
+    std::uint8_t asks = 0;          ///< probes without an answer since the last one
+    std::uint64_t nonce = 0;        ///< of the last probe: an answer must carry it
+    std::uint64_t next_ask_ns = 0;  ///< no probe before (coarse clock)
+    std::uint64_t yes_until_ns = 0; ///< grouping allowed until (0: never answered)
+};
+
+namespace {
+/** A probe unanswered is sent again after this, five times, then every kGsoAskSlowNs. */
+constexpr std::uint64_t kGsoAskNs = 100'000'000ull;
+constexpr std::uint64_t kGsoAskSlowNs = 2'000'000'000ull;
+constexpr unsigned kGsoFastAsks = 5;
+/** An answer allows grouping for this long, and is asked again after half of it. */
+constexpr std::uint64_t kGsoYesNs = 4'000'000'000ull;
+/** Answers sent at most this many per window (a flood of probes is not echoed at its rate). */
+constexpr std::uint32_t kGsoAnswersPerWindow = 64;
+constexpr std::uint64_t kGsoAnswerWindowNs = 100'000'000ull;
+} // namespace
+
+const char* to_string(Gso g) noexcept {
+    switch (g) {
+    case Gso::automatic:
+        return "auto";
+    case Gso::on:
+        return "on";
+    case Gso::off:
+        return "off";
+    }
+    return "?";
 }
 
 const char* to_string(SendZc z) noexcept {
@@ -881,12 +934,23 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
     }
     p->free_n_ = cfg.n_buffers;
     p->ring_->msgs.resize(cfg.n_buffers);
-    if (cfg.gso) {
+    // Packet mode never asks (its answers would come through the packet socket): auto is off.
+    if (cfg.gso == Gso::on || (cfg.gso == Gso::automatic && cfg.recv_mode != RecvMode::packet)) {
         p->ring_->gso_iov.resize(static_cast<std::size_t>(cfg.n_buffers) * kGsoMaxSegments);
         p->gso_ = true;
+        p->gso_auto_ = cfg.gso == Gso::automatic;
+        if (p->gso_auto_) {
+            p->gso_peers_.resize(kGsoPeers);
+            if (getrandom(&p->gso_key_, sizeof p->gso_key_, GRND_NONBLOCK) != sizeof p->gso_key_)
+                p->gso_key_ = monotonic_ns() ^ (static_cast<std::uint64_t>(getpid()) << 32);
+        }
     }
     p->sport_fd_.assign(65536, -1);
-    p->fds_.reserve(cfg.max_source_ports); // bind_source() appends on the engine thread
+    // bind_source() appends on the engine thread; Gso::automatic on IPv4 may bind a second socket
+    // per source port (with checksums, for GSO sends).
+    const bool second = p->gso_auto_ && cfg.ipv4;
+    if (second) p->sport_gso_fd_.assign(65536, -1);
+    p->fds_.reserve(static_cast<std::size_t>(cfg.max_source_ports) * (second ? 2 : 1));
 
     // The receive socket.
     const int fam = cfg.ipv4 ? AF_INET : AF_INET6;
@@ -1114,9 +1178,11 @@ void UringPort::free_bulk(PktBuf** bufs, std::uint16_t n) noexcept {
     }
 }
 
-int UringPort::bind_source(std::uint16_t sport) noexcept {
+int UringPort::bind_source(std::uint16_t sport, bool checksum) noexcept {
     // Cold path: once per source port for the life of the port.
-    if (fds_.size() >= max_sports_ || fds_.size() == fds_.capacity()) return -2;
+    if (fds_.size() >= max_sports_ * (sport_gso_fd_.empty() ? 1u : 2u) ||
+        fds_.size() == fds_.capacity())
+        return -2;
     const int fd = socket(ipv4_ ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -2;
     // SO_REUSEPORT: two droce processes of one user sharing an address may both send from a
@@ -1125,7 +1191,7 @@ int UringPort::bind_source(std::uint16_t sport) noexcept {
     // do; the ICRC covers the datagram. IPv6 requires a checksum: the kernel computes it.
     // With GSO, IPv4 keeps its checksum: the kernel refuses UDP_SEGMENT on an SO_NO_CHECK socket.
     const bool ok = set_int(fd, SOL_SOCKET, SO_REUSEPORT, 1) &&
-                    (ipv4_ ? (gso_ || set_int(fd, SOL_SOCKET, SO_NO_CHECK, 1)) &&
+                    (ipv4_ ? (checksum || set_int(fd, SOL_SOCKET, SO_NO_CHECK, 1)) &&
                                  set_int(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
                            : set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1) &&
                                  set_int(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO));
@@ -1150,7 +1216,16 @@ int UringPort::source_socket(std::uint16_t sport) noexcept {
     if (sport == udp_port_) return rx_fd_;
     const std::int32_t fd = sport_fd_[sport];
     if (fd >= 0 || fd == -2) return fd;
-    return sport_fd_[sport] = bind_source(sport);
+    // Gso::on: every IPv4 send carries a checksum; automatic: only GSO sends (gso_source_socket).
+    return sport_fd_[sport] = bind_source(sport, gso_ && !gso_auto_);
+}
+
+int UringPort::gso_source_socket(std::uint16_t sport, int fd) noexcept {
+    // IPv6 datagrams carry a checksum anyway; Gso::on's sockets all do.
+    if (!ipv4_ || !gso_auto_) return fd;
+    const std::int32_t g = sport_gso_fd_[sport];
+    if (g >= 0 || g == -2) return g;
+    return sport_gso_fd_[sport] = bind_source(sport, /*checksum=*/true);
 }
 
 bool UringPort::probe_index(unsigned* index, std::string* err) {
@@ -1364,6 +1439,8 @@ void UringPort::submit() noexcept {
 std::uint16_t UringPort::tx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
     io_uring& r = ring_->ring;
     GsoGroup g;
+    wire::Ipv6Addr refused_peer{}; // the last peer gso_allowed() refused in this burst
+    int refused_slot = -1;
     std::uint16_t i = 0;
     for (; i < n; ++i) {
         PktBuf* b = bufs[i];
@@ -1412,7 +1489,8 @@ std::uint16_t UringPort::tx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
             put_free(s);
             continue;
         }
-        const int fd = source_socket(get_be16(f + udp_off));
+        const std::uint16_t sport = get_be16(f + udp_off);
+        const int fd = source_socket(sport);
         if (fd < 0) {
             inc(PortCounter::tx_dropped_no_socket);
             put_free(s);
@@ -1426,9 +1504,12 @@ std::uint16_t UringPort::tx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
         std::uint8_t* payload = const_cast<std::uint8_t*>(f + udp_off + 8);
         const std::uint32_t plen = l3_end - udp_off - 8;
         // rx_fd_ keeps SO_NO_CHECK (the kernel refuses GSO there) and zero-copy sends go alone.
-        if (gso_ && fd != rx_fd_ && plen < zc_min_) {
+        // A frame too short for a BTH is no RoCE frame any receiver groups: it goes alone.
+        const std::uint8_t dslot = plen > kBthDestQpTopByte ? payload[kBthDestQpTopByte] : 0;
+        if (gso_ && fd != rx_fd_ && plen < zc_min_ && plen > kBthDestQpTopByte) {
             if (g.count != 0 && !g.closed && g.fd == fd && g.tos == tos && g.peer == peer &&
-                plen <= g.seg && g.count < kGsoMaxSegments && g.bytes + plen <= kGsoMaxBytes) {
+                g.dslot == dslot && plen <= g.seg && g.count < kGsoMaxSegments &&
+                g.bytes + plen <= kGsoMaxBytes) {
                 ring_->gso_iov[static_cast<std::size_t>(g.leader) * kGsoMaxSegments + g.count] = {
                     payload, plen};
                 ++g.count;
@@ -1439,24 +1520,40 @@ std::uint16_t UringPort::tx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
                 continue;
             }
             gso_flush(g);
-            io_uring_sqe* sqe = io_uring_get_sqe(&r);
-            if (!sqe) {
-                inc(PortCounter::tx_sq_full);
-                break; // the caller keeps bufs[i..n)
+            // Gso::automatic: asked once per burst and peer, not once per frame sent singly.
+            bool allowed = true;
+            if (gso_auto_) {
+                if (dslot == refused_slot && peer == refused_peer) {
+                    allowed = false;
+                } else if (!gso_allowed(peer, dslot)) {
+                    allowed = false;
+                    refused_peer = peer;
+                    refused_slot = dslot;
+                }
             }
-            g.sqe = sqe;
-            g.leader = s;
-            g.fd = fd;
-            g.peer = peer;
-            g.tos = tos;
-            g.seg = plen;
-            g.count = 1;
-            g.bytes = plen;
-            g.closed = false;
-            ring_->gso_iov[static_cast<std::size_t>(s) * kGsoMaxSegments] = {payload, plen};
-            where_[s] = kTxInFlight;
-            ++tx_inflight_;
-            continue;
+            const int send_fd = allowed ? gso_source_socket(sport, fd) : -1;
+            if (send_fd >= 0) {
+                io_uring_sqe* sqe = io_uring_get_sqe(&r);
+                if (!sqe) {
+                    inc(PortCounter::tx_sq_full);
+                    break; // the caller keeps bufs[i..n)
+                }
+                g.sqe = sqe;
+                g.leader = s;
+                g.fd = fd;
+                g.send_fd = send_fd;
+                g.peer = peer;
+                g.tos = tos;
+                g.dslot = dslot;
+                g.seg = plen;
+                g.count = 1;
+                g.bytes = plen;
+                g.closed = false;
+                ring_->gso_iov[static_cast<std::size_t>(s) * kGsoMaxSegments] = {payload, plen};
+                where_[s] = kTxInFlight;
+                ++tx_inflight_;
+                continue;
+            }
         }
         gso_flush(g);
         io_uring_sqe* sqe = io_uring_get_sqe(&r);
@@ -1528,7 +1625,7 @@ void UringPort::gso_flush(GsoGroup& g) noexcept {
         }
         if (g.tos != 0) put_tos_cmsg(c, ipv4_, g.tos);
     }
-    io_uring_prep_sendmsg(g.sqe, g.fd, &m.msg, 0);
+    io_uring_prep_sendmsg(g.sqe, g.count > 1 ? g.send_fd : g.fd, &m.msg, 0);
     io_uring_sqe_set_data64(g.sqe, user_data(g.count > 1 ? kTagTxGso : kTagTx, g.leader));
     g.count = 0;
     g.sqe = nullptr;
@@ -1541,8 +1638,15 @@ bool UringPort::rebuild(std::uint32_t slot, const std::uint8_t* name, std::uint3
         inc(PortCounter::rx_dropped_truncated);
         return false;
     }
+    const std::uint8_t* bth = mem_ + static_cast<std::size_t>(slot) * slot_bytes_ + kPayloadOff;
+    if (is_probe(bth, payload_len) && bth[kProbeKindByte] >= kProbeGso) {
+        if (bth[kProbeKindByte] == kProbeGso)
+            answer_gso(bth, name, namelen);
+        else if (bth[kProbeKindByte] == kProbeGsoYes)
+            take_gso_answer(bth, name, namelen);
+        return false;
+    }
     if (share_) {
-        const std::uint8_t* bth = mem_ + static_cast<std::size_t>(slot) * slot_bytes_ + kPayloadOff;
         if (is_probe(bth, payload_len)) {
             inc(PortCounter::rx_share_probes); // a member joining or repairing: not for the engine
             if (bth[kProbeKindByte] == kProbeWho && joined_ && from_group_address(name, namelen))
@@ -1922,6 +2026,147 @@ void UringPort::share_probes() noexcept {
             from_group_address(reinterpret_cast<const std::uint8_t*>(&from), fromlen))
             answer_who(in);
     }
+}
+
+namespace {
+/** The IPv4-mapped or IPv6 address and the port of a datagram's source (a sockaddr of @p namelen
+ *  bytes from the kernel). @return false when it is not of the port's family. */
+bool source_of(const std::uint8_t* name, std::uint32_t namelen, bool ipv4, wire::Ipv6Addr* addr,
+               std::uint16_t* port) noexcept {
+    sockaddr_in6 from{};
+    std::memcpy(&from, name, std::min<std::uint32_t>(namelen, sizeof from));
+    if (ipv4) {
+        const auto* s4 = reinterpret_cast<const sockaddr_in*>(&from);
+        if (namelen < sizeof(sockaddr_in) || s4->sin_family != AF_INET) return false;
+        const auto* a = reinterpret_cast<const std::uint8_t*>(&s4->sin_addr);
+        *addr = wire::ipv4_mapped({a[0], a[1], a[2], a[3]});
+        *port = ntohs(s4->sin_port);
+        return true;
+    }
+    if (namelen < sizeof(sockaddr_in6) || from.sin6_family != AF_INET6) return false;
+    std::memcpy(addr->data(), &from.sin6_addr, 16);
+    *port = ntohs(from.sin6_port);
+    return true;
+}
+
+/** splitmix64: the nonces of GSO probes from a random key (an off-path sender cannot guess the
+ *  answer to forge). */
+std::uint64_t mix64(std::uint64_t x) noexcept {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+} // namespace
+
+UringPort::GsoPeer* UringPort::gso_peer(const wire::Ipv6Addr& peer, std::uint8_t slot,
+                                        bool insert) noexcept {
+    if (gso_peers_.empty()) return nullptr;
+    std::uint32_t h = slot;
+    for (unsigned k = 0; k < 16; k += 4) {
+        std::uint32_t w;
+        std::memcpy(&w, peer.data() + k, 4);
+        h = (h ^ w) * 0x9e3779b1u;
+    }
+    const std::uint32_t mask = kGsoPeers - 1;
+    static_assert((kGsoPeers & (kGsoPeers - 1)) == 0);
+    for (std::uint32_t probe = 0; probe < kGsoPeers; ++probe) {
+        GsoPeer& e = gso_peers_[(h + probe) & mask];
+        if (!e.used) {
+            if (!insert) return nullptr;
+            e = GsoPeer{};
+            e.addr = peer;
+            e.slot = slot;
+            e.used = true;
+            return &e;
+        }
+        if (e.slot == slot && e.addr == peer) return &e;
+    }
+    return nullptr;
+}
+
+bool UringPort::gso_towards(const wire::Ipv6Addr& peer, std::uint8_t slot) const noexcept {
+    if (!gso_) return false;
+    if (!gso_auto_) return true;
+    const GsoPeer* e = const_cast<UringPort*>(this)->gso_peer(peer, slot, false);
+    return e && coarse_monotonic_ns() < e->yes_until_ns;
+}
+
+bool UringPort::gso_allowed(const wire::Ipv6Addr& peer, std::uint8_t slot) noexcept {
+    GsoPeer* e = gso_peer(peer, slot, true);
+    if (!e) {
+        inc(PortCounter::gso_peers_full);
+        return false;
+    }
+    const std::uint64_t now = coarse_monotonic_ns();
+    const bool yes = now < e->yes_until_ns;
+    if (now >= e->next_ask_ns) {
+        // Asked from the receive socket, so that the answer comes back to it, as the peer's
+        // frames do; to the port the data goes to, whose socket must be the one answering.
+        e->nonce = mix64(gso_key_ + ++gso_asked_) | 1u;
+        std::uint8_t p[kShareProbeLen];
+        build_probe(p, slot, e->nonce, kProbeGso);
+        p[kProbeFromSlotByte] = slot_;
+        sockaddr_in6 sa;
+        socklen_t salen = 0;
+        fill_sockaddr(ipv4_, peer, peer_port_, &sa, &salen);
+        if (sendto(rx_fd_, p, sizeof p, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&sa), salen) ==
+            static_cast<ssize_t>(sizeof p))
+            inc(PortCounter::gso_probes_sent);
+        if (e->asks < 255) ++e->asks;
+        e->next_ask_ns = now + (yes || e->asks < kGsoFastAsks ? kGsoAskNs : kGsoAskSlowNs);
+    }
+    return yes;
+}
+
+void UringPort::answer_gso(const std::uint8_t* probe, const std::uint8_t* name,
+                           std::uint32_t namelen) noexcept {
+    // A shared member answers for its own slot only: a slot no member has is hashed to anyone.
+    if (share_ && probe[kBthDestQpTopByte] != slot_) return;
+    const std::uint64_t now = coarse_monotonic_ns();
+    if (now >= gso_answer_window_ns_) {
+        gso_answer_window_ns_ = now + kGsoAnswerWindowNs;
+        gso_answers_in_window_ = 0;
+    }
+    if (gso_answers_in_window_ >= kGsoAnswersPerWindow) return;
+    ++gso_answers_in_window_;
+    wire::Ipv6Addr from;
+    std::uint16_t from_port;
+    if (!source_of(name, namelen, ipv4_, &from, &from_port)) return;
+    std::uint64_t nonce;
+    std::memcpy(&nonce, probe + 16, sizeof nonce);
+    std::uint8_t a[kShareProbeLen];
+    build_probe(a, probe[kProbeFromSlotByte], nonce, kProbeGsoYes);
+    a[kProbeFromSlotByte] = probe[kBthDestQpTopByte];
+    sockaddr_in6 sa;
+    socklen_t salen = 0;
+    fill_sockaddr(ipv4_, from, from_port, &sa, &salen);
+    if (sendto(rx_fd_, a, sizeof a, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&sa), salen) ==
+        static_cast<ssize_t>(sizeof a))
+        inc(PortCounter::gso_probes_answered);
+}
+
+void UringPort::take_gso_answer(const std::uint8_t* answer, const std::uint8_t* name,
+                                std::uint32_t namelen) noexcept {
+    wire::Ipv6Addr from;
+    std::uint16_t from_port = 0;
+    std::uint64_t nonce;
+    std::memcpy(&nonce, answer + 16, sizeof nonce);
+    GsoPeer* e = nullptr;
+    // Only from the socket our frames go to, for a probe of ours still awaited or refreshed.
+    if (gso_auto_ && !(share_ && answer[kBthDestQpTopByte] != slot_) &&
+        source_of(name, namelen, ipv4_, &from, &from_port) && from_port == peer_port_)
+        e = gso_peer(from, answer[kProbeFromSlotByte], false);
+    if (!e || e->nonce == 0 || e->nonce != nonce) {
+        inc(PortCounter::gso_answers_ignored);
+        return;
+    }
+    const std::uint64_t now = coarse_monotonic_ns();
+    e->yes_until_ns = now + kGsoYesNs;
+    e->next_ask_ns = now + kGsoYesNs / 2;
+    e->asks = 0;
+    e->nonce = 0; // one answer per probe
+    inc(PortCounter::gso_answers_accepted);
 }
 
 void UringPort::answer_who(const std::uint8_t* probe) noexcept {

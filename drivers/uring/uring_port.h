@@ -95,6 +95,11 @@ namespace droce::uring {
     X(tx_zc_copied)          /* zero-copy sends the kernel copied after all (loopback, veth, ...) */\
     X(tx_gso_sends)          /* UDP GSO sends (several frames, one sendmsg; UringPortConfig::gso) */\
     X(tx_gso_refused)        /* GSO sends the kernel refused (EIO, EINVAL): GSO turned off */     \
+    X(gso_probes_sent)       /* gso = auto: probes asking a peer whether it takes GSO sends */    \
+    X(gso_probes_answered)   /* gso = auto: such probes of peers answered (we take them) */       \
+    X(gso_answers_accepted)  /* gso = auto: answers that allowed GSO sends to a peer */            \
+    X(gso_answers_ignored)   /* gso = auto: answers with no probe of ours (nonce, peer, slot) */  \
+    X(gso_peers_full)        /* gso = auto: peers beyond the table (kGsoPeers): sent singly */     \
     X(tx_sq_full)            /* tx bursts cut short: no submission queue entry free */             \
     X(submit_errors)         /* io_uring_submit failures (entries stay queued, sent later) */      \
     X(source_ports_bound)    /* sockets bound to a UDP source port so far */                       \
@@ -141,6 +146,17 @@ enum class RecvMode : std::uint8_t {
 };
 [[nodiscard]] const char* to_string(RecvMode m) noexcept;
 
+/** Whether frames are grouped into UDP GSO sends (UringPortConfig::gso). */
+enum class Gso : std::uint8_t {
+    /** Towards each peer (address and steering slot) that answered a probe saying it receives
+     *  on a UDP socket (a droce uring port in socket receive mode); singly to every other. In
+     *  packet receive mode the port never asks: off. */
+    automatic,
+    on,  ///< towards every peer (for droce uring peers in socket receive mode, and IPv6 peers)
+    off, ///< one sendmsg per frame
+};
+[[nodiscard]] const char* to_string(Gso g) noexcept;
+
 /** Whether large datagrams are sent with IORING_OP_SENDMSG_ZC (the kernel pins the frame buffer
  *  instead of copying it; the buffer comes back only with the notification CQE). */
 enum class SendZc : std::uint8_t {
@@ -175,6 +191,9 @@ inline constexpr unsigned kGsoMaxSegments = 64;
 inline constexpr unsigned kGsoMaxBytes = 65535 - 20 - 8;
 /** Bytes of a slot probe datagram (never a valid BTH: TVer 15). */
 inline constexpr unsigned kShareProbeLen = 32;
+/** Peers (address, steering slot) whose GSO answer a port with Gso::automatic keeps; frames to
+ *  more are sent singly (gso_peers_full). */
+inline constexpr unsigned kGsoPeers = 256;
 
 /**
  * How the kernel gets a receive completion to the thread that drives the port. A datagram's
@@ -231,10 +250,11 @@ struct UringPortConfig {
     std::uint32_t send_zc_min = 4096;
     /**
      * UDP generic segmentation offload (UDP_SEGMENT): consecutive frames of one tx_burst from one
-     * source socket to one peer with equal payload lengths (the last may be shorter), up to
-     * kGsoMaxSegments and kGsoMaxBytes, go as one sendmsg that the kernel cuts into datagrams
-     * (once, at the NIC or at the receiving socket) instead of one stack traversal each. Off by
-     * default, because of what a receiver that sees the IP headers gets:
+     * source socket to one peer and steering slot (BTH byte 5) with equal payload lengths (the
+     * last may be shorter), up to kGsoMaxSegments and kGsoMaxBytes, go as one sendmsg that the
+     * kernel cuts into datagrams (once, at the NIC or at the receiving socket) instead of one
+     * stack traversal each. Not towards every peer, because of what a receiver that sees the IP
+     * headers gets:
      *  - on a host-local path (loopback, veth) the datagrams stay one packet up to the receiving
      *    socket, so a packet socket there (DPDK af_packet, recv_mode = packet, tcpdump) sees one
      *    frame larger than the MTU;
@@ -243,10 +263,11 @@ struct UringPortConfig {
      *    droce on DPDK or in packet mode) rejects all but the first; a droce uring peer in
      *    socket mode rebuilds the header with ID 0 and verifies every one. IPv4 sockets then
      *    send UDP checksums (the kernel refuses GSO with SO_NO_CHECK).
-     * So: on between droce uring peers in socket receive mode; on IPv6 also towards any peer
-     * behind a NIC. Measured: drivers/uring/README.md, GSO.
+     * Gso::automatic (the default) therefore asks each peer first (a probe no RoCE stack takes:
+     * TVer 15) and groups frames only towards those that answer (droce uring ports in socket
+     * receive mode). Measured: drivers/uring/README.md, GSO.
      */
-    bool gso = false;
+    Gso gso = Gso::automatic;
     /** Offer the receive interrupt (rx_interrupt_fd); false only to measure the engine without it
      *  (bench/uring: DROCE_URING_RX_INTERRUPT=off). */
     bool rx_interrupt = true;
@@ -371,9 +392,14 @@ class UringPort final : public PortDriver {
     [[nodiscard]] std::uint16_t udp_port() const noexcept { return udp_port_; }
     /** True when large datagrams go zero-copy (send_zc on, and the kernel has SENDMSG_ZC). */
     [[nodiscard]] bool send_zc() const noexcept { return zc_min_ != UINT32_MAX; }
-    /** True while frames are grouped into UDP GSO sends (UringPortConfig::gso; false again after
-     *  the kernel refused one: tx_gso_refused). */
+    /** True while frames may be grouped into UDP GSO sends (UringPortConfig::gso on or auto
+     *  outside packet mode; false again after the kernel refused one: tx_gso_refused). */
     [[nodiscard]] bool gso() const noexcept { return gso_; }
+    /** Gso::automatic in effect: frames are grouped only towards peers that answered. */
+    [[nodiscard]] bool gso_auto() const noexcept { return gso_auto_; }
+    /** Whether frames to @p peer (IPv4-mapped for IPv4) and steering slot @p slot are grouped now
+     *  (always with Gso::on; with automatic, after its answer). Datapath thread only. */
+    [[nodiscard]] bool gso_towards(const wire::Ipv6Addr& peer, std::uint8_t slot) const noexcept;
     /** multishot or batched: what create() chose (also in packet mode: how the packet socket is
      *  read). */
     [[nodiscard]] RecvMode recv_mode() const noexcept { return mode_; }
@@ -420,7 +446,15 @@ class UringPort final : public PortDriver {
                                 bool) noexcept = &UringPort::rebuild;
     void keep_receiving() noexcept;
     int source_socket(std::uint16_t sport) noexcept;
-    int bind_source(std::uint16_t sport) noexcept;
+    /** A socket bound to (addr, @p sport); IPv4 with UDP checksums when @p checksum, else
+     *  SO_NO_CHECK. @return it, or -2 (not retried). */
+    int bind_source(std::uint16_t sport, bool checksum) noexcept;
+    /** The socket GSO sends from @p sport leave from: @p fd (its source_socket()) except under
+     *  Gso::automatic on IPv4, where that one keeps SO_NO_CHECK for the frames sent singly (to
+     *  peers that did not answer, byte for byte as without GSO) and GSO sends (which the kernel
+     *  refuses without checksums) go from a second socket bound to the same port. */
+    int gso_source_socket(std::uint16_t sport, int fd) noexcept;
+    std::vector<std::int32_t> sport_gso_fd_; ///< like sport_fd_, Gso::automatic on IPv4
     void submit() noexcept;
     bool probe_index(unsigned* index, std::string* err);
     bool join_group(int want, std::string* err);
@@ -463,6 +497,26 @@ class UringPort final : public PortDriver {
     std::uint32_t max_sports_ = 0;
     std::uint32_t zc_min_ = UINT32_MAX; ///< smallest payload sent zero-copy; UINT32_MAX: never
     bool gso_ = false;                  ///< UringPortConfig::gso, until the kernel refuses one
+    bool gso_auto_ = false;             ///< Gso::automatic (and not packet mode)
+    /** What a Gso::automatic port knows of a peer (uring_port.cc); kGsoPeers, open addressing,
+     *  allocated by create(). */
+    struct GsoPeer;
+    std::vector<GsoPeer> gso_peers_;
+    /** The entry of (@p peer, @p slot), made when @p insert; nullptr when absent or full. */
+    GsoPeer* gso_peer(const wire::Ipv6Addr& peer, std::uint8_t slot, bool insert) noexcept;
+    /** Gso::automatic: whether to group towards (@p peer, @p slot) now; sends a probe when the
+     *  answer is missing or due for refresh. */
+    bool gso_allowed(const wire::Ipv6Addr& peer, std::uint8_t slot) noexcept;
+    /** Answers a GSO probe (rebuild(): this port receives on its UDP socket). */
+    void answer_gso(const std::uint8_t* probe, const std::uint8_t* name,
+                    std::uint32_t namelen) noexcept;
+    /** Takes a GSO answer to one of our probes. */
+    void take_gso_answer(const std::uint8_t* answer, const std::uint8_t* name,
+                         std::uint32_t namelen) noexcept;
+    std::uint64_t gso_answer_window_ns_ = 0; ///< answers: at most kGsoAnswersPerWindow a window
+    std::uint64_t gso_key_ = 0;              ///< random (create()): GSO probe nonces from it
+    std::uint64_t gso_asked_ = 0;            ///< GSO probes made
+    std::uint32_t gso_answers_in_window_ = 0;
     /** The GSO group tx_burst is filling (uring_port.cc); its SQE is taken when it opens. */
     struct GsoGroup;
     /** Sends an open group (one sendmsg, UDP_SEGMENT when it has several frames). */

@@ -607,9 +607,10 @@ bool Loader::build_device(rte_cfgfile* cfg, int dev, bool first, DeviceConfig* d
             }
             if (const char* gso = get(cfg, psec, "gso")) {
                 const std::string_view v(gso);
-                if (v != "on" && v != "off")
-                    return fail(line_of(psec, "gso"), psec, "gso", quote(v) + " is not on or off");
-                pc.gso = v == "on";
+                if (v != "auto" && v != "on" && v != "off")
+                    return fail(line_of(psec, "gso"), psec, "gso",
+                                quote(v) + " is not auto, on or off");
+                pc.gso = std::string(v);
             }
         }
         const char* ip = get(cfg, psec, "ip");

@@ -29,9 +29,9 @@
  *    packet), send_zc (auto | on | off, default auto = off: io_uring SENDMSG_ZC for datagrams of
  *    send_zc_min bytes or more, 0..65535, default 4096; see drivers/uring/README.md), taskrun
  *    (auto | signal | coop, default auto: the runtime's choice; coop for a thread that polls, see
- *    drivers/uring TaskRun), gso (on | off, default off: UDP GSO sends of several frames; only
- *    towards droce uring peers in socket receive mode, or on IPv6 behind a NIC: see
- *    drivers/uring UringPortConfig::gso), mac
+ *    drivers/uring TaskRun), gso (auto | on | off, default auto: UDP GSO sends of several frames
+ *    towards each peer that answers it takes them, a droce uring port in socket receive mode;
+ *    on: towards every peer; see drivers/uring UringPortConfig::gso), mac
  *    (optional: the MAC the engine sees, never sent; default derived from the address). Keys of
  *    the other driver are refused. A file whose ports are all uring needs no EAL (lib/runtime
  *    does not start it).
@@ -103,8 +103,8 @@ struct PortConfig {
     /** auto | signal | coop: how the kernel hands the port's completions to the engine
      *  (drivers/uring TaskRun; auto: RuntimeOptions::uring_taskrun). */
     std::string taskrun = "auto";
-    /** `gso = on`: UDP GSO sends (drivers/uring UringPortConfig::gso). */
-    bool gso = false;
+    /** auto | on | off: UDP GSO sends (drivers/uring UringPortConfig::gso, Gso). */
+    std::string gso = "auto";
     /** The port's line rate in Mb/s (`line_rate_gbps`), where DCQCN starts and the pacer's ceiling
      *  when DCQCN is on; 0 = unknown (DCQCN starts at 100 Gb/s and paces only below it). */
     double line_rate_mbps = 0;

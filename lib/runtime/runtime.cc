@@ -82,7 +82,9 @@ std::unique_ptr<uring::UringPort> make_uring_port(const DeviceConfig& dc, unsign
                  : pc.send_zc == "off" ? uring::SendZc::off
                                        : uring::SendZc::automatic;
     uc.send_zc_min = pc.send_zc_min;
-    uc.gso = pc.gso;
+    uc.gso = pc.gso == "on"    ? uring::Gso::on
+             : pc.gso == "off" ? uring::Gso::off
+                               : uring::Gso::automatic;
     // DROCE_URING_RX_INTERRUPT=off: no receive interrupt, the engine's nap bounds the receive
     // latency as before it had one. For benchmarks comparing both in one run (bench/uring/run).
     if (const char* irq = std::getenv("DROCE_URING_RX_INTERRUPT");

@@ -130,21 +130,21 @@ TEST(UringConfig, TaskrunIsAutoSignalOrCoop) {
               std::string::npos);
 }
 
-TEST(UringConfig, GsoIsOnOrOffAndOffByDefault) {
-    for (const char* v : {"on", "off"}) {
+TEST(UringConfig, GsoIsAutoOnOrOffAndAutoByDefault) {
+    for (const char* v : {"auto", "on", "off"}) {
         TempFile f(file(std::string("driver = uring\nip = 127.0.0.9/8\ngso = ") + v + "\n"));
         std::string err;
         auto c = load_config(f.path(), &err);
         ASSERT_TRUE(c) << err;
-        EXPECT_EQ(c->devices[0].ports[0].gso, std::string(v) == "on");
+        EXPECT_EQ(c->devices[0].ports[0].gso, v);
     }
     TempFile f(file("driver = uring\nip = 127.0.0.9/8\n"));
     std::string err;
     auto c = load_config(f.path(), &err);
     ASSERT_TRUE(c) << err;
-    EXPECT_FALSE(c->devices[0].ports[0].gso);
+    EXPECT_EQ(c->devices[0].ports[0].gso, "auto");
     EXPECT_NE(load_error(file("driver = uring\nip = 127.0.0.9/8\ngso = yes\n"))
-                  .find(":6: [port0] gso: \"yes\" is not on or off"),
+                  .find(":6: [port0] gso: \"yes\" is not auto, on or off"),
               std::string::npos);
     EXPECT_NE(load_error(file("devargs = net_ring0\nmac = 02:00:00:00:00:01\nip = 10.0.0.1/24\n"
                               "gso = on\n"))

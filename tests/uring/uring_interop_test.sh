@@ -17,7 +17,10 @@
 #     equals one computed here over the frame's own bytes (tshark 4.0 shows the field, it does not
 #     check it); both ends send IPv4 ID 0 with DF (what the uring receive rebuilds); and every frame's UDP source port is the QP's
 #     entropy, rdma_get_udp_sport(0, lqpn, rqpn) = 0xC000 | fold14(fold20(lqpn * rqpn))
-#     (lib/wire/udp_sport.h), from the QPNs each client printed and the BTH dest QPs captured.
+#     (lib/wire/udp_sport.h), from the QPNs each client printed and the BTH dest QPs captured;
+#     droce's own probes (TVer 15) are told apart: the uring side's GSO probes (gso = auto asks
+#     its peer), which the af_packet side never answers, so no GSO send follows (no frame longer
+#     than the veth's MTU) and the probes stay few (five at most per process, then one per 2 s).
 # Root only (namespaces, af_packet; exit 77 otherwise), exit 77 without dumpcap/tshark; the trap
 # removes the namespaces, the files and the EAL runtime directory.
 # usage: uring_interop_test.sh afp|uring PATH/TO/droce-perf PATH/TO/droce-trace SOURCE_DIR
@@ -132,8 +135,9 @@ timeout 60 tshark -n --disable-heuristic eth_over_ib -r "$cap" -Y 'udp.dstport =
     -e ip.src -e ip.dst -e ip.id -e ip.flags.df -e udp.srcport -e infiniband.bth.opcode \
     -e infiniband.bth.destqp -e infiniband.invariant.crc -e _ws.malformed \
     > "$tmp/tshark.txt" 2> "$tmp/tshark.err" || { fail "tshark exited $?"; cat "$tmp/tshark.err"; }
-/usr/bin/python3 - "$cap" "$tmp/trace.jsonl" "$tmp/tshark.txt" "$tmp/qps" <<'PY' || fail "capture checks"
-import collections, json, struct, sys, zlib
+va_mtu=$(in_a cat "/sys/class/net/$va/mtu")
+/usr/bin/python3 - "$cap" "$tmp/trace.jsonl" "$tmp/tshark.txt" "$tmp/qps" "$va_mtu" "$ip_a" <<'PY' || fail "capture checks"
+import collections, json, socket, struct, sys, zlib
 cap, trace, tsh, qps = sys.argv[1:5]
 
 def sport(lqpn, rqpn):  # lib/wire/udp_sport.h, written again here
@@ -159,6 +163,29 @@ while off < len(raw):
     off += 16 + incl
 
 problems = []
+mtu = int(sys.argv[5])
+
+def probe_kind(fr):  # drivers/uring's probes: 32 bytes, TVer 15, magic at byte 8, kind at byte 4
+    u = fr[34:]
+    if len(u) < 40 or struct.unpack(">H", u[4:6])[0] != 40 or u[9] != 0x0f or u[16:24] != b"DROCESHR":
+        return None
+    return u[12]
+
+probes = collections.Counter()
+for fr in frames:
+    # UDP to 4791 only: the TCP channel's segments are larger (TSO on the veth).
+    if len(fr) >= 38 and fr[12:14] == b"\x08\x00" and fr[23] == 17 and fr[36:38] == b"\x12\xb7" and len(fr) > mtu + 14:
+        problems.append("a %d-byte frame: longer than the veth's MTU (a GSO send?)" % len(fr))
+    k = probe_kind(fr)
+    if k is not None:
+        probes[(socket.inet_ntoa(fr[26:30]), k)] += 1
+print("droce probes (source, kind: 2 GSO probe, 3 GSO answer):", dict(probes))
+uring_ip = sys.argv[6]
+for (src, k), n in probes.items():
+    if k != 2 or src != uring_ip:
+        problems.append("%d probes of kind %d from %s: only the uring side's GSO probes expected" % (n, k, src))
+    elif n > 4 * 6:
+        problems.append("%d GSO probes from %s: more than 6 for each of the 4 runs" % (n, src))
 runs = [l.split() for l in open(qps) if l.strip()]
 runs = [(c, s, int(lq, 16), int(rq, 16)) for c, s, lq, rq in runs]
 print("capture: %d frames; runs (client server lqpn rqpn sport):" % len(frames))
@@ -171,16 +198,20 @@ if len(set(sport(lq, rq) for _, _, lq, rq in runs)) < 2:
 per_qp = collections.Counter()
 
 # droce-trace: every RoCEv2 frame accepted, ICRC ok.
-roce, bad, ops = 0, [], collections.Counter()
+roce, bad, ops, skipped_probes = 0, [], collections.Counter(), 0
 for line in open(trace):
     f = json.loads(line)
     if f.get("status") == "skipped":
+        if "droce GSO probe" in f.get("skipped", ""):
+            skipped_probes += 1
         continue
     roce += 1
     if f.get("status") != "ok" or f.get("icrc") != "ok":
         bad.append(f)
     ops[(f["ip"]["src"], f.get("opcode"))] += 1
-print("droce-trace: %d RoCEv2 frames, %d not ok" % (roce, len(bad)))
+print("droce-trace: %d RoCEv2 frames, %d not ok, %d droce GSO probes" % (roce, len(bad), skipped_probes))
+if skipped_probes != sum(probes.values()):
+    problems.append("droce-trace named %d GSO probes, the capture holds %d" % (skipped_probes, sum(probes.values())))
 for (src, op), n in sorted(ops.items()):
     print("  from %-15s %-32s %d" % (src, op, n))
 for f in bad[:5]:
@@ -188,6 +219,7 @@ for f in bad[:5]:
 
 # tshark: decoded, ICRC equal to ours, IP ID 0 + DF, source port = the QP's entropy.
 rows = [l.rstrip("\n").split("\t") for l in open(tsh) if l.strip()]
+rows = [r for r in rows if probe_kind(frames[int(r[0]) - 1]) is None]
 if len(rows) != roce:
     problems.append("tshark sees %d UDP 4791 frames, droce-trace %d RoCEv2 frames" % (len(rows), roce))
 seen = collections.Counter()

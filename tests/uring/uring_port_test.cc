@@ -38,6 +38,7 @@
 namespace {
 
 using namespace droce;
+using droce::uring::Gso;
 using droce::uring::PortCounter;
 using droce::uring::RecvMode;
 using droce::uring::TaskRun;
@@ -58,8 +59,8 @@ struct Pair {
     std::unique_ptr<UringPort> a, b;
 };
 
-/** Two ports on lo, a sending to b (@p gso: a sends with UringPortConfig::gso). */
-Pair make_pair(RecvMode mode, bool ipv6, TaskRun taskrun = TaskRun::signal, bool gso = false) {
+/** Two ports on lo, a sending to b with UringPortConfig::gso @p gso (b: the default). */
+Pair make_pair(RecvMode mode, bool ipv6, TaskRun taskrun = TaskRun::signal, Gso gso = Gso::off) {
     UringPortConfig ca, cb;
     ca.taskrun = cb.taskrun = taskrun;
     ca.gso = gso;
@@ -306,7 +307,7 @@ TEST_P(UringPortTest, SendZcFramesArriveAndBuffersComeBackAfterTheNotification) 
  * receiving port rebuilds ID 0 as the sender's ICRC assumed).
  */
 void gso_burst(bool ipv6) {
-    Pair pair = make_pair(RecvMode::automatic, ipv6, TaskRun::signal, /*gso=*/true);
+    Pair pair = make_pair(RecvMode::automatic, ipv6, TaskRun::signal, Gso::on);
     ASSERT_TRUE(pair.a && pair.b);
     UringPort* a = pair.a.get();
     UringPort* b = pair.b.get();
@@ -389,6 +390,201 @@ void gso_burst(bool ipv6) {
     EXPECT_EQ(a->counter(PortCounter::tx_errors), 0u);
     EXPECT_EQ(a->counter(PortCounter::tx_gso_refused), 0u);
     EXPECT_TRUE(a->gso());
+}
+
+/**
+ * One tx_burst of @p frames equal frames (4000-byte payloads, PSNs from @p first_psn, one source
+ * port) from @p a to @p b on lo; @p b must get each as sent, ICRC verified. @return the GSO sends
+ * the burst made (tx_gso_sends before and after).
+ */
+std::uint64_t burst_of_equal_frames(UringPort& a, UringPort& b, unsigned frames,
+                                    std::uint32_t first_psn) {
+    const std::uint64_t gso_before = a.counter(PortCounter::tx_gso_sends);
+    const wire::PathHeaders h = path_a_to_b(a, b, loop4(1), loop4(2), false);
+    std::vector<PktBuf*> burst;
+    std::vector<std::vector<std::uint8_t>> sent;
+    for (unsigned k = 0; k < frames; ++k) {
+        std::vector<std::uint8_t> payload(4000);
+        for (std::size_t i = 0; i < payload.size(); ++i)
+            payload[i] = static_cast<std::uint8_t>(i * 13 + k);
+        wire::PacketFields f;
+        f.opcode = wire::Opcode::RC_SEND_ONLY;
+        f.dest_qp = 0x123;
+        f.psn = wire::Psn(first_psn + k);
+        PktBuf* buf = nullptr;
+        EXPECT_EQ(a.alloc_bulk(&buf, 1), 1);
+        if (!buf) return 0;
+        buf->len = static_cast<std::uint32_t>(wire::build_frame(h, f, payload, buf->room()));
+        sent.emplace_back(buf->data, buf->data + buf->len);
+        burst.push_back(buf);
+    }
+    EXPECT_EQ(a.tx_burst(burst.data(), static_cast<std::uint16_t>(burst.size())), burst.size());
+    std::vector<PktBuf*> got = receive(b, sent.size());
+    EXPECT_EQ(got.size(), sent.size());
+    for (PktBuf* r : got) {
+        wire::ParsedFrame pf;
+        EXPECT_EQ(wire::parse_frame(r->frame(), pf), wire::RejectReason::ok); // ICRC verified
+        const std::uint32_t k = pf.bth ? pf.bth->psn().value() - first_psn : frames;
+        EXPECT_LT(k, frames);
+        if (k < frames && r->len == sent[k].size())
+            EXPECT_EQ(0, std::memcmp(r->data + 12, sent[k].data() + 12, r->len - 12)) << k;
+        else
+            ADD_FAILURE() << "frame " << k << " of " << r->len << " bytes";
+        b.free_bulk(&r, 1);
+    }
+    a.tx_reclaim(); // the sends' completions: tx_gso_sends counts there
+    return a.counter(PortCounter::tx_gso_sends) - gso_before;
+}
+
+/** Polls @p a and @p b for @p ms (probes and answers are read by rx_burst). */
+void poll_both(UringPort& a, UringPort& b, int ms) {
+    for (int i = 0; i < ms * 5; ++i) {
+        PktBuf* tmp[8];
+        a.free_bulk(tmp, a.rx_burst(tmp, 8));
+        b.free_bulk(tmp, b.rx_burst(tmp, 8));
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+}
+
+/**
+ * Gso::automatic (the default): the first burst to a peer goes frame by frame and asks the peer
+ * (a GSO probe); a droce port in socket receive mode answers, and from then on frames to it are
+ * grouped. Every frame arrives as sent either way (IPv4: the frames sent singly still carry UDP
+ * checksum 0, from their SO_NO_CHECK socket; the GSO sends leave from a second socket).
+ */
+TEST(UringPortGso, AutoGroupsOnlyAfterTheReceiverAnswered) {
+    Pair pair = make_pair(RecvMode::automatic, false, TaskRun::signal, Gso::automatic);
+    ASSERT_TRUE(pair.a && pair.b);
+    UringPort& a = *pair.a;
+    UringPort& b = *pair.b;
+    ASSERT_TRUE(a.gso());
+    ASSERT_TRUE(a.gso_auto());
+    (void)a.rx_burst(nullptr, 0);
+    (void)b.rx_burst(nullptr, 0);
+    EXPECT_FALSE(a.gso_towards(loop4(2), 0));
+    EXPECT_EQ(burst_of_equal_frames(a, b, 16, 0), 0u); // not asked yet: frame by frame
+    EXPECT_EQ(a.counter(PortCounter::gso_probes_sent), 1u);
+    EXPECT_EQ(a.counter(PortCounter::source_ports_bound), 1u);
+    poll_both(a, b, 20);
+    EXPECT_EQ(b.counter(PortCounter::gso_probes_answered), 1u);
+    EXPECT_EQ(a.counter(PortCounter::gso_answers_accepted), 1u);
+    EXPECT_TRUE(a.gso_towards(loop4(2), 0));
+    EXPECT_FALSE(a.gso_towards(loop4(2), 1)); // another steering slot is asked on its own
+    EXPECT_EQ(burst_of_equal_frames(a, b, 16, 100), 1u);       // 16 x 4016 B: one send
+    EXPECT_EQ(a.counter(PortCounter::source_ports_bound), 2u); // the checksummed socket
+    EXPECT_EQ(a.counter(PortCounter::gso_probes_sent), 1u);    // not asked again so soon
+    EXPECT_EQ(a.counter(PortCounter::tx_errors), 0u);
+    EXPECT_EQ(b.counter(PortCounter::rx_share_probes), 0u);
+    EXPECT_EQ(a.counter(PortCounter::gso_answers_ignored), 0u);
+}
+
+/**
+ * Gso::automatic towards a peer that does not answer (a packet-mode droce port: it sees the IP
+ * header, so it must get every datagram cut and numbered as it would from a NIC): frames go one
+ * by one, byte for byte as with Gso::off, probes stay few, and none reaches its engine.
+ */
+TEST(UringPortGso, AutoSendsSinglyToAPacketModePeer) {
+    UringPortConfig ca, cb;
+    ca.addr = loop4(1);
+    cb.addr = loop4(2);
+    ca.udp_port = cb.udp_port = test_port(40);
+    cb.recv_mode = RecvMode::packet;
+    cb.port_index = 1;
+    std::string err;
+    auto a = UringPort::create(ca, &err);
+    ASSERT_TRUE(a) << err;
+    auto b = UringPort::create(cb, &err);
+    if (!b) GTEST_SKIP() << "packet mode needs CAP_NET_RAW: " << err;
+    (void)a->rx_burst(nullptr, 0);
+    (void)b->rx_burst(nullptr, 0);
+    for (std::uint32_t round = 0; round < 3; ++round) {
+        EXPECT_EQ(burst_of_equal_frames(*a, *b, 16, round * 100), 0u);
+        poll_both(*a, *b, 120); // past the resend interval (100 ms)
+    }
+    EXPECT_EQ(a->counter(PortCounter::gso_probes_sent), 3u);
+    EXPECT_EQ(a->counter(PortCounter::gso_answers_accepted), 0u);
+    EXPECT_FALSE(a->gso_towards(loop4(2), 0));
+    EXPECT_EQ(b->counter(PortCounter::rx_packets), 3u * 16u); // no probe among them
+    EXPECT_EQ(a->counter(PortCounter::source_ports_bound), 1u);
+}
+
+/**
+ * The peer here is a plain UDP socket that reads the port's GSO probe: an answer with another
+ * nonce, or with the probe's nonce from another source port, allows nothing; the right one from
+ * the peer's port does.
+ */
+TEST(UringPortGso, AutoTakesOnlyTheAnswerToItsProbe) {
+    UringPortConfig ca;
+    ca.addr = loop4(1);
+    ca.udp_port = test_port(41);
+    std::string err;
+    auto a = UringPort::create(ca, &err);
+    ASSERT_TRUE(a) << err;
+    (void)a->rx_burst(nullptr, 0);
+    const auto bound_socket = [](std::uint16_t port) {
+        const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_port = htons(port);
+        std::memcpy(&sa.sin_addr, loop4(2).data() + 12, 4);
+        EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0) << errno;
+        return fd;
+    };
+    const int peer = bound_socket(test_port(41)); // where a sends (peer_udp_port = udp_port)
+    const int other = bound_socket(test_port(42));
+    ASSERT_GE(peer, 0);
+    ASSERT_GE(other, 0);
+    (void)send_one(*a, path_a_to_b(*a, *a, loop4(1), loop4(2), false), 100);
+    // Read what a sent: the frame and the probe (32 bytes, TVer 15, kind 2 in byte 4).
+    std::uint8_t probe[uring::kShareProbeLen] = {};
+    bool have_probe = false;
+    for (int i = 0; i < 1000 && !have_probe; ++i) {
+        std::uint8_t in[256];
+        const ssize_t n = recv(peer, in, sizeof in, 0);
+        if (n == static_cast<ssize_t>(sizeof probe) && in[1] == 0x0f && in[4] == 2) {
+            std::memcpy(probe, in, sizeof probe);
+            have_probe = true;
+        }
+        if (n < 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_TRUE(have_probe);
+    EXPECT_EQ(0, std::memcmp(probe + 8, "DROCESHR", 8));
+    std::uint8_t ans[uring::kShareProbeLen];
+    std::memcpy(ans, probe, sizeof ans);
+    ans[4] = 3; // a GSO answer, the asker's slot in byte 5, ours (0) in byte 6
+    ans[5] = probe[6];
+    ans[6] = probe[5];
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(a->udp_port());
+    std::memcpy(&to.sin_addr, loop4(1).data() + 12, 4);
+    const auto answer = [&](int fd, const std::uint8_t* p, std::uint64_t ignored,
+                            std::uint64_t accepted) {
+        ASSERT_EQ(sendto(fd, p, sizeof ans, 0, reinterpret_cast<sockaddr*>(&to), sizeof to),
+                  static_cast<ssize_t>(sizeof ans));
+        for (int i = 0; i < 500 && a->counter(PortCounter::gso_answers_ignored) +
+                                           a->counter(PortCounter::gso_answers_accepted) <
+                                       ignored + accepted;
+             ++i) {
+            PktBuf* tmp[8];
+            a->free_bulk(tmp, a->rx_burst(tmp, 8));
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        EXPECT_EQ(a->counter(PortCounter::gso_answers_ignored), ignored);
+        EXPECT_EQ(a->counter(PortCounter::gso_answers_accepted), accepted);
+    };
+    std::uint8_t wrong_nonce[sizeof ans];
+    std::memcpy(wrong_nonce, ans, sizeof ans);
+    wrong_nonce[16] ^= 0x01;
+    answer(peer, wrong_nonce, 1, 0);
+    answer(other, ans, 2, 0); // the probe's nonce, from a port the frames do not go to
+    EXPECT_FALSE(a->gso_towards(loop4(2), 0));
+    answer(peer, ans, 2, 1);
+    EXPECT_TRUE(a->gso_towards(loop4(2), 0));
+    answer(peer, ans, 3, 1);                            // the same answer again: one per probe
+    EXPECT_EQ(a->counter(PortCounter::rx_packets), 0u); // none of them reached the engine
+    close(peer);
+    close(other);
 }
 
 TEST(UringPortGso, Ipv4BurstGroupedAndEveryFrameVerifies) {
