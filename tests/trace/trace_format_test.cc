@@ -336,6 +336,24 @@ TEST(TraceRejects, FirstFragmentOfRoceIsRejectedLaterFragmentSkipped) {
               "1  10.0.0.1 > 10.0.0.2  skipped (IPv4 fragment, protocol 17, offset 128)");
 }
 
+/** drivers/uring's probes (TVer 15, 32 bytes, magic "DROCESHR") are named, not rejected; TVer 15
+ *  without the magic is still a RoCE packet that broke a rule. */
+TEST(TraceSkips, DroceProbesAreNamed) {
+    std::vector<std::uint8_t> bytes = build(fields(Opcode::RC_SEND_ONLY), 16); // 32 B of UDP data
+    bytes[kBthOff + 1] = 0x0f;
+    bytes[kBthOff + 4] = 2;
+    std::memcpy(bytes.data() + kBthOff + 8, "DROCESHR", 8);
+    const FrameOutput probe = format_bytes(bytes);
+    EXPECT_EQ(probe.kind, FrameKind::skipped);
+    EXPECT_CONTAINS(probe.text, "skipped (droce GSO probe)");
+    EXPECT_EQ(probe.json["skipped"], "droce GSO probe");
+    EXPECT_CONTAINS(probe.explained, "transport version 15");
+    bytes[kBthOff + 4] = 3;
+    EXPECT_EQ(format_bytes(bytes).json["skipped"], "droce GSO answer");
+    bytes[kBthOff + 8] = 'X';
+    EXPECT_EQ(format_bytes(bytes).kind, FrameKind::rejected);
+}
+
 TEST(TraceSkips, OtherUdpAndIpProtocols) {
     std::vector<std::uint8_t> bytes = build(fields(Opcode::RC_SEND_ONLY), 8);
     bytes[kUdpOff + 2] = 0;
