@@ -2059,6 +2059,19 @@ std::uint64_t mix64(std::uint64_t x) noexcept {
 }
 } // namespace
 
+bool UringPort::send_gso_datagram(std::uint8_t kind, const wire::Ipv6Addr& to, std::uint16_t port,
+                                  std::uint8_t to_slot, std::uint8_t from_slot,
+                                  std::uint64_t nonce) noexcept {
+    std::uint8_t p[kShareProbeLen];
+    build_probe(p, to_slot, nonce, kind);
+    p[kProbeFromSlotByte] = from_slot;
+    sockaddr_in6 sa;
+    socklen_t salen = 0;
+    fill_sockaddr(ipv4_, to, port, &sa, &salen);
+    return sendto(rx_fd_, p, sizeof p, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&sa), salen) ==
+           static_cast<ssize_t>(sizeof p);
+}
+
 UringPort::GsoPeer* UringPort::gso_peer(const wire::Ipv6Addr& peer, std::uint8_t slot,
                                         bool insert) noexcept {
     if (gso_peers_.empty()) return nullptr;
@@ -2104,14 +2117,7 @@ bool UringPort::gso_allowed(const wire::Ipv6Addr& peer, std::uint8_t slot) noexc
         // Asked from the receive socket, so that the answer comes back to it, as the peer's
         // frames do; to the port the data goes to, whose socket must be the one answering.
         e->nonce = mix64(gso_key_ + ++gso_asked_) | 1u;
-        std::uint8_t p[kShareProbeLen];
-        build_probe(p, slot, e->nonce, kProbeGso);
-        p[kProbeFromSlotByte] = slot_;
-        sockaddr_in6 sa;
-        socklen_t salen = 0;
-        fill_sockaddr(ipv4_, peer, peer_port_, &sa, &salen);
-        if (sendto(rx_fd_, p, sizeof p, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&sa), salen) ==
-            static_cast<ssize_t>(sizeof p))
+        if (send_gso_datagram(kProbeGso, peer, peer_port_, slot, slot_, e->nonce))
             inc(PortCounter::gso_probes_sent);
         if (e->asks < 255) ++e->asks;
         e->next_ask_ns = now + (yes || e->asks < kGsoFastAsks ? kGsoAskNs : kGsoAskSlowNs);
@@ -2135,14 +2141,8 @@ void UringPort::answer_gso(const std::uint8_t* probe, const std::uint8_t* name,
     if (!source_of(name, namelen, ipv4_, &from, &from_port)) return;
     std::uint64_t nonce;
     std::memcpy(&nonce, probe + 16, sizeof nonce);
-    std::uint8_t a[kShareProbeLen];
-    build_probe(a, probe[kProbeFromSlotByte], nonce, kProbeGsoYes);
-    a[kProbeFromSlotByte] = probe[kBthDestQpTopByte];
-    sockaddr_in6 sa;
-    socklen_t salen = 0;
-    fill_sockaddr(ipv4_, from, from_port, &sa, &salen);
-    if (sendto(rx_fd_, a, sizeof a, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&sa), salen) ==
-        static_cast<ssize_t>(sizeof a))
+    if (send_gso_datagram(kProbeGsoYes, from, from_port, probe[kProbeFromSlotByte],
+                          probe[kBthDestQpTopByte], nonce))
         inc(PortCounter::gso_probes_answered);
 }
 

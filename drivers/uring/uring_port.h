@@ -507,6 +507,12 @@ class UringPort final : public PortDriver {
     /** Gso::automatic: whether to group towards (@p peer, @p slot) now; sends a probe when the
      *  answer is missing or due for refresh. */
     bool gso_allowed(const wire::Ipv6Addr& peer, std::uint8_t slot) noexcept;
+    /** Sends a GSO probe or answer (@p kind) from the receive socket to (@p to, @p port): byte 5
+     *  @p to_slot (where a shared receiver steers it), byte 6 @p from_slot, the nonce. One
+     *  sendto, never waiting. @return whether the kernel took it. */
+    bool send_gso_datagram(std::uint8_t kind, const wire::Ipv6Addr& to, std::uint16_t port,
+                           std::uint8_t to_slot, std::uint8_t from_slot,
+                           std::uint64_t nonce) noexcept;
     /** Answers a GSO probe (rebuild(): this port receives on its UDP socket). */
     void answer_gso(const std::uint8_t* probe, const std::uint8_t* name,
                     std::uint32_t namelen) noexcept;

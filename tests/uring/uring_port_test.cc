@@ -88,6 +88,22 @@ Pair make_pair(RecvMode mode, bool ipv6, TaskRun taskrun = TaskRun::signal, Gso 
     return p;
 }
 
+/** A socket-mode port at @p addr_a (a, the default config) and a packet-mode one at @p addr_b
+ *  (b, port_index 1; null with *err when packet mode is refused), both on UDP @p port. */
+Pair packet_pair(const wire::Ipv6Addr& addr_a, const wire::Ipv6Addr& addr_b, std::uint16_t port,
+                 std::string* err) {
+    UringPortConfig ca, cb;
+    ca.addr = addr_a;
+    cb.addr = addr_b;
+    ca.udp_port = cb.udp_port = port;
+    cb.recv_mode = RecvMode::packet;
+    cb.port_index = 1;
+    Pair p;
+    p.a = UringPort::create(ca, err);
+    if (p.a) p.b = UringPort::create(cb, err);
+    return p;
+}
+
 wire::PathHeaders path_a_to_b(const UringPort& a, const UringPort& b, const wire::Ipv6Addr& sa,
                               const wire::Ipv6Addr& da, bool ipv6) {
     wire::PathHeaders h;
@@ -484,17 +500,12 @@ TEST(UringPortGso, AutoGroupsOnlyAfterTheReceiverAnswered) {
  * by one, byte for byte as with Gso::off, probes stay few, and none reaches its engine.
  */
 TEST(UringPortGso, AutoSendsSinglyToAPacketModePeer) {
-    UringPortConfig ca, cb;
-    ca.addr = loop4(1);
-    cb.addr = loop4(2);
-    ca.udp_port = cb.udp_port = test_port(40);
-    cb.recv_mode = RecvMode::packet;
-    cb.port_index = 1;
     std::string err;
-    auto a = UringPort::create(ca, &err);
-    ASSERT_TRUE(a) << err;
-    auto b = UringPort::create(cb, &err);
-    if (!b) GTEST_SKIP() << "packet mode needs CAP_NET_RAW: " << err;
+    Pair pair = packet_pair(loop4(1), loop4(2), test_port(40), &err);
+    ASSERT_TRUE(pair.a) << err;
+    if (!pair.b) GTEST_SKIP() << "packet mode needs CAP_NET_RAW: " << err;
+    UringPort* a = pair.a.get();
+    UringPort* b = pair.b.get();
     (void)a->rx_burst(nullptr, 0);
     (void)b->rx_burst(nullptr, 0);
     for (std::uint32_t round = 0; round < 3; ++round) {
@@ -862,16 +873,11 @@ std::vector<std::uint8_t> with_ipv4_id(std::vector<std::uint8_t> frame, std::uin
 // socket's copy is filtered out, and so is lo's outgoing copy). Unprivileged, create() refuses
 // packet mode and says why.
 TEST(UringPortPacket, NonzeroIpv4IdVerifiesOnlyInPacketMode) {
-    UringPortConfig ca, cb;
-    ca.addr = loop4(5);
-    cb.addr = loop4(6);
-    ca.udp_port = cb.udp_port = test_port(30);
-    cb.recv_mode = RecvMode::packet;
-    cb.port_index = 1;
     std::string err;
-    auto a = UringPort::create(ca, &err);
-    ASSERT_TRUE(a) << err;
-    auto b = UringPort::create(cb, &err);
+    Pair pair = packet_pair(loop4(5), loop4(6), test_port(30), &err);
+    ASSERT_TRUE(pair.a) << err;
+    UringPort* a = pair.a.get();
+    UringPort* b = pair.b.get();
     if (!b) {
         EXPECT_NE(err.find("CAP_NET_RAW"), std::string::npos) << err;
         EXPECT_NE(geteuid(), 0u) << err;
