@@ -806,6 +806,7 @@ struct UringPort::GsoPeer {
     std::uint64_t nonce = 0;        ///< of the last probe: an answer must carry it
     std::uint64_t next_ask_ns = 0;  ///< no probe before (coarse clock)
     std::uint64_t yes_until_ns = 0; ///< grouping allowed until (0: never answered)
+    std::uint64_t last_use = 0; ///< gso_use_count_ when a frame to it last asked: eviction order
 };
 
 namespace {
@@ -1180,9 +1181,9 @@ void UringPort::free_bulk(PktBuf** bufs, std::uint16_t n) noexcept {
 
 int UringPort::bind_source(std::uint16_t sport, bool checksum) noexcept {
     // Cold path: once per source port for the life of the port.
-    if (fds_.size() >= max_sports_ * (sport_gso_fd_.empty() ? 1u : 2u) ||
-        fds_.size() == fds_.capacity())
-        return -2;
+    // At most max_source_ports of each kind: the source ports, and their GSO sockets.
+    std::uint32_t& bound = checksum && gso_auto_ ? gso_sports_bound_ : sports_bound_;
+    if (bound >= max_sports_ || fds_.size() == fds_.capacity()) return -2;
     const int fd = socket(ipv4_ ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -2;
     // SO_REUSEPORT: two droce processes of one user sharing an address may both send from a
@@ -1208,6 +1209,7 @@ int UringPort::bind_source(std::uint16_t sport, bool checksum) noexcept {
         return -2;
     }
     fds_.push_back(fd); // capacity reserved at create(): no allocation
+    ++bound;
     inc(PortCounter::source_ports_bound);
     return fd;
 }
@@ -1510,50 +1512,55 @@ std::uint16_t UringPort::tx_burst(PktBuf** bufs, std::uint16_t n) noexcept {
             if (g.count != 0 && !g.closed && g.fd == fd && g.tos == tos && g.peer == peer &&
                 g.dslot == dslot && plen <= g.seg && g.count < kGsoMaxSegments &&
                 g.bytes + plen <= kGsoMaxBytes) {
-                ring_->gso_iov[static_cast<std::size_t>(g.leader) * kGsoMaxSegments + g.count] = {
-                    payload, plen};
-                ++g.count;
-                g.bytes += plen;
-                g.closed = plen < g.seg;
-                where_[s] = kTxInFlight;
-                ++tx_inflight_;
-                continue;
+                // The second frame decides whether the group is one: a frame that goes alone
+                // (an EV probe's reply, an ACK) never makes the port ask its peer (auto).
+                if (g.count == 1) {
+                    bool allowed = true;
+                    if (gso_auto_) {
+                        // Asked once per burst and peer, not once per frame sent singly.
+                        if (dslot == refused_slot && peer == refused_peer) {
+                            allowed = false;
+                        } else if (!gso_allowed(peer, dslot)) {
+                            allowed = false;
+                            refused_peer = peer;
+                            refused_slot = dslot;
+                        }
+                    }
+                    g.send_fd = allowed ? gso_source_socket(sport, fd) : -1;
+                }
+                if (g.send_fd >= 0) {
+                    ring_->gso_iov[static_cast<std::size_t>(g.leader) * kGsoMaxSegments + g.count] =
+                        {payload, plen};
+                    ++g.count;
+                    g.bytes += plen;
+                    g.closed = plen < g.seg;
+                    where_[s] = kTxInFlight;
+                    ++tx_inflight_;
+                    continue;
+                }
+                // Not towards this peer: the group of one goes alone, this frame opens the next.
             }
             gso_flush(g);
-            // Gso::automatic: asked once per burst and peer, not once per frame sent singly.
-            bool allowed = true;
-            if (gso_auto_) {
-                if (dslot == refused_slot && peer == refused_peer) {
-                    allowed = false;
-                } else if (!gso_allowed(peer, dslot)) {
-                    allowed = false;
-                    refused_peer = peer;
-                    refused_slot = dslot;
-                }
+            io_uring_sqe* sqe = io_uring_get_sqe(&r);
+            if (!sqe) {
+                inc(PortCounter::tx_sq_full);
+                break; // the caller keeps bufs[i..n)
             }
-            const int send_fd = allowed ? gso_source_socket(sport, fd) : -1;
-            if (send_fd >= 0) {
-                io_uring_sqe* sqe = io_uring_get_sqe(&r);
-                if (!sqe) {
-                    inc(PortCounter::tx_sq_full);
-                    break; // the caller keeps bufs[i..n)
-                }
-                g.sqe = sqe;
-                g.leader = s;
-                g.fd = fd;
-                g.send_fd = send_fd;
-                g.peer = peer;
-                g.tos = tos;
-                g.dslot = dslot;
-                g.seg = plen;
-                g.count = 1;
-                g.bytes = plen;
-                g.closed = false;
-                ring_->gso_iov[static_cast<std::size_t>(s) * kGsoMaxSegments] = {payload, plen};
-                where_[s] = kTxInFlight;
-                ++tx_inflight_;
-                continue;
-            }
+            g.sqe = sqe;
+            g.leader = s;
+            g.fd = fd;
+            g.send_fd = -1; // decided by the second frame
+            g.peer = peer;
+            g.tos = tos;
+            g.dslot = dslot;
+            g.seg = plen;
+            g.count = 1;
+            g.bytes = plen;
+            g.closed = false;
+            ring_->gso_iov[static_cast<std::size_t>(s) * kGsoMaxSegments] = {payload, plen};
+            where_[s] = kTxInFlight;
+            ++tx_inflight_;
+            continue;
         }
         gso_flush(g);
         io_uring_sqe* sqe = io_uring_get_sqe(&r);
@@ -2020,7 +2027,9 @@ void UringPort::share_probes() noexcept {
         const ssize_t got = recvfrom(rx_fd_, in, sizeof in, MSG_DONTWAIT,
                                      reinterpret_cast<sockaddr*>(&from), &fromlen);
         if (got < 0) return;
-        if (!is_probe(in, static_cast<std::uint32_t>(got))) continue;
+        // A GSO probe steered here (packet mode does not answer them) is not the group's.
+        if (!is_probe(in, static_cast<std::uint32_t>(got)) || in[kProbeKindByte] >= kProbeGso)
+            continue;
         inc(PortCounter::rx_share_probes);
         if (in[kProbeKindByte] == kProbeWho && joined_ &&
             from_group_address(reinterpret_cast<const std::uint8_t*>(&from), fromlen))
@@ -2075,27 +2084,38 @@ bool UringPort::send_gso_datagram(std::uint8_t kind, const wire::Ipv6Addr& to, s
 UringPort::GsoPeer* UringPort::gso_peer(const wire::Ipv6Addr& peer, std::uint8_t slot,
                                         bool insert) noexcept {
     if (gso_peers_.empty()) return nullptr;
-    std::uint32_t h = slot;
-    for (unsigned k = 0; k < 16; k += 4) {
-        std::uint32_t w;
-        std::memcpy(&w, peer.data() + k, 4);
-        h = (h ^ w) * 0x9e3779b1u;
-    }
-    const std::uint32_t mask = kGsoPeers - 1;
-    static_assert((kGsoPeers & (kGsoPeers - 1)) == 0);
-    for (std::uint32_t probe = 0; probe < kGsoPeers; ++probe) {
-        GsoPeer& e = gso_peers_[(h + probe) & mask];
+    // Every address bit moves the place (a /24's peers differ in one byte only).
+    std::uint64_t lo, hi;
+    std::memcpy(&lo, peer.data(), 8);
+    std::memcpy(&hi, peer.data() + 8, 8);
+    const std::uint64_t h = mix64(hi ^ mix64(lo ^ slot));
+    static_assert((kGsoPeers & (kGsoPeers - 1)) == 0 && kGsoPeerWays <= kGsoPeers);
+    // kGsoPeerWays places per key: a lookup reads all of them (no tombstones to keep), and an
+    // insert into a full window forgets the entry used longest ago there, so that peers that
+    // came once (an EV probe's reply to a forged source) cannot keep out the ones in use.
+    const auto base = static_cast<std::uint32_t>(h & (kGsoPeers - 1));
+    GsoPeer* free_entry = nullptr;
+    GsoPeer* oldest = nullptr;
+    for (std::uint32_t w = 0; w < kGsoPeerWays; ++w) {
+        GsoPeer& e = gso_peers_[(base + w) & (kGsoPeers - 1)];
         if (!e.used) {
-            if (!insert) return nullptr;
-            e = GsoPeer{};
-            e.addr = peer;
-            e.slot = slot;
-            e.used = true;
-            return &e;
+            if (!free_entry) free_entry = &e;
+            continue;
         }
         if (e.slot == slot && e.addr == peer) return &e;
+        if (!oldest || e.last_use < oldest->last_use) oldest = &e;
     }
-    return nullptr;
+    if (!insert) return nullptr;
+    GsoPeer* e = free_entry;
+    if (!e) {
+        e = oldest;
+        inc(PortCounter::gso_peers_evicted);
+    }
+    *e = GsoPeer{};
+    e->addr = peer;
+    e->slot = slot;
+    e->used = true;
+    return e;
 }
 
 bool UringPort::gso_towards(const wire::Ipv6Addr& peer, std::uint8_t slot) const noexcept {
@@ -2107,16 +2127,19 @@ bool UringPort::gso_towards(const wire::Ipv6Addr& peer, std::uint8_t slot) const
 
 bool UringPort::gso_allowed(const wire::Ipv6Addr& peer, std::uint8_t slot) noexcept {
     GsoPeer* e = gso_peer(peer, slot, true);
-    if (!e) {
-        inc(PortCounter::gso_peers_full);
-        return false;
-    }
+    if (!e) return false;
     const std::uint64_t now = coarse_monotonic_ns();
+    e->last_use = ++gso_use_count_;
     const bool yes = now < e->yes_until_ns;
     if (now >= e->next_ask_ns) {
         // Asked from the receive socket, so that the answer comes back to it, as the peer's
         // frames do; to the port the data goes to, whose socket must be the one answering.
-        e->nonce = mix64(gso_key_ + ++gso_asked_) | 1u;
+        // Fresh random bytes per probe (a rare system call, never blocking): a nonce must not
+        // tell an observer the next one. mix64 only where the kernel has no entropy yet.
+        std::uint64_t nonce = 0;
+        if (getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != sizeof nonce)
+            nonce = mix64(gso_key_ + ++gso_asked_);
+        e->nonce = nonce | 1u;
         if (send_gso_datagram(kProbeGso, peer, peer_port_, slot, slot_, e->nonce))
             inc(PortCounter::gso_probes_sent);
         if (e->asks < 255) ++e->asks;
@@ -2134,7 +2157,10 @@ void UringPort::answer_gso(const std::uint8_t* probe, const std::uint8_t* name,
         gso_answer_window_ns_ = now + kGsoAnswerWindowNs;
         gso_answers_in_window_ = 0;
     }
-    if (gso_answers_in_window_ >= kGsoAnswersPerWindow) return;
+    if (gso_answers_in_window_ >= kGsoAnswersPerWindow) {
+        inc(PortCounter::gso_answers_limited);
+        return;
+    }
     ++gso_answers_in_window_;
     wire::Ipv6Addr from;
     std::uint16_t from_port;

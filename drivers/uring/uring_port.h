@@ -99,10 +99,11 @@ namespace droce::uring {
     X(gso_probes_answered)   /* gso = auto: such probes of peers answered (we take them) */       \
     X(gso_answers_accepted)  /* gso = auto: answers that allowed GSO sends to a peer */            \
     X(gso_answers_ignored)   /* gso = auto: answers with no probe of ours (nonce, peer, slot) */  \
-    X(gso_peers_full)        /* gso = auto: peers beyond the table (kGsoPeers): sent singly */     \
+    X(gso_answers_limited)   /* gso = auto: probes not answered, the answer budget spent */       \
+    X(gso_peers_evicted)     /* gso = auto: peers forgotten for room (asked again when next sent to) */\
     X(tx_sq_full)            /* tx bursts cut short: no submission queue entry free */             \
     X(submit_errors)         /* io_uring_submit failures (entries stay queued, sent later) */      \
-    X(source_ports_bound)    /* sockets bound to a UDP source port so far */                       \
+    X(source_ports_bound)    /* sockets bound to a UDP source port so far (gso = auto, IPv4: and a second per port for GSO sends) */ \
     X(alloc_failed)          /* buffers asked of alloc_bulk that the pool could not give */        \
     X(free_invalid)          /* free_bulk of a foreign or not-owned buffer (ignored) */            \
     X(rx_dropped_link_down)  /* datagrams received while the link was down: not delivered */      \
@@ -191,9 +192,11 @@ inline constexpr unsigned kGsoMaxSegments = 64;
 inline constexpr unsigned kGsoMaxBytes = 65535 - 20 - 8;
 /** Bytes of a slot probe datagram (never a valid BTH: TVer 15). */
 inline constexpr unsigned kShareProbeLen = 32;
-/** Peers (address, steering slot) whose GSO answer a port with Gso::automatic keeps; frames to
- *  more are sent singly (gso_peers_full). */
+/** Peers (address, steering slot) whose GSO answer a port with Gso::automatic keeps, in a table
+ *  of kGsoPeers entries where each peer has kGsoPeerWays places; a new peer whose places are
+ *  all taken replaces the one there that frames were sent to longest ago (gso_peers_evicted). */
 inline constexpr unsigned kGsoPeers = 256;
+inline constexpr unsigned kGsoPeerWays = 8;
 
 /**
  * How the kernel gets a receive completion to the thread that drives the port. A datagram's
@@ -455,6 +458,8 @@ class UringPort final : public PortDriver {
      *  refuses without checksums) go from a second socket bound to the same port. */
     int gso_source_socket(std::uint16_t sport, int fd) noexcept;
     std::vector<std::int32_t> sport_gso_fd_; ///< like sport_fd_, Gso::automatic on IPv4
+    std::uint32_t sports_bound_ = 0;         ///< sockets in sport_fd_ (max_source_ports)
+    std::uint32_t gso_sports_bound_ = 0;     ///< sockets in sport_gso_fd_ (max_source_ports)
     void submit() noexcept;
     bool probe_index(unsigned* index, std::string* err);
     bool join_group(int want, std::string* err);
@@ -522,6 +527,7 @@ class UringPort final : public PortDriver {
     std::uint64_t gso_answer_window_ns_ = 0; ///< answers: at most kGsoAnswersPerWindow a window
     std::uint64_t gso_key_ = 0;              ///< random (create()): GSO probe nonces from it
     std::uint64_t gso_asked_ = 0;            ///< GSO probes made
+    std::uint64_t gso_use_count_ = 0;        ///< gso_allowed() calls: the peers' use order
     std::uint32_t gso_answers_in_window_ = 0;
     /** The GSO group tx_burst is filling (uring_port.cc); its SQE is taken when it opens. */
     struct GsoGroup;

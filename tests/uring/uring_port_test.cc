@@ -414,9 +414,10 @@ void gso_burst(bool ipv6) {
  * the burst made (tx_gso_sends before and after).
  */
 std::uint64_t burst_of_equal_frames(UringPort& a, UringPort& b, unsigned frames,
-                                    std::uint32_t first_psn) {
+                                    std::uint32_t first_psn, std::uint16_t sport = 0xc123) {
     const std::uint64_t gso_before = a.counter(PortCounter::tx_gso_sends);
-    const wire::PathHeaders h = path_a_to_b(a, b, loop4(1), loop4(2), false);
+    wire::PathHeaders h = path_a_to_b(a, b, loop4(1), loop4(2), false);
+    h.udp_sport = sport;
     std::vector<PktBuf*> burst;
     std::vector<std::vector<std::uint8_t>> sent;
     for (unsigned k = 0; k < frames; ++k) {
@@ -452,6 +453,23 @@ std::uint64_t burst_of_equal_frames(UringPort& a, UringPort& b, unsigned frames,
     return a.counter(PortCounter::tx_gso_sends) - gso_before;
 }
 
+/** Two equal 100-byte frames from @p a to @p dst in one tx_burst, from UDP source port @p sport
+ *  (a pair Gso::automatic would group: it asks @p dst, once). Nothing waits for them. */
+void send_pair(UringPort& a, const wire::Ipv6Addr& dst, std::uint16_t sport = 0xc123) {
+    PktBuf* two[2];
+    ASSERT_EQ(a.alloc_bulk(two, 2), 2);
+    wire::PathHeaders h = path_a_to_b(a, a, loop4(1), dst, false);
+    h.udp_sport = sport;
+    for (PktBuf* b : two) {
+        wire::PacketFields f;
+        f.opcode = wire::Opcode::RC_SEND_ONLY;
+        f.dest_qp = 0x123;
+        const std::vector<std::uint8_t> payload(100, 0x5a);
+        b->len = static_cast<std::uint32_t>(wire::build_frame(h, f, payload, b->room()));
+    }
+    ASSERT_EQ(a.tx_burst(two, 2), 2);
+}
+
 /** Polls @p a and @p b for @p ms (probes and answers are read by rx_burst). */
 void poll_both(UringPort& a, UringPort& b, int ms) {
     for (int i = 0; i < ms * 5; ++i) {
@@ -478,6 +496,10 @@ TEST(UringPortGso, AutoGroupsOnlyAfterTheReceiverAnswered) {
     (void)a.rx_burst(nullptr, 0);
     (void)b.rx_burst(nullptr, 0);
     EXPECT_FALSE(a.gso_towards(loop4(2), 0));
+    // A frame alone (an ACK, an EV probe's reply) is no group: the peer is not asked.
+    (void)send_one(a, path_a_to_b(a, b, loop4(1), loop4(2), false), 100);
+    b.free_bulk(receive(b, 1).data(), 1);
+    EXPECT_EQ(a.counter(PortCounter::gso_probes_sent), 0u);
     EXPECT_EQ(burst_of_equal_frames(a, b, 16, 0), 0u); // not asked yet: frame by frame
     EXPECT_EQ(a.counter(PortCounter::gso_probes_sent), 1u);
     EXPECT_EQ(a.counter(PortCounter::source_ports_bound), 1u);
@@ -492,6 +514,68 @@ TEST(UringPortGso, AutoGroupsOnlyAfterTheReceiverAnswered) {
     EXPECT_EQ(a.counter(PortCounter::tx_errors), 0u);
     EXPECT_EQ(b.counter(PortCounter::rx_share_probes), 0u);
     EXPECT_EQ(a.counter(PortCounter::gso_answers_ignored), 0u);
+}
+
+/**
+ * The table of peers holds kGsoPeers (256): a flood of others (frames to 600 addresses, as replies
+ * to forged EV probes would be) evicts only the entries used longest ago, so a peer that frames
+ * keep going to stays answered and grouped.
+ */
+TEST(UringPortGso, AutoKeepsPeersInUseWhenOthersFloodTheTable) {
+    Pair pair = make_pair(RecvMode::automatic, false, TaskRun::signal, Gso::automatic);
+    ASSERT_TRUE(pair.a && pair.b);
+    UringPort& a = *pair.a;
+    UringPort& b = *pair.b;
+    (void)a.rx_burst(nullptr, 0);
+    (void)b.rx_burst(nullptr, 0);
+    EXPECT_EQ(burst_of_equal_frames(a, b, 4, 0), 0u);
+    poll_both(a, b, 20);
+    ASSERT_TRUE(a.gso_towards(loop4(2), 0));
+    for (unsigned k = 0; k < 600; ++k) {
+        // 127.1.x.y: loopback addresses nobody listens on (the probes are lost).
+        wire::Ipv6Addr other = loop4(0);
+        other[13] = 1;
+        other[14] = static_cast<std::uint8_t>(k >> 8);
+        other[15] = static_cast<std::uint8_t>(k);
+        send_pair(a, other);
+        // The peer in use is the one used last: it must not be the one forgotten.
+        ASSERT_EQ(burst_of_equal_frames(a, b, 2, 10 + 2 * k), 1u) << k;
+        PktBuf* tmp[64];
+        a.free_bulk(tmp, a.rx_burst(tmp, 64)); // reap the sends
+    }
+    EXPECT_GT(a.counter(PortCounter::gso_peers_evicted), 600u - uring::kGsoPeers);
+    EXPECT_TRUE(a.gso_towards(loop4(2), 0));
+    EXPECT_EQ(burst_of_equal_frames(a, b, 16, 5000), 1u);
+}
+
+/** max_source_ports bounds the source ports; with Gso::automatic on IPv4 each may have a second
+ *  socket for GSO sends, bounded alike (not shared with the first kind). */
+TEST(UringPortGso, AutoKeepsTheSourcePortLimit) {
+    UringPortConfig ca, cb;
+    ca.addr = loop4(1);
+    cb.addr = loop4(2);
+    ca.udp_port = cb.udp_port = test_port(43);
+    ca.max_source_ports = 2;
+    cb.port_index = 1;
+    std::string err;
+    auto a = UringPort::create(ca, &err);
+    ASSERT_TRUE(a) << err;
+    auto b = UringPort::create(cb, &err);
+    ASSERT_TRUE(b) << err;
+    (void)a->rx_burst(nullptr, 0);
+    (void)b->rx_burst(nullptr, 0);
+    // Before the answer, frame by frame: one socket per source port, two ports at most.
+    EXPECT_EQ(burst_of_equal_frames(*a, *b, 4, 0, 0xc201), 0u);
+    EXPECT_EQ(burst_of_equal_frames(*a, *b, 4, 10, 0xc202), 0u);
+    send_pair(*a, loop4(2), 0xc203); // a third port: over the limit
+    a->tx_reclaim();
+    EXPECT_EQ(a->counter(PortCounter::tx_dropped_no_socket), 2u);
+    EXPECT_EQ(a->counter(PortCounter::source_ports_bound), 2u);
+    poll_both(*a, *b, 20);
+    ASSERT_TRUE(a->gso_towards(loop4(2), 0));
+    EXPECT_EQ(burst_of_equal_frames(*a, *b, 4, 20, 0xc201), 1u);
+    EXPECT_EQ(burst_of_equal_frames(*a, *b, 4, 30, 0xc202), 1u);
+    EXPECT_EQ(a->counter(PortCounter::source_ports_bound), 4u); // two ports, two sockets each
 }
 
 /**
@@ -545,7 +629,9 @@ TEST(UringPortGso, AutoTakesOnlyTheAnswerToItsProbe) {
     const int other = bound_socket(test_port(42));
     ASSERT_GE(peer, 0);
     ASSERT_GE(other, 0);
-    (void)send_one(*a, path_a_to_b(*a, *a, loop4(1), loop4(2), false), 100);
+    // Two equal frames in one burst: a pair the port would group, so it asks (one frame alone
+    // never does).
+    send_pair(*a, loop4(2));
     // Read what a sent: the frame and the probe (32 bytes, TVer 15, kind 2 in byte 4).
     std::uint8_t probe[uring::kShareProbeLen] = {};
     bool have_probe = false;
