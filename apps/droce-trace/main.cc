@@ -59,20 +59,33 @@ int run_read(const ReadOptions& opts) {
             std::fprintf(stderr, "droce-trace: %s\n", error.c_str());
             return kExitFile;
         }
-        const DecodedFrame frame = decode_frame(raw);
-        const std::string why = opts.explain ? cnp_causes.observe(frame) : std::string();
-        std::string line;
-        if (opts.json) {
-            nlohmann::ordered_json j = format_json(frame, opts.explain);
-            if (!why.empty()) j["why"] = why;
-            line = j.dump();
-        } else {
-            line = opts.explain ? format_explained(frame) : format_text(frame);
-            if (!why.empty()) line += "\n    why         " + why;
-        }
-        if (!write_out(line)) {
-            std::fprintf(stderr, "droce-trace: cannot write the output\n");
-            return kExitFile;
+        DecodedFrame whole = decode_frame(raw);
+        // A UDP GSO send captured before the kernel cut it: its packets, one line each.
+        std::vector<std::vector<std::uint8_t>> segments;
+        if (whole.kind == FrameKind::rejected) segments = split_gso_send(raw);
+        for (std::size_t k = 0; k < std::max<std::size_t>(segments.size(), 1); ++k) {
+            RawFrame seg = raw;
+            if (!segments.empty()) {
+                seg.bytes = segments[k];
+                seg.wire_length = static_cast<std::uint32_t>(segments[k].size());
+                seg.gso_segment = static_cast<std::uint16_t>(k + 1);
+                seg.gso_segments = static_cast<std::uint16_t>(segments.size());
+            }
+            const DecodedFrame frame = segments.empty() ? std::move(whole) : decode_frame(seg);
+            const std::string why = opts.explain ? cnp_causes.observe(frame) : std::string();
+            std::string line;
+            if (opts.json) {
+                nlohmann::ordered_json j = format_json(frame, opts.explain);
+                if (!why.empty()) j["why"] = why;
+                line = j.dump();
+            } else {
+                line = opts.explain ? format_explained(frame) : format_text(frame);
+                if (!why.empty()) line += "\n    why         " + why;
+            }
+            if (!write_out(line)) {
+                std::fprintf(stderr, "droce-trace: cannot write the output\n");
+                return kExitFile;
+            }
         }
     }
     if (std::fflush(stdout) != 0) {
@@ -122,7 +135,17 @@ int run_explain(const ExplainOptions& opts) {
             damage = error;
             break;
         }
-        explainer.add(raw);
+        // A UDP GSO send captured before the kernel cut it: the story sees its packets.
+        const std::vector<std::vector<std::uint8_t>> segments = split_gso_send(raw);
+        for (std::size_t k = 0; k < segments.size(); ++k) {
+            RawFrame seg = raw;
+            seg.bytes = segments[k];
+            seg.wire_length = static_cast<std::uint32_t>(segments[k].size());
+            seg.gso_segment = static_cast<std::uint16_t>(k + 1);
+            seg.gso_segments = static_cast<std::uint16_t>(segments.size());
+            explainer.add(seg);
+        }
+        if (segments.empty()) explainer.add(raw);
         ++read_frames;
     }
     if (!damage.empty()) {

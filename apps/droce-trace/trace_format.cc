@@ -13,6 +13,7 @@
 #include "aeth_decode.h"
 #include "mrc_decode.h"
 #include "trace_explain.h"
+#include "wire/ipv4.h"
 
 namespace droce::trace {
 
@@ -487,6 +488,90 @@ const char* droce_probe_name(std::span<const std::uint8_t> frame, const wire::Ud
 }
 } // namespace
 
+std::vector<std::vector<std::uint8_t>> split_gso_send(const RawFrame& raw) {
+    std::vector<std::vector<std::uint8_t>> out;
+    if (raw.link_type != kLinkTypeEthernet || raw.bytes.size() != raw.wire_length) return out;
+    wire::ParsedFrame whole;
+    const wire::RejectReason why = wire::parse_frame(raw.bytes, whole);
+    // A UDP 4791 datagram that did not pass as one packet, with a BTH to start from.
+    if (why == wire::RejectReason::ok || whole.udp == nullptr || whole.bth == nullptr ||
+        whole.vlan != nullptr)
+        return out;
+    const std::uint8_t* f = raw.bytes.data();
+    const auto* udp = reinterpret_cast<const std::uint8_t*>(whole.udp);
+    const std::size_t udp_off = static_cast<std::size_t>(udp - f);
+    const std::size_t l3_off = 14;
+    const std::size_t len = udp_off + whole.udp->length.get();
+    if (whole.udp->length.get() < 8 || len != raw.bytes.size()) return out;
+    const std::uint8_t* p = udp + 8;
+    const std::size_t total = len - udp_off - 8;
+    const auto be24 = [](const std::uint8_t* b) {
+        return (static_cast<std::uint32_t>(b[0]) << 16) | (static_cast<std::uint32_t>(b[1]) << 8) |
+               b[2];
+    };
+    const std::uint32_t qp = be24(p + 5), psn = be24(p + 9);
+    // The segment size: the first offset where the next packet of the same QP starts, checked at
+    // every multiple of it (a BTH of TVer 0, that QP, the PSN one more each time).
+    for (std::size_t seg = 12 + 4; seg < total; ++seg) {
+        const std::size_t n = (total + seg - 1) / seg;
+        if (n > 64) continue; // the kernel's UDP_MAX_SEGMENTS
+        bool fits = true;
+        for (std::size_t k = 1; k < n && fits; ++k) {
+            const std::uint8_t* b = p + k * seg;
+            fits = total - k * seg >= 12 + 4 && (b[1] & 0x0f) == 0 && be24(b + 5) == qp &&
+                   be24(b + 9) == ((psn + k) & 0xffffff);
+        }
+        if (!fits) continue;
+        std::vector<std::vector<std::uint8_t>> segs;
+        for (std::size_t k = 0; k < n; ++k) {
+            const std::size_t plen = std::min(seg, total - k * seg);
+            std::vector<std::uint8_t> s(f, f + udp_off + 8);
+            s.insert(s.end(), p + k * seg, p + k * seg + plen);
+            std::uint8_t* ip = s.data() + l3_off;
+            const auto put16 = [](std::uint8_t* at, std::size_t v) {
+                at[0] = static_cast<std::uint8_t>(v >> 8);
+                at[1] = static_cast<std::uint8_t>(v);
+            };
+            if (whole.ipv4 != nullptr) {
+                put16(ip + 2, udp_off - l3_off + 8 + plen);
+                put16(ip + 10, 0);
+                put16(ip + 10, wire::ipv4_header_checksum(ip, (ip[0] & 0xfu) * 4u));
+            } else {
+                put16(ip + 4, 8 + plen);
+            }
+            put16(s.data() + udp_off + 4, 8 + plen);
+            if (whole.ipv6 != nullptr || whole.udp->checksum.get() != 0) {
+                // The checksum the kernel writes into each datagram it cuts (the ICRC masks it).
+                std::uint32_t sum = 0;
+                const auto add = [&sum](const std::uint8_t* b, std::size_t count) {
+                    for (std::size_t i = 0; i + 1 < count; i += 2)
+                        sum += static_cast<std::uint32_t>(b[i] << 8 | b[i + 1]);
+                    if (count & 1) sum += static_cast<std::uint32_t>(b[count - 1] << 8);
+                };
+                put16(s.data() + udp_off + 6, 0);
+                if (whole.ipv6 != nullptr)
+                    add(ip + 8, 32);
+                else
+                    add(ip + 12, 8);
+                sum += static_cast<std::uint32_t>(8 + plen) + 17;
+                add(s.data() + udp_off, 8 + plen);
+                while (sum >> 16)
+                    sum = (sum & 0xffff) + (sum >> 16);
+                const auto c = static_cast<std::uint16_t>(~sum & 0xffff);
+                put16(s.data() + udp_off + 6, c == 0 ? 0xffff : c);
+            }
+            wire::ParsedFrame one;
+            if (wire::parse_frame(s, one) != wire::RejectReason::ok) {
+                segs.clear();
+                break;
+            }
+            segs.push_back(std::move(s));
+        }
+        if (!segs.empty()) return segs;
+    }
+    return out;
+}
+
 DecodedFrame decode_frame(const RawFrame& raw) {
     DecodedFrame d;
     d.raw = raw;
@@ -535,6 +620,10 @@ DecodedFrame decode_frame(const RawFrame& raw) {
 std::string format_text(const DecodedFrame& d) {
     const wire::ParsedFrame& p = d.parsed;
     std::string out = std::to_string(d.raw.index);
+    if (d.raw.gso_segments != 0) {
+        out +=
+            "  gso=" + std::to_string(d.raw.gso_segment) + "/" + std::to_string(d.raw.gso_segments);
+    }
     if (d.raw.interface) {
         out += is_mrc(d) ? "  plane=" : "  if=";
         out += std::to_string(*d.raw.interface);
@@ -640,6 +729,10 @@ nlohmann::ordered_json format_json(const DecodedFrame& d, bool explain) {
     const wire::ParsedFrame& p = d.parsed;
     Json j;
     j["index"] = d.raw.index;
+    if (d.raw.gso_segments != 0) {
+        j["gso_segment"] = d.raw.gso_segment;
+        j["gso_segments"] = d.raw.gso_segments;
+    }
     j["length"] = d.raw.wire_length;
     if (d.raw.wire_length > d.raw.bytes.size()) j["captured_length"] = d.raw.bytes.size();
     if (d.raw.interface) j["interface"] = *d.raw.interface;

@@ -29,6 +29,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -56,7 +57,23 @@ struct RawFrame {
     /** Direction from the pcapng epb_flags (bits 0-1): 0 unknown, 1 inbound, 2 outbound. droce's
      *  live capture (lib/capture) sets it on every frame, from the capturing port's side. */
     std::uint8_t direction = 0;
+    /** Set by split_gso_send(): this frame is segment gso_segment (1-based) of gso_segments cut
+     *  from one captured UDP GSO send (index is the captured frame's); 0 otherwise. */
+    std::uint16_t gso_segment = 0;
+    std::uint16_t gso_segments = 0;
 };
+
+/**
+ * A UDP GSO send captured before the kernel cut it (droce's uring ports group equal frames to a
+ * peer into one sendmsg with UDP_SEGMENT: drivers/uring/README.md, UDP GSO; on lo or a veth a
+ * capture sees one datagram of up to 64 KiB): when @p raw is such a datagram to UDP 4791 whose
+ * payload splits into RoCE packets of one size (the last may be shorter), each with the same
+ * destination QP, the next PSN and a good ICRC over its own IP and UDP header (lengths as the
+ * kernel writes them when it cuts), returns those packets as whole frames (the captured frame's
+ * Ethernet and IP header, lengths and IPv4 checksum rewritten) in order; otherwise nothing. The
+ * caller owns the bytes; a RawFrame over each (gso_segment set) decodes like any frame.
+ */
+[[nodiscard]] std::vector<std::vector<std::uint8_t>> split_gso_send(const RawFrame& raw);
 
 /** RawFrame::direction values (pcapng epb_flags bits 0-1). */
 inline constexpr std::uint8_t kDirUnknown = 0;

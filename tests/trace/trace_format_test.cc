@@ -354,6 +354,66 @@ TEST(TraceSkips, DroceProbesAreNamed) {
     EXPECT_EQ(format_bytes(bytes).kind, FrameKind::rejected);
 }
 
+/** One UDP GSO send as a capture on lo sees it (drivers/uring gso): the packets' UDP payloads
+ *  back to back behind the first packet's headers, the IP and UDP lengths the sum. */
+std::vector<std::uint8_t> gso_send(const std::vector<std::vector<std::uint8_t>>& packets,
+                                   bool ipv6) {
+    const std::size_t udp_off = 14 + (ipv6 ? 40 : 20);
+    std::vector<std::uint8_t> out(packets[0].begin(), packets[0].begin() + udp_off + 8);
+    for (const auto& p : packets)
+        out.insert(out.end(), p.begin() + udp_off + 8, p.end());
+    const std::size_t udp_len = out.size() - udp_off;
+    const auto put16 = [&](std::size_t at, std::size_t v) {
+        out[at] = static_cast<std::uint8_t>(v >> 8);
+        out[at + 1] = static_cast<std::uint8_t>(v);
+    };
+    put16(udp_off + 4, udp_len);
+    put16(14 + (ipv6 ? 4 : 2), ipv6 ? udp_len : out.size() - 14);
+    return out;
+}
+
+TEST(TraceGso, ASendCapturedBeforeTheKernelCutItSplitsIntoItsPackets) {
+    for (const bool ipv6 : {false, true}) {
+        SCOPED_TRACE(ipv6);
+        std::vector<std::vector<std::uint8_t>> packets;
+        for (std::uint32_t k = 0; k < 3; ++k) {
+            PacketFields f = fields(k == 0   ? Opcode::RC_RDMA_WRITE_FIRST
+                                    : k == 1 ? Opcode::RC_RDMA_WRITE_MIDDLE
+                                             : Opcode::RC_RDMA_WRITE_LAST);
+            f.psn = wire::Psn(1000 + k);
+            // Equal UDP payloads (the RETH's 16 bytes less payload in the first), the last shorter.
+            packets.push_back(build(f, k == 0 ? 240 : k == 1 ? 256 : 100, test_path(ipv6)));
+        }
+        const std::vector<std::uint8_t> send = gso_send(packets, ipv6);
+        const RawFrame raw = raw_of(send);
+        EXPECT_EQ(decode_frame(raw).kind, FrameKind::rejected); // one packet: its ICRC is wrong
+        const std::vector<std::vector<std::uint8_t>> segs = split_gso_send(raw);
+        ASSERT_EQ(segs.size(), 3u);
+        for (std::size_t k = 0; k < 3; ++k) {
+            EXPECT_EQ(segs[k].size(), packets[k].size()) << k;
+            RawFrame r = raw_of(segs[k]);
+            r.gso_segment = static_cast<std::uint16_t>(k + 1);
+            r.gso_segments = 3;
+            const FrameOutput o = format_all(r);
+            EXPECT_EQ(o.kind, FrameKind::roce) << o.text;
+            EXPECT_CONTAINS(o.text, "gso=" + std::to_string(k + 1) + "/3");
+            EXPECT_CONTAINS(o.text, "ICRC ok");
+            EXPECT_EQ(o.json["gso_segments"], 3u);
+            // The packet as sent (IPv4 header and IPv6 UDP checksums written again).
+            EXPECT_EQ(0, std::memcmp(segs[k].data(), packets[k].data(), segs[k].size())) << k;
+        }
+        // A packet of another PSN, or a damaged one, in the send: not split.
+        EXPECT_TRUE(split_gso_send(raw_of(gso_send({packets[0], packets[2]}, ipv6))).empty());
+        std::vector<std::uint8_t> damaged = send;
+        damaged[damaged.size() - 50] ^= 1;
+        EXPECT_TRUE(split_gso_send(raw_of(damaged)).empty());
+        // A plain packet with a bad ICRC stays one rejected frame.
+        std::vector<std::uint8_t> bad = packets[1];
+        bad.back() ^= 1;
+        EXPECT_TRUE(split_gso_send(raw_of(bad)).empty());
+    }
+}
+
 TEST(TraceSkips, OtherUdpAndIpProtocols) {
     std::vector<std::uint8_t> bytes = build(fields(Opcode::RC_SEND_ONLY), 8);
     bytes[kUdpOff + 2] = 0;
