@@ -156,7 +156,10 @@ std::vector<Line> read_devices(std::vector<Target>& ts, const Cli& cli) {
 std::vector<Line> read_ports(std::vector<Target>& ts, const Cli& cli) {
     std::vector<Line> out;
     for (Target& t : ts)
-        for (const auto& [name, ports] : devices_of(t, cli))
+        for (const auto& [name, ports] : devices_of(t, cli)) {
+            // A uring port's own counters (drivers/uring: GSO, share, packet mode ...) are in
+            // its device's registry as "port<N>/uring".
+            const json dev = ask(t, "/droce/device," + name);
             for (int p = 1; p <= ports; ++p) {
                 const json d = ask(t, "/droce/port," + name + "/" + std::to_string(p));
                 Line l;
@@ -175,11 +178,15 @@ std::vector<Line> read_ports(std::vector<Target>& ts, const Cli& cli) {
                 }
                 if (d.contains("neigh")) add_counters(l, d["neigh"]);
                 if (d.contains("mrc")) add_counters(l, d["mrc"], "mrc_");
+                const std::string uring = "port" + std::to_string(p) + "/uring";
+                if (dev.contains(uring)) add_counters(l, dev[uring]);
                 l.raw = origin(t);
                 l.pid = t.proc.pid;
                 l.raw["port"] = d;
+                if (dev.contains(uring)) l.raw["uring"] = dev[uring];
                 out.push_back(std::move(l));
             }
+        }
     return out;
 }
 

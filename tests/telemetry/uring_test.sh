@@ -5,7 +5,8 @@
 # process. Two droce-perf processes over loopback as an unprivileged user (root drops to nobody):
 #   - `droce-stat list` names both (file prefix droce-uring-PID) with their devices;
 #   - `droce-stat -f PREFIX show`: sent_pkts of the client grows between two reads, its port line
-#     says ACTIVE, its QP is RTS and names the server's QPN;
+#     says ACTIVE with the uring port's own counters (gso = auto grouped frames: tx_gso_sends,
+#     gso_answers_accepted), its QP is RTS and names the server's QPN;
 #   - the capture switched on and off at run time holds RoCE frames (tshark);
 #   - dpdk-telemetry.py answers /droce/devices;
 #   - a directory left by a process that died (kill -9) is removed by the next process that starts,
@@ -79,6 +80,9 @@ s2=$(grep -o "sent_pkts [0-9]*" "$tmp/show2" | head -1 | cut -d' ' -f2)
 [ -n "$s1" ] && [ -n "$s2" ] && [ "$s2" -gt "$s1" ] || fail "sent_pkts did not grow: '$s1' then '$s2'"
 $run "$stat" -f "$C" port > "$tmp/port" 2>&1 || fail "droce-stat port"
 grep -q "^link uring-a/1 state ACTIVE" "$tmp/port" || fail "port line: $(cat "$tmp/port")"
+# The uring port's own counters: gso = auto (the default) asked the server and groups frames.
+grep -q " gso_answers_accepted [1-9]" "$tmp/port" && grep -q " tx_gso_sends [1-9]" "$tmp/port" ||
+    fail "port line without the uring port's GSO counters: $(cat "$tmp/port")"
 $run "$stat" -f "$C" qp --json > "$tmp/qp_c.json" 2>&1 || fail "droce-stat qp --json (client)"
 $run "$stat" -f "$S" qp --json > "$tmp/qp_s.json" 2>&1 || fail "droce-stat qp --json (server)"
 "$py" - "$tmp/qp_c.json" "$tmp/qp_s.json" <<'PY' || fail "QP JSON"
