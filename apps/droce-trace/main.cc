@@ -136,7 +136,8 @@ int run_explain(const ExplainOptions& opts) {
             break;
         }
         // A UDP GSO send captured before the kernel cut it: the story sees its packets.
-        const std::vector<std::vector<std::uint8_t>> segments = split_gso_send(raw);
+        std::vector<std::vector<std::uint8_t>> segments;
+        if (decode_frame(raw).kind == FrameKind::rejected) segments = split_gso_send(raw);
         for (std::size_t k = 0; k < segments.size(); ++k) {
             RawFrame seg = raw;
             seg.bytes = segments[k];

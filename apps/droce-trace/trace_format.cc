@@ -511,8 +511,11 @@ std::vector<std::vector<std::uint8_t>> split_gso_send(const RawFrame& raw) {
     };
     const std::uint32_t qp = be24(p + 5), psn = be24(p + 9);
     // The segment size: the first offset where the next packet of the same QP starts, checked at
-    // every multiple of it (a BTH of TVer 0, that QP, the PSN one more each time).
-    for (std::size_t seg = 12 + 4; seg < total; ++seg) {
+    // every multiple of it (a BTH of TVer 0, that QP, the PSN one more each time). A RoCE packet
+    // holds at most a 4096-byte path MTU of payload behind its headers: no larger size is tried,
+    // so a hostile capture costs a few thousand cheap checks per frame, not one per byte.
+    constexpr std::size_t kMaxSegment = 4096 + 64;
+    for (std::size_t seg = 12 + 4; seg < total && seg <= kMaxSegment; ++seg) {
         const std::size_t n = (total + seg - 1) / seg;
         if (n > 64) continue; // the kernel's UDP_MAX_SEGMENTS
         bool fits = true;

@@ -70,7 +70,9 @@ struct RawFrame {
  * payload splits into RoCE packets of one size (the last may be shorter), each with the same
  * destination QP, the next PSN and a good ICRC over its own IP and UDP header (lengths as the
  * kernel writes them when it cuts), returns those packets as whole frames (the captured frame's
- * Ethernet and IP header, lengths and IPv4 checksum rewritten) in order; otherwise nothing. The
+ * Ethernet and IP header, lengths and checksums rewritten; the IPv4 ID kept, as the sender's ICRC
+ * assumed, where the kernel numbers the pieces it cuts) in order; otherwise nothing. Packets of
+ * up to a 4096-byte path MTU are looked for. The
  * caller owns the bytes; a RawFrame over each (gso_segment set) decodes like any frame.
  */
 [[nodiscard]] std::vector<std::vector<std::uint8_t>> split_gso_send(const RawFrame& raw);

@@ -796,7 +796,7 @@ const char* to_string(PortCounter c) noexcept {
 /**
  * What a Gso::automatic port knows of one peer (address, steering slot). States: never asked
  * (nonce 0); asked, no answer yet; answered (grouping until yes_until_ns, asked again from
- * refresh_ns so that a peer that went away, or came back in packet mode, is noticed).
+ * next_ask_ns so that a peer that went away, or came back in packet mode, is noticed).
  */
 struct UringPort::GsoPeer {
     wire::Ipv6Addr addr{};
@@ -2131,7 +2131,16 @@ bool UringPort::gso_allowed(const wire::Ipv6Addr& peer, std::uint8_t slot) noexc
     const std::uint64_t now = coarse_monotonic_ns();
     e->last_use = ++gso_use_count_;
     const bool yes = now < e->yes_until_ns;
-    if (now >= e->next_ask_ns) {
+    if (now >= gso_probe_window_ns_) {
+        gso_probe_window_ns_ = now + kGsoAnswerWindowNs;
+        gso_probes_in_window_ = 0;
+    }
+    // A port-wide budget, like the answers': peers forgotten and met again (more than the table
+    // holds) would otherwise be asked at every group, a system call or two each.
+    if (now >= e->next_ask_ns && gso_probes_in_window_ >= kGsoAnswersPerWindow) {
+        inc(PortCounter::gso_probes_limited);
+    } else if (now >= e->next_ask_ns) {
+        ++gso_probes_in_window_;
         // Asked from the receive socket, so that the answer comes back to it, as the peer's
         // frames do; to the port the data goes to, whose socket must be the one answering.
         // Fresh random bytes per probe (a rare system call, never blocking): a nonce must not

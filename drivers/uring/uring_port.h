@@ -100,6 +100,7 @@ namespace droce::uring {
     X(gso_answers_accepted)  /* gso = auto: answers that allowed GSO sends to a peer */            \
     X(gso_answers_ignored)   /* gso = auto: answers with no probe of ours (nonce, peer, slot) */  \
     X(gso_answers_limited)   /* gso = auto: probes not answered, the answer budget spent */       \
+    X(gso_probes_limited)    /* gso = auto: probes not sent, the port's probe budget spent */      \
     X(gso_peers_evicted)     /* gso = auto: peers forgotten for room (asked again when next sent to) */\
     X(tx_sq_full)            /* tx bursts cut short: no submission queue entry free */             \
     X(submit_errors)         /* io_uring_submit failures (entries stay queued, sent later) */      \
@@ -529,6 +530,8 @@ class UringPort final : public PortDriver {
     std::uint64_t gso_asked_ = 0;            ///< GSO probes made
     std::uint64_t gso_use_count_ = 0;        ///< gso_allowed() calls: the peers' use order
     std::uint32_t gso_answers_in_window_ = 0;
+    std::uint64_t gso_probe_window_ns_ = 0; ///< probes: at most kGsoAnswersPerWindow a window
+    std::uint32_t gso_probes_in_window_ = 0;
     /** The GSO group tx_burst is filling (uring_port.cc); its SQE is taken when it opens. */
     struct GsoGroup;
     /** Sends an open group (one sendmsg, UDP_SEGMENT when it has several frames). */
