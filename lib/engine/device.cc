@@ -286,6 +286,7 @@ rc::Qp* Device::create_qp(mem::Pd* pd, rc::Cq* send_cq, rc::Cq* recv_cq, const r
     *slot = std::move(qp);
     // QPN order; never reallocates (capacity kMaxQp reserved in the constructor).
     live_qps_.insert(std::lower_bound(live_qps_.begin(), live_qps_.end(), raw, by_qpn), raw);
+    ctx_.prefetch_qp_state = live_qps_.size() >= kPrefetchMinQps;
     qps_by_addr_.insert(
         std::lower_bound(qps_by_addr_.begin(), qps_by_addr_.end(), raw, std::less<const rc::Qp*>{}),
         raw);
@@ -331,6 +332,7 @@ int Device::destroy_qp(rc::Qp* qp) noexcept {
         }
     }
     live_qps_.erase(std::lower_bound(live_qps_.begin(), live_qps_.end(), qp, by_qpn));
+    ctx_.prefetch_qp_state = live_qps_.size() >= kPrefetchMinQps;
     qps_by_addr_.erase(
         std::lower_bound(qps_by_addr_.begin(), qps_by_addr_.end(), qp, std::less<const rc::Qp*>{}));
     const std::uint32_t slot = qp_index(qp->qpn);

@@ -156,6 +156,16 @@ std::uint32_t Device::progress(unsigned max_passes) noexcept {
     return work;
 }
 
+void Device::prefetch_qps_of(std::span<PktBuf* const> bufs) noexcept {
+    std::uint32_t last = wire::kNoDestQp;
+    for (PktBuf* buf : bufs) {
+        const std::uint32_t qpn = wire::peek_dest_qp(buf->frame());
+        if (qpn == last) continue; // a burst holds runs of frames for one QP
+        last = qpn;
+        if (const rc::Qp* qp = qp_by_num(qpn)) rc::qp_prefetch(*qp);
+    }
+}
+
 std::uint32_t Device::pass() noexcept {
     if (!enter_pass()) return 0; // a control section is open: stay between passes
     // One writer at a time (the owner): a plain increment, no locked RMW per pass.
@@ -177,6 +187,7 @@ std::uint32_t Device::pass() noexcept {
     for (unsigned p = 0; p < ports_.size(); ++p) {
         PortDriver* drv = ports_[p].driver;
         const std::uint16_t n = drv->rx_burst(bufs.data(), kBurst);
+        if (ctx_.prefetch_qp_state) prefetch_qps_of(std::span(bufs.data(), n));
         for (std::uint16_t i = 0; i < n; ++i)
             receive(*bufs[i], false);
         if (n) drv->free_bulk(bufs.data(), n);
@@ -204,6 +215,11 @@ std::uint32_t Device::pass() noexcept {
     for (std::uint32_t i = 0; i < active_.size();) {
         const std::uint32_t slot = active_[i];
         rc::Qp& qp = *qps_[slot];
+        // The QP visited next is active_[i + 1], or the last one when this one leaves the list.
+        if (ctx_.prefetch_qp_state && i + 1 < active_.size()) {
+            rc::qp_prefetch(*qps_[active_[i + 1]]);
+            rc::qp_prefetch(*qps_[active_.back()]);
+        }
         work += qp.transport->run(qp, ctx_, kBurst, &wait_release);
         sync_timer(qp);
         // A QP that failed by itself (in receive, a timer or its run) is active this pass: report

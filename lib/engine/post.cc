@@ -64,8 +64,16 @@ void Device::ring_doorbell_bit(std::uint32_t slot) noexcept {
 int Device::post_send_wqes(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n,
                            std::uint32_t* bad) noexcept {
     *bad = 0;
+    if (!qp) return EINVAL;
+    // With thousands of busy QPs the QP is out of every cache when it is posted to: its first line
+    // (QPN, state, transport), its caps and its send queue's indices are each a miss, and each
+    // check below would wait for one after the other. Prefetches touch no memory (never fault),
+    // so they may come before the handle is checked.
+    prefetch_for_read(qp);
+    prefetch_for_read(&qp->cap);
+    qp->sq.prefetch_producer_lines();
     // A QP of another device is EINVAL (O(1): the QPN indexes this device's table).
-    if (!qp || qp_by_num(qp->qpn) != qp || (n > 0 && !wrs)) return EINVAL;
+    if (qp_by_num(qp->qpn) != qp || (n > 0 && !wrs)) return EINVAL;
     // ibv_post_send before RTS is refused; in ERR the WQEs are accepted and flushed (IBTA
     // §10.7.3.1).
     if (qp->state != QpState::rts && qp->state != QpState::sqd && qp->state != QpState::err)

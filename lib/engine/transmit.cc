@@ -11,6 +11,8 @@
  */
 #include "device.h"
 
+#include "common/prefetch.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -30,17 +32,6 @@ namespace {
  */
 constexpr std::size_t kTxPrefetchAhead = 4;
 
-/** Asks for @p line in the exclusive state. __builtin_prefetch(p, 1) emits PREFETCHW only when the
- *  target has PRFCHW, which the project's x86-64 baseline lacks: it became a read prefetch, and
- * each header store still waited for the line to be upgraded. (0F 0D is a NOP where not supported.)
- */
-inline void prefetch_for_write(const void* line) noexcept {
-#if defined(__x86_64__)
-    asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(line)));
-#else
-    __builtin_prefetch(line, 1, 3);
-#endif
-}
 } // namespace
 
 void Device::open_tx_stage() noexcept {

@@ -203,6 +203,28 @@ int gather_payload(Qp& qp, TransportCtx& ctx, const SqWqe& w, std::uint32_t off,
     return len == 0 ? n : -1;
 }
 
+namespace {
+/** The PSN ring entries a run sends at most: prefetched for write so that the per-packet stores
+ *  into a ring out of the caches (thousands of busy QPs) do not wait for each line in turn. */
+constexpr std::uint32_t kPsnPrefetchEntries = 32;
+
+/** Prefetches for write every line of @p n entries from @p first (n <= the ring's length). */
+void prefetch_psn_range(const PsnSendState* first, std::uint32_t n) noexcept {
+    const auto begin = reinterpret_cast<std::uintptr_t>(first) & ~std::uintptr_t{kCacheLine - 1};
+    const auto end = reinterpret_cast<std::uintptr_t>(first + n);
+    for (std::uintptr_t line = begin; line < end; line += kCacheLine)
+        prefetch_for_write(reinterpret_cast<const void*>(line));
+}
+
+void prefetch_psn_entries(const RequesterState& req, std::uint32_t budget) noexcept {
+    const std::uint32_t n = std::min(budget, kPsnPrefetchEntries);
+    const std::uint32_t first = req.next_psn.value() & kPsnRingMask;
+    const std::uint32_t before_wrap = std::min(n, kPsnWindow - first);
+    prefetch_psn_range(&req.psn_ring[first], before_wrap);
+    if (before_wrap < n) prefetch_psn_range(&req.psn_ring[0], n - before_wrap);
+}
+} // namespace
+
 std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noexcept {
     if (qp.state != QpState::rts && qp.state != QpState::sqd) return 0;
     const std::uint64_t now = ctx.clock->now_ns();
@@ -220,6 +242,8 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
     std::array<std::uint8_t*, kMaxSge> hosts{};
     std::uint32_t hosts_wqe = 0;
     bool hosts_valid = false;
+    if (ctx.prefetch_qp_state && req.next_wqe != qp.sq.producer_index())
+        prefetch_psn_entries(req, budget);
 
     while (sent < budget) {
         if (req.next_wqe == qp.sq.producer_index()) break;

@@ -101,32 +101,46 @@ const char* nak_code_name(std::uint8_t code) noexcept {
     return "reserved";
 }
 
-bool names_roce_port(std::span<const std::uint8_t> f) noexcept {
+namespace {
+/** Offset of the UDP payload (the BTH) of a frame names_roce_port() accepts, else 0. */
+std::size_t roce_bth_offset(std::span<const std::uint8_t> f) noexcept {
     std::size_t off = sizeof(EthHdr);
-    if (f.size() < off) return false;
+    if (f.size() < off) return 0;
     std::uint16_t et = header_at<EthHdr>(f, 0)->ether_type.get();
     if (et == kEtherTypeVlan) {
-        if (f.size() < off + sizeof(VlanTag)) return false;
+        if (f.size() < off + sizeof(VlanTag)) return 0;
         et = header_at<VlanTag>(f, off)->ether_type.get();
         off += sizeof(VlanTag);
     }
     if (et == kEtherTypeIpv4) {
-        if (f.size() < off + sizeof(Ipv4Hdr)) return false;
+        if (f.size() < off + sizeof(Ipv4Hdr)) return 0;
         const auto* ip = header_at<Ipv4Hdr>(f, off);
         if (ip->version() != 4 || ip->protocol != kIpProtoUdp ||
             ip->header_length() < sizeof(Ipv4Hdr))
-            return false;
+            return 0;
         off += ip->header_length();
     } else if (et == kEtherTypeIpv6) {
-        if (f.size() < off + sizeof(Ipv6Hdr)) return false;
+        if (f.size() < off + sizeof(Ipv6Hdr)) return 0;
         const auto* ip = header_at<Ipv6Hdr>(f, off);
-        if (ip->version() != 6 || ip->next_header != kIpProtoUdp) return false;
+        if (ip->version() != 6 || ip->next_header != kIpProtoUdp) return 0;
         off += sizeof(Ipv6Hdr);
     } else {
-        return false;
+        return 0;
     }
-    return f.size() >= off + sizeof(UdpHdr) &&
-           header_at<UdpHdr>(f, off)->dst_port.get() == kRoceV2Port;
+    if (f.size() < off + sizeof(UdpHdr) || header_at<UdpHdr>(f, off)->dst_port.get() != kRoceV2Port)
+        return 0;
+    return off + sizeof(UdpHdr);
+}
+} // namespace
+
+bool names_roce_port(std::span<const std::uint8_t> f) noexcept {
+    return roce_bth_offset(f) != 0;
+}
+
+std::uint32_t peek_dest_qp(std::span<const std::uint8_t> f) noexcept {
+    const std::size_t off = roce_bth_offset(f);
+    if (off == 0 || f.size() < off + sizeof(Bth)) return kNoDestQp;
+    return header_at<Bth>(f, off)->dest_qp();
 }
 
 RejectReason parse_frame(std::span<const std::uint8_t> f, ParsedFrame& out,

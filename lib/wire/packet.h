@@ -159,6 +159,18 @@ struct ParseOptions {
  */
 [[nodiscard]] bool names_roce_port(std::span<const std::uint8_t> frame) noexcept;
 
+/** What peek_dest_qp() returns for a frame without a whole BTH on UDP port 4791 (QPNs are 24 bits).
+ */
+inline constexpr std::uint32_t kNoDestQp = 0xffffffffu;
+
+/**
+ * The BTH destination QP of @p frame, found as names_roce_port() finds the UDP port, or kNoDestQp.
+ * A hint for prefetching the QP before the frame is parsed: nothing else is checked (IP lengths,
+ * opcode, ICRC), so the frame may still be rejected. Thread safety: pure; reads only inside
+ * @p frame.
+ */
+[[nodiscard]] std::uint32_t peek_dest_qp(std::span<const std::uint8_t> frame) noexcept;
+
 /**
  * Addressing of one path: everything below the BTH. A QP prepares one per path at modify time so
  * that the per-packet build only fills the BTH and what follows.

@@ -583,5 +583,52 @@ TEST(TransferAckHold, AQpTornDownSendsTheAckItHeld) {
     }
 }
 
+TEST(TransferManyQps, EveryQpsDataArrivesIntactWhileTheEnginePrefetchesQpState) {
+    // Past Device::kPrefetchMinQps live QPs the engine prefetches the QPs of each received burst
+    // and of its active list, and the requester its PSN ring entries. Hints only: with every
+    // QP busy at once, frames lost and resent, each QP's data must still arrive intact.
+    TwoEngines t(11);
+    constexpr std::size_t kQps = Device::kPrefetchMinQps + 36;
+    constexpr std::size_t kSize = 3 * 1024 + 5; // four packets at PMTU 1024
+    QpOptions o;
+    o.sq_depth = 16;
+    o.rq_depth = 16;
+    o.timeout = 4; // 65 us: the lost frames are resent soon
+    std::vector<QpPair> pairs;
+    std::vector<std::unique_ptr<Buffer>> src, dst, msg_src, msg_dst;
+    for (std::size_t i = 0; i < kQps; ++i) {
+        pairs.push_back(t.connect(o));
+        src.push_back(t.buffer(0, kSize, static_cast<std::uint32_t>(i + 1)));
+        dst.push_back(t.buffer(1, kSize, 0));
+        msg_src.push_back(t.buffer(0, 64, static_cast<std::uint32_t>(i + 1000)));
+        msg_dst.push_back(t.buffer(1, 64, 0));
+    }
+    std::uint32_t frames = 0;
+    t.filter[0].on_tx = [&](PktBuf&) { return ++frames % 13 != 0; }; // every 13th frame lost
+    for (std::size_t i = 0; i < kQps; ++i) {
+        ASSERT_EQ(t.post_recv(1, pairs[i].qp[1], *msg_dst[i], 5000 + i, 64), 0);
+        rc::SendWqe w = TwoEngines::wqe(WrOpcode::rdma_write, i, *src[i], kSize);
+        w.remote_addr = dst[i]->addr();
+        w.rkey = dst[i]->mr->rkey;
+        ASSERT_EQ(t.post_send(0, pairs[i].qp[0], w), 0);
+        ASSERT_EQ(t.post_send(0, pairs[i].qp[0],
+                              TwoEngines::wqe(WrOpcode::send, 10000 + i, *msg_src[i], 64)),
+                  0);
+    }
+    ASSERT_TRUE(t.run_until(
+        [&] { return t.send_cqes[0].size() == 2 * kQps && t.recv_cqes[1].size() == kQps; }));
+    EXPECT_GT(t.dev[0]->total_counters()[Counter::retransmitted_pkts], 0u);
+    for (const rc::Cqe& c : t.send_cqes[0])
+        EXPECT_EQ(c.status, WcStatus::success) << c.wr_id << ": " << rc::to_string(c.status);
+    for (const rc::Cqe& c : t.recv_cqes[1]) {
+        EXPECT_EQ(c.status, WcStatus::success) << c.wr_id << ": " << rc::to_string(c.status);
+        EXPECT_EQ(c.byte_len, 64u);
+    }
+    for (std::size_t i = 0; i < kQps; ++i) {
+        EXPECT_EQ(dst[i]->bytes, src[i]->bytes) << "QP pair " << i;
+        EXPECT_EQ(msg_dst[i]->bytes, msg_src[i]->bytes) << "QP pair " << i;
+    }
+}
+
 } // namespace
 } // namespace droce::test

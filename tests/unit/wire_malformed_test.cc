@@ -131,6 +131,27 @@ TEST_F(Malformed, ACutFrameNamesItsRocePortOnceItsUdpHeaderIsWhole) {
     }
 }
 
+TEST_F(Malformed, PeekDestQpReadsTheBthOnlyWhenItIsWhole) {
+    // The engine's prefetch hint (Device::prefetch_qps_of) before parse_frame: it must agree with
+    // the parser on a whole frame and read nothing beyond a cut one.
+    for (const Sample& s : all_) {
+        SCOPED_TRACE(s.name);
+        const Layout l = layout_of(s.frame);
+        ParsedFrame pkt;
+        ASSERT_EQ(parse_frame(s.frame, pkt), RejectReason::ok);
+        const std::size_t bth_end = l.l4 + 8 + sizeof(Bth);
+        for (std::size_t n = 0; n <= s.frame.size(); ++n) {
+            // A copy of exactly n bytes, so that ASan sees any read past the cut.
+            const Bytes cut(s.frame.begin(), s.frame.begin() + static_cast<std::ptrdiff_t>(n));
+            ASSERT_EQ(peek_dest_qp(cut), n >= bth_end ? pkt.bth->dest_qp() : kNoDestQp)
+                << "cut at " << n;
+        }
+        Bytes other = s.frame;
+        other[l.l4 + 3] ^= 1; // destination port 4790 or 4792
+        EXPECT_EQ(peek_dest_qp(other), kNoDestQp);
+    }
+}
+
 TEST_F(Malformed, TruncatedWithMatchingIpAndUdpLengthsIsRejectedForTheHeaderCut) {
     // Cut the IP packet at every length and rewrite the IP (and, when present, UDP) lengths to
     // match, so the IP layer is consistent and the cut shows at the layer it falls in.
