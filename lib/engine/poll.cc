@@ -215,11 +215,10 @@ std::uint32_t Device::pass() noexcept {
     for (std::uint32_t i = 0; i < active_.size();) {
         const std::uint32_t slot = active_[i];
         rc::Qp& qp = *qps_[slot];
-        // The QP visited next is active_[i + 1], or the last one when this one leaves the list.
-        if (ctx_.prefetch_qp_state && i + 1 < active_.size()) {
+        // The QP visited next is active_[i + 1] while this one stays; one that leaves hands its
+        // place to the last (below).
+        if (ctx_.prefetch_qp_state && i + 1 < active_.size())
             rc::qp_prefetch(*qps_[active_[i + 1]]);
-            rc::qp_prefetch(*qps_[active_.back()]);
-        }
         work += qp.transport->run(qp, ctx_, kBurst, &wait_release);
         sync_timer(qp);
         // A QP that failed by itself (in receive, a timer or its run) is active this pass: report
@@ -242,6 +241,7 @@ std::uint32_t Device::pass() noexcept {
         active_flag_[slot] = 0;
         active_[i] = active_.back();
         active_.pop_back();
+        if (ctx_.prefetch_qp_state && i < active_.size()) rc::qp_prefetch(*qps_[active_[i]]);
     }
     // A timer due sooner (DCQCN's alpha update comes every microsecond with ConnectX's profile)
     // keeps the engine spinning: a nap per timer would hand the core away at every one of them.
