@@ -425,6 +425,9 @@ struct Qp {
  * engine calls it for the next QP of its active list and for each QP of a received burst. Any
  * thread; never faults (a prefetch touches no memory), so @p qp may be stale.
  */
+static_assert((static_cast<std::size_t>(Counter::acks_rcvd) + 1) * sizeof(std::uint64_t) <=
+                  kCacheLine,
+              "the counters a busy QP counts are in its counter block's first line");
 inline void qp_prefetch(const Qp& qp) noexcept {
     const auto* base = reinterpret_cast<const char*>(&qp);
     prefetch_for_read(base);
@@ -438,9 +441,7 @@ inline void qp_prefetch(const Qp& qp) noexcept {
     prefetch_for_read(path);
     prefetch_for_read(path + kCacheLine);
     prefetch_for_read(&qp.pacer);
-    const auto* counters = reinterpret_cast<const char*>(&qp.counters);
-    prefetch_for_write(counters);              // sent_pkts, rcvd_pkts
-    prefetch_for_write(counters + kCacheLine); // acks_sent, acks_rcvd
+    prefetch_for_write(&qp.counters); // sent_pkts, rcvd_pkts, acks_sent, acks_rcvd: one line
     const auto* comp = reinterpret_cast<const char*>(&qp.comp);
     prefetch_for_write(comp);              // completer, and the requester's first fields
     prefetch_for_write(comp + kCacheLine); // the rest of the requester's head
