@@ -13,6 +13,7 @@
 #include "aeth_decode.h"
 #include "mrc_decode.h"
 #include "trace_explain.h"
+#include "wire/droce_probe.h"
 #include "wire/ipv4.h"
 
 namespace droce::trace {
@@ -464,27 +465,16 @@ void format_mrc_json(const DecodedFrame& d, nlohmann::ordered_json& j) {
 } // namespace
 
 namespace {
-/** What droce probe the UDP datagram at @p udp in @p frame is (drivers/uring: 32 bytes, TVer 15,
- *  magic "DROCESHR" at byte 8, the kind in byte 4), or nullptr when it is none. */
+/** What droce probe the UDP datagram at @p udp in @p frame is (wire/droce_probe.h), or nullptr
+ *  when it is none. */
 const char* droce_probe_name(std::span<const std::uint8_t> frame, const wire::UdpHdr* udp) {
     const auto* u = reinterpret_cast<const std::uint8_t*>(udp);
-    if (u < frame.data() || u + 8 + 32 > frame.data() + frame.size()) return nullptr;
-    if (udp->length.get() != 8 + 32) return nullptr;
+    if (u < frame.data() || u + 8 + wire::kDroceProbeLen > frame.data() + frame.size())
+        return nullptr;
+    if (udp->length.get() != 8 + wire::kDroceProbeLen) return nullptr;
     const std::uint8_t* p = u + 8;
-    static constexpr std::uint8_t kMagic[8] = {'D', 'R', 'O', 'C', 'E', 'S', 'H', 'R'};
-    if (p[1] != 0x0f || std::memcmp(p + 8, kMagic, sizeof kMagic) != 0) return nullptr;
-    switch (p[4]) {
-    case 0:
-        return "droce share self-probe";
-    case 1:
-        return "droce share who-probe";
-    case 2:
-        return "droce GSO probe";
-    case 3:
-        return "droce GSO answer";
-    default:
-        return "droce probe";
-    }
+    if (!wire::is_droce_probe(p, wire::kDroceProbeLen)) return nullptr;
+    return wire::droce_probe_name(p[wire::kDroceProbeKindByte]);
 }
 } // namespace
 

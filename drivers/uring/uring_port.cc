@@ -297,26 +297,24 @@ std::string addr_text(bool ipv4, const wire::Ipv6Addr& a) {
 
 // ---- sharing one UDP port (README: "Several processes on one port") ----
 
+// The probes' layout is wire/droce_probe.h's; the names here say what the driver does with each.
 /** BTH byte that carries the top byte of the destination QP (BTH: opcode, flags, P_Key, resv8,
- *  DestQP[23:0] in bytes 5..7; IBTA Vol 1 9.2). */
-constexpr std::uint32_t kBthDestQpTopByte = 5;
-/** Byte 4 of a probe (BTH's reserved byte): what the prober wants. */
-constexpr std::uint32_t kProbeKindByte = 4;
+ *  DestQP[23:0] in bytes 5..7; IBTA Vol 1 9.2): what a shared port steers by. */
+constexpr std::uint32_t kBthDestQpTopByte = wire::kDroceProbeToSlotByte;
+constexpr std::uint32_t kProbeKindByte = wire::kDroceProbeKindByte;
 /** A joiner looking for its own index: the probe that comes back to it names it. */
-constexpr std::uint8_t kProbeSelf = 0;
+constexpr auto kProbeSelf = static_cast<std::uint8_t>(wire::DroceProbeKind::share_self);
 /** A repairing member asking the socket at the named index for its slot: the member there answers
  *  with a ShareAnswer to the abstract name "<share_name>-r<nonce in hex>". */
-constexpr std::uint8_t kProbeWho = 1;
+constexpr auto kProbeWho = static_cast<std::uint8_t>(wire::DroceProbeKind::share_who);
 /** Gso::automatic: "do you take GSO sends?" to (peer, byte 5 = its slot), from the asker's
  *  receive socket; byte 6 the asker's slot. The kinds from here on are steered by slot. */
-constexpr std::uint8_t kProbeGso = 2;
+constexpr auto kProbeGso = static_cast<std::uint8_t>(wire::DroceProbeKind::gso);
 /** The answer of a port that receives on its UDP socket: to the probe's source, byte 5 the
  *  asker's slot, byte 6 ours, the probe's nonce. Ports that see IP headers never send it. */
-constexpr std::uint8_t kProbeGsoYes = 3;
-/** Byte 6 of a GSO probe or answer: the sender's own slot. */
-constexpr std::uint32_t kProbeFromSlotByte = 6;
-/** Bytes 8..15 of a slot probe. */
-constexpr std::uint8_t kProbeMagic[8] = {'D', 'R', 'O', 'C', 'E', 'S', 'H', 'R'};
+constexpr auto kProbeGsoYes = static_cast<std::uint8_t>(wire::DroceProbeKind::gso_yes);
+constexpr std::uint32_t kProbeFromSlotByte = wire::kDroceProbeFromSlotByte;
+static_assert(sizeof(wire::kDroceProbeMagic) == 8);
 
 } // namespace
 
@@ -480,17 +478,17 @@ void answer_suffix(char (&out)[20], std::uint64_t nonce) noexcept {
 void build_probe(std::uint8_t* p, std::uint8_t candidate, std::uint64_t nonce,
                  std::uint8_t kind = kProbeSelf) noexcept {
     std::memset(p, 0, kShareProbeLen);
-    p[1] = 0x0f; // SE 0, M 0, PadCount 0, TVer 15
+    p[1] = wire::kDroceProbeTverByte;
     p[2] = p[3] = 0xff;
     p[kProbeKindByte] = kind;
     p[kBthDestQpTopByte] = candidate;
-    std::memcpy(p + 8, kProbeMagic, sizeof kProbeMagic);
-    std::memcpy(p + 16, &nonce, sizeof nonce);
+    std::memcpy(p + wire::kDroceProbeMagicOffset, wire::kDroceProbeMagic,
+                sizeof wire::kDroceProbeMagic);
+    std::memcpy(p + wire::kDroceProbeNonceOffset, &nonce, sizeof nonce);
 }
 
 bool is_probe(const std::uint8_t* p, std::uint32_t len) noexcept {
-    return len == kShareProbeLen && p[1] == 0x0f &&
-           std::memcmp(p + 8, kProbeMagic, sizeof kProbeMagic) == 0;
+    return wire::is_droce_probe(p, len);
 }
 
 /**
@@ -592,7 +590,7 @@ class WhoProbe {
             if (!c || c->cmsg_type != SCM_CREDENTIALS) continue;
             std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
             if (cred.uid != getuid() || a.nonce != nonce_ || a.index >= members_ ||
-                std::memcmp(a.magic, kProbeMagic, sizeof kProbeMagic) != 0)
+                std::memcmp(a.magic, wire::kDroceProbeMagic, sizeof wire::kDroceProbeMagic) != 0)
                 continue;
             std::int16_t& at = slot_at_[a.index];
             if (at == a.slot) continue; // the same answer twice
@@ -2206,7 +2204,7 @@ void UringPort::take_gso_answer(const std::uint8_t* answer, const std::uint8_t* 
 
 void UringPort::answer_who(const std::uint8_t* probe) noexcept {
     ShareAnswer a{};
-    std::memcpy(a.magic, kProbeMagic, sizeof kProbeMagic);
+    std::memcpy(a.magic, wire::kDroceProbeMagic, sizeof wire::kDroceProbeMagic);
     std::memcpy(&a.nonce, probe + 16, sizeof a.nonce);
     a.index = probe[kBthDestQpTopByte]; // the program delivered it to the index it names
     a.slot = slot_;

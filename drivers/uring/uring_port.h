@@ -72,6 +72,7 @@
 
 #include "port/port.h"
 #include "uring/link_watch.h"
+#include "wire/droce_probe.h"
 #include "wire/eth.h"
 #include "wire/ipv6.h"
 
@@ -191,8 +192,8 @@ inline constexpr unsigned kMaxShareSlots = 256; ///< members of one group at mos
 inline constexpr unsigned kGsoMaxSegments = 64;
 /** Most UDP payload bytes in one GSO send (an IPv4 datagram's 65535 less its headers). */
 inline constexpr unsigned kGsoMaxBytes = 65535 - 20 - 8;
-/** Bytes of a slot probe datagram (never a valid BTH: TVer 15). */
-inline constexpr unsigned kShareProbeLen = 32;
+/** Bytes of a slot probe datagram (never a valid BTH: TVer 15; wire/droce_probe.h). */
+inline constexpr unsigned kShareProbeLen = wire::kDroceProbeLen;
 /** Peers (address, steering slot) whose GSO answer a port with Gso::automatic keeps, in a table
  *  of kGsoPeers entries where each peer has kGsoPeerWays places; a new peer whose places are
  *  all taken replaces the one there that frames were sent to longest ago (gso_peers_evicted). */
