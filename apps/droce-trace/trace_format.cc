@@ -535,23 +535,7 @@ std::vector<std::vector<std::uint8_t>> split_gso_send(const RawFrame& raw) {
             put16(s.data() + udp_off + 4, 8 + plen);
             if (whole.ipv6 != nullptr || whole.udp->checksum.get() != 0) {
                 // The checksum the kernel writes into each datagram it cuts (the ICRC masks it).
-                std::uint32_t sum = 0;
-                const auto add = [&sum](const std::uint8_t* b, std::size_t count) {
-                    for (std::size_t i = 0; i + 1 < count; i += 2)
-                        sum += static_cast<std::uint32_t>(b[i] << 8 | b[i + 1]);
-                    if (count & 1) sum += static_cast<std::uint32_t>(b[count - 1] << 8);
-                };
-                put16(s.data() + udp_off + 6, 0);
-                if (whole.ipv6 != nullptr)
-                    add(ip + 8, 32);
-                else
-                    add(ip + 12, 8);
-                sum += static_cast<std::uint32_t>(8 + plen) + 17;
-                add(s.data() + udp_off, 8 + plen);
-                while (sum >> 16)
-                    sum = (sum & 0xffff) + (sum >> 16);
-                const auto c = static_cast<std::uint16_t>(~sum & 0xffff);
-                put16(s.data() + udp_off + 6, c == 0 ? 0xffff : c);
+                wire::set_udp_checksum(s, l3_off, udp_off, 8 + plen, whole.ipv6 != nullptr);
             }
             wire::ParsedFrame one;
             if (wire::parse_frame(s, one) != wire::RejectReason::ok) {

@@ -568,4 +568,26 @@ bool build_frame_split(const PathHeaders& path, const PacketFields& pf,
     return true;
 }
 
+bool set_udp_checksum(std::span<std::uint8_t> frame, std::size_t l3_off, std::size_t udp_off,
+                      std::size_t udp_len, bool ipv6) noexcept {
+    const std::size_t ip_hdr = ipv6 ? sizeof(Ipv6Hdr) : sizeof(Ipv4Hdr);
+    if (udp_len < sizeof(UdpHdr) || l3_off + ip_hdr > frame.size() || udp_off < l3_off + ip_hdr ||
+        udp_off + udp_len > frame.size())
+        return false;
+    std::uint8_t* p = frame.data();
+    auto* udp = reinterpret_cast<UdpHdr*>(p + udp_off);
+    udp->checksum.set(0);
+    const std::uint32_t body = ones_sum(p + udp_off, udp_len, 0);
+    if (ipv6) {
+        set_udp6_checksum(p, l3_off, udp_off, udp_len, body);
+        return true;
+    }
+    const auto* ip = reinterpret_cast<const Ipv4Hdr*>(p + l3_off);
+    std::uint32_t sum = ones_sum(ip->src.data(), 8, body); // source and destination addresses
+    sum += static_cast<std::uint32_t>(udp_len) + kIpProtoUdp;
+    const std::uint16_t c = fold(sum);
+    udp->checksum.set(c == 0 ? 0xffff : c);
+    return true;
+}
+
 } // namespace droce::wire

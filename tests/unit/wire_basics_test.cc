@@ -464,6 +464,41 @@ unsigned ext_set(const OpcodeInfo& info) {
     return e;
 }
 
+TEST(WireBasics, UdpChecksumVerifiesOverItsPseudoHeader) {
+    // set_udp_checksum (droce-trace rebuilds the datagrams the kernel cut from a GSO send with it)
+    // against an independent sum: IPv4 and IPv6, with and without 802.1Q, even and odd payloads.
+    for (const bool ipv6 : {false, true}) {
+        for (const bool vlan : {false, true}) {
+            for (const std::size_t len : {std::size_t{0}, std::size_t{1}, std::size_t{63},
+                                          std::size_t{64}, std::size_t{1025}}) {
+                SCOPED_TRACE(std::string(ipv6 ? "IPv6" : "IPv4") + (vlan ? " 802.1Q " : " ") +
+                             std::to_string(len) + " bytes");
+                Bytes f = build(make_path(ipv6, vlan), make_fields(Opcode::RC_SEND_ONLY, false),
+                                make_payload(len, static_cast<std::uint8_t>(len)));
+                ASSERT_FALSE(f.empty());
+                const Layout l = layout_of(f);
+                const std::size_t udp_len = rd16(f, l.l4 + 4);
+                wr16(f, l.l4 + 6, 0x1234); // whatever was there is replaced
+                ASSERT_TRUE(set_udp_checksum(f, l.l3, l.l4, udp_len, ipv6));
+                EXPECT_NE(rd16(f, l.l4 + 6), 0u);
+                std::uint32_t sum = ones_complement_sum(std::span<const std::uint8_t>(f).subspan(
+                    l.l3 + (ipv6 ? 8 : 12), ipv6 ? 32 : 8));
+                sum += static_cast<std::uint32_t>(udp_len) + 17;
+                sum = ones_complement_sum(std::span<const std::uint8_t>(f).subspan(l.l4, udp_len),
+                                          sum);
+                EXPECT_EQ(sum, 0xffffu);
+                if (ipv6) EXPECT_TRUE(ipv6_udp_checksum_valid(f, l.l3));
+                // A datagram that does not lie inside the frame is refused, the frame untouched.
+                const Bytes before = f;
+                EXPECT_FALSE(set_udp_checksum(f, l.l3, l.l4, f.size() - l.l4 + 1, ipv6));
+                EXPECT_FALSE(set_udp_checksum(f, l.l3, l.l3, udp_len, ipv6));
+                EXPECT_FALSE(set_udp_checksum(std::span(f).first(l.l3 + 4), l.l3, l.l4, 8, ipv6));
+                EXPECT_EQ(f, before);
+            }
+        }
+    }
+}
+
 TEST(OpcodeTable, ExtensionHeadersAndLengthsMatchIbtaTable39) {
     for (const Table39Row& row : kTable39) {
         const OpcodeInfo& info = kOpcodeTable[row.code];
