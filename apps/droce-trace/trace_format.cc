@@ -535,7 +535,10 @@ std::vector<std::vector<std::uint8_t>> split_gso_send(const RawFrame& raw) {
             put16(s.data() + udp_off + 4, 8 + plen);
             if (whole.ipv6 != nullptr || whole.udp->checksum.get() != 0) {
                 // The checksum the kernel writes into each datagram it cuts (the ICRC masks it).
-                wire::set_udp_checksum(s, l3_off, udp_off, 8 + plen, whole.ipv6 != nullptr);
+                if (!wire::set_udp_checksum(s, l3_off, udp_off, 8 + plen, whole.ipv6 != nullptr)) {
+                    segs.clear();
+                    break;
+                }
             }
             wire::ParsedFrame one;
             if (wire::parse_frame(s, one) != wire::RejectReason::ok) {

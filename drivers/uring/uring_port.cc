@@ -228,7 +228,7 @@ std::vector<sock_filter> packet_filter(bool ipv4, const wire::Ipv6Addr& a, std::
     // and the GSO probes of Gso::automatic senders, which a packet-mode port does not answer.
     bth_byte(1);
     to_drop.push_back(f.size());
-    f.push_back(sock_filter{BPF_JMP | BPF_JEQ | BPF_K, 0xff, 0, 0x0f});
+    f.push_back(sock_filter{BPF_JMP | BPF_JEQ | BPF_K, 0xff, 0, wire::kDroceProbeTverByte});
     stmt(BPF_RET | BPF_K, 0xffffffffu); // the whole packet
     stmt(BPF_RET | BPF_K, 0);           // drop
     const std::size_t drop = f.size() - 1;
@@ -300,7 +300,8 @@ std::string addr_text(bool ipv4, const wire::Ipv6Addr& a) {
 // The probes' layout is wire/droce_probe.h's; the names here say what the driver does with each.
 /** BTH byte that carries the top byte of the destination QP (BTH: opcode, flags, P_Key, resv8,
  *  DestQP[23:0] in bytes 5..7; IBTA Vol 1 9.2): what a shared port steers by. */
-constexpr std::uint32_t kBthDestQpTopByte = wire::kDroceProbeToSlotByte;
+constexpr std::uint32_t kBthDestQpTopByte = 5;
+static_assert(kBthDestQpTopByte == wire::kDroceProbeToSlotByte, "a probe is steered as data is");
 constexpr std::uint32_t kProbeKindByte = wire::kDroceProbeKindByte;
 /** A joiner looking for its own index: the probe that comes back to it names it. */
 constexpr auto kProbeSelf = static_cast<std::uint8_t>(wire::DroceProbeKind::share_self);
@@ -382,8 +383,8 @@ bool attach_steering(int fd, const ShareTable& t) {
     // On the stack, not the heap: a member that repairs the group does it from rx_burst().
     std::array<sock_filter, 7 + 2 * kMaxShareSlots + 1> code;
     std::size_t n = 0;
-    code[n++] = BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 1);           // A = SE, M, PadCount, TVer
-    code[n++] = BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0f, 0, 4); // a probe?
+    code[n++] = BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 1); // A = SE, M, PadCount, TVer
+    code[n++] = BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, wire::kDroceProbeTverByte, 0, 4); // a probe?
     code[n++] = BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kProbeKindByte);
     code[n++] = BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, kProbeGso, 2, 0); // GSO: by slot, as data
     code[n++] = BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kBthDestQpTopByte);
@@ -982,7 +983,7 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
             sock_filter{BPF_LD | BPF_W | BPF_LEN, 0, 0, 0},
             sock_filter{BPF_JMP | BPF_JEQ | BPF_K, 0, 3, 8 + kShareProbeLen},
             sock_filter{BPF_LD | BPF_B | BPF_ABS, 0, 0, 8 + 1},
-            sock_filter{BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0x0f},
+            sock_filter{BPF_JMP | BPF_JEQ | BPF_K, 0, 1, wire::kDroceProbeTverByte},
             sock_filter{BPF_RET | BPF_K, 0, 0, 0xffffffffu},
             sock_filter{BPF_RET | BPF_K, 0, 0, 0},
         };
@@ -1252,7 +1253,8 @@ bool UringPort::probe_index(unsigned* index, std::string* err) {
             if (got < 0) break;
             const auto len = static_cast<std::uint32_t>(got);
             if (!is_probe(in, len)) continue; // traffic for a slot not served yet: dropped
-            if (std::memcmp(in + 16, &probe_nonce_, sizeof probe_nonce_) != 0) {
+            if (std::memcmp(in + wire::kDroceProbeNonceOffset, &probe_nonce_,
+                            sizeof probe_nonce_) != 0) {
                 inc(PortCounter::rx_share_probes); // another member probing at the same time
                 continue;
             }
@@ -2173,7 +2175,7 @@ void UringPort::answer_gso(const std::uint8_t* probe, const std::uint8_t* name,
     std::uint16_t from_port;
     if (!source_of(name, namelen, ipv4_, &from, &from_port)) return;
     std::uint64_t nonce;
-    std::memcpy(&nonce, probe + 16, sizeof nonce);
+    std::memcpy(&nonce, probe + wire::kDroceProbeNonceOffset, sizeof nonce);
     if (send_gso_datagram(kProbeGsoYes, from, from_port, probe[kProbeFromSlotByte],
                           probe[kBthDestQpTopByte], nonce))
         inc(PortCounter::gso_probes_answered);
@@ -2184,7 +2186,7 @@ void UringPort::take_gso_answer(const std::uint8_t* answer, const std::uint8_t* 
     wire::Ipv6Addr from;
     std::uint16_t from_port = 0;
     std::uint64_t nonce;
-    std::memcpy(&nonce, answer + 16, sizeof nonce);
+    std::memcpy(&nonce, answer + wire::kDroceProbeNonceOffset, sizeof nonce);
     GsoPeer* e = nullptr;
     // Only from the socket our frames go to, for a probe of ours still awaited or refreshed.
     if (gso_auto_ && !(share_ && answer[kBthDestQpTopByte] != slot_) &&
@@ -2205,7 +2207,7 @@ void UringPort::take_gso_answer(const std::uint8_t* answer, const std::uint8_t* 
 void UringPort::answer_who(const std::uint8_t* probe) noexcept {
     ShareAnswer a{};
     std::memcpy(a.magic, wire::kDroceProbeMagic, sizeof wire::kDroceProbeMagic);
-    std::memcpy(&a.nonce, probe + 16, sizeof a.nonce);
+    std::memcpy(&a.nonce, probe + wire::kDroceProbeNonceOffset, sizeof a.nonce);
     a.index = probe[kBthDestQpTopByte]; // the program delivered it to the index it names
     a.slot = slot_;
     char suffix[20];

@@ -241,10 +241,12 @@ class Device {
 
     /** The QP named @p qpn, or nullptr. */
     [[nodiscard]] rc::Qp* qp_by_num(std::uint32_t qpn) noexcept;
-    /** Live QPs from which the engine prefetches QP state ahead of its visits
-     *  (TransportCtx::prefetch_qp_state): about what stays in a core's caches between visits (a
+    /** Live QPs from which the engine prefetches QP state ahead of its visits (a received
+     *  burst's QPs, the next active QP, the requester's PSN ring entries;
+     *  TransportCtx::prefetch_qp_state): about what stays in a core's caches between visits (a
      *  QP's hot lines are about 4 KiB); with fewer, the prefetches only cost instructions (64 B
-     *  WRITEs of one QP ran 2 % slower with them, bench/engine/scale). */
+     *  WRITEs of one QP ran 2 % slower with them, bench/engine/scale). post_send's few
+     *  prefetches of the QP it is given do not wait for this many. */
     static constexpr std::size_t kPrefetchMinQps = 64;
 
     /** Bit of a QPN where the steering slot starts (QPN = slot << 16 | local number). */

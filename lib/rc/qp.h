@@ -106,9 +106,10 @@ struct TransportCtx {
     /** Clock ns at the start of the engine's current pass (0: not driven by a Device). The time
      *  the responder's ACK hold (ResponderState::ack_hold_until_ns) is reckoned in. */
     std::uint64_t pass_start_ns = 0;
-    /** The device has more QPs than stay in the caches between visits (Device:
-     *  kPrefetchMinQps live QPs): the transport prefetches a QP's state ahead of its stores, which
-     *  with a few QPs would only cost instructions. */
+    /** The device has kPrefetchMinQps live QPs or more, more than stay in the caches between
+     *  visits: the transport prefetches a QP's state ahead of its stores, which with a few QPs
+     *  would only cost instructions. Written by the Device's control path (create_qp,
+     *  destroy_qp, in a control section), read by the engine. */
     bool prefetch_qp_state = false;
     // ---- set by the engine for each received packet, before receive_request/receive_response
     std::uint8_t rx_port = 0; ///< 0-based device port (plane) the packet arrived on
@@ -416,6 +417,9 @@ struct Qp {
     }
 };
 
+static_assert((static_cast<std::size_t>(Counter::acks_rcvd) + 1) * sizeof(std::uint64_t) <=
+                  kCacheLine,
+              "the counters a busy QP counts are in its counter block's first line");
 /**
  * Prefetches the lines of @p qp that an engine visit reads first (its first line, caps, send
  * queue indices, the responder's, path's, pacer's, counters' and completer's first lines and the
@@ -425,9 +429,6 @@ struct Qp {
  * engine calls it for the next QP of its active list and for each QP of a received burst. Any
  * thread; never faults (a prefetch touches no memory), so @p qp may be stale.
  */
-static_assert((static_cast<std::size_t>(Counter::acks_rcvd) + 1) * sizeof(std::uint64_t) <=
-                  kCacheLine,
-              "the counters a busy QP counts are in its counter block's first line");
 inline void qp_prefetch(const Qp& qp) noexcept {
     const auto* base = reinterpret_cast<const char*>(&qp);
     prefetch_for_read(base);

@@ -30,8 +30,10 @@ inline constexpr std::size_t kDroceProbeKindByte = 4;
 inline constexpr std::size_t kDroceProbeToSlotByte = 5;
 /** Byte 6 of a GSO probe or answer: the sender's own slot. */
 inline constexpr std::size_t kDroceProbeFromSlotByte = 6;
-/** Bytes 8..15 of every probe. */
+/** Where kDroceProbeMagic lies in every probe: bytes 8..15. */
 inline constexpr std::size_t kDroceProbeMagicOffset = 8;
+/** What marks a datagram as droce's probe beside TVer 15 (a RoCE packet's bytes there are the
+ *  opcode's extension headers or payload, never read as this). */
 inline constexpr std::uint8_t kDroceProbeMagic[8] = {'D', 'R', 'O', 'C', 'E', 'S', 'H', 'R'};
 /** Bytes 16..23: the sender's nonce (host order; only the sender reads it back). */
 inline constexpr std::size_t kDroceProbeNonceOffset = 16;

@@ -481,6 +481,13 @@ std::uint32_t ones_sum_at(const std::uint8_t* p, std::size_t n, std::uint32_t su
     return sum;
 }
 
+/** Folds @p sum (pseudo-header and datagram) into @p udp's checksum; a zero result is sent as
+ *  0xffff (RFC 768: zero means "no checksum"). */
+void store_udp_checksum(UdpHdr* udp, std::uint32_t sum) noexcept {
+    const std::uint16_t c = fold(sum);
+    udp->checksum.set(c == 0 ? 0xffff : c);
+}
+
 /** Writes the UDP checksum of the IPv6 frame @p p: its pseudo-header (addresses, @p udp_len, next
  *  header) added to @p body_sum, the one's-complement sum of the whole UDP datagram. */
 void set_udp6_checksum(std::uint8_t* p, std::size_t l3_off, std::size_t udp_off,
@@ -489,8 +496,7 @@ void set_udp6_checksum(std::uint8_t* p, std::size_t l3_off, std::size_t udp_off,
     std::uint32_t sum = ones_sum(ip->src.data(), 32, body_sum);
     sum += static_cast<std::uint32_t>(udp_len >> 16) + static_cast<std::uint32_t>(udp_len & 0xffff);
     sum += kIpProtoUdp;
-    const std::uint16_t c = fold(sum);
-    reinterpret_cast<UdpHdr*>(p + udp_off)->checksum.set(c == 0 ? 0xffff : c);
+    store_udp_checksum(reinterpret_cast<UdpHdr*>(p + udp_off), sum);
 }
 
 } // namespace
@@ -571,8 +577,9 @@ bool build_frame_split(const PathHeaders& path, const PacketFields& pf,
 bool set_udp_checksum(std::span<std::uint8_t> frame, std::size_t l3_off, std::size_t udp_off,
                       std::size_t udp_len, bool ipv6) noexcept {
     const std::size_t ip_hdr = ipv6 ? sizeof(Ipv6Hdr) : sizeof(Ipv4Hdr);
-    if (udp_len < sizeof(UdpHdr) || l3_off + ip_hdr > frame.size() || udp_off < l3_off + ip_hdr ||
-        udp_off + udp_len > frame.size())
+    if (l3_off > frame.size() || ip_hdr > frame.size() - l3_off || udp_off < l3_off + ip_hdr ||
+        udp_off > frame.size() || udp_len < sizeof(UdpHdr) || udp_len > 0xffff ||
+        udp_len > frame.size() - udp_off)
         return false;
     std::uint8_t* p = frame.data();
     auto* udp = reinterpret_cast<UdpHdr*>(p + udp_off);
@@ -585,8 +592,7 @@ bool set_udp_checksum(std::span<std::uint8_t> frame, std::size_t l3_off, std::si
     const auto* ip = reinterpret_cast<const Ipv4Hdr*>(p + l3_off);
     std::uint32_t sum = ones_sum(ip->src.data(), 8, body); // source and destination addresses
     sum += static_cast<std::uint32_t>(udp_len) + kIpProtoUdp;
-    const std::uint16_t c = fold(sum);
-    udp->checksum.set(c == 0 ? 0xffff : c);
+    store_udp_checksum(udp, sum);
     return true;
 }
 

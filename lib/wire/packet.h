@@ -164,10 +164,11 @@ struct ParseOptions {
  * @p udp_off (its header included) of the IPv4 (@p ipv6 false) or IPv6 packet whose header is at
  * @p l3_off of @p frame: what a kernel writes into each datagram it cuts from a UDP GSO send. The
  * field is zeroed before the sum; a sum of zero is written as 0xffff. @return false, writing
- * nothing, when the headers or the datagram do not lie inside @p frame. Pure; thread safe.
+ * nothing, when the headers or the datagram do not lie inside @p frame or @p udp_len is over
+ * 65535. Writes only the checksum field; thread safe for distinct frames.
  */
-bool set_udp_checksum(std::span<std::uint8_t> frame, std::size_t l3_off, std::size_t udp_off,
-                      std::size_t udp_len, bool ipv6) noexcept;
+[[nodiscard]] bool set_udp_checksum(std::span<std::uint8_t> frame, std::size_t l3_off,
+                                    std::size_t udp_off, std::size_t udp_len, bool ipv6) noexcept;
 
 /** What peek_dest_qp() returns for a frame without a whole BTH on UDP port 4791 (QPNs are 24 bits).
  */

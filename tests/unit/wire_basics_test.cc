@@ -14,6 +14,7 @@
 #endif
 
 #include <cstddef>
+#include <cstdint>
 #include <set>
 #include <string>
 #include <utility>
@@ -487,11 +488,17 @@ TEST(WireBasics, UdpChecksumVerifiesOverItsPseudoHeader) {
                 sum = ones_complement_sum(std::span<const std::uint8_t>(f).subspan(l.l4, udp_len),
                                           sum);
                 EXPECT_EQ(sum, 0xffffu);
-                if (ipv6) EXPECT_TRUE(ipv6_udp_checksum_valid(f, l.l3));
+                if (ipv6) {
+                    EXPECT_TRUE(ipv6_udp_checksum_valid(f, l.l3));
+                }
                 // A datagram that does not lie inside the frame is refused, the frame untouched.
                 const Bytes before = f;
                 EXPECT_FALSE(set_udp_checksum(f, l.l3, l.l4, f.size() - l.l4 + 1, ipv6));
                 EXPECT_FALSE(set_udp_checksum(f, l.l3, l.l3, udp_len, ipv6));
+                EXPECT_FALSE(
+                    set_udp_checksum(f, l.l3, l.l4, SIZE_MAX, ipv6)); // no wrap past the end
+                EXPECT_FALSE(set_udp_checksum(f, l.l3, SIZE_MAX, 8, ipv6));
+                EXPECT_FALSE(set_udp_checksum(f, SIZE_MAX, l.l4, udp_len, ipv6));
                 EXPECT_FALSE(set_udp_checksum(std::span(f).first(l.l3 + 4), l.l3, l.l4, 8, ipv6));
                 EXPECT_EQ(f, before);
             }
