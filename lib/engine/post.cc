@@ -79,16 +79,13 @@ int Device::post_send_wqes(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n,
     if (qp->state != QpState::rts && qp->state != QpState::sqd && qp->state != QpState::err)
         return EINVAL;
     // With thousands of busy QPs a send queue is out of every cache when it is posted to: ask for
-    // the slots' two lines (all a one-SGE WQE touches) at once, so that their misses overlap
-    // instead of each store waiting for its line in turn. At most kPrefetchSlots: a long list
-    // would evict its first lines before they are written.
+    // the slots' lines (all a one-SGE WQE touches) at once, so that their misses overlap instead
+    // of each store waiting for its line in turn. At most kPrefetchSlots: a long list would evict
+    // its first lines before they are written.
     constexpr std::uint32_t kPrefetchSlots = 16;
     const std::uint32_t ahead = std::min({n, qp->sq.free_slots(), kPrefetchSlots});
-    for (std::uint32_t i = 0; i < ahead; ++i) {
-        const auto* line = reinterpret_cast<const char*>(&qp->sq.producer_slot(i));
-        __builtin_prefetch(line, 1, 3);
-        __builtin_prefetch(line + 64, 1, 3);
-    }
+    for (std::uint32_t i = 0; i < ahead; ++i)
+        __builtin_prefetch(&qp->sq.producer_slot(i), 1, 3);
     for (std::uint32_t i = 0; i < n; ++i) {
         const rc::SendWqe& w = wrs[i];
         *bad = i;
@@ -122,7 +119,7 @@ int Device::post_send_wqes(rc::Qp* qp, const rc::SendWqe* wrs, std::uint32_t n,
         if (qp->sq.free_slots() == 0) return ENOMEM;
         rc::SqWqe& slot = qp->sq.producer_slot();
         // Inline: the application's copy is already in w.inline_data (native API), length bytes.
-        if (slot.fill(w) > kMaxMsgSize) return EINVAL;
+        if (slot.fill(w, qp->sq_ext_of(slot)) > kMaxMsgSize) return EINVAL;
         qp->sq.publish();
     }
     *bad = n;

@@ -125,7 +125,7 @@ void detect_losses(State& s, const rc::TransportCtx& ctx, std::uint64_t now) noe
  */
 void fail_local(Qp& qp, State& s, rc::TransportCtx& ctx, SqWqe& w, WcStatus status) noexcept {
     if (status == WcStatus::loc_prot_err) qp.counters.inc(Counter::local_protection_err);
-    w.status = status;
+    qp.sq_ext_of(w).status = status;
     w.state = WqeState::local_error;
     if (qp.sq.consumer_index() != s.next_wqe) return; // earlier WQEs complete first (reap)
     w.state = WqeState::error_due;
@@ -142,7 +142,7 @@ bool reap(Qp& qp, State& s, rc::TransportCtx& ctx) noexcept {
             rc::qp_enter_error(qp, ctx);
             return false;
         }
-        if (w.state != WqeState::sent || w.last_psn.distance_from(s.cum) >= 0) return false;
+        if (w.state != WqeState::sent || w.last_psn().distance_from(s.cum) >= 0) return false;
         if (!qp.tx_released(idx)) return true;
         if (w.opcode == WrOpcode::rdma_write_with_imm && s.wimm_inflight > 0) --s.wimm_inflight;
         rc::complete_send_wqe(qp, qp.sq_sig_all || (w.send_flags & rc::kSendSignaled),
@@ -156,11 +156,11 @@ void fail_remote(Qp& qp, State& s, rc::TransportCtx& ctx, std::uint32_t wqe_inde
                  WcStatus status) noexcept {
     for (std::uint32_t i = qp.sq.consumer_index(); i != wqe_index; ++i) {
         SqWqe& w = qp.sq.slot(i);
-        if (w.state == WqeState::sent && w.last_psn.distance_from(s.cum) < 0)
+        if (w.state == WqeState::sent && w.last_psn().distance_from(s.cum) < 0)
             w.state = WqeState::acked;
     }
     SqWqe& w = qp.sq.slot(wqe_index);
-    w.status = status;
+    qp.sq_ext_of(w).status = status;
     w.state = WqeState::error_due;
     rc::qp_enter_error(qp, ctx);
 }
@@ -321,9 +321,7 @@ std::uint32_t requester_run(Qp& qp, State& s, rc::TransportCtx& ctx, std::uint32
             }
             w.first_psn = s.next_psn;
             w.npkts = packets_of(w.length, mtu);
-            w.last_psn = w.first_psn + (w.npkts - 1);
             w.sent_bytes = 0;
-            w.status = WcStatus::success;
             w.state = WqeState::sending;
             if (imm) ++s.wimm_inflight;
         }

@@ -190,7 +190,7 @@ void complete_error(Qp& qp, TransportCtx& ctx, WcStatus status) noexcept {
     const std::uint32_t idx = clamp_first_unacked_wqe(qp);
     if (idx != qp.sq.producer_index()) {
         SqWqe& w = qp.sq.slot(idx);
-        w.status = status;
+        qp.sq_ext_of(w).status = status;
         w.state = WqeState::error_due;
     }
     qp_enter_error(qp, ctx);
@@ -229,7 +229,7 @@ AckOutcome ack_through(Qp& qp, TransportCtx& ctx, Psn p, Psn& retry_psn) noexcep
         SqWqe& w = qp.sq.slot(idx);
         if (w.state == WqeState::posted) break;
         if (w.state == WqeState::local_error) { // failed in the requester (its status is set)
-            complete_error(qp, ctx, w.status);
+            complete_error(qp, ctx, qp.sq_ext_of(w).status);
             return AckOutcome::qp_error;
         }
         // Only WQEs whose packets all went out in the current pass complete. After go-back-N a late
@@ -246,7 +246,7 @@ AckOutcome ack_through(Qp& qp, TransportCtx& ctx, Psn p, Psn& retry_psn) noexcep
             }
             break;
         }
-        if (w.last_psn > p) break;
+        if (w.last_psn() > p) break;
         complete_ok(qp, w);
     }
     // Never past what the current pass has sent (a late ACK during go-back-N).
@@ -261,7 +261,7 @@ bool find_wqe(Qp& qp, Psn p, std::uint32_t& idx) noexcept {
     const std::uint32_t hi = qp.req.next_wqe == prod ? prod : qp.req.next_wqe + 1; // exclusive
     auto holds = [&](std::uint32_t i) {
         const SqWqe& w = qp.sq.slot(i);
-        return w.state != WqeState::posted && w.npkts != 0 && p >= w.first_psn && p <= w.last_psn;
+        return w.state != WqeState::posted && w.npkts != 0 && p >= w.first_psn && p <= w.last_psn();
     };
     // The per-PSN ring knows every request PSN in flight; PSNs inside a READ's response range fall
     // back to the scan.
@@ -316,7 +316,7 @@ bool scatter(Qp& qp, TransportCtx& ctx, const SqWqe& w, std::uint32_t off,
              std::span<const std::uint8_t> data) noexcept {
     std::uint32_t pos = 0;
     for (std::uint32_t i = 0; i < w.num_sge && !data.empty(); ++i) {
-        const Sge& s = w.sg_list()[i];
+        const Sge& s = qp.sq_sg_list(w)[i];
         if (off >= pos + s.length) {
             pos += s.length;
             continue;
@@ -488,7 +488,7 @@ CompState do_read(Qp& qp, TransportCtx& ctx, Rx& rx) noexcept {
     if (s != CompState::read) return s;
     SqWqe* w = oldest(qp);
     if (!w || w->state == WqeState::local_error || !is_read(*w) || rx.psn < w->first_psn ||
-        rx.psn > w->last_psn) {
+        rx.psn > w->last_psn()) {
         rx.err = CompError::unexpected_response;
         return CompState::drop;
     }
@@ -530,7 +530,7 @@ CompState do_atomic(Qp& qp, TransportCtx& ctx, Rx& rx) noexcept {
         return CompState::drop;
     }
     const std::uint64_t orig = rx.pkt.atomic_ack_eth->orig_rem_data.get();
-    const Sge& sge = w->sg_list()[0];
+    const Sge& sge = qp.sq_sg_list(*w)[0];
     std::uint8_t* host = nullptr;
     if (w->num_sge != 1 || ctx.mrs->check(sge.lkey, qp.pd, sge.addr, 8, kAccessLocalWrite, &host) !=
                                mem::MemCheck::ok) {
@@ -538,7 +538,6 @@ CompState do_atomic(Qp& qp, TransportCtx& ctx, Rx& rx) noexcept {
         return CompState::error;
     }
     std::memcpy(host, &orig, sizeof orig);
-    w->atomic_result = orig;
     advance_unacked(qp, ctx, rx.psn + 1);
     return CompState::complete;
 }
@@ -549,7 +548,7 @@ CompState do_complete(Qp& qp, TransportCtx& ctx) noexcept {
     complete_ok(qp, qp.sq.slot(idx));
     const std::uint32_t next = clamp_first_unacked_wqe(qp);
     if (next != qp.sq.producer_index() && qp.sq.slot(next).state == WqeState::local_error)
-        complete_error(qp, ctx, qp.sq.slot(next).status);
+        complete_error(qp, ctx, qp.sq_ext_of(qp.sq.slot(next)).status);
     return CompState::done;
 }
 

@@ -75,13 +75,11 @@ TransitionRule rc_transition(QpState from, QpState to) noexcept {
 } // namespace
 
 bool make_sq(Qp& qp, std::uint32_t depth) noexcept {
-    // Built whole, then swapped in: no slot of qp.sq is ever seen without its ext.
+    // Both made before either is swapped in: no slot of qp.sq is ever without its SqWqeExt.
     SpscRing<SqWqe> ring(depth, std::nothrow);
     if (ring.capacity() == 0) return false;
     std::unique_ptr<SqWqeExt[]> ext(new (std::nothrow) SqWqeExt[ring.capacity()]);
     if (!ext) return false;
-    for (std::uint32_t i = 0; i < ring.capacity(); ++i)
-        ring.slot(i).ext = &ext[i];
     qp.sq = std::move(ring);
     qp.sq_ext = std::move(ext);
     return true;
@@ -97,8 +95,6 @@ int qp_alloc_queues(Qp& qp) noexcept {
 void qp_reset(Qp& qp) noexcept {
     // In place: a QP modified to RESET keeps its rings (no allocation that could fail here).
     qp.sq.clear();
-    for (std::uint32_t i = 0; i < qp.sq.capacity(); ++i)
-        qp.sq.slot(i).ext = &qp.sq_ext[i];
     qp.rq.clear();
     qp.req = RequesterState{};
     qp.comp = CompleterState{};

@@ -83,7 +83,7 @@ void qp_enter_error(Qp& qp, TransportCtx& /*ctx*/) noexcept {
                                   ? 8u
                                   : w.length);
         } else if (w.state == WqeState::error_due) {
-            complete_send_wqe(qp, true, w.status, 0);
+            complete_send_wqe(qp, true, qp.sq_ext_of(w).status, 0);
         } else {
             qp.counters.inc(Counter::flushed_wqes);
             complete_send_wqe(qp, true, WcStatus::wr_flush_err, 0);

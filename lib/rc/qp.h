@@ -396,8 +396,8 @@ struct Qp {
     std::uint8_t num_remote_planes = 0;
     /** The transport's own state (TransportOps::create), or null. */
     std::unique_ptr<TransportState> transport_state;
-    /** One per SQ slot: SGE lists and inline data beyond what a slot holds (SqWqe::ext); made
-     *  by qp_alloc_queues(), linked again by qp_reset() (control path). */
+    /** One per SQ slot, at the slot's index: what a slot does not hold (SqWqeExt); made with the
+     *  SQ by make_sq() (control path). */
     std::unique_ptr<SqWqeExt[]> sq_ext;
     /** In one line with the requester's head, which an ACK updates with it; not in the first
      *  line, which posters on other cores read (it would bounce between the cores at each post). */
@@ -406,6 +406,18 @@ struct Qp {
      *  packet reads fits in about 3.6 KiB (one or two pages: TLB misses count too). */
     RequesterState req;
 
+    /** The SqWqeExt of SQ slot @p w, which must be a slot of this QP's sq (not a copy): the
+     *  slot's index in the ring is its index in sq_ext. */
+    [[nodiscard]] SqWqeExt& sq_ext_of(const SqWqe& w) noexcept {
+        return sq_ext[static_cast<std::size_t>(&w - &sq.slot(0))];
+    }
+    [[nodiscard]] const SqWqeExt& sq_ext_of(const SqWqe& w) const noexcept {
+        return sq_ext[static_cast<std::size_t>(&w - &sq.slot(0))];
+    }
+    /** The SGE list of SQ slot @p w (SqWqe::sg_list). */
+    [[nodiscard]] const Sge* sq_sg_list(const SqWqe& w) const noexcept {
+        return w.sg_list(sq_ext_of(w));
+    }
     /** The TxRef of the WQE at free-running SQ index @p wqe_index, or nullptr. */
     [[nodiscard]] TxRef* tx_ref(std::uint32_t wqe_index) noexcept {
         return tx_refs ? &tx_refs[wqe_index & (sq.capacity() - 1)] : nullptr;
@@ -452,16 +464,17 @@ inline void qp_prefetch(const Qp& qp) noexcept {
 /**
  * Local checks of a send WQE before its first packet (opcode, inline and message lengths, every
  * SGE's lkey, PD, bounds and access): the one place that decides a requester-side completion
- * error. @return success, loc_len_err, loc_qp_op_err or loc_prot_err (IBTA ch. 10, as rxe).
+ * error. @p w is a slot of @p qp's send queue (its SqWqeExt is found by its place).
+ * @return success, loc_len_err, loc_qp_op_err or loc_prot_err (IBTA ch. 10, as rxe).
  * @param hosts when not null and the result is success: the host address of each SGE of non-zero
  * length (the whole SGE passed its check), for gather_payload() in the same engine pass.
  */
 [[nodiscard]] WcStatus check_send_wqe(Qp& qp, TransportCtx& ctx, const SqWqe& w,
                                       std::array<std::uint8_t*, kMaxSge>* hosts = nullptr) noexcept;
 /**
- * Gathers @p len bytes at message offset @p off of @p w into @p out as spans of registered memory
- * (or of the WQE's inline data). @return spans used, or -1 when an SGE no longer passes its lkey
- * check (the MR went away).
+ * Gathers @p len bytes at message offset @p off of @p w (a slot of @p qp's send queue) into @p out
+ * as spans of registered memory (or of the WQE's inline data). @return spans used, or -1 when an
+ * SGE no longer passes its lkey check (the MR went away).
  * @param hosts null, or what check_send_wqe() found for @p w in this same engine pass (MRs change
  * only between passes, so they still hold): the MR lookup is then not repeated per packet.
  */
@@ -533,8 +546,8 @@ int qp_modify(Qp* qp, const QpAttr& attr, std::uint32_t mask,
 /** Back to RESET: its rings emptied in place (qp_alloc_queues made them), fresh
  *  requester/completer/responder state. Control path; allocates nothing. */
 void qp_reset(Qp& qp) noexcept;
-/** Gives @p qp an empty SQ of at least @p depth slots, each linked to its SqWqeExt
- *  (qp_alloc_queues(); protocol tests that build a Qp by hand). Control path: allocates.
+/** Gives @p qp an empty SQ of at least @p depth slots and their SqWqeExts (qp_alloc_queues();
+ *  protocol tests that build a Qp by hand). Control path: allocates.
  *  @return false when there was no memory (the QP keeps its SQ). */
 [[nodiscard]] bool make_sq(Qp& qp, std::uint32_t depth) noexcept;
 

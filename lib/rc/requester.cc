@@ -76,7 +76,7 @@ std::uint32_t packets_of(std::uint32_t len, std::uint32_t mtu) noexcept {
  */
 void fail_local(Qp& qp, TransportCtx& ctx, SqWqe& w, WcStatus status) noexcept {
     if (status == WcStatus::loc_prot_err) count(qp, ctx, Counter::local_protection_err);
-    w.status = status;
+    qp.sq_ext_of(w).status = status;
     w.state = WqeState::local_error;
     if (clamp_first_unacked_wqe(qp) != qp.req.next_wqe) return;
     // Nothing unacknowledged before it: its error completion is due now, after the acknowledged
@@ -141,7 +141,7 @@ WcStatus check_send_wqe(Qp& qp, TransportCtx& ctx, const SqWqe& w,
         // buffer. rxe refuses such a WR in post_send (EINVAL); a WQE that reaches the engine anyway
         // is an invalid work request: Local QP Operation Error, as mlx5 reports a malformed WQE.
         if (w.remote_addr & 7u) return WcStatus::loc_qp_op_err;
-        if (w.num_sge != 1 || w.sg_list()[0].length != 8 || (w.send_flags & kSendInline))
+        if (w.num_sge != 1 || qp.sq_sg_list(w)[0].length != 8 || (w.send_flags & kSendInline))
             return WcStatus::loc_len_err;
         access = kAccessLocalWrite;
         break;
@@ -159,7 +159,7 @@ WcStatus check_send_wqe(Qp& qp, TransportCtx& ctx, const SqWqe& w,
     if (w.num_sge > kMaxSge) return WcStatus::loc_qp_op_err;
     std::uint64_t total = 0;
     for (std::uint32_t i = 0; i < w.num_sge; ++i) {
-        const Sge& s = w.sg_list()[i];
+        const Sge& s = qp.sq_sg_list(w)[i];
         total += s.length;
         if (s.length == 0) continue; // C9-88: a zero-length buffer is never checked
         std::uint8_t* host = nullptr;
@@ -176,13 +176,13 @@ int gather_payload(Qp& qp, TransportCtx& ctx, const SqWqe& w, std::uint32_t off,
                    const std::array<std::uint8_t*, kMaxSge>* hosts) noexcept {
     if (len == 0) return 0;
     if (w.send_flags & kSendInline) {
-        out[0] = std::span<const std::uint8_t>(w.inline_data() + off, len);
+        out[0] = std::span<const std::uint8_t>(qp.sq_ext_of(w).inline_data + off, len);
         return 1;
     }
     int n = 0;
     std::uint32_t pos = 0; // message offset of SGE i
     for (std::uint32_t i = 0; i < w.num_sge && len > 0; ++i) {
-        const Sge& s = w.sg_list()[i];
+        const Sge& s = qp.sq_sg_list(w)[i];
         if (off >= pos + s.length) {
             pos += s.length;
             continue;
@@ -273,10 +273,8 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
             }
             w.first_psn = req.next_psn;
             w.npkts = is_atomic(w) ? 1u : packets_of(w.length, mtu);
-            w.last_psn = w.first_psn + (w.npkts - 1);
             w.sent_bytes = 0;
             w.recv_bytes = 0;
-            w.status = WcStatus::success;
             w.state = WqeState::sending;
             hosts_wqe = req.next_wqe;
             hosts_valid = true;
@@ -310,8 +308,9 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
                                                                 : Opcode::RC_FETCH_ADD;
             f.va = w.remote_addr;
             f.rkey = w.rkey;
-            f.swap_add = w.opcode == WrOpcode::atomic_cmp_and_swp ? w.swap : w.compare_add;
-            f.compare = w.opcode == WrOpcode::atomic_cmp_and_swp ? w.compare_add : 0;
+            const SqWqeExt& x = qp.sq_ext_of(w);
+            f.swap_add = w.opcode == WrOpcode::atomic_cmp_and_swp ? x.swap : x.compare_add;
+            f.compare = w.opcode == WrOpcode::atomic_cmp_and_swp ? x.compare_add : 0;
         } else {
             payload_len = std::min(w.length - off, mtu);
             const bool first = off == 0;

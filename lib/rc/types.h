@@ -99,9 +99,11 @@ enum class WqeState : std::uint8_t {
     error_due,   ///< its error completion (status) is due; qp_enter_error() pushes it in order
 };
 
-/** The fields of a send work request as posted (ibv_send_wr) but its SGE list and inline data:
- *  what SendWqe (posted) and SqWqe (the SQ slot) share. 64 bytes. */
-struct SendWrFields {
+/**
+ * A send work request as posted (ibv_send_wr): what Device::post_send() takes and copies into an
+ * SQ slot (SqWqe). Inline data is in @p inline_data, @p length bytes of it.
+ */
+struct SendWqe {
     std::uint64_t wr_id = 0;
     WrOpcode opcode = WrOpcode::send;
     std::uint32_t send_flags = 0; ///< SendFlags
@@ -114,78 +116,100 @@ struct SendWrFields {
     std::uint64_t swap = 0;        ///< atomic swap value (CAS)
     std::uint32_t num_sge = 0;
     std::uint32_t length = 0; ///< total bytes of the message (sum of SGE lengths, or inline length)
-};
-static_assert(sizeof(SendWrFields) == 64, "the posted fields are one cache line");
-
-/**
- * A send work request as posted (ibv_send_wr): what Device::post_send() takes and copies into an
- * SQ slot (SqWqe). Inline data is in @p inline_data, @p length bytes of it.
- */
-struct SendWqe : SendWrFields {
     Sge sg_list[kMaxSge];
     std::uint8_t inline_data[kMaxInlineData];
 };
 
-/** The SGE list and inline data of one SQ slot beyond what the slot holds itself (SqWqe::ext). */
+/**
+ * What one SQ slot keeps beyond its line (SqWqe): the SGE list of a WQE with more than one, inline
+ * data, an atomic's operands, and the status of a WQE that failed. One per slot, made with the SQ
+ * (make_sq()); found by the slot's index (Qp::sq_ext_of()). Ownership as the slot's.
+ */
 struct SqWqeExt {
     Sge sg_list[kMaxSge];
     std::uint8_t inline_data[kMaxInlineData];
+    std::uint64_t compare_add = 0; ///< atomic compare (CAS) or addend (FETCH_ADD)
+    std::uint64_t swap = 0;        ///< atomic swap value (CAS)
+    /** Why the WQE failed: valid only in WqeState::local_error and error_due, which are entered
+     *  with it set (a success needs no store here). */
+    WcStatus status = WcStatus::success;
 };
 
 /**
  * One SQ slot: a posted send WQE (copied from a SendWqe) plus the requester's and completer's
- * private state. 128 bytes: a WQE with one SGE (the common case) is read and written in its two
- * lines only, and a QP's slots lie next to each other (with thousands of busy QPs the send queues
- * outgrow the caches; dense slots also keep a QP's recent WQEs in one page). A WQE with more SGEs,
- * or inline data, keeps them in its slot's SqWqeExt.
+ * private state, in one cache line. With thousands of busy QPs a poster finds the send queue out of
+ * every cache, and each line it writes waits for a miss: a one-SGE WRITE, SEND or READ (the common
+ * case) is written and read in this line only. What does not fit (more SGEs, inline data, atomic
+ * operands, a failure's status) is in the slot's SqWqeExt (Qp::sq_ext_of()).
  * Ownership: written by the application thread (Device::post_send) until published on the SQ
  * ring; from then on owned by the engine until the completer releases the slot. Inline data is
- * copied in at post time, so the application's buffer is free as soon as post returns. @p ext is
- * the control path's (qp_alloc_queues(), qp_reset()): fixed for the slot's life, never written by
- * post.
+ * copied in at post time, so the application's buffer is free as soon as post returns.
  */
-struct alignas(64) SqWqe : SendWrFields {
+struct alignas(64) SqWqe {
+    // ---- as posted ----
+    std::uint64_t wr_id = 0;
+    std::uint64_t remote_addr = 0; ///< RDMA / atomic target VA
+    Sge sge0;                      ///< the SGE of a WQE with one (num_sge <= 1)
+    std::uint32_t rkey = 0;
+    std::uint32_t length = 0; ///< total bytes of the message (sum of SGE lengths, or inline length)
+    /** A message carries an ImmDt or an IETH, never both: the slot keeps whichever its opcode has
+     *  (ibv_send_wr has them in one union as well). */
+    union {
+        std::uint32_t imm_data = 0;    ///< host order value of the ImmDt
+        std::uint32_t invalidate_rkey; ///< SEND with invalidate
+    };
+    WrOpcode opcode = WrOpcode::send;
+    std::uint8_t send_flags = 0; ///< SendFlags (ibv_send_flags fit in a byte)
+    std::uint8_t num_sge = 0;    ///< at most kMaxSge
     // ---- engine-private ----
     WqeState state = WqeState::posted;
     Psn first_psn;                ///< PSN of the first packet of this message
-    Psn last_psn;                 ///< PSN of the last packet (READ: last expected response PSN)
     std::uint32_t npkts = 0;      ///< packets of this message (READ: response packets expected)
     std::uint32_t sent_bytes = 0; ///< requester: bytes sent so far (resumes segmentation)
     std::uint32_t recv_bytes = 0; ///< completer, READ: bytes of response data placed so far
-    std::uint64_t atomic_result = 0;
-    WcStatus status = WcStatus::success; ///< set by the completer when the WQE fails
 
-    // ---- as posted, continued ----
-    Sge sge0;                ///< the SGE of a WQE with one (num_sge <= 1)
-    SqWqeExt* ext = nullptr; ///< this slot's room for more SGEs and inline data
-
-    /** The WQE's num_sge SGEs (in the slot for one, else in ext). */
-    [[nodiscard]] const Sge* sg_list() const noexcept {
-        return num_sge <= 1 ? &sge0 : ext->sg_list;
+    /** PSN of the last packet (READ: the last expected response PSN); npkts must be set. */
+    [[nodiscard]] Psn last_psn() const noexcept { return first_psn + (npkts - 1); }
+    /** The WQE's num_sge SGEs: in the slot for one, else in @p ext (this slot's SqWqeExt). */
+    [[nodiscard]] const Sge* sg_list(const SqWqeExt& ext) const noexcept {
+        return num_sge <= 1 ? &sge0 : ext.sg_list;
     }
-    /** The WQE's inline data (length bytes; kSendInline). */
-    [[nodiscard]] const std::uint8_t* inline_data() const noexcept { return ext->inline_data; }
     /**
      * Copies the posted fields of @p w, its SGEs (the first @p w.num_sge, at most kMaxSge) or, with
      * kSendInline, @p w.length bytes of its inline data (at most kMaxInlineData), and starts the
-     * private state. @return the message length (the sum of the SGE lengths, or the inline length;
-     * 64 bits: the caller refuses one above kMaxMsgSize).
+     * private state. What the slot does not hold goes to @p ext, this slot's SqWqeExt (written
+     * only for a WQE that has such parts). @return the message length (the sum of the SGE lengths,
+     * or the inline length; 64 bits: the caller refuses one above kMaxMsgSize).
      */
-    std::uint64_t fill(const SendWqe& w) noexcept;
+    std::uint64_t fill(const SendWqe& w, SqWqeExt& ext) noexcept;
 };
-static_assert(sizeof(SqWqe) == 128, "an SQ slot is two cache lines");
+static_assert(sizeof(SqWqe) == 64, "an SQ slot is one cache line");
+static_assert(kMaxSge <= 0xff, "SqWqe::num_sge is a byte");
 
-inline std::uint64_t SqWqe::fill(const SendWqe& w) noexcept {
-    static_cast<SendWrFields&>(*this) = w;
+inline std::uint64_t SqWqe::fill(const SendWqe& w, SqWqeExt& ext) noexcept {
+    wr_id = w.wr_id;
+    remote_addr = w.remote_addr;
+    rkey = w.rkey;
+    opcode = w.opcode;
+    send_flags = static_cast<std::uint8_t>(w.send_flags);
+    if (w.opcode == WrOpcode::send_with_inv)
+        invalidate_rkey = w.invalidate_rkey;
+    else
+        imm_data = w.imm_data;
+    if (w.opcode == WrOpcode::atomic_cmp_and_swp || w.opcode == WrOpcode::atomic_fetch_and_add) {
+        ext.compare_add = w.compare_add;
+        ext.swap = w.swap;
+    }
     std::uint64_t total = 0;
     if (w.send_flags & kSendInline) {
         num_sge = 0;
         total = w.length < kMaxInlineData ? w.length : kMaxInlineData;
-        std::memcpy(ext->inline_data, w.inline_data, total);
+        std::memcpy(ext.inline_data, w.inline_data, total);
     } else {
-        num_sge = w.num_sge < kMaxSge ? w.num_sge : kMaxSge;
-        Sge* to = num_sge <= 1 ? &sge0 : ext->sg_list;
-        for (std::uint32_t s = 0; s < num_sge; ++s) {
+        const std::uint32_t n = w.num_sge < kMaxSge ? w.num_sge : kMaxSge;
+        num_sge = static_cast<std::uint8_t>(n);
+        Sge* to = n <= 1 ? &sge0 : ext.sg_list;
+        for (std::uint32_t s = 0; s < n; ++s) {
             to[s] = w.sg_list[s];
             total += w.sg_list[s].length;
         }
@@ -195,8 +219,6 @@ inline std::uint64_t SqWqe::fill(const SendWqe& w) noexcept {
     npkts = 0;
     sent_bytes = 0;
     recv_bytes = 0;
-    atomic_result = 0;
-    status = WcStatus::success;
     return total;
 }
 

@@ -174,7 +174,7 @@ class ProtocolHarness {
     /** Posts a send WQE (no validation: the native API validates; protocol tests post raw WQEs). */
     rc::SqWqe& post_send(const rc::SendWqe& w) {
         rc::SqWqe& slot = qp.sq.producer_slot();
-        slot.fill(w);
+        slot.fill(w, qp.sq_ext_of(slot));
         if (w.length != 0) slot.length = w.length; // as posted, even when it disagrees
         qp.sq.publish();
         return slot;

@@ -190,7 +190,7 @@ TEST_P(Segmentation, OpcodesPsnsPayloadsRethAckReq) {
     const SqWqe& w = h.qp.sq.slot(0);
     EXPECT_EQ(w.first_psn, Psn(100));
     EXPECT_EQ(w.npkts, npkts);
-    EXPECT_EQ(w.last_psn, Psn(100 + npkts - 1));
+    EXPECT_EQ(w.last_psn(), Psn(100 + npkts - 1));
 
     if (op == WrOpcode::rdma_read) {
         ASSERT_EQ(pk.size(), 1u);
