@@ -380,6 +380,10 @@ struct Qp {
     std::unique_ptr<TxRef[]> tx_refs;
     Cq* send_cq = nullptr;
     Cq* recv_cq = nullptr;
+    /** One per SQ slot, at the slot's index: what a slot does not hold (SqWqeExt); made with the
+     *  SQ by make_sq() (control path). In the first line, which a poster has asked for anyway:
+     *  SqWqe::fill() is given the slot's SqWqeExt even when it writes nothing there. */
+    std::unique_ptr<SqWqeExt[]> sq_ext;
     QpAttr attr;
     QpCap cap;
     SpscRing<SqWqe> sq; ///< app → engine; consumer index = oldest WQE not yet completed
@@ -396,9 +400,6 @@ struct Qp {
     std::uint8_t num_remote_planes = 0;
     /** The transport's own state (TransportOps::create), or null. */
     std::unique_ptr<TransportState> transport_state;
-    /** One per SQ slot, at the slot's index: what a slot does not hold (SqWqeExt); made with the
-     *  SQ by make_sq() (control path). */
-    std::unique_ptr<SqWqeExt[]> sq_ext;
     /** In one line with the requester's head, which an ACK updates with it; not in the first
      *  line, which posters on other cores read (it would bounce between the cores at each post). */
     alignas(64) CompleterState comp;

@@ -342,7 +342,7 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
 
         const std::uint8_t path = select_path(qp, f.psn);
         // Registered memory may go by reference (the WQE then waits for its release); inline data
-        // lives in the SQ slot and is always copied.
+        // lives in the slot's SqWqeExt and is always copied.
         TxRef* ref =
             nspans > 0 && !(w.send_flags & kSendInline) ? qp.tx_ref(req.next_wqe) : nullptr;
         if (!qp.path_resolved) { // the peer's MAC is being resolved (ARP / ND): nothing leaves yet

@@ -126,13 +126,15 @@ struct SendWqe {
  * (make_sq()); found by the slot's index (Qp::sq_ext_of()). Ownership as the slot's.
  */
 struct SqWqeExt {
-    Sge sg_list[kMaxSge];
-    std::uint8_t inline_data[kMaxInlineData];
+    // The rarely used scalars first, in a line of their own (the SGE list starts the next): an
+    // atomic or a failure touches that line only.
     std::uint64_t compare_add = 0; ///< atomic compare (CAS) or addend (FETCH_ADD)
     std::uint64_t swap = 0;        ///< atomic swap value (CAS)
     /** Why the WQE failed: valid only in WqeState::local_error and error_due, which are entered
      *  with it set (a success needs no store here). */
     WcStatus status = WcStatus::success;
+    alignas(64) Sge sg_list[kMaxSge];
+    std::uint8_t inline_data[kMaxInlineData];
 };
 
 /**
@@ -185,6 +187,7 @@ struct alignas(64) SqWqe {
 };
 static_assert(sizeof(SqWqe) == 64, "an SQ slot is one cache line");
 static_assert(kMaxSge <= 0xff, "SqWqe::num_sge is a byte");
+static_assert(kSendInline <= 0xff, "SqWqe::send_flags is a byte: every SendFlags bit fits");
 
 inline std::uint64_t SqWqe::fill(const SendWqe& w, SqWqeExt& ext) noexcept {
     wr_id = w.wr_id;
