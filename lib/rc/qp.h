@@ -15,6 +15,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -192,26 +193,31 @@ struct ResponderResource {
  * atomics and duplicates. With thousands of busy QPs each request finds its QP out of the caches.
  */
 struct ResponderState {
+    // Ordered to fill the first line exactly (words, then bytes, then the ACK's 8-byte times; a
+    // static_assert below the struct checks it): a WRITE stream's request and the ACK it owes
+    // read nothing beyond it.
     Psn expected_psn;
-    std::uint32_t msn = 0;     ///< messages completed (24 bits on the wire)
+    std::uint32_t msn = 0; ///< messages completed (24 bits on the wire)
+    // current message
+    std::uint32_t recv_offset = 0; ///< bytes placed into the current receive WQE
+    std::uint32_t write_rkey = 0;
+    std::uint64_t write_va = 0;        ///< next VA of the current RDMA WRITE
+    std::uint32_t write_remaining = 0; ///< bytes of the RETH DMA length not yet received
+    std::uint32_t write_length =
+        0; ///< RETH DMA length of the current RDMA WRITE (byte_len of WRITE with immediate)
     bool sent_psn_nak = false; ///< a PSN-sequence NAK went out; stay silent until in order
     wire::Opcode last_opcode = wire::Opcode::RC_SEND_ONLY; ///< for the opcode sequence check
     bool in_send = false;                                  ///< between SEND FIRST and LAST
     bool in_write = false;                                 ///< between RDMA WRITE FIRST and LAST
-    // current message
-    bool have_recv_wqe = false;    ///< a receive WQE is taken for the current SEND
-    std::uint32_t recv_offset = 0; ///< bytes placed into the current receive WQE
-    std::uint64_t write_va = 0;    ///< next VA of the current RDMA WRITE
-    std::uint32_t write_rkey = 0;
-    std::uint32_t write_remaining = 0; ///< bytes of the RETH DMA length not yet received
-    std::uint32_t write_length =
-        0; ///< RETH DMA length of the current RDMA WRITE (byte_len of WRITE with immediate)
+    bool have_recv_wqe = false; ///< a receive WQE is taken for the current SEND
     // READ responses in progress (a long READ is sent in pieces as the tx path allows)
     bool read_active = false;
     // Deferred ACK (TransportCtx::defer_acks): the newest ACK owed, sent by responder_flush_ack()
     // at the end of the engine's rx phase or before any other response of this QP, so one ACK
     // covers a whole received burst (ACKs are cumulative, IBTA 9.7.5.1.2).
     bool ack_pending = false;
+    Psn ack_psn;               ///< PSN the pending ACK acknowledges
+    std::uint32_t ack_msn = 0; ///< MSN at the time it was owed
     /**
      * Nonzero: the pending ACK waits for this QP's next request packet and goes out right behind
      * it, or at this time (clock ns) at the latest (kAckHoldNs). Set when the ACK becomes owed on a
@@ -234,14 +240,15 @@ struct ResponderState {
      * receives a stream and sends now and then holds at most one ACK per request it sends.
      */
     std::uint64_t talked_at_last_owed_ns = 0;
-    Psn ack_psn;               ///< PSN the pending ACK acknowledges
-    std::uint32_t ack_msn = 0; ///< MSN at the time it was owed
-    Psn read_next_psn;         ///< of the READ being answered
+    // ---- READs, atomics and duplicates only
+    Psn read_next_psn; ///< of the READ being answered
     std::uint32_t read_offset = 0;
     std::uint32_t next_resource = 0; ///< ring index of the next resource to overwrite
     ResponderResource read;          ///< the READ being answered
     ResponderResource resources[kMaxRdAtomic];
 };
+static_assert(offsetof(ResponderState, read_next_psn) == kCacheLine,
+              "what every request and its ACK read is the responder's first line");
 
 /** One path of a QP: the headers below its BTH and the 0-based device port it leaves by. */
 struct Path {
@@ -430,35 +437,35 @@ struct Qp {
     }
 };
 
+static_assert(sizeof(CompleterState) + offsetof(RequesterState, psn_ring) <= kCacheLine,
+              "the completer and the requester's head share one line (Qp::comp is aligned)");
 static_assert((static_cast<std::size_t>(Counter::acks_rcvd) + 1) * sizeof(std::uint64_t) <=
                   kCacheLine,
               "the counters a busy QP counts are in its counter block's first line");
 /**
- * Prefetches the lines of @p qp that an engine visit reads first (its first line, caps, send
- * queue indices, the responder's, path's, pacer's, counters' and completer's first lines and the
- * requester's head), without reading any of them. With thousands of busy QPs each of those lines
+ * Prefetches the lines of @p qp that an engine visit reads (its first line and its attributes',
+ * the send queue's indices, the responder's first line, the first path, the pacer's and the
+ * counters' first lines, and the line of the completer and the requester's head: 10 lines),
+ * without reading any of them. With thousands of busy QPs each of those lines
  * is a miss to the last-level cache, and a visit that meets them one load at a time waits for a
  * dozen misses in turn; asked for together, ahead of the visit, they arrive in parallel. The
  * engine calls it for the next QP of its active list and for each QP of a received burst. Any
  * thread; never faults (a prefetch touches no memory), so @p qp may be stale.
  */
 inline void qp_prefetch(const Qp& qp) noexcept {
+    // Only lines a visit reads: each prefetch holds a miss buffer, and with them all taken the
+    // next one waits. Not the caps (only posters read them, and prefetch them), a second path
+    // (multipath QPs only; which one a packet takes is not known here), the responder's READ
+    // state or the PSN ring (the requester asks for the entries it writes).
     const auto* base = reinterpret_cast<const char*>(&qp);
     prefetch_for_read(base);
-    prefetch_for_read(base + kCacheLine); // attr: the peer's QPN, max_rd_atomic
-    prefetch_for_read(&qp.cap);
+    prefetch_for_read(base + kCacheLine); // attr: the peer's QPN, access flags, max_rd_atomic
     qp.sq.prefetch_consumer_lines();
-    const auto* resp = reinterpret_cast<const char*>(&qp.resp);
-    prefetch_for_write(resp);
-    prefetch_for_write(resp + kCacheLine);
-    const auto* path = reinterpret_cast<const char*>(&qp.paths[0]);
-    prefetch_for_read(path);
-    prefetch_for_read(path + kCacheLine);
+    prefetch_for_write(&qp.resp);
+    prefetch_for_read(&qp.paths[0]);
     prefetch_for_read(&qp.pacer);
     prefetch_for_write(&qp.counters); // sent_pkts, rcvd_pkts, acks_sent, acks_rcvd: one line
-    const auto* comp = reinterpret_cast<const char*>(&qp.comp);
-    prefetch_for_write(comp);              // completer, and the requester's first fields
-    prefetch_for_write(comp + kCacheLine); // the rest of the requester's head
+    prefetch_for_write(&qp.comp);     // the completer and the requester's head: one line
 }
 
 // ---- requester.cc ----
