@@ -9,10 +9,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include <rte_bus.h>
 #include <rte_dev.h>
@@ -311,6 +314,23 @@ void unregister_thread() noexcept {
     rte_thread_unregister();
 }
 
+namespace {
+/** The thread ids of this process, sorted (from /proc/self/task; empty when it cannot be read). */
+std::vector<pid_t> process_thread_ids() {
+    std::vector<pid_t> tids;
+    if (DIR* d = opendir("/proc/self/task")) {
+        while (const dirent* e = readdir(d)) {
+            char* end = nullptr;
+            const long t = std::strtol(e->d_name, &end, 10);
+            if (end != e->d_name && *end == '\0' && t > 0) tids.push_back(static_cast<pid_t>(t));
+        }
+        closedir(d);
+    }
+    std::sort(tids.begin(), tids.end());
+    return tids;
+}
+} // namespace
+
 bool eal_initialized() noexcept {
     return g_eal_up.load(std::memory_order_acquire);
 }
@@ -339,9 +359,22 @@ std::string eal_init(const std::vector<std::string>& args) {
     const bool restore_cpus =
         !eal_args_choose_cores(args) &&
         pthread_getaffinity_np(pthread_self(), sizeof cpus_before, &cpus_before) == 0;
+    const std::vector<pid_t> threads_before =
+        restore_cpus ? process_thread_ids() : std::vector<pid_t>{};
     const int ret = rte_eal_init(static_cast<int>(storage.size()), argv.data());
-    if (restore_cpus)
+    if (restore_cpus) {
         (void)pthread_setaffinity_np(pthread_self(), sizeof cpus_before, &cpus_before);
+        // The control threads rte_eal_init started (the interrupt thread, which runs memif's
+        // connection handshake and link-state events; multi-process; telemetry) were pinned too:
+        // with every CPU an lcore, DPDK 22.11 puts them on the main lcore's CPU. There a busy
+        // engine thread of another process held CPU 0 for seconds while a restarted memif peer's
+        // handshake waited on its interrupt thread (test peer-kill, about 1 run in 10: S could
+        // not send to the restarted P for over a second). They get the caller's CPUs back, as the
+        // caller did; threads the application had before are left as they were.
+        for (const pid_t tid : process_thread_ids())
+            if (!std::binary_search(threads_before.begin(), threads_before.end(), tid))
+                (void)sched_setaffinity(tid, sizeof cpus_before, &cpus_before);
+    }
     if (ret < 0) {
         const int e = rte_errno;
         if (e == EALREADY) {

@@ -41,7 +41,8 @@ namespace droce::dpdk {
  * Once per process: a second call returns "EAL already initialised" and changes nothing, because
  * DPDK cannot initialise twice. The calling thread keeps its CPU affinity unless @p args choose
  * the lcores (eal_args_choose_cores): DPDK would otherwise pin it, and every engine and
- * application thread started from it, to CPU 0.
+ * application thread started from it, to CPU 0. The control threads the EAL starts (interrupt,
+ * multi-process, telemetry) get the same CPUs, where DPDK would pin them to CPU 0 too.
  * Before trying, eal_obstacle() (diagnose.h) looks for what DPDK would report badly: the file
  * prefix's runtime directory locked by another process (DPDK: rte_errno 0), hugepages asked for on
  * a host without them (DPDK: EACCES).

@@ -5,10 +5,13 @@
  * transmits the other receives. The EAL is initialised once for the whole program by a global test
  * environment (DPDK cannot initialise twice), without hugepages.
  */
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -125,6 +128,39 @@ TEST(Eal, TheThreadThatBroughtItUpKeepsItsCpus) {
     CPU_ZERO(&child);
     std::thread([&] { (void)pthread_getaffinity_np(pthread_self(), sizeof child, &child); }).join();
     EXPECT_TRUE(CPU_EQUAL(&child, &before)) << CPU_COUNT(&child) << " CPUs in a new thread";
+}
+
+TEST(Eal, ItsControlThreadsKeepTheCallersCpus) {
+    // DPDK 22.11 pins the control threads it starts (the interrupt thread, which runs memif's
+    // connection handshake) to the main lcore's CPU when every CPU is an lcore; a busy engine
+    // thread of another process on that CPU then held a restarted memif peer's handshake back for
+    // seconds (test peer-kill). eal_init() gives them the caller's CPUs.
+    const cpu_set_t& before = static_cast<test::EalEnvironment*>(g_env)->cpus_before();
+    int control_threads = 0;
+    DIR* d = opendir("/proc/self/task");
+    ASSERT_NE(d, nullptr);
+    while (const dirent* e = readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        char comm[64] = {};
+        const std::string path = std::string("/proc/self/task/") + e->d_name + "/comm";
+        if (FILE* f = std::fopen(path.c_str(), "r")) {
+            if (!std::fgets(comm, sizeof comm, f)) comm[0] = '\0';
+            std::fclose(f);
+        }
+        const std::string name(comm, std::strcspn(comm, "\n"));
+        if (name.rfind("eal-intr", 0) != 0 && name.rfind("rte_mp", 0) != 0 &&
+            name.rfind("telemetry", 0) != 0)
+            continue;
+        ++control_threads;
+        cpu_set_t cpus;
+        CPU_ZERO(&cpus);
+        ASSERT_EQ(sched_getaffinity(static_cast<pid_t>(std::atoi(e->d_name)), sizeof cpus, &cpus),
+                  0);
+        EXPECT_TRUE(CPU_EQUAL(&cpus, &before))
+            << name << ": " << CPU_COUNT(&cpus) << " CPUs, the caller had " << CPU_COUNT(&before);
+    }
+    closedir(d);
+    EXPECT_GE(control_threads, 1) << "no EAL interrupt thread found";
 }
 
 TEST(Eal, AThreadOfItsOwnGetsAnLcoreAndItsMempoolCache) {
