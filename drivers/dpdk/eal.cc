@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include <rte_bus.h>
@@ -315,19 +316,40 @@ void unregister_thread() noexcept {
 }
 
 namespace {
-/** The thread ids of this process, sorted (from /proc/self/task; empty when it cannot be read). */
-std::vector<pid_t> process_thread_ids() {
+/** The thread ids of this process, sorted (from /proc/self/task), or nothing when they cannot be
+ *  read. */
+std::optional<std::vector<pid_t>> process_thread_ids() {
+    DIR* d = opendir("/proc/self/task");
+    if (!d) return std::nullopt;
     std::vector<pid_t> tids;
-    if (DIR* d = opendir("/proc/self/task")) {
-        while (const dirent* e = readdir(d)) {
-            char* end = nullptr;
-            const long t = std::strtol(e->d_name, &end, 10);
-            if (end != e->d_name && *end == '\0' && t > 0) tids.push_back(static_cast<pid_t>(t));
-        }
-        closedir(d);
+    while (const dirent* e = readdir(d)) {
+        char* end = nullptr;
+        const long t = std::strtol(e->d_name, &end, 10);
+        if (end != e->d_name && *end == '\0' && t > 0) tids.push_back(static_cast<pid_t>(t));
     }
+    closedir(d);
     std::sort(tids.begin(), tids.end());
     return tids;
+}
+
+/**
+ * Gives @p cpus to the threads rte_eal_init started that DPDK pinned where it put its control
+ * threads (the main lcore's CPUs): the interrupt thread (memif's connection handshake, link-state
+ * events), multi-process, telemetry. @p before: the process's threads before rte_eal_init, which
+ * keep their affinity; so do threads pinned anywhere else (a worker or service lcore's thread).
+ */
+void unpin_eal_control_threads(const std::vector<pid_t>& before, const cpu_set_t& cpus) noexcept {
+    const rte_cpuset_t main_cpus = rte_lcore_cpuset(rte_get_main_lcore());
+    if (CPU_EQUAL(&main_cpus, &cpus)) return;
+    const auto now = process_thread_ids();
+    if (!now) return;
+    for (const pid_t tid : *now) {
+        if (std::binary_search(before.begin(), before.end(), tid)) continue;
+        cpu_set_t has;
+        CPU_ZERO(&has);
+        if (sched_getaffinity(tid, sizeof has, &has) == 0 && CPU_EQUAL(&has, &main_cpus))
+            (void)sched_setaffinity(tid, sizeof cpus, &cpus);
+    }
 }
 } // namespace
 
@@ -359,8 +381,8 @@ std::string eal_init(const std::vector<std::string>& args) {
     const bool restore_cpus =
         !eal_args_choose_cores(args) &&
         pthread_getaffinity_np(pthread_self(), sizeof cpus_before, &cpus_before) == 0;
-    const std::vector<pid_t> threads_before =
-        restore_cpus ? process_thread_ids() : std::vector<pid_t>{};
+    const auto threads_before =
+        restore_cpus ? process_thread_ids() : std::optional<std::vector<pid_t>>{};
     const int ret = rte_eal_init(static_cast<int>(storage.size()), argv.data());
     if (restore_cpus) {
         (void)pthread_setaffinity_np(pthread_self(), sizeof cpus_before, &cpus_before);
@@ -370,10 +392,9 @@ std::string eal_init(const std::vector<std::string>& args) {
         // engine thread of another process held CPU 0 for seconds while a restarted memif peer's
         // handshake waited on its interrupt thread (test peer-kill, about 1 run in 10: S could
         // not send to the restarted P for over a second). They get the caller's CPUs back, as the
-        // caller did; threads the application had before are left as they were.
-        for (const pid_t tid : process_thread_ids())
-            if (!std::binary_search(threads_before.begin(), threads_before.end(), tid))
-                (void)sched_setaffinity(tid, sizeof cpus_before, &cpus_before);
+        // caller did; threads the application had before are left as they were (and all of them
+        // when they could not be listed).
+        if (ret >= 0 && threads_before) unpin_eal_control_threads(*threads_before, cpus_before);
     }
     if (ret < 0) {
         const int e = rte_errno;

@@ -437,6 +437,7 @@ struct Qp {
     }
 };
 
+static_assert(sizeof(Path) <= kCacheLine, "qp_prefetch asks for one line of the first path");
 static_assert(sizeof(CompleterState) + offsetof(RequesterState, psn_ring) <= kCacheLine,
               "the completer and the requester's head share one line (Qp::comp is aligned)");
 static_assert((static_cast<std::size_t>(Counter::acks_rcvd) + 1) * sizeof(std::uint64_t) <=
