@@ -125,8 +125,7 @@ void detect_losses(State& s, const rc::TransportCtx& ctx, std::uint64_t now) noe
  */
 void fail_local(Qp& qp, State& s, rc::TransportCtx& ctx, SqWqe& w, WcStatus status) noexcept {
     if (status == WcStatus::loc_prot_err) qp.counters.inc(Counter::local_protection_err);
-    qp.sq_ext_of(w).status = status;
-    w.state = WqeState::local_error;
+    qp.fail_wqe(w, WqeState::local_error, status);
     if (qp.sq.consumer_index() != s.next_wqe) return; // earlier WQEs complete first (reap)
     w.state = WqeState::error_due;
     rc::qp_enter_error(qp, ctx);
@@ -160,8 +159,7 @@ void fail_remote(Qp& qp, State& s, rc::TransportCtx& ctx, std::uint32_t wqe_inde
             w.state = WqeState::acked;
     }
     SqWqe& w = qp.sq.slot(wqe_index);
-    qp.sq_ext_of(w).status = status;
-    w.state = WqeState::error_due;
+    qp.fail_wqe(w, WqeState::error_due, status);
     rc::qp_enter_error(qp, ctx);
 }
 

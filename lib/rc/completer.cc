@@ -190,8 +190,7 @@ void complete_error(Qp& qp, TransportCtx& ctx, WcStatus status) noexcept {
     const std::uint32_t idx = clamp_first_unacked_wqe(qp);
     if (idx != qp.sq.producer_index()) {
         SqWqe& w = qp.sq.slot(idx);
-        qp.sq_ext_of(w).status = status;
-        w.state = WqeState::error_due;
+        qp.fail_wqe(w, WqeState::error_due, status);
     }
     qp_enter_error(qp, ctx);
 }
@@ -315,8 +314,9 @@ void go_back_n(Qp& qp, Psn p) noexcept {
 bool scatter(Qp& qp, TransportCtx& ctx, const SqWqe& w, std::uint32_t off,
              std::span<const std::uint8_t> data) noexcept {
     std::uint32_t pos = 0;
+    const Sge* sges = qp.sq_sg_list(w);
     for (std::uint32_t i = 0; i < w.num_sge && !data.empty(); ++i) {
-        const Sge& s = qp.sq_sg_list(w)[i];
+        const Sge& s = sges[i];
         if (off >= pos + s.length) {
             pos += s.length;
             continue;

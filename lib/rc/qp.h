@@ -422,6 +422,13 @@ struct Qp {
     [[nodiscard]] const SqWqeExt& sq_ext_of(const SqWqe& w) const noexcept {
         return sq_ext[static_cast<std::size_t>(&w - &sq.slot(0))];
     }
+    /** Marks SQ slot @p w failed: @p failed_state (WqeState::local_error or error_due) with @p
+     * status in its SqWqeExt, the only place a failure's status is kept, set whenever those states
+     * are entered (and read only in them). Engine thread. */
+    void fail_wqe(SqWqe& w, WqeState failed_state, WcStatus status) noexcept {
+        sq_ext_of(w).status = status;
+        w.state = failed_state;
+    }
     /** The SGE list of SQ slot @p w (SqWqe::sg_list). */
     [[nodiscard]] const Sge* sq_sg_list(const SqWqe& w) const noexcept {
         return w.sg_list(sq_ext_of(w));

@@ -76,8 +76,7 @@ std::uint32_t packets_of(std::uint32_t len, std::uint32_t mtu) noexcept {
  */
 void fail_local(Qp& qp, TransportCtx& ctx, SqWqe& w, WcStatus status) noexcept {
     if (status == WcStatus::loc_prot_err) count(qp, ctx, Counter::local_protection_err);
-    qp.sq_ext_of(w).status = status;
-    w.state = WqeState::local_error;
+    qp.fail_wqe(w, WqeState::local_error, status);
     if (clamp_first_unacked_wqe(qp) != qp.req.next_wqe) return;
     // Nothing unacknowledged before it: its error completion is due now, after the acknowledged
     // WQEs before it (qp_enter_error completes them first, in order).
@@ -158,8 +157,9 @@ WcStatus check_send_wqe(Qp& qp, TransportCtx& ctx, const SqWqe& w,
     }
     if (w.num_sge > kMaxSge) return WcStatus::loc_qp_op_err;
     std::uint64_t total = 0;
+    const Sge* sges = qp.sq_sg_list(w);
     for (std::uint32_t i = 0; i < w.num_sge; ++i) {
-        const Sge& s = qp.sq_sg_list(w)[i];
+        const Sge& s = sges[i];
         total += s.length;
         if (s.length == 0) continue; // C9-88: a zero-length buffer is never checked
         std::uint8_t* host = nullptr;
@@ -181,8 +181,9 @@ int gather_payload(Qp& qp, TransportCtx& ctx, const SqWqe& w, std::uint32_t off,
     }
     int n = 0;
     std::uint32_t pos = 0; // message offset of SGE i
+    const Sge* sges = qp.sq_sg_list(w);
     for (std::uint32_t i = 0; i < w.num_sge && len > 0; ++i) {
-        const Sge& s = qp.sq_sg_list(w)[i];
+        const Sge& s = sges[i];
         if (off >= pos + s.length) {
             pos += s.length;
             continue;
