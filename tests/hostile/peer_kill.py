@@ -35,10 +35,23 @@ start("q", "q", "--server", "--port", "18701")
 for n in ("s", "p", "q"):
     if not wait_for(n, "connected"):
         bye(f"{n} did not connect")
-time.sleep(1)
-s0 = status("s")
+
+
+def status_once(done, secs=10):
+    """S's status once done(status) holds, or after secs: memif links come up when the EAL
+    interrupt threads of both processes have run the handshake, which on a loaded 2-core host has
+    taken 1 - 5 s (README: the control threads), so the test waits for the stream, not a fixed second."""
+    t0 = time.time()
+    while True:
+        s = status("s")
+        if done(s) or time.time() - t0 > secs:
+            return s, time.time() - t0
+        time.sleep(0.1)
+
+
+s0, took = status_once(lambda s: all(x["completed"] > 0 for x in s["peers"]))
 check("S streams to P and to Q", all(x["completed"] > 0 for x in s0["peers"]),
-      f"completed {[x['completed'] for x in s0['peers']]}")
+      f"completed {[x['completed'] for x in s0['peers']]} after {took:.1f} s")
 
 # ---- SIGKILL P.
 killed_ms = time.monotonic() * 1000
@@ -78,11 +91,14 @@ if not started:
 v.command("s", "reconnect 0")
 ok = wait_for("s", "peer 0 connected again") and wait_for("p", "connected")
 check("S reconnects to the restarted P", ok)
-time.sleep(1)
-s3 = status("s")
+# A thousand messages (a fraction of a second once the link is up), so that the stream has run
+# long enough for an error to show.
+s3, took = status_once(lambda s: s["peers"][0]["completed"] >= 1000 or
+                       s["peers"][0]["error_completions"])
 check("S streams to the restarted P, without an error",
-      s3["peers"][0]["completed"] > 0 and s3["peers"][0]["error_completions"] == 0,
-      f"{s3['peers'][0]['completed']} messages" if s3["peers"][0]["completed"] else
+      s3["peers"][0]["completed"] >= 1000 and s3["peers"][0]["error_completions"] == 0,
+      f"{s3['peers'][0]['completed']} messages {took:.1f} s after the reconnect"
+      if s3["peers"][0]["completed"] else
       f"{s3['peers'][0]}; S's counters: " + ", ".join(
           f"{k} {s3['counters'][k]}" for k in ("link_downed", "link_upped", "sent_pkts",
                                                 "local_ack_timeout_err", "tx_no_buffer",
