@@ -12,6 +12,8 @@
 // timers no longer fit any cache at 16 K QPs. (Giving every QP its own full window instead would
 // put 1 M WRITEs in flight at 16 K QPs: the engine, not the QP count, would then be measured, and
 // ACK timeouts would fire behind the queue.)
+//
+// DROCE_SCALE_OP=read: 64 B RDMA READs instead (the responder answers each from its READ state).
 #include <benchmark/benchmark.h>
 
 #include <x86intrin.h>
@@ -19,6 +21,8 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,7 +37,13 @@ using namespace droce;
 
 constexpr std::uint32_t kBatch = 16;    ///< WRITEs per post_send call, the last one signaled
 constexpr std::uint32_t kInFlight = 64; ///< batches outstanding in the whole run (1024 WRITEs)
-constexpr std::size_t kMsg = 64;        ///< bytes per RDMA WRITE
+constexpr std::size_t kMsg = 64;        ///< bytes per RDMA WRITE (or READ)
+
+/** DROCE_SCALE_OP=read: the batches are RDMA READs; otherwise RDMA WRITEs. */
+bool reads() {
+    const char* op = std::getenv("DROCE_SCALE_OP");
+    return op != nullptr && std::strcmp(op, "read") == 0;
+}
 
 struct ScaleRig {
     Clock clock = Clock::tsc();
@@ -69,8 +79,9 @@ struct ScaleRig {
             cq[e] = dev[e]->create_cq(rc::kMaxCqe, &err);
         }
         src_mr = dev[0]->reg_mr(pd[0], src.data(), src.size(), rc::kAccessLocalWrite, &err);
-        dst_mr = dev[1]->reg_mr(pd[1], dst.data(), dst.size(),
-                                rc::kAccessLocalWrite | rc::kAccessRemoteWrite, &err);
+        dst_mr = dev[1]->reg_mr(
+            pd[1], dst.data(), dst.size(),
+            rc::kAccessLocalWrite | rc::kAccessRemoteWrite | rc::kAccessRemoteRead, &err);
         for (std::uint32_t i = 0; i < n; ++i) {
             rc::Qp* a = dev[0]->create_qp(pd[0], cq[0], cq[0], rc::QpCap{sq_depth(n), 1, 1, 1, 0},
                                           false, &err);
@@ -80,7 +91,7 @@ struct ScaleRig {
             rc::Qp* pair[2] = {a, b};
             for (int e = 0; e < 2; ++e) {
                 RcConnectParams c;
-                c.qp_access_flags = rc::kAccessRemoteWrite;
+                c.qp_access_flags = rc::kAccessRemoteWrite | rc::kAccessRemoteRead;
                 c.path_mtu = rc::Mtu::mtu4096;
                 c.dest_qp_num = pair[1 - e]->qpn;
                 c.max_dest_rd_atomic = 16;
@@ -127,7 +138,7 @@ void BM_EngineWrite64BQps(benchmark::State& state) {
     std::array<rc::SendWqe, kBatch> batch{};
     for (std::uint32_t i = 0; i < kBatch; ++i) {
         rc::SendWqe& w = batch[i];
-        w.opcode = rc::WrOpcode::rdma_write;
+        w.opcode = reads() ? rc::WrOpcode::rdma_read : rc::WrOpcode::rdma_write;
         w.num_sge = 1;
         w.sg_list[0] = rc::Sge{reinterpret_cast<std::uintptr_t>(rig.src.data()),
                                static_cast<std::uint32_t>(kMsg), rig.src_mr->lkey};
@@ -171,6 +182,7 @@ void BM_EngineWrite64BQps(benchmark::State& state) {
     for (auto _ : state)
         step();
     state.counters["qps"] = n;
+    state.SetLabel(reads() ? "read" : "write");
     state.counters["msgs"] =
         benchmark::Counter(static_cast<double>(completed), benchmark::Counter::kIsRate);
     state.counters["pkts"] =
