@@ -14,6 +14,8 @@
 // ACK timeouts would fire behind the queue.)
 //
 // DROCE_SCALE_OP=read: 64 B RDMA READs instead (the responder answers each from its READ state).
+// One QP then holds at most 16 READs in flight (max_rd_atomic, as IBTA's initiator depth), not
+// 1,024 as with WRITEs: the READ ratios divide by a one-QP rate with a smaller window.
 #include <benchmark/benchmark.h>
 
 #include <x86intrin.h>
