@@ -400,6 +400,60 @@ class Device {
      * that the engine thread carries on. @return units of work done.
      */
     std::uint32_t progress(unsigned max_passes) noexcept;
+    /**
+     * Counts a verb call of an application thread that offers to run this device's engine (an empty
+     * ibv_poll_cq, a waiting ibv_get_cq_event: progress() follows). An engine thread with
+     * EngineThread::Options::step_aside_ns steps aside while such calls come quickly (an
+     * application busy-polling), so that the application's thread and its peer's have the cores
+     * to themselves. Any thread; a relaxed increment on a line of its own (several application
+     * threads may lose an increment to each other: a rate, not a tally).
+     */
+    void note_app_drive() noexcept {
+        app_drives_.store(app_drives_.load(std::memory_order_relaxed) + 1,
+                          std::memory_order_relaxed);
+    }
+    /** note_app_drive() calls so far (approximate with several application threads). Relaxed. */
+    [[nodiscard]] std::uint64_t app_drives() const noexcept {
+        return app_drives_.load(std::memory_order_relaxed);
+    }
+    /**
+     * RDMA WRITEs this device placed with no completion (rc::TransportCtx::silent_writes), as of
+     * the end of the last pass that placed one. A program learns of them only from memory and may
+     * wait for them spinning on it without a verb call (ib_write_lat), so an engine thread never
+     * steps aside on a device that places them (EngineThread::Options::step_aside_ns). Any
+     * thread; relaxed.
+     */
+    [[nodiscard]] std::uint64_t silent_writes() const noexcept {
+        return silent_writes_.load(std::memory_order_relaxed);
+    }
+    /**
+     * Says that the application thread stops driving and will block (ibv_get_cq_event before its
+     * read): until its next note_app_drive() no engine thread steps aside, and one stepping aside
+     * now is woken (one eventfd write, only then). Any thread.
+     */
+    void app_drive_ends() noexcept;
+    /**
+     * Releases of the poll ownership that left work behind (work_left(): a large WRITE half sent,
+     * frames looped back, a doorbell rung meanwhile), by any thread. An application that leaves
+     * work behind may not come back for it soon (it posts, then computes): an engine thread
+     * steps aside only through windows with none, and one stepping aside is woken by the
+     * release that leaves work (release_poll()). Written by the poll owner as it releases; any
+     * thread reads; relaxed.
+     */
+    [[nodiscard]] std::uint64_t releases_with_work_left() const noexcept {
+        return releases_with_work_left_.load(std::memory_order_relaxed);
+    }
+    /**
+     * An engine thread's step-aside nap (EngineThread::Options::step_aside_ns): sleeps @p ns at
+     * most, ended early by ring_doorbell() (app_drive_ends(), a release that leaves work behind,
+     * EngineThread::stop()). No nap at all when no drive came since the last app_drive_ends(), or
+     * when a release left work behind since @p left_work_seen (releases_with_work_left() as the
+     * caller last read it). Unlike sleep_until_doorbell() it does not publish "asleep": posts do
+     * not ring the doorbell (the application that drives runs them), and it neither takes the
+     * poll ownership nor arms receive interrupts. Engine thread only. @return false when it
+     * napped its time out, true otherwise (woken, or no nap).
+     */
+    bool step_aside_nap(std::uint64_t ns, std::uint64_t left_work_seen) noexcept;
     /** Passes run so far, by any thread (poll() or progress()). Any thread; relaxed. */
     [[nodiscard]] std::uint64_t passes_run() const noexcept {
         return passes_run_.load(std::memory_order_relaxed);
@@ -767,10 +821,22 @@ class Device {
     std::atomic<std::uint64_t> nap_deadline_ns_{0};
     /** pacer_release_ns(): written by each pass's owner, read by engine loops and sleepers. */
     std::atomic<std::uint64_t> pacer_release_ns_{0};
+    /** note_app_drive(): written by application threads, read by the engine thread's loop, on a
+     *  line of its own (written on every empty poll: it must not share the poll flag's line). */
+    alignas(64) std::atomic<std::uint64_t> app_drives_{0};
+    /** app_drives_ when the application last said it blocks (app_drive_ends()). */
+    std::atomic<std::uint64_t> app_drives_at_end_{0};
+    /** True while the engine thread naps in step_aside_nap() (app_drive_ends() and a release
+     *  that leaves work ring only then). */
+    std::atomic<bool> stepping_aside_{false};
     /** try_own_poll() failures: written by the threads that fail, on a line of its own. */
     alignas(64) std::atomic<std::uint64_t> poll_contended_{0};
     /** The owner's pass bookkeeping, from a line start (see poll_owner_). */
     alignas(64) std::atomic<std::uint64_t> passes_run_{0}; ///< written by the owner only
+    /** ctx_.silent_writes published by the pass owner at the end of a pass that changed it. */
+    std::atomic<std::uint64_t> silent_writes_{0};
+    /** releases_with_work_left(): written by the owner as it releases the poll ownership. */
+    std::atomic<std::uint64_t> releases_with_work_left_{0};
     /** Clock ns at the start of the last pass (0: none yet), for TransportCtx::prev_pass_start_ns.
      *  The poll owner's only (the poll flag hands it over with acquire/release). */
     std::uint64_t last_pass_start_ns_ = 0;

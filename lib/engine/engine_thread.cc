@@ -83,6 +83,31 @@ void EngineThread::apply_nice(int nice) noexcept {
     [[maybe_unused]] int r = setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), nice);
 }
 
+EngineThread::AppDriveWatch
+EngineThread::watch_from_now(std::uint64_t silent_seen_ns) const noexcept {
+    return {monotonic_ns(), dev_.app_drives(), dev_.silent_writes(), dev_.releases_with_work_left(),
+            silent_seen_ns};
+}
+
+bool EngineThread::app_polls_busily(AppDriveWatch& w) const noexcept {
+    const std::uint64_t drives = dev_.app_drives();
+    if (drives == w.drives) return false; // no clock read while the application does not drive
+    const std::uint64_t now = monotonic_ns();
+    const std::uint64_t elapsed = now > w.since_ns ? now - w.since_ns : 0;
+    if (elapsed < kStepAsideWindowNs) return false;
+    const std::uint64_t silent = dev_.silent_writes();
+    const std::uint64_t left = dev_.releases_with_work_left();
+    // A WRITE placed with no completion: the program may wait on memory for the next one, for a
+    // while (kSilentWriteHoldNs). Work left behind in the window: the program may be computing
+    // while its transfer should go on.
+    if (silent != w.silent_writes) w.silent_seen_ns = now;
+    const bool busy = (w.silent_seen_ns == 0 || now - w.silent_seen_ns >= kSilentWriteHoldNs) &&
+                      left == w.left_work &&
+                      (drives - w.drives) * kStepAsideWindowNs >= kStepAsideMinDrives * elapsed;
+    w = {now, drives, silent, left, w.silent_seen_ns};
+    return busy;
+}
+
 void EngineThread::run() noexcept {
     // Named so that top -H, perf and tests tell the engine from the application's threads.
     pthread_setname_np(pthread_self(), kThreadName);
@@ -92,7 +117,24 @@ void EngineThread::run() noexcept {
     // timer slack would stretch each one past it (a QP paced at 1 Gb/s sent 0.58 Gb/s).
     if (prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL) == 0) Device::naps_end_on_time();
     IdleBackoff backoff(opts_);
+    AppDriveWatch watch = watch_from_now(0);
+    std::uint32_t turns = 0;
     while (!stop_.load(std::memory_order_relaxed)) {
+        // Looked at every kStepAsideLookEvery turns while spinning (the drive count's line is the
+        // application's, written on each of its polls, and a read per turn would pull it away
+        // every time), and on every turn past the spin phase (a yield beside a spinning
+        // application can take milliseconds: 64 of them would delay the step for good).
+        if (opts_.step_aside_ns != 0 &&
+            ((++turns % kStepAsideLookEvery) == 0 || backoff.past_spin()) &&
+            app_polls_busily(watch)) {
+            steps_aside_.fetch_add(1, std::memory_order_relaxed);
+            // Woken (the application blocks now) or no nap at all: a new window from now, so
+            // that the drives counted before do not send the thread straight back to sleep.
+            if (dev_.step_aside_nap(opts_.step_aside_ns, watch.left_work))
+                watch = watch_from_now(watch.silent_seen_ns);
+            backoff.worked();
+            continue;
+        }
         if (dev_.poll() > 0) {
             backoff.worked();
             continue;

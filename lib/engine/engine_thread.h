@@ -59,6 +59,26 @@ class EngineThread {
         std::uint64_t shared_core_yield_ns = 0;
         std::uint64_t shared_core_hold_ns = 1'000'000'000; ///< 1 s
         /**
+         * Steps aside for an application that drives the engine itself: the length (ns) of one
+         * step-aside nap; 0 = never (the default). When an application thread drove the device
+         * (Device::note_app_drive(): an empty ibv_poll_cq running engine passes) at least
+         * kStepAsideMinDrives times per kStepAsideWindowNs, measured over the last window or
+         * nap, and the device placed no RDMA WRITE without a completion meanwhile
+         * in the last kSilentWriteHoldNs (Device::silent_writes(): the program may be spinning on
+         * memory for one, as ib_write_lat does, and only the engine thread would place the next)
+         * and no release of the engine left work behind (Device::releases_with_work_left(): a
+         * program that posts a large WRITE, then computes, expects it to go on), the thread runs no
+         * pass and naps this long (Device::step_aside_nap()), then looks again. Without it the
+         * engine thread kept winning the engine between two of the application's polls and stayed
+         * runnable: three or four busy threads for two cores in a perftest pair, and ib_send_lat's
+         * two polling threads put on one CPU (README: Progress). An application that stops polling
+         * and waits on memory for the engine gets it back within one nap; one that blocks in
+         * ibv_get_cq_event wakes it at once (Device::app_drive_ends()); one that polls a CQ only
+         * now and then (a server that polls memory for requests) never makes it step aside. The
+         * verbs library sets it in its default progress mode.
+         */
+        std::uint64_t step_aside_ns = 0;
+        /**
          * Called first on every engine thread (EngineThread's and Runtime's one thread for all
          * devices), before its first pass; nullptr = nothing. The runtime sets it, when DPDK's EAL
          * is up in the process, to dpdk::register_thread(): a thread the EAL did not create has no
@@ -118,6 +138,8 @@ class EngineThread {
         void nap_begins() noexcept;
         /** After the nap; @p woken: something ended it early (work is likely). */
         void nap_ended(bool woken) noexcept { idle_ = woken ? 0 : nap_after(); }
+        /** True once idle beyond the spin phase (yielding or napping). */
+        [[nodiscard]] bool past_spin() const noexcept { return idle_ >= o_.spin_polls; }
         /** True while SCHED_FIFO (for tests). */
         [[nodiscard]] bool realtime() const noexcept { return realtime_; }
         /** True while the yield phase is skipped (shared core seen; for tests). */
@@ -154,8 +176,38 @@ class EngineThread {
     [[nodiscard]] std::uint64_t naps() const noexcept {
         return naps_.load(std::memory_order_relaxed);
     }
+    /** Step-aside naps taken so far (Options::step_aside_ns; for tests and stats). */
+    [[nodiscard]] std::uint64_t steps_aside() const noexcept {
+        return steps_aside_.load(std::memory_order_relaxed);
+    }
+
+    /** Step-aside watch window (ns) and the application drives it must see in it (one per
+     *  ~3 us: a busy-polling loop makes hundreds; a loop that polls a CQ per batch of work, few).
+     */
+    static constexpr std::uint64_t kStepAsideWindowNs = 100'000;
+    static constexpr std::uint64_t kStepAsideMinDrives = 32;
+    /** Loop turns between two looks at the application's drives while the engine spins (a turn
+     *  is a pass or a pause; past the spin phase it looks on every turn). */
+    static constexpr std::uint32_t kStepAsideLookEvery = 64;
+    /** No step aside for this long (ns) after the device placed a WRITE with no completion
+     *  (Device::silent_writes()): a program that receives them may wait on memory for the next. */
+    static constexpr std::uint64_t kSilentWriteHoldNs = 1'000'000'000;
 
   private:
+    /** Where the last step-aside window began: monotonic ns and Device::app_drives(). */
+    struct AppDriveWatch {
+        std::uint64_t since_ns;
+        std::uint64_t drives;
+        std::uint64_t silent_writes;  ///< Device::silent_writes()
+        std::uint64_t left_work;      ///< Device::releases_with_work_left()
+        std::uint64_t silent_seen_ns; ///< when silent_writes last moved (0: never)
+    };
+    /** A window from now (@p silent_seen_ns carried over). */
+    [[nodiscard]] AppDriveWatch watch_from_now(std::uint64_t silent_seen_ns) const noexcept;
+    /** True, once per window, when the application drove at the step-aside rate since @p w
+     *  began, no silent WRITE was placed and no release left work; a new window then begins
+     *  (@p w updated). */
+    [[nodiscard]] bool app_polls_busily(AppDriveWatch& w) const noexcept;
     void run() noexcept;
 
     Device& dev_;
@@ -163,6 +215,7 @@ class EngineThread {
     std::thread thread_;
     std::atomic<bool> stop_{false};
     std::atomic<std::uint64_t> naps_{0};
+    std::atomic<std::uint64_t> steps_aside_{0};
 };
 
 } // namespace droce

@@ -110,12 +110,17 @@ void Device::release_poll(bool work_left) noexcept {
         poll_owner_.store(false, std::memory_order_release);
         return;
     }
+    // Counted while still the owner; seq_cst, as the load of stepping_aside_ below (Dekker with
+    // step_aside_nap(): either the stepping engine sees the count, or it is seen stepping here).
+    releases_with_work_left_.fetch_add(1, std::memory_order_seq_cst);
     // seq_cst: the store precedes the load of asleep_ below, so that a thread that failed to take
     // the flag after raising asleep_ is seen here (Dekker, as for the doorbell).
     poll_owner_.store(false, std::memory_order_seq_cst);
     // A driver that leaves work behind (an application thread that ran its bounded passes and
-    // returns) wakes a napping engine thread, which otherwise would find it only when its nap ends.
-    if (asleep_.load(std::memory_order_seq_cst)) ring_doorbell();
+    // returns) wakes a napping engine thread, which otherwise would find it only when its nap ends,
+    // and one that stepped aside for it (the application may not come back for it soon).
+    if (asleep_.load(std::memory_order_seq_cst) || stepping_aside_.load(std::memory_order_seq_cst))
+        ring_doorbell();
 }
 
 bool Device::work_left() const noexcept {
@@ -260,6 +265,8 @@ std::uint32_t Device::pass() noexcept {
         if (reclaim && tx_[p].count == 0) ports_[p].driver->tx_reclaim();
         flush_tx(p);
     }
+    if (silent_writes_.load(std::memory_order_relaxed) != ctx_.silent_writes)
+        silent_writes_.store(ctx_.silent_writes, std::memory_order_relaxed);
     leave_pass();
     return work + (wait_release ? 1u : 0u);
 }
@@ -399,6 +406,36 @@ bool Device::sleep_until_any_doorbell(std::span<Device* const> devs, std::uint64
     for (std::size_t d = 0; d < devs.size(); ++d)
         devs[d]->end_nap(looks[d]);
     return woken || work;
+}
+
+void Device::app_drive_ends() noexcept {
+    app_drives_at_end_.store(app_drives_.load(std::memory_order_relaxed),
+                             std::memory_order_relaxed);
+    // seq_cst (Dekker with step_aside_nap()): either the engine sees the end and does not nap, or
+    // the end sees the engine napping and wakes it.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (stepping_aside_.load(std::memory_order_relaxed)) ring_doorbell();
+}
+
+bool Device::step_aside_nap(std::uint64_t ns, std::uint64_t left_work_seen) noexcept {
+    stepping_aside_.store(true, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    bool slept_out = false;
+    if (app_drives_.load(std::memory_order_relaxed) !=
+            app_drives_at_end_.load(std::memory_order_relaxed) &&
+        releases_with_work_left_.load(std::memory_order_relaxed) == left_work_seen && ns > 0) {
+        pollfd fd{doorbell_fd_, POLLIN, 0};
+        timespec ts{static_cast<time_t>(ns / 1'000'000'000u),
+                    static_cast<long>(ns % 1'000'000'000u)};
+        // With no doorbell (its eventfd failed) a nap of the timeout alone: ppoll ignores fd -1.
+        slept_out = ppoll(&fd, 1, &ts, nullptr) == 0;
+        if (!slept_out && doorbell_fd_ >= 0) {
+            std::uint64_t drained;
+            [[maybe_unused]] ssize_t r = read(doorbell_fd_, &drained, sizeof drained);
+        }
+    }
+    stepping_aside_.store(false, std::memory_order_relaxed);
+    return !slept_out;
 }
 
 std::uint64_t Device::next_deadline_ns() const noexcept {

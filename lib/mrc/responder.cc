@@ -180,6 +180,7 @@ void data_receive(Qp& qp, State& s, const wire::ParsedFrame& pkt, rc::TransportC
             return;
         }
         std::memcpy(host, pkt.payload.data(), len);
+        if (!imm) ++ctx.silent_writes; // Device::silent_writes()
     }
     ps.rx_bytes.fetch_add(len, std::memory_order_relaxed);
     if (d > 0) s.count(MrcCounter::ooo_pkts_rcvd);

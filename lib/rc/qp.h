@@ -112,6 +112,10 @@ struct TransportCtx {
      *  would only cost instructions. Written by the Device's control path (create_qp,
      *  destroy_qp, in a control section), read by the engine. */
     bool prefetch_qp_state = false;
+    /** RDMA WRITEs placed with no completion (RC: messages; MRC: packets without immediate data),
+     *  counted by the responders: a program learns of them only from memory, so it may wait for
+     *  them without calling a verb (Device::silent_writes()). The pass owner's only. */
+    std::uint64_t silent_writes = 0;
     // ---- set by the engine for each received packet, before receive_request/receive_response
     std::uint8_t rx_port = 0; ///< 0-based device port (plane) the packet arrived on
     bool rx_ecn_ce = false;   ///< the packet's IP ECN field is CE (congestion experienced)

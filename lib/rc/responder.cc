@@ -702,8 +702,10 @@ RespState on_complete(Rx& rx) noexcept {
     Qp& qp = rx.qp;
     ResponderState& r = qp.resp;
     r.msn = next_msn(r.msn);
-    if (!rx.is(OpFlags::completes))
+    if (!rx.is(OpFlags::completes)) {
+        ++rx.ctx.silent_writes;        // Device::silent_writes()
         return RespState::acknowledge; // plain WRITE: no receive completion
+    }
     Cqe c{};
     c.status = WcStatus::success;
     if (rx.is(OpFlags::send)) {

@@ -366,7 +366,12 @@ void wait_driving(ibv_comp_channel* channel, VContext* c) noexcept {
         pollfd pfd{channel->fd, POLLIN, 0};
         if (poll(&pfd, 1, 0) > 0 || nonblocking) return;
         if (round < kWaitSpins) continue;
-        if (!c->app_only) return;
+        if (!c->app_only) {
+            // The caller's read blocks: its engine threads must not wait out a step aside.
+            for (Device* d : c->drive_devs)
+                d->app_drive_ends();
+            return;
+        }
         c->dev->sleep_until_doorbell(kAppNapNs, channel->fd);
     }
 }

@@ -494,6 +494,7 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
             opts.engine.yield_polls = kAutoEngineBackoff.yield_polls;
             opts.engine.max_sleep_ns = kAutoEngineBackoff.max_sleep_ns;
             opts.engine.nice = kAutoEngineBackoff.nice;
+            opts.engine.step_aside_ns = kAutoStepAsideNs;
         }
         // DROCE_ENGINE_WAKE=fifo: the latency mode for hosts with fewer cores than busy threads
         // (README: Progress): engine threads realtime through their naps, and no yield phase once
@@ -536,6 +537,16 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
             opts.engine.spin_polls = static_cast<std::uint32_t>(budget[0]);
             opts.engine.yield_polls = static_cast<std::uint32_t>(budget[1]);
             opts.engine.max_sleep_ns = budget[2];
+        }
+        // DROCE_ENGINE_STEP_ASIDE_US=N: how long an engine thread steps aside after the
+        // application last drove its device (EngineThread::Options::step_aside_ns; 0 = never;
+        // default kAutoStepAsideNs in auto, never in thread mode).
+        if (const char* sa = std::getenv("DROCE_ENGINE_STEP_ASIDE_US"); sa && *sa) {
+            constexpr std::uint64_t kMaxStepAsideUs = 1'000'000; // 1 s
+            std::uint64_t v = 0;
+            if (!parse_uint(sa, 0, kMaxStepAsideUs, &v))
+                return refuse_env("DROCE_ENGINE_STEP_ASIDE_US", sa, "a number in 0..1000000");
+            opts.engine.step_aside_ns = v * 1'000;
         }
         // DROCE_IMPAIR=spec puts an impairment stage (loss, reorder, ECN marking, ...; the syntax
         // of sim::parse_impair_spec) on every port, for programs that cannot ask for one: how a

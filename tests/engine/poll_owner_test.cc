@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -546,6 +547,260 @@ TEST(PollOwnership, ProgressAloneCompletesATransfer) {
     EXPECT_EQ(c.status, rc::WcStatus::success);
     EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), 65536), 0);
     EXPECT_EQ(t.dev[0]->poll_contended(), 0u); // one thread: it never found the engine busy
+}
+
+/**
+ * The application's side of an EngineThread::Options::step_aside_ns test: 2 KiB WRITEs from dev 0
+ * one at a time (a ping: each post's own passes send it whole, so no release leaves work
+ * behind), completions reaped, and, on every empty poll, the engine driven as the verbs library's
+ * ibv_poll_cq does (Device::note_app_drive() then progress()). Until @p writes completed or
+ * @p until; @return the completions, all checked for success and order.
+ */
+std::uint64_t busy_poll_writes(TwoEngines& t, const QpPair& p, Buffer& src, Buffer& dst,
+                               std::uint64_t writes, steady_clock::time_point until) {
+    constexpr std::size_t kMsg = 2048;
+    constexpr std::uint32_t kSlots = 1;
+    std::uint64_t posted = 0, completed = 0;
+    rc::Cqe cqes[32];
+    while (completed < writes && steady_clock::now() < until) {
+        while (posted < writes && posted - completed < kSlots) {
+            const std::size_t slot = posted % kSlots;
+            rc::SendWqe w =
+                TwoEngines::wqe(rc::WrOpcode::rdma_write, posted, src, kMsg, slot * kMsg);
+            w.remote_addr = dst.addr(slot * kMsg);
+            w.rkey = dst.mr->rkey;
+            std::uint32_t n_bad = 0;
+            if (t.dev[0]->post_send(p.qp[0], &w, 1, &n_bad, 4) != 0) return completed;
+            ++posted;
+        }
+        std::uint32_t n = t.dev[0]->poll_cq(t.send_cq[0], cqes, 32);
+        if (n == 0) {
+            t.dev[0]->note_app_drive();
+            t.dev[0]->progress(4);
+            n = t.dev[0]->poll_cq(t.send_cq[0], cqes, 32);
+        }
+        for (std::uint32_t i = 0; i < n; ++i) {
+            if (cqes[i].status != rc::WcStatus::success || cqes[i].wr_id != completed)
+                return completed;
+            ++completed;
+        }
+    }
+    return completed;
+}
+
+/**
+ * Options::step_aside_ns: while the application busy-polls (drives the engine on every empty
+ * poll), its engine thread steps aside, and the traffic, now run by the application thread alone,
+ * is complete and in order. When the application stops polling and waits without driving, the
+ * engine thread takes over again within one step-aside nap (50 ms here).
+ */
+TEST(EngineStepAside, ItNapsWhileTheApplicationPollsAndReturnsWhenItStops) {
+    TwoEngines t(1, /*ipv6=*/false, /*real_time=*/true);
+    QpOptions o;
+    o.sq_depth = 256;
+    o.timeout = 14; // a retry budget far beyond a descheduled thread's tens of milliseconds
+    const QpPair p = t.connect(o);
+    auto src = t.buffer(0, 4096, 13);
+    auto dst = t.buffer(1, 4096);
+    EngineThread::Options eo;
+    eo.step_aside_ns = 50'000'000;
+    EngineThread e0(*t.dev[0], eo), e1(*t.dev[1], eo);
+    ASSERT_TRUE(e0.start());
+    ASSERT_TRUE(e1.start());
+    constexpr std::uint64_t kWrites = 20000;
+    const std::uint64_t done =
+        busy_poll_writes(t, p, *src, *dst, kWrites, steady_clock::now() + seconds(40));
+    EXPECT_EQ(done, kWrites) << "a WRITE failed, came out of order, or the transfer stalled";
+    EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), 2048), 0); // busy_poll_writes' slot
+    EXPECT_GE(e0.steps_aside(), 1u) << "the engine thread never stepped aside for the poller";
+    EXPECT_EQ(e1.steps_aside(), 0u) << "an engine whose application never drove stepped aside";
+
+    // The application now waits without driving: the engine thread must come back by itself.
+    rc::Cqe cqe;
+    const double took_ms = write_and_wait(t, p, *src, *dst, &cqe);
+    const auto stop0 = steady_clock::now();
+    e0.stop();
+    e1.stop();
+    const double stop_ms = duration<double, std::milli>(steady_clock::now() - stop0).count();
+    std::printf("%llu step-aside naps over %llu WRITEs; a WRITE after the polling stopped: "
+                "%.3f ms\n",
+                static_cast<unsigned long long>(e0.steps_aside()),
+                static_cast<unsigned long long>(done), took_ms);
+    ASSERT_GE(took_ms, 0) << "the engine thread never came back once the application stopped";
+    EXPECT_LT(took_ms, 2000) << "far beyond one 50 ms step-aside nap";
+    EXPECT_EQ(cqe.status, rc::WcStatus::success);
+    EXPECT_LT(stop_ms, 1000) << "stop() waited out a nap";
+}
+
+/**
+ * An application that drives the engine now and then (one empty poll with passes every
+ * millisecond, as a server that polls memory for its requests and its CQ once per batch) is no
+ * busy poller: the engine thread never steps aside for it, even with a step of 10 s that would
+ * stall it for all to see.
+ */
+TEST(EngineStepAside, ARareDriverNeverMakesItStepAside) {
+    TwoEngines t(1, /*ipv6=*/false, /*real_time=*/true);
+    const QpPair p = t.connect();
+    auto src = t.buffer(0, 4096, 17);
+    auto dst = t.buffer(1, 4096);
+    EngineThread::Options eo;
+    eo.step_aside_ns = 10'000'000'000;
+    EngineThread e0(*t.dev[0], eo), e1(*t.dev[1]);
+    ASSERT_TRUE(e0.start());
+    ASSERT_TRUE(e1.start());
+    double worst_ms = 0;
+    for (int i = 0; i < 100; ++i) {
+        t.dev[0]->note_app_drive();
+        t.dev[0]->progress(4);
+        rc::Cqe cqe;
+        const double ms = write_and_wait(t, p, *src, *dst, &cqe);
+        ASSERT_GE(ms, 0) << "WRITE " << i << " never completed";
+        ASSERT_EQ(cqe.status, rc::WcStatus::success);
+        worst_ms = std::max(worst_ms, ms);
+        std::this_thread::sleep_for(milliseconds(1));
+    }
+    e0.stop();
+    e1.stop();
+    std::printf("100 WRITEs with a drive a millisecond: slowest %.3f ms, step-aside naps %llu\n",
+                worst_ms, static_cast<unsigned long long>(e0.steps_aside()));
+    EXPECT_EQ(e0.steps_aside(), 0u);
+}
+
+/**
+ * An application that stops driving to block (ibv_get_cq_event before its read calls
+ * Device::app_drive_ends()) wakes an engine thread that stepped aside for it, at once: with a
+ * step of 10 s, a WRITE posted afterwards completes in milliseconds.
+ */
+TEST(EngineStepAside, AnApplicationThatBlocksWakesItAtOnce) {
+    TwoEngines t(1, /*ipv6=*/false, /*real_time=*/true);
+    QpOptions o;
+    o.sq_depth = 256;
+    o.timeout = 14;
+    const QpPair p = t.connect(o);
+    auto src = t.buffer(0, 4096, 19);
+    auto dst = t.buffer(1, 4096);
+    EngineThread::Options eo;
+    eo.step_aside_ns = 10'000'000'000;
+    EngineThread e0(*t.dev[0], eo), e1(*t.dev[1]);
+    ASSERT_TRUE(e0.start());
+    ASSERT_TRUE(e1.start());
+    // Busy-poll until the engine thread steps aside (it then naps for 10 s).
+    const auto end = steady_clock::now() + seconds(20);
+    std::uint64_t done = 0;
+    while (e0.steps_aside() == 0 && steady_clock::now() < end)
+        done += busy_poll_writes(t, p, *src, *dst, 64, end);
+    ASSERT_GE(e0.steps_aside(), 1u) << "the engine thread never stepped aside in 20 s";
+    t.dev[0]->app_drive_ends();
+    rc::Cqe cqe;
+    const double took_ms = write_and_wait(t, p, *src, *dst, &cqe);
+    e0.stop();
+    e1.stop();
+    std::printf("after %llu busy-polled WRITEs, a WRITE after app_drive_ends(): %.3f ms\n",
+                static_cast<unsigned long long>(done), took_ms);
+    ASSERT_GE(took_ms, 0) << "the engine thread stayed in its 10 s step-aside nap";
+    EXPECT_LT(took_ms, 1000);
+    EXPECT_EQ(cqe.status, rc::WcStatus::success);
+}
+
+/**
+ * A release of the engine that leaves work behind wakes an engine thread that stepped aside: the
+ * application posts a 1 MiB WRITE, its post runs a few passes (a part of the message), and it
+ * then stops calling into the engine (it computes). With a step of 10 s, the WRITE still completes
+ * in milliseconds: the engine thread, woken by that release, carries on.
+ */
+TEST(EngineStepAside, WorkLeftBehindWakesIt) {
+    TwoEngines t(1, /*ipv6=*/false, /*real_time=*/true);
+    QpOptions o;
+    o.timeout = 14;
+    const QpPair p = t.connect(o);
+    constexpr std::size_t kBig = 1 << 20;
+    auto src = t.buffer(0, kBig, 23);
+    auto dst = t.buffer(1, kBig);
+    EngineThread::Options eo;
+    eo.step_aside_ns = 10'000'000'000;
+    EngineThread e0(*t.dev[0], eo), e1(*t.dev[1]);
+    ASSERT_TRUE(e0.start());
+    ASSERT_TRUE(e1.start());
+    const auto end = steady_clock::now() + seconds(20);
+    while (e0.steps_aside() == 0 && steady_clock::now() < end)
+        busy_poll_writes(t, p, *src, *dst, 64, end);
+    ASSERT_GE(e0.steps_aside(), 1u) << "the engine thread never stepped aside in 20 s";
+    const std::uint64_t left_before = t.dev[0]->releases_with_work_left();
+    rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, 7, *src, kBig);
+    w.remote_addr = dst->addr();
+    w.rkey = dst->mr->rkey;
+    std::uint32_t n_bad = 0;
+    const auto posted = steady_clock::now();
+    ASSERT_EQ(t.dev[0]->post_send(p.qp[0], &w, 1, &n_bad, 4), 0);
+    rc::Cqe cqe{};
+    double took_ms = -1;
+    while (steady_clock::now() < posted + seconds(5)) {
+        if (t.dev[0]->poll_cq(t.send_cq[0], &cqe, 1) == 1) {
+            took_ms = duration<double, std::milli>(steady_clock::now() - posted).count();
+            break;
+        }
+        std::this_thread::sleep_for(microseconds(100)); // computing: no verb call drives
+    }
+    e0.stop();
+    e1.stop();
+    std::printf("a 1 MiB WRITE posted beside a stepping-aside engine: %.3f ms (releases with "
+                "work left: %llu)\n",
+                took_ms,
+                static_cast<unsigned long long>(t.dev[0]->releases_with_work_left() - left_before));
+    ASSERT_GE(took_ms, 0) << "the WRITE waited for the 10 s step-aside nap";
+    EXPECT_LT(took_ms, 2000);
+    EXPECT_EQ(cqe.status, rc::WcStatus::success);
+    EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), kBig), 0);
+    EXPECT_GT(t.dev[0]->releases_with_work_left(), left_before) << "the post left no work";
+}
+
+/**
+ * A device that places RDMA WRITEs with no completion never lets its engine thread step aside,
+ * however busily its application polls: a program may wait for such a WRITE spinning on memory
+ * (ib_write_lat), and only the engine would place it. dev 1 busy-polls its empty CQ while dev 0
+ * writes into it; dev 0 also busy-polls and does step aside (its device receives only ACKs).
+ */
+TEST(EngineStepAside, NeverWhereWritesArriveWithoutACompletion) {
+    TwoEngines t(1, /*ipv6=*/false, /*real_time=*/true);
+    QpOptions o;
+    o.timeout = 14;
+    const QpPair p = t.connect(o);
+    auto src = t.buffer(0, 4096, 29);
+    auto dst = t.buffer(1, 4096);
+    EngineThread::Options eo;
+    eo.step_aside_ns = 5'000'000;
+    EngineThread e0(*t.dev[0], eo), e1(*t.dev[1], eo);
+    ASSERT_TRUE(e0.start());
+    ASSERT_TRUE(e1.start());
+    // WRITEs first, so that the receiver's device has placed some before its application polls
+    // (in the window before the first one it could not know: one step aside would be allowed).
+    std::uint64_t done = busy_poll_writes(t, p, *src, *dst, 64, steady_clock::now() + seconds(20));
+    ASSERT_EQ(done, 64u);
+    std::atomic<bool> stop{false};
+    std::thread receiver([&] {
+        rc::Cqe c;
+        while (!stop.load(std::memory_order_relaxed)) {
+            if (t.dev[1]->poll_cq(t.recv_cq[1], &c, 1) == 0) {
+                t.dev[1]->note_app_drive();
+                t.dev[1]->progress(4);
+            }
+        }
+    });
+    const auto until = steady_clock::now() + milliseconds(500);
+    while (steady_clock::now() < until)
+        done += busy_poll_writes(t, p, *src, *dst, 64, until);
+    stop.store(true);
+    receiver.join();
+    e0.stop();
+    e1.stop();
+    std::printf("%llu WRITEs in 0.5 s; step-aside naps: writer %llu, receiver %llu\n",
+                static_cast<unsigned long long>(done),
+                static_cast<unsigned long long>(e0.steps_aside()),
+                static_cast<unsigned long long>(e1.steps_aside()));
+    EXPECT_GT(done, 100u);
+    EXPECT_GE(t.dev[1]->silent_writes(), done);
+    EXPECT_EQ(e1.steps_aside(), 0u);
+    EXPECT_GE(e0.steps_aside(), 1u);
 }
 
 } // namespace

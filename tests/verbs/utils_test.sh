@@ -42,7 +42,7 @@ grep -q "hca_id:.droce_memif_s" "$tmp/devinfo.s" && grep -q PORT_ACTIVE "$tmp/de
 # exit hint that blames the device name (the demo config; nothing is brought up).
 for bad in DROCE_PROGRESS=fast DROCE_PROGRESS_PASSES=0 DROCE_ENGINE_WAKE=bogus DROCE_ENGINE_NICE=-30 \
            DROCE_ENGINE_NICE=5x DROCE_ENGINE_BACKOFF=20,2000 DROCE_ENGINE_BACKOFF=20,2000,1e6 \
-           DROCE_CAPTURE_SNAPLEN=10; do
+           DROCE_ENGINE_STEP_ASIDE_US=5ms DROCE_ENGINE_STEP_ASIDE_US=2000000 DROCE_CAPTURE_SNAPLEN=10; do
     env "$bad" timeout 60 ibv_devinfo > "$tmp/badenv" 2>&1
     rc=$?
     if [ $rc = 0 ] || ! grep -q "^droce: $bad is not " "$tmp/badenv" || grep -q "opened none" "$tmp/badenv"; then
