@@ -445,13 +445,15 @@ class Device {
     }
     /**
      * An engine thread's step-aside nap (EngineThread::Options::step_aside_ns): sleeps @p ns at
-     * most, ended early by ring_doorbell() (app_drive_ends(), a release that leaves work behind,
-     * EngineThread::stop()). No nap at all when no drive came since the last app_drive_ends(), or
-     * when a release left work behind since @p left_work_seen (releases_with_work_left() as the
-     * caller last read it). Unlike sleep_until_doorbell() it does not publish "asleep": posts do
-     * not ring the doorbell (the application that drives runs them), and it neither takes the
-     * poll ownership nor arms receive interrupts. Engine thread only. @return false when it
-     * napped its time out, true otherwise (woken, or no nap).
+     * most, and no later than the device's next timer or pacer release as the last pass left it
+     * (a retransmit, RNR or held-ACK timer, a paced QP's next send: work no release counts while
+     * the engine steps aside), ended early by ring_doorbell() (app_drive_ends(), a release that
+     * leaves work behind, EngineThread::stop()). No nap at all when no drive came since the last
+     * app_drive_ends(), when a release left work behind since @p left_work_seen
+     * (releases_with_work_left() as the caller last read it), or when that deadline has passed.
+     * Unlike sleep_until_doorbell() it does not publish "asleep": posts do not ring the doorbell
+     * (the application that drives runs them), and it neither takes the poll ownership nor arms
+     * receive interrupts. Engine thread only. @return true when it napped (for however long).
      */
     bool step_aside_nap(std::uint64_t ns, std::uint64_t left_work_seen) noexcept;
     /** Passes run so far, by any thread (poll() or progress()). Any thread; relaxed. */
@@ -821,11 +823,15 @@ class Device {
     std::atomic<std::uint64_t> nap_deadline_ns_{0};
     /** pacer_release_ns(): written by each pass's owner, read by engine loops and sleepers. */
     std::atomic<std::uint64_t> pacer_release_ns_{0};
-    /** note_app_drive(): written by application threads, read by the engine thread's loop, on a
-     *  line of its own (written on every empty poll: it must not share the poll flag's line). */
+    /** note_app_drive(): written by application threads on every empty poll, read by the engine
+     *  thread's loop; off the poll flag's line, shared only with the step-aside state below
+     *  (written rarely: when the application blocks, and around an engine's step-aside nap). */
     alignas(64) std::atomic<std::uint64_t> app_drives_{0};
     /** app_drives_ when the application last said it blocks (app_drive_ends()). */
     std::atomic<std::uint64_t> app_drives_at_end_{0};
+    /** Clock ns at which the engine thread's step-aside nap ends by itself (0: not stepping
+     *  aside); work_left() counts a timer or pacer release earlier than it as work. */
+    std::atomic<std::uint64_t> step_until_ns_{0};
     /** True while the engine thread naps in step_aside_nap() (app_drive_ends() and a release
      *  that leaves work ring only then). */
     std::atomic<bool> stepping_aside_{false};
@@ -835,6 +841,9 @@ class Device {
     alignas(64) std::atomic<std::uint64_t> passes_run_{0}; ///< written by the owner only
     /** ctx_.silent_writes published by the pass owner at the end of a pass that changed it. */
     std::atomic<std::uint64_t> silent_writes_{0};
+    /** The earliest timer deadline or pacer release (clock ns; 0: none) as the last pass left
+     *  it, for step_aside_nap(); written by the pass owner when it changes. */
+    std::atomic<std::uint64_t> next_due_ns_{0};
     /** releases_with_work_left(): written by the owner as it releases the poll ownership. */
     std::atomic<std::uint64_t> releases_with_work_left_{0};
     /** Clock ns at the start of the last pass (0: none yet), for TransportCtx::prev_pass_start_ns.

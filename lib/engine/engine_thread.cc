@@ -127,11 +127,11 @@ void EngineThread::run() noexcept {
         if (opts_.step_aside_ns != 0 &&
             ((++turns % kStepAsideLookEvery) == 0 || backoff.past_spin()) &&
             app_polls_busily(watch)) {
-            steps_aside_.fetch_add(1, std::memory_order_relaxed);
-            // Woken (the application blocks now) or no nap at all: a new window from now, so
-            // that the drives counted before do not send the thread straight back to sleep.
             if (dev_.step_aside_nap(opts_.step_aside_ns, watch.left_work))
-                watch = watch_from_now(watch.silent_seen_ns);
+                steps_aside_.fetch_add(1, std::memory_order_relaxed);
+            // A new window from the nap's end: the next step needs drives counted after it, so
+            // an application that stopped during the nap gets its engine back within one nap.
+            watch = watch_from_now(watch.silent_seen_ns);
             backoff.worked();
             continue;
         }

@@ -62,20 +62,22 @@ class EngineThread {
          * Steps aside for an application that drives the engine itself: the length (ns) of one
          * step-aside nap; 0 = never (the default). When an application thread drove the device
          * (Device::note_app_drive(): an empty ibv_poll_cq running engine passes) at least
-         * kStepAsideMinDrives times per kStepAsideWindowNs, measured over the last window or
-         * nap, and the device placed no RDMA WRITE without a completion meanwhile
-         * in the last kSilentWriteHoldNs (Device::silent_writes(): the program may be spinning on
-         * memory for one, as ib_write_lat does, and only the engine thread would place the next)
-         * and no release of the engine left work behind (Device::releases_with_work_left(): a
-         * program that posts a large WRITE, then computes, expects it to go on), the thread runs no
-         * pass and naps this long (Device::step_aside_nap()), then looks again. Without it the
-         * engine thread kept winning the engine between two of the application's polls and stayed
-         * runnable: three or four busy threads for two cores in a perftest pair, and ib_send_lat's
-         * two polling threads put on one CPU (README: Progress). An application that stops polling
-         * and waits on memory for the engine gets it back within one nap; one that blocks in
-         * ibv_get_cq_event wakes it at once (Device::app_drive_ends()); one that polls a CQ only
-         * now and then (a server that polls memory for requests) never makes it step aside. The
-         * verbs library sets it in its default progress mode.
+         * kStepAsideMinDrives times per kStepAsideWindowNs on average over a window of at least
+         * that length that began after the last nap, the device placed no RDMA WRITE without a
+         * completion in the last kSilentWriteHoldNs (Device::silent_writes(): the program may be
+         * spinning on memory for one, as ib_write_lat does, and only the engine would place the
+         * next), and no release of the engine left work behind in the window
+         * (Device::releases_with_work_left(): a program that posts a large WRITE, then computes,
+         * expects it to go on), the thread runs no pass and naps this long, or until the device's
+         * next timer or pacer release (Device::step_aside_nap()), then measures a new window.
+         * Without it the engine thread kept winning the engine between two of the application's
+         * polls and stayed runnable: three or four busy threads for two cores in a perftest pair,
+         * and ib_send_lat's two polling threads put on one CPU (README: Progress). An application
+         * that stops driving gets its engine back within one nap (plus a wake-up); one that arms
+         * a CQ or blocks in ibv_get_cq_event wakes it at once (Device::app_drive_ends()); one
+         * that polls a CQ only now and then (a server that polls memory for requests) never makes
+         * it step aside. The verbs library sets it in its default progress mode (a per-device
+         * engine thread: Runtime's one thread for several devices never steps aside).
          */
         std::uint64_t step_aside_ns = 0;
         /**
@@ -176,7 +178,8 @@ class EngineThread {
     [[nodiscard]] std::uint64_t naps() const noexcept {
         return naps_.load(std::memory_order_relaxed);
     }
-    /** Step-aside naps taken so far (Options::step_aside_ns; for tests and stats). */
+    /** Step-aside naps taken so far (Options::step_aside_ns; decisions that found no nap to take
+     *  are not counted; for tests and stats). */
     [[nodiscard]] std::uint64_t steps_aside() const noexcept {
         return steps_aside_.load(std::memory_order_relaxed);
     }

@@ -87,10 +87,16 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
 
 /**
  * ibv_req_notify_cq (context op): one completion event for the next CQE (or, with
- * @p solicited_only, the next solicited or error CQE), written to the CQ's channel. @return 0.
+ * @p solicited_only, the next solicited or error CQE), written to the CQ's channel. Also ends any
+ * step aside of the context's engine threads (Device::app_drive_ends(): the program is about to
+ * wait for the engine). @return 0.
  */
 int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
     VCq* cq = from_ibv<VCq>(ibcq);
+    // Arming says the program will wait for an event (in ibv_get_cq_event, or on the channel's fd
+    // with its own poll/epoll): its engine threads must not be stepping aside meanwhile.
+    for (Device* d : cq->ctx->drive_devs)
+        d->app_drive_ends();
     // Without a channel the arming has no visible effect (no notify hook), as with a kernel
     // provider. release: the arming is published after whatever the application did before (its
     // last poll).
@@ -350,9 +356,11 @@ namespace {
 /**
  * Until an event is pending on @p channel: runs engine passes of @p c's device on this thread
  * (when no other thread runs them), kWaitSpins rounds; then, with engine threads running
- * (DROCE_PROGRESS=auto), leaves the rest to them (the caller's read blocks); with none (app),
- * naps on the channel, the doorbell and the ports' receive interrupts and drives again on each
- * wake-up. A non-blocking channel gets one round (its read then says EAGAIN or returns the event).
+ * (DROCE_PROGRESS=auto), leaves the rest to them (the caller's read blocks; the engine threads'
+ * step aside ends first: Device::app_drive_ends()); with none (app), naps on the channel, the
+ * doorbell and the ports' receive interrupts and drives again on each wake-up. A non-blocking
+ * channel gets one round (its read then says EAGAIN, the step aside ended, or returns the
+ * event).
  */
 void wait_driving(ibv_comp_channel* channel, VContext* c) noexcept {
     // Spin rounds before handing over to the engine threads or napping: about 10 to 50 us of
@@ -364,7 +372,13 @@ void wait_driving(ibv_comp_channel* channel, VContext* c) noexcept {
     for (unsigned round = 0;; ++round) {
         drive(c);
         pollfd pfd{channel->fd, POLLIN, 0};
-        if (poll(&pfd, 1, 0) > 0 || nonblocking) return;
+        if (poll(&pfd, 1, 0) > 0) return;
+        if (nonblocking) {
+            // EAGAIN next: the caller waits elsewhere (its own poll/epoll on the fd).
+            for (Device* d : c->drive_devs)
+                d->app_drive_ends();
+            return;
+        }
         if (round < kWaitSpins) continue;
         if (!c->app_only) {
             // The caller's read blocks: its engine threads must not wait out a step aside.

@@ -450,7 +450,8 @@ extern "C" int ibv_get_device_index(ibv_device* device) {
  * DROCE_PROGRESS=app (then the application's verb calls alone drive the engine).
  * @return the context, or NULL with errno ENODEV (runtime bring-up failed: the reason is on
  * stderr), EINVAL (not a droce device; DROCE_PROGRESS, DROCE_PROGRESS_PASSES, DROCE_ENGINE_WAKE,
- * DROCE_ENGINE_NICE, DROCE_ENGINE_BACKOFF or DROCE_CAPTURE_SNAPLEN malformed, said on stderr),
+ * DROCE_ENGINE_NICE, DROCE_ENGINE_BACKOFF, DROCE_ENGINE_STEP_ASIDE_US or DROCE_CAPTURE_SNAPLEN
+ * malformed, said on stderr),
  * ENOMEM or EMFILE (no pipe for async events).
  */
 extern "C" ibv_context* ibv_open_device(ibv_device* device) {
@@ -538,9 +539,9 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
             opts.engine.yield_polls = static_cast<std::uint32_t>(budget[1]);
             opts.engine.max_sleep_ns = budget[2];
         }
-        // DROCE_ENGINE_STEP_ASIDE_US=N: how long an engine thread steps aside after the
-        // application last drove its device (EngineThread::Options::step_aside_ns; 0 = never;
-        // default kAutoStepAsideNs in auto, never in thread mode).
+        // DROCE_ENGINE_STEP_ASIDE_US=N: the length of each nap an engine thread takes while its
+        // application drives the device busily (EngineThread::Options::step_aside_ns; 0 = never;
+        // default kAutoStepAsideNs in auto; no effect in thread mode, where nothing drives).
         if (const char* sa = std::getenv("DROCE_ENGINE_STEP_ASIDE_US"); sa && *sa) {
             constexpr std::uint64_t kMaxStepAsideUs = 1'000'000; // 1 s
             std::uint64_t v = 0;

