@@ -108,6 +108,20 @@ bool EngineThread::app_polls_busily(AppDriveWatch& w) const noexcept {
     return busy;
 }
 
+bool EngineThread::app_keeps_polling(AppDriveWatch& w) const noexcept {
+    const std::uint64_t d0 = dev_.app_drives();
+    const std::uint64_t t0 = monotonic_ns();
+    while (dev_.app_drives() - d0 < kResumeDrives && monotonic_ns() - t0 < kResumeLookNs)
+        __builtin_ia32_pause();
+    if (dev_.app_drives() - d0 < kResumeDrives) return false;
+    const std::uint64_t silent = dev_.silent_writes();
+    if (silent != w.silent_writes) {
+        w.silent_seen_ns = monotonic_ns();
+        return false;
+    }
+    return dev_.releases_with_work_left() == w.left_work;
+}
+
 void EngineThread::run() noexcept {
     // Named so that top -H, perf and tests tell the engine from the application's threads.
     pthread_setname_np(pthread_self(), kThreadName);
@@ -127,10 +141,13 @@ void EngineThread::run() noexcept {
         if (opts_.step_aside_ns != 0 &&
             ((++turns % kStepAsideLookEvery) == 0 || backoff.past_spin()) &&
             app_polls_busily(watch)) {
-            if (dev_.step_aside_nap(opts_.step_aside_ns, watch.left_work))
+            // Nap after nap while the application is seen driving right after each one (a short
+            // look, no pass): one that stopped during a nap gets its engine back at its end.
+            while (!stop_.load(std::memory_order_relaxed) &&
+                   dev_.step_aside_nap(opts_.step_aside_ns, watch.left_work)) {
                 steps_aside_.fetch_add(1, std::memory_order_relaxed);
-            // A new window from the nap's end: the next step needs drives counted after it, so
-            // an application that stopped during the nap gets its engine back within one nap.
+                if (!app_keeps_polling(watch)) break;
+            }
             watch = watch_from_now(watch.silent_seen_ns);
             backoff.worked();
             continue;

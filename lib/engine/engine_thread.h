@@ -69,7 +69,9 @@ class EngineThread {
          * next), and no release of the engine left work behind in the window
          * (Device::releases_with_work_left(): a program that posts a large WRITE, then computes,
          * expects it to go on), the thread runs no pass and naps this long, or until the device's
-         * next timer or pacer release (Device::step_aside_nap()), then measures a new window.
+         * next timer or pacer release (Device::step_aside_nap()); it naps again at once while the
+         * application is seen driving right after each nap (app_keeps_polling()), and otherwise
+         * runs and measures a new window.
          * Without it the engine thread kept winning the engine between two of the application's
          * polls and stayed runnable: three or four busy threads for two cores in a perftest pair,
          * and ib_send_lat's two polling threads put on one CPU (README: Progress). An application
@@ -189,6 +191,11 @@ class EngineThread {
      */
     static constexpr std::uint64_t kStepAsideWindowNs = 100'000;
     static constexpr std::uint64_t kStepAsideMinDrives = 32;
+    /** After a step-aside nap the thread naps again at once when the application made this many
+     *  drives within kResumeLookNs of its end (a busy poller makes one every microsecond or so),
+     *  and nothing that forbids a step came meanwhile; else it runs and measures a new window. */
+    static constexpr std::uint64_t kResumeDrives = 4;
+    static constexpr std::uint64_t kResumeLookNs = 20'000;
     /** Loop turns between two looks at the application's drives while the engine spins (a turn
      *  is a pass or a pause; past the spin phase it looks on every turn). */
     static constexpr std::uint32_t kStepAsideLookEvery = 64;
@@ -211,6 +218,10 @@ class EngineThread {
      *  began, no silent WRITE was placed and no release left work; a new window then begins
      *  (@p w updated). */
     [[nodiscard]] bool app_polls_busily(AppDriveWatch& w) const noexcept;
+    /** After a nap: true when the application drove kResumeDrives times within kResumeLookNs
+     *  (spinning on the count, no pass), no silent WRITE was placed and no release left work
+     *  since @p w began (@p w's silent_seen_ns updated). */
+    [[nodiscard]] bool app_keeps_polling(AppDriveWatch& w) const noexcept;
     void run() noexcept;
 
     Device& dev_;
