@@ -413,6 +413,8 @@ class Device {
                           std::memory_order_relaxed);
     }
     /** note_app_drive() calls so far (approximate with several application threads). Relaxed. */
+    /** Drives since the last app_drive_ends() that a step-aside nap needs. */
+    static constexpr std::uint64_t kStepAsideMinDrivesSinceEnd = 4;
     [[nodiscard]] std::uint64_t app_drives() const noexcept {
         return app_drives_.load(std::memory_order_relaxed);
     }
@@ -445,17 +447,23 @@ class Device {
     }
     /**
      * An engine thread's step-aside nap (EngineThread::Options::step_aside_ns): sleeps @p ns at
-     * most, and no later than the device's next timer or pacer release as the last pass left it
-     * (a retransmit, RNR or held-ACK timer, a paced QP's next send: work no release counts while
-     * the engine steps aside), ended early by ring_doorbell() (app_drive_ends(), a release that
-     * leaves work behind, EngineThread::stop()). No nap at all when no drive came since the last
-     * app_drive_ends(), when a release left work behind since @p left_work_seen
-     * (releases_with_work_left() as the caller last read it), or when that deadline has passed.
-     * Unlike sleep_until_doorbell() it does not publish "asleep": posts do not ring the doorbell
-     * (the application that drives runs them), and it neither takes the poll ownership nor arms
+     * most, and no later than the device's next timer or pacer release as the last pass left it,
+     * ended early by ring_doorbell() (app_drive_ends(), a release that leaves work behind,
+     * EngineThread::stop()). No nap at all when fewer than kStepAsideMinDrivesSinceEnd drives
+     * came since the last app_drive_ends() (a program that arms its CQ and polls once more before
+     * it waits), when a release left work behind since @p left_work_seen
+     * (releases_with_work_left() as the caller last read it), or when the nap would be shorter
+     * than kPacerNapMinNs. A timer armed during the nap by the application's passes is run by
+     * them while it polls, and waits for the nap's end if it stopped. Unlike
+     * sleep_until_doorbell() it does not publish "asleep": posts do not ring the doorbell (the
+     * application that drives runs them), and it neither takes the poll ownership nor arms
      * receive interrupts. Engine thread only. @return true when it napped (for however long).
      */
     bool step_aside_nap(std::uint64_t ns, std::uint64_t left_work_seen) noexcept;
+    /** True while an engine thread naps in step_aside_nap() (for tests). Any thread; relaxed. */
+    [[nodiscard]] bool stepping_aside() const noexcept {
+        return stepping_aside_.load(std::memory_order_relaxed);
+    }
     /** Passes run so far, by any thread (poll() or progress()). Any thread; relaxed. */
     [[nodiscard]] std::uint64_t passes_run() const noexcept {
         return passes_run_.load(std::memory_order_relaxed);
@@ -829,9 +837,6 @@ class Device {
     alignas(64) std::atomic<std::uint64_t> app_drives_{0};
     /** app_drives_ when the application last said it blocks (app_drive_ends()). */
     std::atomic<std::uint64_t> app_drives_at_end_{0};
-    /** Clock ns at which the engine thread's step-aside nap ends by itself (0: not stepping
-     *  aside); work_left() counts a timer or pacer release earlier than it as work. */
-    std::atomic<std::uint64_t> step_until_ns_{0};
     /** True while the engine thread naps in step_aside_nap() (app_drive_ends() and a release
      *  that leaves work ring only then). */
     std::atomic<bool> stepping_aside_{false};

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "engine_thread.h"
 
+#include <algorithm>
+
 #include <pthread.h>
 #include <sched.h>
 #include <sys/prctl.h>
@@ -101,19 +103,25 @@ bool EngineThread::app_polls_busily(AppDriveWatch& w) const noexcept {
     // while (kSilentWriteHoldNs). Work left behind in the window: the program may be computing
     // while its transfer should go on.
     if (silent != w.silent_writes) w.silent_seen_ns = now;
-    const bool busy = (w.silent_seen_ns == 0 || now - w.silent_seen_ns >= kSilentWriteHoldNs) &&
-                      left == w.left_work &&
-                      (drives - w.drives) * kStepAsideWindowNs >= kStepAsideMinDrives * elapsed;
+    // Signed: the racy count can step back (a stale store of another application thread).
+    const std::int64_t made = static_cast<std::int64_t>(drives - w.drives);
+    const bool busy =
+        (w.silent_seen_ns == 0 || now - w.silent_seen_ns >= kSilentWriteHoldNs) &&
+        left == w.left_work && made > 0 &&
+        static_cast<std::uint64_t>(made) * kStepAsideWindowNs >= kStepAsideMinDrives * elapsed;
     w = {now, drives, silent, left, w.silent_seen_ns};
     return busy;
 }
 
 bool EngineThread::app_keeps_polling(AppDriveWatch& w) const noexcept {
+    // Signed: the racy count can step back (a stale store of another application thread).
     const std::uint64_t d0 = dev_.app_drives();
+    const auto since = [&] { return static_cast<std::int64_t>(dev_.app_drives() - d0); };
     const std::uint64_t t0 = monotonic_ns();
-    while (dev_.app_drives() - d0 < kResumeDrives && monotonic_ns() - t0 < kResumeLookNs)
+    while (since() < static_cast<std::int64_t>(kResumeDrives) &&
+           monotonic_ns() - t0 < kResumeLookNs)
         __builtin_ia32_pause();
-    if (dev_.app_drives() - d0 < kResumeDrives) return false;
+    if (since() < static_cast<std::int64_t>(kResumeDrives)) return false;
     const std::uint64_t silent = dev_.silent_writes();
     if (silent != w.silent_writes) {
         w.silent_seen_ns = monotonic_ns();
@@ -130,6 +138,7 @@ void EngineThread::run() noexcept {
     // A nap is bounded by the next timer or pacer deadline (tens of us); the kernel's default 50 us
     // timer slack would stretch each one past it (a QP paced at 1 Gb/s sent 0.58 Gb/s).
     if (prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL) == 0) Device::naps_end_on_time();
+    opts_.step_aside_ns = std::min(opts_.step_aside_ns, kMaxStepAsideNs);
     IdleBackoff backoff(opts_);
     AppDriveWatch watch = watch_from_now(0);
     std::uint32_t turns = 0;

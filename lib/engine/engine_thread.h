@@ -69,9 +69,9 @@ class EngineThread {
          * next), and no release of the engine left work behind in the window
          * (Device::releases_with_work_left(): a program that posts a large WRITE, then computes,
          * expects it to go on), the thread runs no pass and naps this long, or until the device's
-         * next timer or pacer release (Device::step_aside_nap()); it naps again at once while the
-         * application is seen driving right after each nap (app_keeps_polling()), and otherwise
-         * runs and measures a new window.
+         * next timer or pacer release as the last pass left it (Device::step_aside_nap()); it naps
+         * again at once while the application is seen driving right after each nap
+         * (app_keeps_polling()), and otherwise runs and measures a new window.
          * Without it the engine thread kept winning the engine between two of the application's
          * polls and stayed runnable: three or four busy threads for two cores in a perftest pair,
          * and ib_send_lat's two polling threads put on one CPU (README: Progress). An application
@@ -81,7 +81,7 @@ class EngineThread {
          * it step aside. The verbs library sets it in its default progress mode (a per-device
          * engine thread: Runtime's one thread for several devices never steps aside).
          */
-        std::uint64_t step_aside_ns = 0;
+        std::uint64_t step_aside_ns = 0; ///< at most kMaxStepAsideNs (larger values are cut)
         /**
          * Called first on every engine thread (EngineThread's and Runtime's one thread for all
          * devices), before its first pass; nullptr = nothing. The runtime sets it, when DPDK's EAL
@@ -195,6 +195,8 @@ class EngineThread {
      *  drives within kResumeLookNs of its end (a busy poller makes one every microsecond or so),
      *  and nothing that forbids a step came meanwhile; else it runs and measures a new window. */
     static constexpr std::uint64_t kResumeDrives = 4;
+    /** Longest step-aside nap (ns): Options::step_aside_ns is cut to it. */
+    static constexpr std::uint64_t kMaxStepAsideNs = 1'000'000'000;
     static constexpr std::uint64_t kResumeLookNs = 20'000;
     /** Loop turns between two looks at the application's drives while the engine spins (a turn
      *  is a pass or a pause; past the spin phase it looks on every turn). */

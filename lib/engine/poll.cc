@@ -125,11 +125,7 @@ void Device::release_poll(bool work_left) noexcept {
 
 bool Device::work_left() const noexcept {
     if (loopback_.size() > 0) return true;
-    std::uint64_t nap_until = nap_deadline_ns_.load(std::memory_order_relaxed);
-    // An engine thread stepping aside wakes by itself no later than step_until_ns_.
-    if (const std::uint64_t step_until = step_until_ns_.load(std::memory_order_seq_cst);
-        step_until != 0 && (nap_until == 0 || step_until < nap_until))
-        nap_until = step_until;
+    const std::uint64_t nap_until = nap_deadline_ns_.load(std::memory_order_relaxed);
     // Active QPs that only wait for their pacers: a napping engine wakes for the release by itself
     // (its nap ends there), unless the release is earlier than the time it naps until. Rung every
     // time, an application polling its CQ woke the napping engine thread on every call.
@@ -277,11 +273,8 @@ std::uint32_t Device::pass() noexcept {
     if (const std::uint64_t r = pacer_release_ns_.load(std::memory_order_relaxed);
         r != 0 && (due == 0 || r < due))
         due = r;
-    // seq_cst: the store precedes this owner's look at step_until_ns_ in work_left() (Dekker with
-    // step_aside_nap(): the engine sees the new deadline, or the owner sees it stepping aside
-    // past it and wakes it). Only when the deadline moved.
     if (next_due_ns_.load(std::memory_order_relaxed) != due)
-        next_due_ns_.store(due, std::memory_order_seq_cst);
+        next_due_ns_.store(due, std::memory_order_relaxed);
     leave_pass();
     return work + (wait_release ? 1u : 0u);
 }
@@ -433,22 +426,23 @@ void Device::app_drive_ends() noexcept {
 }
 
 bool Device::step_aside_nap(std::uint64_t ns, std::uint64_t left_work_seen) noexcept {
-    // Published first: a pass that arms an earlier timer or pacer release after the look below
-    // counts it as work left (work_left()) and wakes this thread.
-    if (const std::uint64_t due = next_due_ns_.load(std::memory_order_relaxed); due != 0) {
-        const std::uint64_t t = clock_->now_ns();
-        ns = due > t ? std::min(ns, due - t) : 0;
-    }
-    step_until_ns_.store(clock_->now_ns() + ns, std::memory_order_relaxed);
     stepping_aside_.store(true, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    bool napped = false;
-    const std::uint64_t now = clock_->now_ns();
-    if (const std::uint64_t due = next_due_ns_.load(std::memory_order_seq_cst); due != 0)
+    // No later than the next timer or pacer release the last pass left (a deadline armed by a
+    // pass during the nap is run by the application's passes while it polls; if it stopped, the
+    // deadline waits for the nap's end).
+    if (const std::uint64_t due = next_due_ns_.load(std::memory_order_relaxed); due != 0) {
+        const std::uint64_t now = clock_->now_ns();
         ns = due > now ? std::min(ns, due - now) : 0;
-    if (app_drives_.load(std::memory_order_relaxed) !=
-            app_drives_at_end_.load(std::memory_order_relaxed) &&
-        releases_with_work_left_.load(std::memory_order_relaxed) == left_work_seen && ns > 0) {
+    }
+    // A nap shorter than a wake-up's cost is not worth taking (a DCQCN timer every microsecond).
+    const bool drove_since_end =
+        static_cast<std::int64_t>(app_drives_.load(std::memory_order_relaxed) -
+                                  app_drives_at_end_.load(std::memory_order_relaxed)) >=
+        static_cast<std::int64_t>(kStepAsideMinDrivesSinceEnd);
+    bool napped = false;
+    if (drove_since_end && ns >= kPacerNapMinNs &&
+        releases_with_work_left_.load(std::memory_order_relaxed) == left_work_seen) {
         pollfd fd{doorbell_fd_, POLLIN, 0};
         timespec ts{static_cast<time_t>(ns / 1'000'000'000u),
                     static_cast<long>(ns % 1'000'000'000u)};
@@ -460,7 +454,6 @@ bool Device::step_aside_nap(std::uint64_t ns, std::uint64_t left_work_seen) noex
         }
     }
     stepping_aside_.store(false, std::memory_order_relaxed);
-    step_until_ns_.store(0, std::memory_order_relaxed);
     return napped;
 }
 

@@ -110,13 +110,12 @@ enum class ProgressMode : std::uint8_t {
  *  DROCE_ENGINE_NICE override). */
 inline constexpr EngineThread::Options kAutoEngineBackoff{20, 2'000, 20'000, 0};
 
-/** Engine threads with ProgressMode::automatic step aside in naps of this length (ns) while the
- *  application busy-polls (EngineThread::Options::step_aside_ns; DROCE_ENGINE_STEP_ASIDE_US
- *  overrides, 0 = never): what a program that stops polling to wait on memory may wait at most
- *  for its engine, against a wake-up of the stepping thread beside the poller each time (each
- *  costs the CPU it lands on microseconds on this VM host). Chosen by bench/verbs/progress
- *  (README: Progress). */
-inline constexpr std::uint64_t kAutoStepAsideNs = 5'000'000;
+/** The step-aside nap of engine threads with ProgressMode::automatic (ns;
+ *  EngineThread::Options::step_aside_ns): 0, off by default; DROCE_ENGINE_STEP_ASIDE_US=N turns
+ *  it on (5000 measured: README, Progress). Off because with it on, ib_write_lat runs with 2 - 4 ms
+ *  stalls came about three times as often in 80 rounds (bench/verbs/progress), a cause not found;
+ *  CQ-polling programs (ib_read_lat, ib_send_lat) gain from it. */
+inline constexpr std::uint64_t kAutoStepAsideNs = 0;
 
 /** DROCE_ENGINE_WAKE=fifo: a yield that kept an engine thread off its core this long (ns) means
  *  an application spins there (EngineThread::Options::shared_core_yield_ns). A yield to a thread
@@ -256,7 +255,7 @@ void post_async_event(Device* dev, const AsyncRecord& rec) noexcept;
  * Application-driven progress (ProgressMode): runs up to c->drive_passes engine passes on each of
  * c->drive_devs whose engine no other thread is running now, and marks each device as driven by
  * the application (Device::note_app_drive(): an engine thread steps aside meanwhile, when
- * kAutoStepAsideNs or DROCE_ENGINE_STEP_ASIDE_US says so). Datapath: no lock, no allocation.
+ * DROCE_ENGINE_STEP_ASIDE_US says so). Datapath: no lock, no allocation.
  * @return units of work done (0: idle, or every engine was busy on another thread).
  */
 inline std::uint32_t drive(const VContext* c) noexcept {
