@@ -420,10 +420,10 @@ class Device {
     }
     /**
      * RDMA WRITEs this device placed with no completion (rc::TransportCtx::silent_writes), as of
-     * the end of the last pass that placed one. A program learns of them only from memory and may
-     * wait for them spinning on it without a verb call (ib_write_lat), so an engine thread never
-     * steps aside on a device that places them (EngineThread::Options::step_aside_ns). Any
-     * thread; relaxed.
+     * the end of the last pass that placed one (published only after watch_step_aside()). A program
+     * learns of them only from memory and may wait for them spinning on it without a verb call
+     * (ib_write_lat), so an engine thread never steps aside on a device that places them
+     * (EngineThread::Options::step_aside_ns). Any thread; relaxed.
      */
     [[nodiscard]] std::uint64_t silent_writes() const noexcept {
         return silent_writes_.load(std::memory_order_relaxed);
@@ -460,6 +460,10 @@ class Device {
      * receive interrupts. Engine thread only. @return true when it napped (for however long).
      */
     bool step_aside_nap(std::uint64_t ns, std::uint64_t left_work_seen) noexcept;
+    /** Says that an engine thread of this device may step aside (EngineThread::Options::
+     *  step_aside_ns): each pass then publishes what step_aside_nap() and the thread's looks read
+     *  (silent_writes(), the next deadline); without one it spends nothing on them. Any thread. */
+    void watch_step_aside() noexcept { step_aside_watched_.store(true, std::memory_order_relaxed); }
     /** True while an engine thread naps in step_aside_nap() (for tests). Any thread; relaxed. */
     [[nodiscard]] bool stepping_aside() const noexcept {
         return stepping_aside_.load(std::memory_order_relaxed);
@@ -844,6 +848,10 @@ class Device {
     alignas(64) std::atomic<std::uint64_t> poll_contended_{0};
     /** The owner's pass bookkeeping, from a line start (see poll_owner_). */
     alignas(64) std::atomic<std::uint64_t> passes_run_{0}; ///< written by the owner only
+    /** watch_step_aside() was called: passes publish the step-aside state. */
+    std::atomic<bool> step_aside_watched_{false};
+    /** Owner, end of a pass: silent_writes_ and next_due_ns_ (watch_step_aside()). */
+    void publish_step_aside_state() noexcept;
     /** ctx_.silent_writes published by the pass owner at the end of a pass that changed it. */
     std::atomic<std::uint64_t> silent_writes_{0};
     /** The earliest timer deadline or pacer release (clock ns; 0: none) as the last pass left

@@ -139,6 +139,7 @@ void EngineThread::run() noexcept {
     // timer slack would stretch each one past it (a QP paced at 1 Gb/s sent 0.58 Gb/s).
     if (prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL) == 0) Device::naps_end_on_time();
     opts_.step_aside_ns = std::min(opts_.step_aside_ns, kMaxStepAsideNs);
+    if (opts_.step_aside_ns != 0) dev_.watch_step_aside();
     IdleBackoff backoff(opts_);
     AppDriveWatch watch = watch_from_now(0);
     std::uint32_t turns = 0;

@@ -265,6 +265,12 @@ std::uint32_t Device::pass() noexcept {
         if (reclaim && tx_[p].count == 0) ports_[p].driver->tx_reclaim();
         flush_tx(p);
     }
+    if (step_aside_watched_.load(std::memory_order_relaxed)) publish_step_aside_state();
+    leave_pass();
+    return work + (wait_release ? 1u : 0u);
+}
+
+void Device::publish_step_aside_state() noexcept {
     if (silent_writes_.load(std::memory_order_relaxed) != ctx_.silent_writes)
         silent_writes_.store(ctx_.silent_writes, std::memory_order_relaxed);
     // What a stepping-aside engine thread must wake for (step_aside_nap()): the next timer, or the
@@ -275,8 +281,6 @@ std::uint32_t Device::pass() noexcept {
         due = r;
     if (next_due_ns_.load(std::memory_order_relaxed) != due)
         next_due_ns_.store(due, std::memory_order_relaxed);
-    leave_pass();
-    return work + (wait_release ? 1u : 0u);
 }
 
 Device::NapLook Device::look_before_nap(bool long_when_no_receiver) noexcept {

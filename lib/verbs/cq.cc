@@ -95,8 +95,7 @@ int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
     VCq* cq = from_ibv<VCq>(ibcq);
     // Arming says the program will wait for an event (in ibv_get_cq_event, or on the channel's fd
     // with its own poll/epoll): its engine threads must not be stepping aside meanwhile.
-    for (Device* d : cq->ctx->drive_devs)
-        d->app_drive_ends();
+    end_drive(cq->ctx);
     // Without a channel the arming has no visible effect (no notify hook), as with a kernel
     // provider. release: the arming is published after whatever the application did before (its
     // last poll).
@@ -375,15 +374,13 @@ void wait_driving(ibv_comp_channel* channel, VContext* c) noexcept {
         if (poll(&pfd, 1, 0) > 0) return;
         if (nonblocking) {
             // EAGAIN next: the caller waits elsewhere (its own poll/epoll on the fd).
-            for (Device* d : c->drive_devs)
-                d->app_drive_ends();
+            end_drive(c);
             return;
         }
         if (round < kWaitSpins) continue;
         if (!c->app_only) {
             // The caller's read blocks: its engine threads must not wait out a step aside.
-            for (Device* d : c->drive_devs)
-                d->app_drive_ends();
+            end_drive(c);
             return;
         }
         c->dev->sleep_until_doorbell(kAppNapNs, channel->fd);

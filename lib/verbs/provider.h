@@ -267,6 +267,14 @@ inline std::uint32_t drive(const VContext* c) noexcept {
     return work;
 }
 
+/** The application stops driving @p c's devices and will wait for an event
+ *  (Device::app_drive_ends() on each of c->drive_devs: their engine threads stop stepping aside).
+ */
+inline void end_drive(const VContext* c) noexcept {
+    for (Device* d : c->drive_devs)
+        d->app_drive_ends();
+}
+
 /** Fills ibv_context_ops and the verbs_context ops of a new context (cq.cc / qp.cc provide them).
  */
 void install_cq_ops(VContext& c) noexcept;

@@ -589,6 +589,23 @@ std::uint64_t busy_poll_writes(TwoEngines& t, const QpPair& p, Buffer& src, Buff
 }
 
 /**
+ * Posts @p w on dev 0 (the post runs its own passes, as ibv_post_send does), then waits up to 5 s
+ * for its completion without driving the engine (the application computes: Device::poll_cq
+ * every 100 us, which runs no pass). @return the milliseconds it took (into @p cqe), or -1.
+ */
+double post_then_wait_undriven(TwoEngines& t, const QpPair& p, const rc::SendWqe& w, rc::Cqe* cqe) {
+    std::uint32_t n_bad = 0;
+    const auto posted = steady_clock::now();
+    if (t.dev[0]->post_send(p.qp[0], &w, 1, &n_bad, 4) != 0) return -1;
+    while (steady_clock::now() < posted + seconds(5)) {
+        if (t.dev[0]->poll_cq(t.send_cq[0], cqe, 1) == 1)
+            return duration<double, std::milli>(steady_clock::now() - posted).count();
+        std::this_thread::sleep_for(microseconds(100));
+    }
+    return -1;
+}
+
+/**
  * Options::step_aside_ns: while the application busy-polls (drives the engine on every empty
  * poll), its engine thread steps aside, and the traffic, now run by the application thread alone,
  * is complete and in order. When the application stops polling and waits without driving, the
@@ -728,18 +745,8 @@ TEST(EngineStepAside, WorkLeftBehindWakesIt) {
     rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, 7, *src, kBig);
     w.remote_addr = dst->addr();
     w.rkey = dst->mr->rkey;
-    std::uint32_t n_bad = 0;
-    const auto posted = steady_clock::now();
-    ASSERT_EQ(t.dev[0]->post_send(p.qp[0], &w, 1, &n_bad, 4), 0);
     rc::Cqe cqe{};
-    double took_ms = -1;
-    while (steady_clock::now() < posted + seconds(5)) {
-        if (t.dev[0]->poll_cq(t.send_cq[0], &cqe, 1) == 1) {
-            took_ms = duration<double, std::milli>(steady_clock::now() - posted).count();
-            break;
-        }
-        std::this_thread::sleep_for(microseconds(100)); // computing: no verb call drives
-    }
+    const double took_ms = post_then_wait_undriven(t, p, w, &cqe);
     e0.stop();
     e1.stop();
     std::printf("a 1 MiB WRITE posted beside a stepping-aside engine: %.3f ms (releases with "
@@ -835,18 +842,8 @@ TEST(EngineStepAside, APacedTransferLeftBehindWaitsAtMostOneNap) {
     rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, 9, *src, kLen);
     w.remote_addr = dst->addr();
     w.rkey = dst->mr->rkey;
-    std::uint32_t n_bad = 0;
-    const auto posted = steady_clock::now();
-    ASSERT_EQ(t.dev[0]->post_send(p.qp[0], &w, 1, &n_bad, 4), 0);
     rc::Cqe cqe{};
-    double took_ms = -1;
-    while (steady_clock::now() < posted + seconds(5)) {
-        if (t.dev[0]->poll_cq(t.send_cq[0], &cqe, 1) == 1) {
-            took_ms = duration<double, std::milli>(steady_clock::now() - posted).count();
-            break;
-        }
-        std::this_thread::sleep_for(microseconds(100)); // no verb call drives
-    }
+    const double took_ms = post_then_wait_undriven(t, p, w, &cqe);
     e0.stop();
     e1.stop();
     std::printf("a paced 256 KiB WRITE left beside a stepping-aside engine: %.3f ms\n", took_ms);
