@@ -51,9 +51,9 @@ std::uint32_t crc_continue(std::uint32_t crc, const std::uint8_t* p, std::size_t
 
 /**
  * Packets up to this many bytes from the IP header on (ACKs, small WRITEs and SENDs, READ
- * requests) are copied whole into the masked buffer and take one CRC call instead of two: each
- * ISA-L call has a fixed cost that dominates at these lengths (measured: bench/micro,
- * bench/engine).
+ * requests) are folded in registers (icrc_fold_short), or copied whole into the masked buffer to
+ * take one ISA-L call instead of two: each ISA-L call has a fixed cost that dominates at these
+ * lengths (measured: bench/micro, bench/engine).
  */
 constexpr std::size_t kOneShotMax = 256;
 
@@ -145,47 +145,195 @@ static_assert(crc32_of_ones(1) == 0xff000000u && kLrhStandInCrc == 0x2144df1cu,
               "zlib.crc32(b'\\xff' * n)");
 
 #if defined(__x86_64__)
-/** crc32_of_ones(k) for k = 0 .. 8: where an ICRC starts when 8 - k of the stand-in's bytes are in
- *  the buffer. */
-constexpr std::array<std::uint32_t, 9> kOnesCrc = [] {
-    std::array<std::uint32_t, 9> t{};
-    for (std::size_t k = 0; k <= 8; ++k)
-        t[k] = crc32_of_ones(k);
-    return t;
-}();
-/** 16 bytes of 0xff then 16 of 0: a 16-byte load at 16 - j has 0xff in its j low bytes. */
-alignas(16) constexpr std::array<std::uint8_t, 32> kOnesThenZeros = [] {
-    std::array<std::uint8_t, 32> t{};
-    for (std::size_t i = 0; i < 16; ++i)
-        t[i] = 0xff;
+
+/*
+ * The ICRC of a short packet by carry-less multiplication, folded from the masked 16-byte moves
+ * while they are in registers: no copy is stored and read back, and four lanes fold at once.
+ * ISA-L's path for buffers under 256 bytes folds one 16-byte chunk after another, each waiting
+ * for the one before (about 54 cycles for a 64 B WRITE's 128 bytes in bench/engine, 2026-12-06).
+ *
+ * The method is the folding of Gopal et al., "Fast CRC Computation for Generic Polynomials Using
+ * PCLMULQDQ Instruction" (Intel, 2009), with the constants derived here from the polynomial.
+ * Registers hold the reflected bit order of the CRC: a 16-byte chunk loaded little-endian has the
+ * coefficient of x^(127 - i) in bit i (its first bit on the wire is the highest power), and a
+ * 64-bit half has x^(63 - i) in bit i. A carry-less product of two reflected halves is then the
+ * reflected product times x, which the constants below absorb.
+ */
+
+/** CRC-32's polynomial (IEEE 802.3), x^32 + ... + 1, bit k = coefficient of x^k. */
+constexpr std::uint64_t kCrc32Poly = 0x104c11db7ull;
+
+/** x^n mod P, bit k = coefficient of x^k. */
+constexpr std::uint32_t x_pow_mod(unsigned n) noexcept {
+    std::uint64_t r = 1;
+    for (unsigned i = 0; i < n; ++i) {
+        r <<= 1;
+        if (r & (1ull << 32)) r ^= kCrc32Poly;
+    }
+    return static_cast<std::uint32_t>(r);
+}
+
+/** floor(x^64 / P), 33 bits, bit k = coefficient of x^k: Barrett's constant. */
+constexpr std::uint64_t barrett_mu() noexcept {
+    // Long division of x^64 by P: bit 64 - 32 - k of the quotient per step.
+    unsigned __int128 rem = static_cast<unsigned __int128>(1) << 64;
+    std::uint64_t q = 0;
+    for (int k = 64; k >= 32; --k) {
+        if ((rem >> k) & 1) {
+            q |= 1ull << (k - 32);
+            rem ^= static_cast<unsigned __int128>(kCrc32Poly) << (k - 32);
+        }
+    }
+    return q;
+}
+
+constexpr std::uint64_t bit_reverse64(std::uint64_t v) noexcept {
+    std::uint64_t r = 0;
+    for (int i = 0; i < 64; ++i)
+        r |= ((v >> i) & 1u) << (63 - i);
+    return r;
+}
+
+/** A 64-bit reflected half whose polynomial is @p r (deg < 64, bit k = coefficient of x^k). */
+constexpr std::uint64_t reflected_half(std::uint64_t r) noexcept {
+    return bit_reverse64(r);
+}
+
+/**
+ * Constants to fold a 128-bit accumulator @p d bits forward (so that it lines up with a chunk d
+ * bits later): its first half (x^64 higher) times x^(64 + d), its second times x^d. Each product
+ * gains an x from the reflected multiply, hence x^(63 + d) and x^(d - 1).
+ */
+struct FoldConstants {
+    std::uint64_t first, second;
+};
+constexpr FoldConstants fold_constants(unsigned d) noexcept {
+    return {reflected_half(x_pow_mod(63 + d)), reflected_half(x_pow_mod(d - 1))};
+}
+constexpr FoldConstants kFold128 = fold_constants(128);
+constexpr FoldConstants kFold256 = fold_constants(256);
+constexpr FoldConstants kFold384 = fold_constants(384);
+constexpr FoldConstants kFold512 = fold_constants(512);
+/** The last 128 bits times x^32 (the CRC's own shift): first half times x^96 (x^95, as above). */
+constexpr std::uint64_t kReduce96 = reflected_half(x_pow_mod(95));
+/** The 96-bit remainder's top 32 bits times x^64. */
+constexpr std::uint64_t kReduce64 = reflected_half(x_pow_mod(63));
+constexpr std::uint64_t kBarrettMu = reflected_half(barrett_mu());
+constexpr std::uint64_t kPolyReflected = reflected_half(kCrc32Poly);
+
+/**
+ * The 16 bytes the first chunk of a folded ICRC is XORed with when its data starts @p s bytes in
+ * (s = 0 .. 15). The stand-in's 8 bytes of 0xff start the stream, with the CRC's initial value
+ * (all ones) XORed into its first four: so, with the accumulator starting at zero, the stream is
+ * 00 00 00 00 ff ff ff ff then the data, and zeros in front of it change nothing. When the data
+ * starts fewer than 8 bytes in, the chunk holds only the stand-in's last s bytes, and the CRC
+ * state the first 8 - s left (from the initial value: ~crc32_of_ones(8 - s)) is XORed into the
+ * chunk's first four bytes instead.
+ */
+using Chunk = std::array<std::uint8_t, 16>;
+constexpr std::array<Chunk, 16> kFoldPrefix = [] {
+    std::array<Chunk, 16> t{};
+    constexpr std::array<std::uint8_t, 8> stream = {0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+    for (std::size_t s = 0; s < 16; ++s) {
+        Chunk c{};
+        if (s >= 8) {
+            for (std::size_t i = 0; i < 8; ++i)
+                c[s - 8 + i] = stream[i];
+        } else {
+            const std::uint32_t state = ~crc32_of_ones(8 - s);
+            for (std::size_t i = 0; i < s; ++i)
+                c[i] = 0xff;
+            for (std::size_t i = 0; i < 4; ++i)
+                c[i] ^= static_cast<std::uint8_t>(state >> (8 * i));
+        }
+        t[s] = c;
+    }
     return t;
 }();
 
+const bool kCpuHasClmul = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("pclmul") != 0 && __builtin_cpu_supports("avx") != 0;
+}();
+
+#define DROCE_CLMUL_TARGET __attribute__((target("avx,pclmul"), always_inline)) inline
+
+DROCE_CLMUL_TARGET __m128i fold(__m128i acc, FoldConstants k) noexcept {
+    const __m128i kk =
+        _mm_set_epi64x(static_cast<long long>(k.second), static_cast<long long>(k.first));
+    return _mm_xor_si128(_mm_clmulepi64_si128(acc, kk, 0x00), _mm_clmulepi64_si128(acc, kk, 0x11));
+}
+
+/** The finished CRC (inverted, as zlib returns it) of the stream that @p acc's 128 bits end. */
+DROCE_CLMUL_TARGET std::uint32_t reduce(__m128i acc) noexcept {
+    // acc * x^32 mod P: the first half times x^96 onto the second half times x^32 (96 bits) ...
+    const __m128i k96 = _mm_cvtsi64_si128(static_cast<long long>(kReduce96));
+    const __m128i second = _mm_and_si128(_mm_srli_si128(acc, 4), _mm_set_epi32(0, -1, -1, 0));
+    const __m128i s = _mm_xor_si128(_mm_clmulepi64_si128(acc, k96, 0x00), second); // bits 32..127
+    // ... its top 32 bits (bits 32 .. 63) times x^64 onto the rest: T, 64 bits in the second half
+    const __m128i k64 = _mm_cvtsi64_si128(static_cast<long long>(kReduce64));
+    const __m128i t = _mm_xor_si128(_mm_clmulepi64_si128(s, k64, 0x00), s);
+    // ... then Barrett: q = floor(floor(T / x^32) * mu / x^32), T mod P = T + q * P. T's low 32
+    // coefficients, multiplied by mu with the rest, land in bits 63 and up (lower powers), clear
+    // of the bits that hold q (31 .. 62).
+    const __m128i mu_p =
+        _mm_set_epi64x(static_cast<long long>(kPolyReflected), static_cast<long long>(kBarrettMu));
+    const __m128i q = _mm_and_si128(_mm_clmulepi64_si128(t, mu_p, 0x01),
+                                    _mm_set_epi64x(0, 0x7fffffff80000000ll)); // q * x, reflected
+    const __m128i qp = _mm_clmulepi64_si128(q, mu_p, 0x10);                   // q * P * x^2
+    const __m128i r = _mm_xor_si128(_mm_srli_epi64(t, 32), _mm_srli_epi64(qp, 30));
+    return ~static_cast<std::uint32_t>(_mm_extract_epi32(r, 2));
+}
+
 /**
- * The masked copy of a short packet whose length @p n leaves 8 - 15 bytes over a multiple of 16
- * (an ACK, a 64 B WRITE or SEND, a READ request, a CNP): the last @p j = 16 - n % 16 bytes of the
- * LRH stand-in go in front of it, so that the copy (n + j bytes into @p dst) is whole 16-byte
- * moves, none overlapping another. With an overlapping last move (copy_masked) the load ISA-L
- * makes of the 16 bytes before it spans two stores and waits for both to reach the cache. The
- * CRC then starts from kOnesCrc[8 - j].
+ * icrc_compute() of a packet of @p n <= kOneShotMax bytes at @p src: the masked moves of
+ * copy_masked() with the data shifted up by s = (16 - n % 16) % 16, folded as they are made. At
+ * least one chunk (n >= 16: callers pass whole headers).
  */
-void copy_masked_after_ones(std::uint8_t* dst, const std::uint8_t* src, std::size_t n,
-                            std::size_t j, const std::uint8_t* mask) noexcept {
-    // The first 16 bytes moved up by j (a byte shift by a variable count, from two 64-bit
-    // shifts), the j bytes below them 0xff.
-    const __m128i x = _mm_or_si128(load16(src), load16(mask));
-    const __m128i up = _mm_sll_epi64(x, _mm_cvtsi32_si128(static_cast<int>(8 * j)));
-    const __m128i carry =
-        _mm_srl_epi64(_mm_slli_si128(x, 8), _mm_cvtsi32_si128(static_cast<int>(64 - 8 * j)));
-    const __m128i first =
-        _mm_or_si128(_mm_or_si128(up, carry), load16(kOnesThenZeros.data() + 16 - j));
-    _mm_store_si128(reinterpret_cast<__m128i*>(dst), first);
-    for (std::size_t at = 16; at < n + j; at += 16) {
-        const std::size_t from = at - j;
+__attribute__((target("avx,pclmul"))) std::uint32_t
+icrc_fold_short(const std::uint8_t* src, std::size_t n, const std::uint8_t* mask) noexcept {
+    const std::size_t s = (16 - n % 16) % 16;
+    const std::size_t chunks = (n + s) / 16;
+    const auto chunk = [&](std::size_t k) -> __m128i {
+        const std::size_t from = 16 * k - s; // k >= 1
         __m128i v = load16(src + from);
         if (from < kMaskSpan) v = _mm_or_si128(v, load16(mask + from));
-        _mm_store_si128(reinterpret_cast<__m128i*>(dst + at), v);
+        return v;
+    };
+    // The first chunk: the data's first 16 - s bytes moved up by s (a byte shift by a variable
+    // count, from two 64-bit shifts), the stand-in (or its state) below them.
+    const __m128i x = _mm_or_si128(load16(src), load16(mask));
+    __m128i first;
+    if (s >= 8) {
+        first =
+            _mm_sll_epi64(_mm_slli_si128(x, 8), _mm_cvtsi32_si128(static_cast<int>(8 * (s - 8))));
+    } else {
+        const __m128i up = _mm_sll_epi64(x, _mm_cvtsi32_si128(static_cast<int>(8 * s)));
+        const __m128i carry =
+            _mm_srl_epi64(_mm_slli_si128(x, 8), _mm_cvtsi32_si128(static_cast<int>(64 - 8 * s)));
+        first = _mm_or_si128(up, carry); // s = 0: x and nothing (a shift by 64 clears)
     }
+    first = _mm_xor_si128(first, load16(kFoldPrefix[s].data()));
+
+    __m128i acc;
+    std::size_t k;
+    if (chunks >= 4) {
+        __m128i a0 = first, a1 = chunk(1), a2 = chunk(2), a3 = chunk(3);
+        for (k = 4; k + 4 <= chunks; k += 4) {
+            a0 = _mm_xor_si128(fold(a0, kFold512), chunk(k));
+            a1 = _mm_xor_si128(fold(a1, kFold512), chunk(k + 1));
+            a2 = _mm_xor_si128(fold(a2, kFold512), chunk(k + 2));
+            a3 = _mm_xor_si128(fold(a3, kFold512), chunk(k + 3));
+        }
+        acc = _mm_xor_si128(_mm_xor_si128(fold(a0, kFold384), fold(a1, kFold256)),
+                            _mm_xor_si128(fold(a2, kFold128), a3));
+    } else {
+        acc = first;
+        k = 1;
+    }
+    for (; k < chunks; ++k)
+        acc = _mm_xor_si128(fold(acc, kFold128), chunk(k));
+    return reduce(acc);
 }
 #endif
 } // namespace
@@ -203,17 +351,15 @@ std::uint32_t icrc_compute(std::span<const std::uint8_t> l3, bool ipv6) noexcept
     if (l3.size() < prefix) return 0;
 
     // The variant fields are masked in a copy: the packet itself is never written. A short packet
-    // is copied whole, so that one CRC call covers it; a longer one has its headers copied in
+    // is folded from its masked moves in registers (icrc_fold_short) or, on a CPU without
+    // PCLMULQDQ and AVX, copied whole for one ISA-L call; a longer one has its headers copied in
     // whole 16-byte moves (the moves ISA-L's loads then match) and the rest read in place.
     static_assert(kOneShotMax >= kMaskSpan);
     alignas(64) std::uint8_t masked[kOneShotMax + 16];
     const std::uint8_t* mask = kMasks[ipv6 ? 11 : ip_len / 4 - 5].data();
 #if defined(__x86_64__)
-    if (l3.size() <= kOneShotMax && l3.size() % 16 >= 8) {
-        const std::size_t j = 16 - l3.size() % 16;
-        copy_masked_after_ones(masked, l3.data(), l3.size(), j, mask);
-        return crc_continue(kOnesCrc[8 - j], masked, l3.size() + j);
-    }
+    if (l3.size() <= kOneShotMax && kCpuHasClmul)
+        return icrc_fold_short(l3.data(), l3.size(), mask);
 #endif
     if (l3.size() <= kOneShotMax) {
         copy_masked(masked, l3.data(), l3.size(), mask);

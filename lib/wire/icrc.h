@@ -11,7 +11,8 @@
  *   the BTH with its FECN/BECN/reserved byte (byte 4) set to all ones, then
  *   everything after the BTH up to the ICRC: extension headers, payload and pad.
  * It is stored on the wire least significant byte first. droce computes it with ISA-L's
- * crc32_gzip_refl; generation and verification both call icrc_compute().
+ * crc32_gzip_refl, or, for packets up to 256 bytes on a CPU with PCLMULQDQ and AVX, by its own
+ * four-lane carry-less fold; generation and verification both call icrc_compute().
  */
 #pragma once
 
