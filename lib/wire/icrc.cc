@@ -61,10 +61,11 @@ constexpr std::size_t kOneShotMax = 256;
  * The masked fields of the covered headers as bytes of 0xff, one table per header layout: IPv4
  * with IHL 5 to 15 (index IHL - 5) and IPv6 (index 11). A 16-byte window anywhere in
  * [0, kMaskSpan) reads in bounds (kMaskSpan + 16 bytes each). What icrc_compute ORs into each
- * 16-byte move of its copy, so that the copy holds the masked bytes without a byte store after
- * the move: ISA-L then loads each 16 bytes from one store of 16 (forwarded), where byte stores
- * into a moved chunk made its load wait for them to reach the cache (bench/micro BM_Icrc 64 B:
- * 17 ns against ISA-L's own 3.5 ns on a clean buffer; commit message).
+ * 16-byte move (icrc_fold_short folds the moves in registers; the other routes store a copy), so
+ * that the copy holds the masked bytes without a byte store after the move: ISA-L then loads each
+ * 16 bytes from one store of 16 (forwarded), where byte stores into a moved chunk made its load
+ * wait for them to reach the cache (bench/micro BM_Icrc 64 B: 17 ns against ISA-L's own 3.5 ns on a
+ * clean buffer; commit message).
  */
 constexpr std::size_t kMaskSpan = 96; // >= kMaskedPrefixMax (60 + 8 + 12), a multiple of 16
 static_assert(kMaskSpan >= kMaskedPrefixMax && kMaskSpan % 16 == 0);
@@ -92,18 +93,18 @@ constexpr std::array<MaskTable, 12> kMasks = [] {
     return t;
 }();
 
-/**
- * Copies @p n >= 16 bytes of @p src to @p dst in 16-byte moves, ORing @p mask into the first
- * kMaskSpan bytes; the last move overlaps the one before when @p n is not a multiple of 16. A
- * plain memcpy of a length known to be at most kOneShotMax became `rep movsq` (GCC, -O2), which
- * starts slowly: 70 % of icrc_compute's own samples once (bench/engine 64 B WRITE).
- */
 #if defined(__x86_64__)
 __m128i load16(const std::uint8_t* p) noexcept {
     return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
 }
 #endif
 
+/**
+ * Copies @p n >= 16 bytes of @p src to @p dst in 16-byte moves, ORing @p mask into the first
+ * kMaskSpan bytes; the last move overlaps the one before when @p n is not a multiple of 16. A
+ * plain memcpy of a length known to be at most kOneShotMax became `rep movsq` (GCC, -O2), which
+ * starts slowly: 70 % of icrc_compute's own samples once (bench/engine 64 B WRITE).
+ */
 void copy_masked(std::uint8_t* dst, const std::uint8_t* src, std::size_t n,
                  const std::uint8_t* mask) noexcept {
 #if defined(__x86_64__)
@@ -175,7 +176,7 @@ constexpr std::uint32_t x_pow_mod(unsigned n) noexcept {
 
 /** floor(x^64 / P), 33 bits, bit k = coefficient of x^k: Barrett's constant. */
 constexpr std::uint64_t barrett_mu() noexcept {
-    // Long division of x^64 by P: bit 64 - 32 - k of the quotient per step.
+    // Long division of x^64 by P: quotient bit k - 32 for k = 64 down to 32.
     unsigned __int128 rem = static_cast<unsigned __int128>(1) << 64;
     std::uint64_t q = 0;
     for (int k = 64; k >= 32; --k) {
@@ -338,7 +339,8 @@ icrc_fold_short(const std::uint8_t* src, std::size_t n, const std::uint8_t* mask
 #endif
 } // namespace
 
-std::uint32_t icrc_compute(std::span<const std::uint8_t> l3, bool ipv6) noexcept {
+namespace {
+std::uint32_t icrc_compute_by(std::span<const std::uint8_t> l3, bool ipv6, bool fold) noexcept {
     std::size_t ip_len;
     if (ipv6) {
         ip_len = sizeof(Ipv6Hdr);
@@ -358,8 +360,7 @@ std::uint32_t icrc_compute(std::span<const std::uint8_t> l3, bool ipv6) noexcept
     alignas(64) std::uint8_t masked[kOneShotMax + 16];
     const std::uint8_t* mask = kMasks[ipv6 ? 11 : ip_len / 4 - 5].data();
 #if defined(__x86_64__)
-    if (l3.size() <= kOneShotMax && kCpuHasClmul)
-        return icrc_fold_short(l3.data(), l3.size(), mask);
+    if (l3.size() <= kOneShotMax && fold) return icrc_fold_short(l3.data(), l3.size(), mask);
 #endif
     if (l3.size() <= kOneShotMax) {
         copy_masked(masked, l3.data(), l3.size(), mask);
@@ -369,6 +370,19 @@ std::uint32_t icrc_compute(std::span<const std::uint8_t> l3, bool ipv6) noexcept
     copy_masked(masked, l3.data(), head, mask);
     const std::uint32_t crc = crc_continue(kLrhStandInCrc, masked, head);
     return crc_continue(crc, l3.data() + head, l3.size() - head);
+}
+} // namespace
+
+std::uint32_t icrc_compute(std::span<const std::uint8_t> l3, bool ipv6) noexcept {
+#if defined(__x86_64__)
+    return icrc_compute_by(l3, ipv6, kCpuHasClmul);
+#else
+    return icrc_compute_by(l3, ipv6, false);
+#endif
+}
+
+std::uint32_t detail::icrc_compute_isal(std::span<const std::uint8_t> l3, bool ipv6) noexcept {
+    return icrc_compute_by(l3, ipv6, false);
 }
 
 std::uint32_t icrc_continue(std::uint32_t icrc, std::span<const std::uint8_t> more) noexcept {

@@ -43,6 +43,14 @@ namespace droce::wire {
 [[nodiscard]] std::uint32_t icrc_continue(std::uint32_t icrc,
                                           std::span<const std::uint8_t> more) noexcept;
 
+namespace detail {
+/**
+ * icrc_compute() as on a CPU without PCLMULQDQ and AVX: ISA-L for every length. The same result;
+ * for tests that check the route this CPU does not take.
+ */
+[[nodiscard]] std::uint32_t icrc_compute_isal(std::span<const std::uint8_t> l3, bool ipv6) noexcept;
+} // namespace detail
+
 /** Writes @p icrc to @p dst (4 bytes) in wire order, least significant byte first. */
 inline void store_icrc(std::uint8_t* dst, std::uint32_t icrc) noexcept {
     for (int i = 0; i < 4; ++i)
