@@ -173,24 +173,34 @@ TEST(PollOwnership, ApplicationAndEngineThreadsShareTheEngine) {
 }
 
 /**
- * Posts one 4 KiB RDMA WRITE from @p src to @p dst on @p p (its rkey XORed with @p rkey_xor) and
- * polls up to 5 s for its completion (into @p cqe). @return the milliseconds it took, or -1 when
- * none came.
+ * Posts @p w on dev 0 (the post runs its own passes, as ibv_post_send does), then looks for its
+ * completion every @p poll_every for up to 5 s (Device::poll_cq, which runs no pass: the engine
+ * threads must place it). @return the milliseconds it took (into @p cqe), or -1 when none came.
  */
-double write_and_wait(TwoEngines& t, const QpPair& p, const Buffer& src, const Buffer& dst,
-                      rc::Cqe* cqe, std::uint32_t rkey_xor = 0) {
-    rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, 1, src, 4096, 0);
-    w.remote_addr = dst.addr(0);
-    w.rkey = dst.mr->rkey ^ rkey_xor;
+double post_and_wait(TwoEngines& t, const QpPair& p, const rc::SendWqe& w, rc::Cqe* cqe,
+                     microseconds poll_every) {
     std::uint32_t bad = 0;
     const auto posted = steady_clock::now();
     if (t.dev[0]->post_send(p.qp[0], &w, 1, &bad, 4) != 0) return -1;
     while (steady_clock::now() < posted + seconds(5)) {
         if (t.dev[0]->poll_cq(t.send_cq[0], cqe, 1) == 1)
             return duration<double, std::milli>(steady_clock::now() - posted).count();
-        std::this_thread::sleep_for(microseconds(20));
+        std::this_thread::sleep_for(poll_every);
     }
     return -1;
+}
+
+/**
+ * Posts one 4 KiB RDMA WRITE from @p src to @p dst on @p p (its rkey XORed with @p rkey_xor) and
+ * waits up to 5 s for its completion (into @p cqe), looking every 20 us. @return the milliseconds
+ * it took, or -1 when none came.
+ */
+double write_and_wait(TwoEngines& t, const QpPair& p, const Buffer& src, const Buffer& dst,
+                      rc::Cqe* cqe, std::uint32_t rkey_xor = 0) {
+    rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, 1, src, 4096, 0);
+    w.remote_addr = dst.addr(0);
+    w.rkey = dst.mr->rkey ^ rkey_xor;
+    return post_and_wait(t, p, w, cqe, microseconds(20));
 }
 
 /** Pins the calling thread to @p cpu. */
@@ -589,20 +599,12 @@ std::uint64_t busy_poll_writes(TwoEngines& t, const QpPair& p, Buffer& src, Buff
 }
 
 /**
- * Posts @p w on dev 0 (the post runs its own passes, as ibv_post_send does), then waits up to 5 s
- * for its completion without driving the engine (the application computes: Device::poll_cq
- * every 100 us, which runs no pass). @return the milliseconds it took (into @p cqe), or -1.
+ * Posts @p w on dev 0, then waits up to 5 s for its completion without driving the engine (the
+ * application computes: Device::poll_cq every 100 us, which runs no pass). @return the
+ * milliseconds it took (into @p cqe), or -1.
  */
 double post_then_wait_undriven(TwoEngines& t, const QpPair& p, const rc::SendWqe& w, rc::Cqe* cqe) {
-    std::uint32_t n_bad = 0;
-    const auto posted = steady_clock::now();
-    if (t.dev[0]->post_send(p.qp[0], &w, 1, &n_bad, 4) != 0) return -1;
-    while (steady_clock::now() < posted + seconds(5)) {
-        if (t.dev[0]->poll_cq(t.send_cq[0], cqe, 1) == 1)
-            return duration<double, std::milli>(steady_clock::now() - posted).count();
-        std::this_thread::sleep_for(microseconds(100));
-    }
-    return -1;
+    return post_and_wait(t, p, w, cqe, microseconds(100));
 }
 
 /**
