@@ -50,6 +50,7 @@ namespace droce {
     X(rx_dropped_dst_mac)          /* receive: destination MAC not the port's, nor a group MAC for ARP / ND */ \
     X(rx_dropped_dst_ip)           /* receive: RoCE frame to an IP that is none of the device's GIDs */ \
     X(rx_dropped_port_down)        /* receive: RoCE frame for a QP on a port administratively down (set_port_admin): a pulled cable hears nothing */ \
+    X(rx_dropped_bad_pkey)         /* receive: BTH P_Key not the default partition's (0x7FFF in its low 15 bits), as rxe's check_keys */ \
     X(tx_no_buffer)                /* transmit deferred: no buffer or the port queue was full */ \
     X(tx_dropped_too_long)         /* a staged packet whose frame does not fit the port's buffers */ \
     X(tx_wait_neigh)               /* transmit deferred: the peer's MAC is not resolved yet (ARP / ND) */ \

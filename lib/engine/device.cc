@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "device.h"
+#include "mem/access.h"
 #include "rc/pacer.h"
 
 #include <algorithm>
@@ -169,6 +170,14 @@ int Device::dealloc_pd(mem::Pd* pd) noexcept {
 
 mem::Mr* Device::reg_mr(mem::Pd* pd, void* addr, std::uint64_t length, std::uint32_t access,
                         int* err) noexcept {
+    // Before the section: it reads /proc/self/maps, and the engine does not wait for that.
+    if (pd != nullptr && addr != nullptr) {
+        if (int e = mem::check_host_range(addr, length, (access & mem::kAccessLocalWrite) != 0);
+            e != 0) {
+            *err = e;
+            return nullptr;
+        }
+    }
     ControlSection section(*this);
     // A PD of another device (or a freed one) is EINVAL, as a foreign handle is for ibv_reg_mr.
     if (pd && std::none_of(pds_.begin(), pds_.end(), [&](auto& p) { return p.get() == pd; })) {
@@ -176,6 +185,11 @@ mem::Mr* Device::reg_mr(mem::Pd* pd, void* addr, std::uint64_t length, std::uint
         return nullptr;
     }
     return mrs_.register_mr(pd, addr, length, reinterpret_cast<std::uintptr_t>(addr), access, err);
+}
+
+void Device::set_ack_hold(bool on) noexcept {
+    ControlSection section(*this);
+    ctx_.hold_acks = on;
 }
 
 int Device::dereg_mr(mem::Mr* mr) noexcept {

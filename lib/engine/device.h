@@ -158,7 +158,9 @@ class Device {
     int dealloc_pd(mem::Pd* pd) noexcept;
     /**
      * Registers @p length bytes at @p addr (iova = addr, as ibv_reg_mr).
-     * @return the MR, or nullptr with *err = EINVAL (bad PD/flags/range) or ENOMEM (table full).
+     * @return the MR, or nullptr with *err = EINVAL (bad PD/flags/range), EFAULT (a page of the
+     * range not mapped, not readable, or not writable with local write access:
+     * mem::check_host_range) or ENOMEM (table full).
      */
     [[nodiscard]] mem::Mr* reg_mr(mem::Pd* pd, void* addr, std::uint64_t length,
                                   std::uint32_t access, int* err) noexcept;
@@ -184,7 +186,7 @@ class Device {
      * state when @p mask lacks kQpState) must be legal, every attribute the transition requires
      * must be in @p mask and nothing the transition does not allow (IBTA Vol 1 §11.2.4.2, table of
      * ibv_modify_qp). Values are range checked (path MTU ≤ port MTU, timeout ≤ 31, retry counts ≤
-     * 7, max_rd_atomic ≤ kMaxRdAtomic, port exists).
+     * 7, max_rd_atomic ≤ kMaxRdAtomic, port exists, source GID index 0: one GID per port).
      * @return 0 or EINVAL; on EINVAL the QP is unchanged.
      */
     int modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) noexcept;
@@ -537,6 +539,13 @@ class Device {
     }
     /** Wakes a sleeping engine thread. Any thread. */
     void ring_doorbell() noexcept;
+    /**
+     * Whether an ACK owed by a QP that answers what it receives may wait for the QP's next request
+     * (rc::TransportCtx::hold_acks; on by default). Turn it off for a device no engine thread
+     * runs (the verbs library's DROCE_PROGRESS=app): only a verb call would end a hold. Control
+     * path (a control section); ACKs already held leave at their deadline as before.
+     */
+    void set_ack_hold(bool on) noexcept;
 
     /**
      * Transmit by reference (zero-copy) on port @p port for payloads of at least @p min_payload

@@ -117,6 +117,12 @@ void Device::receive(PktBuf& buf, bool looped) noexcept {
         counters_.inc(Counter::rx_dropped_dst_ip);
         return;
     }
+    // One partition, the default (IBTA 10.9.1): a P_Key outside it is dropped before any QP sees
+    // the frame, as rxe's check_keys does (membership bit either way: both sides are members).
+    if ((pkt.bth->pkey.get() & 0x7fffu) != (wire::kDefaultPkey & 0x7fffu)) [[unlikely]] {
+        counters_.inc(Counter::rx_dropped_bad_pkey);
+        return;
+    }
     // Connectionless MRC endpoint operations (EV probes) go to QP1, which is no data QP: they are
     // answered or queued here, before the QP lookup (endpoint.cc). Other opcodes to QP1 find no QP
     // below.

@@ -12,6 +12,10 @@
 #include <memory>
 #include <random>
 
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+
 #include <sys/random.h>
 
 #include "mem/access.h"
@@ -83,6 +87,36 @@ std::uint8_t MrTable::next_key_byte(std::uint8_t previous) noexcept {
         b = static_cast<std::uint8_t>((z ^ (z >> 31)) >> 56);
     } while (b == previous);
     return b;
+}
+
+int check_host_range(const void* addr, std::uint64_t length, bool writable) noexcept {
+    if (length == 0) return 0;
+    const auto start = reinterpret_cast<std::uintptr_t>(addr);
+    if (length > std::numeric_limits<std::uintptr_t>::max() - start) return EFAULT;
+    const std::uintptr_t end = start + length;
+    std::FILE* maps = std::fopen("/proc/self/maps", "re");
+    if (maps == nullptr) return 0;
+    // The lines come in address order: walk them with the first address not yet covered.
+    std::uintptr_t covered = start;
+    char* line = nullptr;
+    std::size_t cap = 0;
+    int result = EFAULT;
+    while (::getline(&line, &cap, maps) > 0) {
+        std::uintptr_t lo = 0, hi = 0;
+        char perms[5] = {};
+        if (std::sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %4s", &lo, &hi, perms) != 3) break;
+        if (hi <= covered) continue;
+        if (lo > covered) break; // a hole
+        if (perms[0] != 'r' || (writable && perms[1] != 'w')) break;
+        covered = hi;
+        if (covered >= end) {
+            result = 0;
+            break;
+        }
+    }
+    std::free(line);
+    std::fclose(maps);
+    return result;
 }
 
 Mr* MrTable::register_mr(const Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,

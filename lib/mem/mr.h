@@ -57,6 +57,19 @@ enum class MemCheck : std::uint8_t {
 };
 [[nodiscard]] std::string_view to_string(MemCheck c) noexcept;
 
+/**
+ * Checks that the process may use @p length bytes at @p addr as a memory region: every page mapped
+ * (read from /proc/self/maps), readable, and writable when @p writable (the engine stores into an
+ * MR with local write access: receives, READ responses, remote writes and atomics). A kernel RDMA
+ * provider pins the pages at registration and fails there (ib_umem_get: EFAULT); droce cannot pin,
+ * and without this check a region over unmapped or read-only memory would fault the process at the
+ * first access. Control path: it reads /proc/self/maps (call it outside the device's
+ * ControlSection). Any thread.
+ * @return 0 (usable, or @p length 0, or /proc not mounted: not checked), or EFAULT (a page not
+ *         mapped, not readable, or not writable when asked; the range wraps).
+ */
+[[nodiscard]] int check_host_range(const void* addr, std::uint64_t length, bool writable) noexcept;
+
 class MrTable {
   public:
     /**

@@ -264,6 +264,7 @@ std::uint32_t requester_run(Qp& qp, State& s, rc::TransportCtx& ctx, std::uint32
             const int ev = pick_data_ev(s, ctx, now, e.ev);
             if (ev < 0) {
                 s.count(MrcCounter::no_path);
+                if (s.ack_deadline_ns == 0) arm_ack_timer(s, now);
                 break;
             }
             const int r = stage_data(qp, s, ctx, e, ev, true);
@@ -326,6 +327,9 @@ std::uint32_t requester_run(Qp& qp, State& s, rc::TransportCtx& ctx, std::uint32
         const int ev = pick_data_ev(s, ctx, now, -1);
         if (ev < 0) {
             s.count(MrcCounter::no_path);
+            // Nothing may be in flight to arm it: without the timer a QP with no usable plane
+            // would wait for ever instead of spending its retries (requester_timer).
+            if (s.ack_deadline_ns == 0) arm_ack_timer(s, now);
             break;
         }
         PsnEntry& e = s.entry(s.next_psn);
@@ -439,7 +443,12 @@ void nack_receive(Qp& qp, State& s, const wire::ParsedFrame& pkt, rc::TransportC
 void requester_timer(Qp& qp, State& s, rc::TransportCtx& ctx, std::uint64_t now) noexcept {
     if (s.rack_deadline_ns != 0 && now >= s.rack_deadline_ns) detect_losses(s, ctx, now);
     if (s.ack_deadline_ns == 0 || now < s.ack_deadline_ns) return;
-    if (s.cum == s.next_psn) {
+    // Nothing outstanding, and nothing waiting that no plane can carry: the timer has no job. With
+    // WQEs waiting and no usable plane (every local port down, or the peer's port status says all
+    // of its planes are), a timeout counts as a retry, so the QP fails with RETRY_EXC_ERR when the
+    // budget is spent, as an RC QP on a dead link does, instead of waiting for ever.
+    if (s.cum == s.next_psn &&
+        (s.next_wqe == qp.sq.producer_index() || usable_planes(s, ctx) != 0)) {
         s.ack_deadline_ns = 0;
         return;
     }

@@ -142,6 +142,8 @@ int qp_modify(Qp* qp, const QpAttr& attr, std::uint32_t mask,
         return EINVAL; // one P_Key: 0xFFFF at index 0
     if ((mask & kQpAv) && (attr.ah_attr.port_num != 0 && attr.ah_attr.port_num > port_mtu.size()))
         return EINVAL;
+    if ((mask & kQpAv) && attr.ah_attr.sgid_index != 0)
+        return EINVAL; // one GID per port (gid_tbl_len 1): the port's own address
 
     QpAttr& a = qp->attr;
     if (mask & kQpAccessFlags) a.qp_access_flags = attr.qp_access_flags;

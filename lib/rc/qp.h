@@ -100,6 +100,15 @@ struct TransportCtx {
      * response packet — one ACK per QP per received burst instead of one per request packet.
      */
     bool defer_acks = false;
+    /**
+     * With defer_acks: an owed ACK on a QP that answers what it receives may be held for the QP's
+     * next request (ResponderState::ack_hold_until_ns), which needs something to run the engine
+     * when the hold ends. false (Device::set_ack_hold: a device that only verb calls drive) sends
+     * it at the end of the burst: a program blocked elsewhere (a TCP exchange at the end of a
+     * perftest run) would otherwise leave its peer's last request unacknowledged until it
+     * retried out.
+     */
+    bool hold_acks = true;
     /** Clock ns at the start of the engine's previous pass (0: first pass, or not driven by a
      *  Device). A held packet's lateness up to now minus this is the engine's, which the pacer
      *  forgives (rc/pacer.h, kPacerBurstBytes). */

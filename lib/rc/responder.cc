@@ -277,8 +277,9 @@ void ack_or_defer(Qp& qp, TransportCtx& ctx, Psn psn) noexcept {
         const std::uint64_t talked = qp.req.last_request_pass_ns;
         const bool answered = talked != 0 && talked != r.talked_at_last_owed_ns;
         r.talked_at_last_owed_ns = talked;
-        r.ack_hold_until_ns =
-            now != 0 && answered && qp.state == QpState::rts ? now + kAckHoldNs : 0;
+        r.ack_hold_until_ns = now != 0 && ctx.hold_acks && answered && qp.state == QpState::rts
+                                  ? now + kAckHoldNs
+                                  : 0;
     }
     // A newer cumulative ACK replaces the owed one (same QP, later PSN, MSN not smaller).
     r.ack_pending = true;

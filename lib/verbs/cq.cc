@@ -7,16 +7,20 @@
  *
  * Completion events: each ibv_comp_channel is a pipe. ibv_req_notify_cq arms the droce CQ
  * (rc::Cq::armed); when the engine pushes a matching CQE it disarms the CQ and calls cq_notify() on
- * the engine thread, which writes the CQ's address (8 bytes) into the pipe without blocking. The
- * channel's fd (the read end) is readable while events are pending; ibv_get_cq_event reads one.
+ * the engine thread, which writes a CqEvent (the CQ's address and serial) into the pipe without
+ * blocking. The channel's fd (the read end) is readable while events are pending;
+ * ibv_get_cq_event reads one, and returns it only while its CQ is alive (a destroyed CQ's unread
+ * events are dropped, as the kernel drops them).
  */
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include "provider.h"
 #include "wr_convert.h"
@@ -28,10 +32,14 @@ void cq_notify(void* notify_ctx, rc::Cq&) noexcept {
     auto* cq = static_cast<VCq*>(notify_ctx);
     VChannel* ch = cq->channel;
     if (!ch) return;
-    // Non-blocking: with 8192 unread events (64 KiB pipe) further events are dropped rather than
+    // Non-blocking: with 4096 unread events (64 KiB pipe) further events are dropped rather than
     // stalling the engine; an application that reads its events never gets there.
-    [[maybe_unused]] ssize_t r = write(ch->wfd, &cq, sizeof cq);
+    const CqEvent ev{cq, cq->serial};
+    [[maybe_unused]] ssize_t r = write(ch->wfd, &ev, sizeof ev);
 }
+
+/** Serials of VCq (VCq::serial); 0 is never one. */
+std::atomic<std::uint64_t> next_cq_serial{1};
 
 /** Copies up to @p num_entries completions of @p cq into @p wc under the CQ's lock. */
 int reap(VCq* cq, int num_entries, ibv_wc* wc) noexcept {
@@ -215,7 +223,19 @@ VCq* create(ibv_context* context, std::uint32_t cqe, void* cq_context, ibv_comp_
             return nullptr;
         }
         if (channel) {
-            cq->channel = from_ibv<VChannel>(channel);
+            VChannel* ch = from_ibv<VChannel>(channel);
+            cq->serial = next_cq_serial.fetch_add(1, std::memory_order_relaxed);
+            try {
+                std::lock_guard lock(ch->mu);
+                ch->live.emplace_back(cq, cq->serial);
+            } catch (...) {
+                c->vdev->cqs.erase(cq->native->cqn);
+                c->dev->destroy_cq(cq->native);
+                delete cq;
+                *err = ENOMEM;
+                return nullptr;
+            }
+            cq->channel = ch;
             ++channel->refcnt;
             cq->native->notify_ctx = cq;
             cq->native->notify = cq_notify;
@@ -292,7 +312,12 @@ extern "C" ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context
     return ibv_cq_ex_to_cq(&cq->cqx);
 }
 
-/** @return 0, EINVAL (NULL), EBUSY (a QP still uses it). */
+/**
+ * Destroys @p ibcq. Its completion events not yet read from its channel are dropped; as
+ * rdma-core's, the call waits until the events ibv_get_cq_event returned for it are acknowledged
+ * (ibv_ack_cq_events).
+ * @return 0, EINVAL (NULL), EBUSY (a QP still uses it).
+ */
 extern "C" int ibv_destroy_cq(ibv_cq* ibcq) {
     if (!ibcq) return EINVAL;
     VCq* cq = from_ibv<VCq>(ibcq);
@@ -301,8 +326,16 @@ extern "C" int ibv_destroy_cq(ibv_cq* ibcq) {
         const std::uint32_t cqn = cq->native->cqn;
         if (int e = cq->ctx->dev->destroy_cq(cq->native); e != 0) return e;
         cq->ctx->vdev->cqs.erase(cqn);
-        if (cq->channel) --cq->channel->ch.refcnt;
+        if (cq->channel) {
+            std::lock_guard lock(cq->channel->mu);
+            std::erase_if(cq->channel->live, [cq](const auto& e) { return e.first == cq; });
+            --cq->channel->ch.refcnt;
+        }
     }
+    pthread_mutex_lock(&cq->cqx.mutex);
+    while (cq->cqx.comp_events_completed < cq->events_reported)
+        pthread_cond_wait(&cq->cqx.cond, &cq->cqx.mutex);
+    pthread_mutex_unlock(&cq->cqx.mutex);
     pthread_mutex_destroy(&cq->cqx.mutex);
     pthread_cond_destroy(&cq->cqx.cond);
     delete cq;
@@ -395,6 +428,7 @@ void wait_driving(ibv_comp_channel* channel, VContext* c) noexcept {
  * with DROCE_PROGRESS=app it never blocks without driving, so a program that waits here progresses
  * with no engine thread. (A program that waits on channel->fd with its own poll/epoll needs an
  * engine thread: DROCE_PROGRESS=auto or thread.)
+ * Events of a CQ destroyed since they were raised are dropped (the call waits for the next).
  * @return 0 with *cq and *cq_context set, or -1 with errno (EAGAIN when non-blocking and none
  * pending).
  */
@@ -404,19 +438,30 @@ extern "C" int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** c
         return -1;
     }
     VContext* c = vctx_of(channel->context);
-    if (c->drive_passes) wait_driving(channel, c);
-    VCq* v = nullptr;
-    ssize_t n;
-    do {
-        n = read(channel->fd, &v, sizeof v);
-    } while (n < 0 && errno == EINTR);
-    if (n != static_cast<ssize_t>(sizeof v)) {
-        if (n >= 0) errno = EIO;
-        return -1;
+    VChannel* ch = from_ibv<VChannel>(channel);
+    for (;;) {
+        if (c->drive_passes) wait_driving(channel, c);
+        CqEvent ev{};
+        ssize_t n;
+        do {
+            n = read(channel->fd, &ev, sizeof ev);
+        } while (n < 0 && errno == EINTR);
+        if (n != static_cast<ssize_t>(sizeof ev)) {
+            if (n >= 0) errno = EIO;
+            return -1;
+        }
+        std::lock_guard lock(ch->mu);
+        const bool alive = std::any_of(ch->live.begin(), ch->live.end(), [&](const auto& e) {
+            return e.first == ev.cq && e.second == ev.serial;
+        });
+        if (!alive) continue; // its CQ was destroyed: never dereferenced
+        pthread_mutex_lock(&ev.cq->cqx.mutex);
+        ++ev.cq->events_reported;
+        pthread_mutex_unlock(&ev.cq->cqx.mutex);
+        *cq = ibv_cq_ex_to_cq(&ev.cq->cqx);
+        *cq_context = ev.cq->cqx.cq_context;
+        return 0;
     }
-    *cq = ibv_cq_ex_to_cq(&v->cqx);
-    *cq_context = v->cqx.cq_context;
-    return 0;
 }
 
 /** Counts @p nevents events of @p cq as acknowledged. */

@@ -10,11 +10,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include "config/default_path.h"
 #include "dpdk/eal.h"
@@ -112,7 +116,21 @@ void hint_if_nothing_opened() {
  * hint quiet (it would blame the device name). @return NULL with errno EINVAL.
  */
 ibv_context* refuse_env(const char* name, const char* value, const char* takes) {
-    std::fprintf(stderr, "droce: %s=%s is not %s\n", name, value, takes);
+    // Once per variable and value: ibv_devinfo opens every device, each open is refused alike.
+    static std::mutex told_mu;
+    static std::vector<std::string> told;
+    bool first = false;
+    try {
+        std::lock_guard lock(told_mu);
+        std::string key = std::string(name) + '=' + value;
+        if (std::find(told.begin(), told.end(), key) == told.end()) {
+            told.push_back(std::move(key));
+            first = true;
+        }
+    } catch (...) {
+        first = true; // out of memory: say it again rather than not at all
+    }
+    if (first) std::fprintf(stderr, "droce: %s=%s is not %s\n", name, value, takes);
     g_open_failed.store(true, std::memory_order_relaxed);
     return fail<ibv_context>(EINVAL);
 }
@@ -624,6 +642,12 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
                     c->drive_devs.push_back(&p.runtime->device(i));
             else
                 c->drive_devs.push_back(c->dev);
+            // No engine thread would send a held ACK when its hold ends (rc::kAckHoldNs): a
+            // program blocked in its own exchange at the end of a run (perftest's) left its peer's
+            // last SEND unacknowledged, and the peer failed with RETRY_EXC_ERR.
+            if (c->app_only)
+                for (Device* d : c->drive_devs)
+                    d->set_ack_hold(false);
         } catch (...) {
             close(fds[0]);
             close(fds[1]);
@@ -694,11 +718,16 @@ extern "C" int ibv_query_port(ibv_context* context, uint8_t port_num,
                            offsetof(ibv_port_attr, link_layer) + sizeof(uint8_t));
 }
 
-/** GID 0 of each port: the port's address, IPv4-mapped for IPv4 (RoCEv2). @return 0, EINVAL. */
+/**
+ * GID 0 of each port: the port's address, IPv4-mapped for IPv4 (RoCEv2).
+ * @return 0, or -1 with errno EINVAL (no such port or index), as the man page says.
+ */
 extern "C" int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
-    if (!context || !gid) return EINVAL;
+    if (!context || !gid || !port_ok(vctx_of(context), port_num) || index != 0) {
+        errno = EINVAL;
+        return -1;
+    }
     VContext* c = vctx_of(context);
-    if (!port_ok(c, port_num) || index != 0) return EINVAL;
     std::memcpy(gid->raw, c->dev->port(port_num - 1u).gid.data(), 16);
     return 0;
 }
@@ -744,10 +773,13 @@ extern "C" int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsign
     return 0;
 }
 
-/** One P_Key, the default 0xffff, at index 0. @return 0 or EINVAL. */
+/** One P_Key, the default 0xffff, at index 0. @return 0, or -1 with errno EINVAL (no such port or
+ *  index), as the man page says. */
 extern "C" int ibv_query_pkey(ibv_context* context, uint8_t port_num, int index, __be16* pkey) {
-    if (!context || !pkey) return EINVAL;
-    if (!port_ok(vctx_of(context), port_num) || index != 0) return EINVAL;
+    if (!context || !pkey || !port_ok(vctx_of(context), port_num) || index != 0) {
+        errno = EINVAL;
+        return -1;
+    }
     *pkey = 0xffff;
     return 0;
 }

@@ -154,9 +154,26 @@ struct VMr {
     unsigned access = 0; ///< ibv_access_flags it was registered with (ibv_rereg_mr keeps them)
 };
 
+struct VCq;
+
+/**
+ * A completion channel: a pipe of CqEvent records (the engine thread writes one when an armed CQ
+ * gets a completion; ibv_get_cq_event reads them) and the CQs attached to it.
+ */
 struct VChannel {
     ibv_comp_channel ch{};
     int wfd = -1; ///< write end (non-blocking), written by the engine thread; read end = ch.fd
+    /** The live CQs attached, each with its serial: an event read for a CQ not in it (destroyed
+     *  since the event was written; its memory may be another CQ's now) is dropped, as the kernel
+     *  drops a destroyed CQ's unread events. Guarded by mu (control path and ibv_get_cq_event). */
+    std::mutex mu;
+    std::vector<std::pair<const VCq*, std::uint64_t>> live;
+};
+
+/** What the pipe of a VChannel carries per completion event (16 bytes: one atomic pipe write). */
+struct CqEvent {
+    VCq* cq;
+    std::uint64_t serial; ///< VCq::serial when the event was written
 };
 
 struct VCq {
@@ -169,6 +186,12 @@ struct VCq {
     rc::Cqe cur;                ///< ibv_start_poll / ibv_next_poll: the completion being read
     /** IBV_EVENT_CQ_ERR was posted for this CQ's overrun (once, as rxe). */
     std::atomic<bool> overrun_reported{false};
+    /** Unique per CQ created in the process: tells this CQ's events from those of a destroyed CQ
+     *  that had the same address. */
+    std::uint64_t serial = 0;
+    /** Completion events ibv_get_cq_event returned for this CQ (guarded by cqx.mutex):
+     *  ibv_destroy_cq waits until ibv_ack_cq_events has counted as many, as rdma-core's does. */
+    std::uint32_t events_reported = 0;
 };
 
 struct VQp {

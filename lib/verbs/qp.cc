@@ -670,7 +670,9 @@ ibv_mr* reg_mr_common(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, un
 /**
  * Registers @p length bytes at @p addr. IBV_ACCESS_RELAXED_ORDERING (and the other optional-range
  * bits) are accepted and ignored. @return the MR, or NULL with errno EINVAL (bad PD, flags: remote
- * write or atomic without local write, range), ENOMEM (4096 MRs), EOPNOTSUPP (ON_DEMAND).
+ * write or atomic without local write, range), EFAULT (a page of the range not mapped, not
+ * readable, or read-only with local write asked: a kernel provider's pinning fails the same way),
+ * ENOMEM (4096 MRs), EOPNOTSUPP (ON_DEMAND).
  */
 extern "C" ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
     return reg_mr_common(pd, addr, length, reinterpret_cast<std::uintptr_t>(addr),
@@ -693,7 +695,8 @@ extern "C" ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint6
  * attributes are checked by registering them first (a scratch registration, released at once), so
  * the MR stays as it was when they are refused.
  * @return 0; IBV_REREG_MR_ERR_INPUT with errno EINVAL (bad flags, PD of another context, range or
- *         access refused as by ibv_reg_mr), ENOMEM (MR table full for the scratch registration) or
+ *         access refused as by ibv_reg_mr), EFAULT (memory refused as by ibv_reg_mr), ENOMEM (MR
+ *         table full for the scratch registration) or
  *         EOPNOTSUPP (ON_DEMAND); the MR is unchanged then.
  */
 extern "C" int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* pd, void* addr, size_t length,

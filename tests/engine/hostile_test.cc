@@ -703,6 +703,39 @@ TEST(Hostile, WrongQpnStateOrSourceIsDroppedAndCounted) {
     EXPECT_EQ(good->state, QpState::rts);
 }
 
+/**
+ * A P_Key outside the default partition (low 15 bits other than 0x7FFF) is dropped before the QP
+ * sees the frame and counted, as rxe's check_keys drops it; the limited-membership default
+ * (0x7FFF) is accepted like the full one.
+ */
+TEST(Hostile, PkeyOutsideTheDefaultPartitionIsDroppedAndCounted) {
+    Victim v;
+    auto buf = v.region(4096);
+    rc::Qp* q = v.qp();
+    std::vector<std::uint8_t> payload(64, 0xAB);
+    std::uint32_t psn = 0;
+    for (std::uint16_t pkey : {0x0000, 0x1234, 0x8000, 0xfffe}) {
+        wire::PacketFields f = req(Opcode::RC_RDMA_WRITE_ONLY, q->qpn, psn);
+        f.va = buf->addr();
+        f.rkey = buf->mr->rkey;
+        f.dma_len = 64;
+        f.pkey = pkey;
+        EXPECT_TRUE(v.exchange(v.frame(f, payload)).empty()) << std::hex << pkey;
+    }
+    EXPECT_EQ(v.dev->counters()[Counter::rx_dropped_bad_pkey], 4u);
+    EXPECT_TRUE(buf->canaries_intact() && buf->unchanged());
+    wire::PacketFields f = req(Opcode::RC_RDMA_WRITE_ONLY, q->qpn, psn);
+    f.va = buf->addr();
+    f.rkey = buf->mr->rkey;
+    f.dma_len = 64;
+    f.pkey = 0x7fff; // the default partition, limited membership
+    const int syn = ack_syndrome(v.exchange(v.frame(f, payload)));
+    EXPECT_TRUE(syn >= 0 && (syn & 0x60) == 0) << "not a positive ACK: syndrome " << syn;
+    EXPECT_EQ(v.dev->counters()[Counter::rx_dropped_bad_pkey], 4u);
+    EXPECT_FALSE(buf->unchanged());
+    EXPECT_EQ(q->state, QpState::rts);
+}
+
 // ----------------------------------------------------------------------------- receive filter
 
 /** A WRITE ONLY of @p payload to the start of @p buf through @p q at PSN 0 (what the QP expects).

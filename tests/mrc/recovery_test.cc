@@ -244,5 +244,53 @@ TEST(MrcRecovery, PeerThatNeverAnswersFailsTheQpAfterLinearThenExponentialRetrie
     EXPECT_LT(took, 34 * T + 20'000);
 }
 
+/**
+ * Every plane of the requester down before a WRITE is posted: nothing is in flight to arm the ACK
+ * timer, yet the QP spends its retries and fails with RETRY_EXC_ERR, as RC does on a dead link
+ * (before 2026-12-06 it waited for ever; a forged port status with no plane up did the same).
+ * With the planes back before the budget is spent, the WRITE goes through.
+ */
+TEST(MrcRecovery, NoUsablePlaneFailsTheQpAfterItsRetriesInsteadOfWaitingForEver) {
+    MrcOptions o;
+    o.attr.timeout = 5; // 32.768 us
+    o.attr.linear_cnt = 3;
+    o.attr.exp_cnt = 4;
+    MrcPair t(72, o);
+    t.connect();
+    auto src = t.buffer(0, 8192, 9);
+    auto dst = t.buffer(1, 8192, 0);
+    for (unsigned p = 0; p < 4; ++p)
+        t.fabric.set_port_up(0, p, false);
+    ASSERT_EQ(t.write(0, *src, *dst, 0, 4096, 11), 0);
+    ASSERT_TRUE(t.run_until([&] { return t.send_cqes[0].size() == 1; })) << t.dump();
+    EXPECT_EQ(t.send_cqes[0][0].wr_id, 11u);
+    EXPECT_EQ(t.send_cqes[0][0].status, rc::WcStatus::retry_exc_err);
+    EXPECT_EQ(t.qp[0]->state, rc::QpState::err);
+    EXPECT_GT(t.mrc_counter(0, mrc::MrcCounter::no_path), 0u);
+    EXPECT_EQ(t.mrc_counter(0, mrc::MrcCounter::ack_timeouts), 8u); // 1 + linear 3 + exp 4
+
+    MrcOptions generous = o; // a budget of 261 ms: 7 x 1 ms, then 2, 4, ..., 128 ms
+    generous.attr.timeout = 10;
+    generous.attr.linear_cnt = 7;
+    generous.attr.exp_cnt = 7;
+    // In real time: the engine looks at link state every 256 passes, which the virtual clock
+    // would stretch over many expiries.
+    generous.real_time = true;
+    MrcPair u(73, generous);
+    u.connect();
+    auto src2 = u.buffer(0, 8192, 10);
+    auto dst2 = u.buffer(1, 8192, 0);
+    for (unsigned p = 0; p < 4; ++p)
+        u.fabric.set_port_up(0, p, false);
+    ASSERT_EQ(u.write(0, *src2, *dst2, 0, 4096, 12), 0);
+    u.run_for(3 * (1024ull << 10)); // about three expiries: well within the budget
+    EXPECT_TRUE(u.send_cqes[0].empty());
+    for (unsigned p = 0; p < 4; ++p)
+        u.fabric.set_port_up(0, p, true);
+    ASSERT_TRUE(u.run_until([&] { return u.send_cqes[0].size() == 1; })) << u.dump();
+    EXPECT_EQ(u.send_cqes[0][0].status, rc::WcStatus::success) << u.dump();
+    EXPECT_EQ(std::memcmp(src2->bytes.data(), dst2->bytes.data(), 4096), 0);
+}
+
 } // namespace
 } // namespace droce::test

@@ -6,9 +6,12 @@
 #   wr:   the ibv_wr_* path. perftest takes it only for devices it recognises by vendor_part_id, so
 #         this run sets DROCE_VERBS_VENDOR_PART_ID=4119 (a part id perftest maps to its ibv_wr_*
 #         path); the vendor id stays droce's (0). The script checks perftest says "ibv_wr* API : ON".
+#   app:  ib_send_lat with DROCE_PROGRESS=app on both sides (no engine threads), as the README
+#         suggests for it: its last SEND used to end in RETRY_EXC_ERR on the server, the client's
+#         ACK held for a next request that never came (fixed 2026-12-06).
 # Every process runs under `timeout`; the trap kills what is left and removes the copies and the EAL
 # runtime directories.
-# usage: perftest_test.sh BUILD/lib/verbs CONFIG_DIR [old|wr|all]
+# usage: perftest_test.sh BUILD/lib/verbs CONFIG_DIR [old|wr|app|all]
 set -u
 libdir=$1
 cfg=$2
@@ -32,9 +35,10 @@ run() {
     local tool=$1 path=$2
     shift 2
     local name=$tool-$path extra=()
-    [ "$path" = old ] && extra=(--use_old_post_send)
+    [ "$path" = old ] || [ "$path" = app ] && extra=(--use_old_post_send)
     local envs=()
     [ "$path" = wr ] && envs=(DROCE_VERBS_VENDOR_PART_ID=4119)
+    [ "$path" = app ] && envs=(DROCE_PROGRESS=app)
     env "${envs[@]}" DROCE_CONFIG="$tmp/server.ini" timeout 60 $tool -d droce_memif_s -x 0 -F -p $tcp_port \
         "${extra[@]}" "$@" > "$tmp/$name.server" 2> "$tmp/$name.server.err" &
     server_pid=$!
@@ -75,6 +79,7 @@ run() {
 
 paths="old wr"
 [ "$mode" = all ] || paths=$mode
+[ "$mode" = app ] && paths= # only ib_send_lat, below: ib_write_lat spins on memory, which app mode never serves
 for path in $paths; do
     run ib_write_bw $path -n 500
     run ib_read_bw $path -n 500
@@ -84,5 +89,10 @@ for path in $paths; do
     run ib_send_lat $path -n 200
     run ib_read_lat $path -n 200
 done
+if [ "$mode" = all ] || [ "$mode" = app ]; then
+    for round in 1 2 3; do
+        run ib_send_lat app -n 200
+    done
+fi
 echo "failures: $failures"
 [ $failures = 0 ]

@@ -12,6 +12,8 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -99,7 +101,9 @@ TEST_F(Verbs, QueryDeviceAndPort) {
     ASSERT_EQ(ibv_query_gid(a, 1, 0, &gid), 0);
     const std::uint8_t want[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
     EXPECT_EQ(std::memcmp(gid.raw, want, 16), 0);
-    EXPECT_EQ(ibv_query_gid(a, 1, 1, &gid), EINVAL);
+    errno = 0; // the man page: -1 and errno, where the ex and the other calls return the errno
+    EXPECT_EQ(ibv_query_gid(a, 1, 1, &gid), -1);
+    EXPECT_EQ(errno, EINVAL);
     ibv_gid_entry e{};
     ASSERT_EQ(ibv_query_gid_ex(a, 1, 0, &e, 0), 0);
     EXPECT_EQ(e.gid_type, IBV_GID_TYPE_ROCE_V2);
@@ -110,6 +114,9 @@ TEST_F(Verbs, QueryDeviceAndPort) {
     EXPECT_EQ(ibv_query_pkey(a, 1, 0, &pkey), 0);
     EXPECT_EQ(pkey, 0xffff);
     EXPECT_EQ(ibv_get_pkey_index(a, 1, 0xffff), 0);
+    errno = 0;
+    EXPECT_EQ(ibv_query_pkey(a, 1, 1, &pkey), -1);
+    EXPECT_EQ(errno, EINVAL);
 }
 
 TEST_F(Verbs, PdAndMr) {
@@ -132,6 +139,55 @@ TEST_F(Verbs, PdAndMr) {
     // The PD is busy while the MR lives.
     EXPECT_EQ(ibv_dealloc_pd(pd), EBUSY);
     EXPECT_EQ(ibv_dereg_mr(mr), 0);
+    EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+}
+
+/**
+ * Memory a kernel provider could not pin is refused at registration with EFAULT, as ib_umem_get
+ * refuses it, instead of faulting the process at the first access: an unmapped range, a range
+ * running past its mapping, a PROT_NONE page, and a read-only page with local write asked
+ * (read-only memory without write access is fine). ibv_rereg_mr to such a range leaves the MR as it
+ * was.
+ */
+TEST_F(Verbs, MemoryThatCannotBeUsedIsRefusedWithEfault) {
+    ibv_pd* pd = ibv_alloc_pd(a);
+    ASSERT_NE(pd, nullptr);
+    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    auto* m = static_cast<char*>(
+        mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    ASSERT_NE(m, MAP_FAILED);
+    ASSERT_EQ(munmap(m + 2 * page, page), 0); // [m, m + 2 pages) mapped, the next page not
+    const auto refused = [&](void* addr, std::size_t len, int access) {
+        errno = 0;
+        ibv_mr* mr = ibv_reg_mr(pd, addr, len, access);
+        const bool ok = mr == nullptr && errno == EFAULT;
+        if (mr) ibv_dereg_mr(mr);
+        return ok;
+    };
+    constexpr int kLw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    EXPECT_TRUE(refused(m + 2 * page, 64, kLw)) << "unmapped";
+    EXPECT_TRUE(refused(m + page, 2 * page, kLw)) << "past the mapping";
+    EXPECT_TRUE(refused(m + page, page + 1, 0)) << "one byte past the mapping";
+    ibv_mr* whole = ibv_reg_mr(pd, m, 2 * page, kLw);
+    ASSERT_NE(whole, nullptr) << std::strerror(errno);
+    ASSERT_EQ(mprotect(m + page, page, PROT_READ), 0);
+    EXPECT_TRUE(refused(m + page, 64, kLw)) << "read-only, local write asked";
+    ibv_mr* ro = ibv_reg_mr(pd, m + page, 64, IBV_ACCESS_REMOTE_READ);
+    EXPECT_NE(ro, nullptr) << "read-only memory for remote reads: " << std::strerror(errno);
+    if (ro) {
+        EXPECT_EQ(ibv_dereg_mr(ro), 0);
+    }
+    ASSERT_EQ(mprotect(m + page, page, PROT_NONE), 0);
+    EXPECT_TRUE(refused(m + page, 64, 0)) << "PROT_NONE";
+    // rereg to a range past the mapping: refused, the MR unchanged.
+    errno = 0;
+    EXPECT_EQ(
+        ibv_rereg_mr(whole, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, m, std::size_t{1} << 40, 0),
+        IBV_REREG_MR_ERR_INPUT);
+    EXPECT_EQ(errno, EFAULT);
+    EXPECT_EQ(whole->length, 2 * page);
+    EXPECT_EQ(ibv_dereg_mr(whole), 0);
+    EXPECT_EQ(munmap(m, 2 * page), 0);
     EXPECT_EQ(ibv_dealloc_pd(pd), 0);
 }
 
@@ -322,6 +378,13 @@ class Pair : public Verbs {
         at.ah_attr.is_global = 1;
         ASSERT_EQ(ibv_query_gid(peer_ctx, 1, 0, &at.ah_attr.grh.dgid), 0);
         at.ah_attr.grh.hop_limit = 64;
+        at.ah_attr.grh.sgid_index = 1; // one GID per port (gid_tbl_len 1): EINVAL, as the kernel
+        ASSERT_EQ(ibv_modify_qp(s.qp, &at,
+                                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                                    IBV_QP_MIN_RNR_TIMER),
+                  EINVAL);
+        at.ah_attr.grh.sgid_index = 0;
         ASSERT_EQ(ibv_modify_qp(s.qp, &at,
                                 IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                                     IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
@@ -755,6 +818,53 @@ TEST_F(Pair, CqPollLoopMovesDataInEveryProgressMode) {
         ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
         ASSERT_EQ(std::memcmp(sa.buf.data(), sb.buf.data(), 4096), 0) << "round " << round;
     }
+}
+
+/**
+ * A completion event still unread when its CQ is destroyed is dropped, as the kernel drops it: it
+ * never names the freed CQ, nor a new CQ made at the same address afterwards (the channel gives
+ * nothing: EAGAIN on a non-blocking channel).
+ */
+TEST_F(Pair, UnreadEventsOfADestroyedCqAreDropped) {
+    ibv_sge rs{reinterpret_cast<uintptr_t>(sb.buf.data()), 256, sb.mr->lkey};
+    ibv_recv_wr rw{};
+    rw.sg_list = &rs;
+    rw.num_sge = 1;
+    ibv_recv_wr* rbad = nullptr;
+    ASSERT_EQ(ibv_post_recv(sb.qp, &rw, &rbad), 0);
+    ASSERT_EQ(ibv_req_notify_cq(sb.cq, 0), 0);
+    char msg[] = "event";
+    ibv_sge ss{reinterpret_cast<uintptr_t>(msg), sizeof msg, 0};
+    ibv_send_wr wr{};
+    wr.sg_list = &ss;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
+    ibv_wc wc{};
+    ASSERT_TRUE(poll_one(sa.cq, &wc)); // delivered: b's event is raised (or about to be)
+    pollfd pfd{sb.ch->fd, POLLIN, 0};
+    for (int i = 0; i < 500 && poll(&pfd, 1, 0) == 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_EQ(poll(&pfd, 1, 0), 1) << "no completion event came";
+    ASSERT_EQ(ibv_destroy_qp(sb.qp), 0);
+    sb.qp = nullptr;
+    const void* dead = sb.cq;
+    ASSERT_EQ(ibv_destroy_cq(sb.cq), 0); // its event unread
+    sb.cq = nullptr;
+    ibv_cq* again = ibv_create_cq(b, 64, nullptr, sb.ch, 0); // often where the old one was
+    ASSERT_NE(again, nullptr);
+    const int flags = fcntl(sb.ch->fd, F_GETFL);
+    ASSERT_EQ(fcntl(sb.ch->fd, F_SETFL, flags | O_NONBLOCK), 0);
+    ibv_cq* ev_cq = nullptr;
+    void* ev_ctx = nullptr;
+    errno = 0;
+    EXPECT_EQ(ibv_get_cq_event(sb.ch, &ev_cq, &ev_ctx), -1)
+        << "an event of the destroyed CQ " << dead << " came back as " << ev_cq
+        << (ev_cq == again ? " (the new CQ at its address)" : "");
+    EXPECT_EQ(errno, EAGAIN);
+    EXPECT_EQ(ibv_destroy_cq(again), 0);
 }
 
 TEST_F(Pair, GetCqEventWaitsForACompletion) {
