@@ -22,6 +22,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "common/pipe_record.h"
 #include "internal.h"
 #include "rc/params.h"
 
@@ -273,14 +274,7 @@ extern "C" int mrc_get_async_event(mrc_context* mrc_ctx, mrc_async_event* event)
     if (!mrc_ctx || !event) return fail_neg(EINVAL);
     for (;;) {
         AsyncRecord r;
-        ssize_t n;
-        do {
-            n = read(mrc_ctx->async_rfd, &r, sizeof r);
-        } while (n < 0 && errno == EINTR);
-        if (n != static_cast<ssize_t>(sizeof r)) {
-            if (n >= 0) errno = EIO;
-            return -1;
-        }
+        if (read_pipe_record(mrc_ctx->async_rfd, &r, sizeof r) != 0) return -1;
         std::memset(event, 0, sizeof *event);
         event->event_type = static_cast<ibv_event_type>(r.type);
         std::lock_guard<std::mutex> g(mrc_ctx->mu);

@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/pipe_record.h"
 #include "internal.h"
 
 using namespace droce;
@@ -228,14 +229,7 @@ extern "C" int mrc_get_cq_event(mrc_comp_channel* channel, mrc_cq** cq, void** c
     if (!channel || !cq || !cq_context) return fail_neg(EINVAL);
     for (;;) {
         std::uint32_t cqn = 0;
-        ssize_t n;
-        do {
-            n = read(channel->rfd, &cqn, sizeof cqn);
-        } while (n < 0 && errno == EINTR);
-        if (n != static_cast<ssize_t>(sizeof cqn)) {
-            if (n >= 0) errno = EIO;
-            return -1;
-        }
+        if (read_pipe_record(channel->rfd, &cqn, sizeof cqn) != 0) return -1;
         std::lock_guard<std::mutex> g(channel->mu);
         for (mrc_cq* c : channel->cqs) {
             if (c->cqn != cqn) continue;

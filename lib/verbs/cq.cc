@@ -22,6 +22,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "common/pipe_record.h"
 #include "provider.h"
 #include "wr_convert.h"
 
@@ -442,14 +443,7 @@ extern "C" int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** c
     for (;;) {
         if (c->drive_passes) wait_driving(channel, c);
         CqEvent ev{};
-        ssize_t n;
-        do {
-            n = read(channel->fd, &ev, sizeof ev);
-        } while (n < 0 && errno == EINTR);
-        if (n != static_cast<ssize_t>(sizeof ev)) {
-            if (n >= 0) errno = EIO;
-            return -1;
-        }
+        if (read_pipe_record(channel->fd, &ev, sizeof ev) != 0) return -1;
         std::lock_guard lock(ch->mu);
         const bool alive = std::any_of(ch->live.begin(), ch->live.end(), [&](const auto& e) {
             return e.first == ev.cq && e.second == ev.serial;

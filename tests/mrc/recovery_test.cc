@@ -215,12 +215,17 @@ TEST(MrcRecovery, DroppedLastPacketIsRecoveredByTheAckTimeout) {
     EXPECT_GE(t.clock.now_ns() - start, 1024ull << t.opts.attr.timeout); // 1.024 us x 2^timeout
 }
 
-TEST(MrcRecovery, PeerThatNeverAnswersFailsTheQpAfterLinearThenExponentialRetries) {
+/** A 32.768 us ACK timeout (5), 3 linear and 4 exponential retries: 34 timeouts in all. */
+MrcOptions short_retries() {
     MrcOptions o;
-    o.attr.timeout = 5; // 32.768 us
+    o.attr.timeout = 5;
     o.attr.linear_cnt = 3;
     o.attr.exp_cnt = 4;
-    MrcPair t(71, o);
+    return o;
+}
+
+TEST(MrcRecovery, PeerThatNeverAnswersFailsTheQpAfterLinearThenExponentialRetries) {
+    MrcPair t(71, short_retries());
     t.connect();
     auto src = t.buffer(0, 8192, 8);
     auto dst = t.buffer(1, 8192, 0);
@@ -251,10 +256,7 @@ TEST(MrcRecovery, PeerThatNeverAnswersFailsTheQpAfterLinearThenExponentialRetrie
  * With the planes back before the budget is spent, the WRITE goes through.
  */
 TEST(MrcRecovery, NoUsablePlaneFailsTheQpAfterItsRetriesInsteadOfWaitingForEver) {
-    MrcOptions o;
-    o.attr.timeout = 5; // 32.768 us
-    o.attr.linear_cnt = 3;
-    o.attr.exp_cnt = 4;
+    const MrcOptions o = short_retries();
     MrcPair t(72, o);
     t.connect();
     auto src = t.buffer(0, 8192, 9);

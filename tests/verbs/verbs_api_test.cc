@@ -430,6 +430,28 @@ class Pair : public Verbs {
             }
         }
     }
+    /** The inline SEND of "event" (sizeof: 6 bytes) from sa to sb, after a 256-byte receive
+     *  (@p recv_id) on sb and sb's CQ armed for its completion event. */
+    void armed_send_to_b(std::uint64_t recv_id) {
+        ibv_sge rs{reinterpret_cast<uintptr_t>(sb.buf.data()), 256, sb.mr->lkey};
+        ibv_recv_wr rw{};
+        rw.wr_id = recv_id;
+        rw.sg_list = &rs;
+        rw.num_sge = 1;
+        ibv_recv_wr* rbad = nullptr;
+        ASSERT_EQ(ibv_post_recv(sb.qp, &rw, &rbad), 0);
+        ASSERT_EQ(ibv_req_notify_cq(sb.cq, 0), 0);
+        static char msg[] = "event";
+        ibv_sge ss{reinterpret_cast<uintptr_t>(msg), sizeof msg, 0};
+        ibv_send_wr wr{};
+        wr.wr_id = 1;
+        wr.sg_list = &ss;
+        wr.num_sge = 1;
+        wr.opcode = IBV_WR_SEND;
+        wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+        ibv_send_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
+    }
     /** Polls @p cq for one completion (up to 5 s). */
     static bool poll_one(ibv_cq* cq, ibv_wc* wc) {
         const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -826,22 +848,7 @@ TEST_F(Pair, CqPollLoopMovesDataInEveryProgressMode) {
  * nothing: EAGAIN on a non-blocking channel).
  */
 TEST_F(Pair, UnreadEventsOfADestroyedCqAreDropped) {
-    ibv_sge rs{reinterpret_cast<uintptr_t>(sb.buf.data()), 256, sb.mr->lkey};
-    ibv_recv_wr rw{};
-    rw.sg_list = &rs;
-    rw.num_sge = 1;
-    ibv_recv_wr* rbad = nullptr;
-    ASSERT_EQ(ibv_post_recv(sb.qp, &rw, &rbad), 0);
-    ASSERT_EQ(ibv_req_notify_cq(sb.cq, 0), 0);
-    char msg[] = "event";
-    ibv_sge ss{reinterpret_cast<uintptr_t>(msg), sizeof msg, 0};
-    ibv_send_wr wr{};
-    wr.sg_list = &ss;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
-    ibv_send_wr* bad = nullptr;
-    ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
+    ASSERT_NO_FATAL_FAILURE(armed_send_to_b(0));
     ibv_wc wc{};
     ASSERT_TRUE(poll_one(sa.cq, &wc)); // delivered: b's event is raised (or about to be)
     pollfd pfd{sb.ch->fd, POLLIN, 0};
@@ -871,24 +878,8 @@ TEST_F(Pair, GetCqEventWaitsForACompletion) {
     // ibv_get_cq_event called at once, blocking, with nothing pending yet: the wait itself must
     // see the SEND through (with DROCE_PROGRESS=app it is the only thing driving the engines).
     for (int round = 0; round < 5; ++round) {
-        ibv_sge rs{reinterpret_cast<uintptr_t>(sb.buf.data()), 256, sb.mr->lkey};
-        ibv_recv_wr rw{};
-        rw.wr_id = 100 + static_cast<std::uint64_t>(round);
-        rw.sg_list = &rs;
-        rw.num_sge = 1;
-        ibv_recv_wr* rbad = nullptr;
-        ASSERT_EQ(ibv_post_recv(sb.qp, &rw, &rbad), 0);
-        ASSERT_EQ(ibv_req_notify_cq(sb.cq, 0), 0);
-        char msg[] = "event";
-        ibv_sge ss{reinterpret_cast<uintptr_t>(msg), sizeof msg, 0};
-        ibv_send_wr wr{};
-        wr.wr_id = 1;
-        wr.sg_list = &ss;
-        wr.num_sge = 1;
-        wr.opcode = IBV_WR_SEND;
-        wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
-        ibv_send_wr* bad = nullptr;
-        ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
+        const std::uint64_t recv_id = 100 + static_cast<std::uint64_t>(round);
+        ASSERT_NO_FATAL_FAILURE(armed_send_to_b(recv_id));
         ibv_cq* ev_cq = nullptr;
         void* ev_ctx = nullptr;
         ASSERT_EQ(ibv_get_cq_event(sb.ch, &ev_cq, &ev_ctx), 0);
@@ -896,8 +887,8 @@ TEST_F(Pair, GetCqEventWaitsForACompletion) {
         ibv_ack_cq_events(ev_cq, 1);
         ibv_wc wc{};
         ASSERT_TRUE(poll_one(sb.cq, &wc));
-        EXPECT_EQ(wc.wr_id, rw.wr_id);
-        EXPECT_EQ(wc.byte_len, sizeof msg);
+        EXPECT_EQ(wc.wr_id, recv_id);
+        EXPECT_EQ(wc.byte_len, sizeof "event");
         ASSERT_TRUE(poll_one(sa.cq, &wc));
         EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
     }
