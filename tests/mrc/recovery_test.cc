@@ -249,6 +249,18 @@ TEST(MrcRecovery, PeerThatNeverAnswersFailsTheQpAfterLinearThenExponentialRetrie
     EXPECT_LT(took, 34 * T + 20'000);
 }
 
+/** A connected pair whose side 0 has every plane down, then one 4 KiB WRITE @p wr_id posted on it
+ *  (its source and destination buffers in @p src and @p dst). */
+void write_with_every_plane_down(MrcPair& t, std::uint64_t wr_id, std::unique_ptr<Buffer>& src,
+                                 std::unique_ptr<Buffer>& dst) {
+    t.connect();
+    src = t.buffer(0, 8192, static_cast<std::uint32_t>(wr_id));
+    dst = t.buffer(1, 8192, 0);
+    for (unsigned p = 0; p < 4; ++p)
+        t.fabric.set_port_up(0, p, false);
+    ASSERT_EQ(t.write(0, *src, *dst, 0, 4096, wr_id), 0);
+}
+
 /**
  * Every plane of the requester down before a WRITE is posted: nothing is in flight to arm the ACK
  * timer, yet the QP spends its retries and fails with RETRY_EXC_ERR, as RC does on a dead link
@@ -258,12 +270,8 @@ TEST(MrcRecovery, PeerThatNeverAnswersFailsTheQpAfterLinearThenExponentialRetrie
 TEST(MrcRecovery, NoUsablePlaneFailsTheQpAfterItsRetriesInsteadOfWaitingForEver) {
     const MrcOptions o = short_retries();
     MrcPair t(72, o);
-    t.connect();
-    auto src = t.buffer(0, 8192, 9);
-    auto dst = t.buffer(1, 8192, 0);
-    for (unsigned p = 0; p < 4; ++p)
-        t.fabric.set_port_up(0, p, false);
-    ASSERT_EQ(t.write(0, *src, *dst, 0, 4096, 11), 0);
+    std::unique_ptr<Buffer> src, dst;
+    ASSERT_NO_FATAL_FAILURE(write_with_every_plane_down(t, 11, src, dst));
     ASSERT_TRUE(t.run_until([&] { return t.send_cqes[0].size() == 1; })) << t.dump();
     EXPECT_EQ(t.send_cqes[0][0].wr_id, 11u);
     EXPECT_EQ(t.send_cqes[0][0].status, rc::WcStatus::retry_exc_err);
@@ -279,12 +287,8 @@ TEST(MrcRecovery, NoUsablePlaneFailsTheQpAfterItsRetriesInsteadOfWaitingForEver)
     // would stretch over many expiries.
     generous.real_time = true;
     MrcPair u(73, generous);
-    u.connect();
-    auto src2 = u.buffer(0, 8192, 10);
-    auto dst2 = u.buffer(1, 8192, 0);
-    for (unsigned p = 0; p < 4; ++p)
-        u.fabric.set_port_up(0, p, false);
-    ASSERT_EQ(u.write(0, *src2, *dst2, 0, 4096, 12), 0);
+    std::unique_ptr<Buffer> src2, dst2;
+    ASSERT_NO_FATAL_FAILURE(write_with_every_plane_down(u, 12, src2, dst2));
     u.run_for(3 * (1024ull << 10)); // about three expiries: well within the budget
     EXPECT_TRUE(u.send_cqes[0].empty());
     for (unsigned p = 0; p < 4; ++p)
