@@ -172,6 +172,12 @@ std::string short_op(const Pkt& k) {
     return n;
 }
 
+/** A PSN further than this from every PSN a QPN carried is a new QP that got the number back
+ *  (QPNs are reused, start PSNs are random): a new connection. A go-back-N never goes back
+ *  further than the window of a few thousand packets, nor does a capture start more than that
+ *  many packets after the oldest request still unacknowledged. */
+constexpr std::int32_t kNewQpGap = 1 << 16;
+
 /** A connection being built: its packets in capture order and what it has learnt. */
 struct Conn {
     FlowConnection out;
@@ -206,10 +212,6 @@ struct FlowExplainer::Impl {
         if (!mrc) key += "|" + k.src + ">" + k.dst;
         auto it = by_key.find(key);
         if (it != by_key.end()) {
-            // A PSN far from every PSN this QPN carried is a new QP that got the number back
-            // (QPNs are reused, start PSNs are random): a new connection. A go-back-N never goes
-            // back further than the window of a few thousand packets.
-            constexpr std::int32_t kNewQpGap = 1 << 16;
             const Conn& old = conns[it->second];
             if (!old.any_psn ||
                 (dist(k.psn, old.psn_hi) <= kNewQpGap && dist(k.psn, old.psn_lo) >= -kNewQpGap))
@@ -228,8 +230,13 @@ struct FlowExplainer::Impl {
         return conns.size() - 1;
     }
 
-    /** The connection a response, CNP or port status belongs to, or SIZE_MAX. */
-    std::size_t conn_for_reply(const Pkt& k, bool mrc) {
+    /**
+     * The connection a response, CNP or port status belongs to, or SIZE_MAX. @p before_capture:
+     * once every request is placed, a response to PSNs just below a connection's first captured
+     * request (a capture started while that QP ran: the ACK of requests sent before it) is that
+     * connection's, when no connection's range holds it.
+     */
+    std::size_t conn_for_reply(const Pkt& k, bool mrc, bool before_capture = false) {
         // The requester's QPN is this packet's destination, but the requests do not carry it, and
         // a QPN comes back when a QP is destroyed and another created: among the connections of
         // the same transport (RC: the reversed addresses) whose requester QPN is this one or not
@@ -239,7 +246,7 @@ struct FlowExplainer::Impl {
         std::uint32_t psn = k.psn;
         if (k.seth) psn = (k.cum - 1) & wire::Psn::kMask;
         if (k.neth) psn = k.npsn;
-        std::size_t named = SIZE_MAX, unnamed = SIZE_MAX;
+        std::size_t named = SIZE_MAX, unnamed = SIZE_MAX, earlier = SIZE_MAX;
         for (std::size_t i = conns.size(); i-- > 0;) {
             const Conn& c = conns[i];
             if (c.out.requester_qpn && *c.out.requester_qpn != k.qpn) continue;
@@ -258,6 +265,9 @@ struct FlowExplainer::Impl {
                     named = i;
                     break;
                 }
+                if (before_capture && earlier == SIZE_MAX && c.any_psn &&
+                    dist(psn, c.psn_lo) >= -kNewQpGap && dist(psn, c.psn_lo) < -1)
+                    earlier = i;
                 continue;
             }
             if (c.out.requester_qpn) {
@@ -266,6 +276,7 @@ struct FlowExplainer::Impl {
                 unnamed = i;
             }
         }
+        if (named == SIZE_MAX) named = earlier;
         const std::size_t best = named != SIZE_MAX ? named : unnamed;
         if (best != SIZE_MAX && k.role != Role::port_status) conns[best].out.requester_qpn = k.qpn;
         return best;
@@ -1321,11 +1332,12 @@ FlowStory FlowExplainer::finish(const std::string& file) {
     s.twins = impl_->twins;
     s.directions = impl_->directions;
     // Replies seen before their connection's first request (an MRC port status goes out when
-    // the QP is set up): give them to the connection now that it exists.
+    // the QP is set up; a capture started mid-run begins with ACKs of requests it missed): give
+    // them to the connection now that it exists.
     std::vector<Pkt> orphans;
     for (Pkt& k : impl_->orphans) {
         const std::size_t ci =
-            impl_->conn_for_reply(k, wire::transport_of(k.op) == wire::Transport::mrc);
+            impl_->conn_for_reply(k, wire::transport_of(k.op) == wire::Transport::mrc, true);
         if (ci == SIZE_MAX) {
             orphans.push_back(std::move(k));
             continue;

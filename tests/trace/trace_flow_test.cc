@@ -132,6 +132,25 @@ TEST(TraceFlow, SequenceNakAndGoBackN) {
     }
 }
 
+/** A capture started while the QP ran: its first frame is the ACK of requests sent before it
+ *  (PSN below the first request captured). It is the connection's, not a connection of its own
+ *  with an unknown transport. */
+TEST(TraceFlow, AckOfRequestsBeforeTheCaptureBelongsToTheConnection) {
+    Flow f;
+    f.respond(static_cast<std::uint32_t>(-3), kAck, 0); // PSN 997: sent before the capture
+    for (std::uint32_t n = 0; n < 5; ++n)
+        f.send(n, 1 + n);
+    f.respond(4, kAck, 10);
+    const FlowStory s = f.story();
+    ASSERT_EQ(s.connections.size(), 1u);
+    const FlowConnection& c = s.connections[0];
+    EXPECT_EQ(c.transport, "RC");
+    EXPECT_EQ(c.first_frame, 1u);
+    EXPECT_EQ(c.requests, 5u);
+    EXPECT_EQ(c.acks, 2u);
+    EXPECT_EQ(c.lost, 0u);
+}
+
 /** A record whose original length no Ethernet frame can have (a damaged file) is not a frame:
  *  skipped, nothing allocated for it (it once asked for gigabytes); the others are told as usual.
  */
