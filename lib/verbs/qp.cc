@@ -10,7 +10,9 @@
  * __be32 in verbs and host order in droce: converted here. Inline data is gathered from the
  * application's buffers at post time, so they are free when the call returns.
  */
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -545,6 +547,22 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr_ex* 
     return &b;
 }
 
+/**
+ * An address without a GRH (is_global = 0) is refused with EINVAL, as by a ConnectX or rxe RoCE
+ * port; the programs that pass one print only "Failed to modify QP to RTR". Says why on stderr,
+ * once per process. @p verb: the call that refused it. Control path.
+ */
+void tell_no_grh(const char* verb) noexcept {
+    static std::atomic<bool> told{false};
+    if (told.exchange(true, std::memory_order_relaxed)) return;
+    std::fprintf(stderr,
+                 "droce: %s: an address without a GRH (ah_attr.is_global = 0) is refused with "
+                 "EINVAL: RoCE reaches a peer by its GID, as on a ConnectX or rxe port. Give the "
+                 "GID index (ibv_rc_pingpong -g 0, perftest -x 0); qperf's RDMA tests give none "
+                 "and run on RoCE only with -cm1 (rdma_cm, which droce does not have)\n",
+                 verb);
+}
+
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* a) {
     if (!context || !a) return fail<ibv_qp>(EINVAL);
     const std::uint32_t known =
@@ -789,7 +807,10 @@ extern "C" int ibv_modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int attr_mask) {
     // IBV_QP_RATE_LIMIT (packet pacing, as mlx5) is the only attribute past IBV_QP_DEST_QPN.
     if (mask & ~(((1u << 21) - 1u) | IBV_QP_RATE_LIMIT)) return EOPNOTSUPP;
     if (mask & IBV_QP_ALT_PATH) return EOPNOTSUPP;
-    if ((mask & IBV_QP_AV) && !attr->ah_attr.is_global) return EINVAL;
+    if ((mask & IBV_QP_AV) && !attr->ah_attr.is_global) {
+        tell_no_grh("ibv_modify_qp");
+        return EINVAL;
+    }
     VQp* qp = from_ibv<VQp>(ibqp);
     const rc::QpAttr a = to_qp_attr(*attr);
     int rc;
@@ -857,8 +878,11 @@ extern "C" int ibv_destroy_qp(ibv_qp* ibqp) {
 extern "C" ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
     if (!pd || !attr) return fail<ibv_ah>(EINVAL);
     VContext* c = vctx_of(pd->context);
-    if (attr->port_num < 1 || attr->port_num > c->dev->num_ports() || !attr->is_global)
+    if (attr->port_num < 1 || attr->port_num > c->dev->num_ports()) return fail<ibv_ah>(EINVAL);
+    if (!attr->is_global) {
+        tell_no_grh("ibv_create_ah");
         return fail<ibv_ah>(EINVAL);
+    }
     auto* ah = new (std::nothrow) VAh;
     if (!ah) return fail<ibv_ah>(ENOMEM);
     ah->ah.context = pd->context;

@@ -87,6 +87,26 @@ else
     echo "== no server: ibv_rc_pingpong exited $rc: $(grep -m1 'droce:' "$tmp/noserver" | cut -c1-100)"
 fi
 rm -rf "$runtime/droce-$tag-c"
+# Negative: without -g, ibv_rc_pingpong connects with no GRH, which RoCE refuses (EINVAL, as a
+# ConnectX or rxe port does): the server, which connects first, fails at RTR and droce says why,
+# once; the client then fails too.
+DROCE_CONFIG="$tmp/server.ini" timeout 60 ibv_rc_pingpong -d droce_memif_s -p $tcp_port > "$tmp/nogrh.server" 2>&1 &
+server_pid=$!
+wait_tcp_listener $tcp_port "$server_pid"
+DROCE_CONFIG="$tmp/client.ini" timeout 60 ibv_rc_pingpong -d droce_memif_c -p $tcp_port 127.0.0.1 > "$tmp/nogrh.client" 2>&1
+crc=$?
+wait "$server_pid"
+src=$?
+server_pid=
+tcp_port=$((tcp_port + 1))
+hint="droce: ibv_modify_qp: an address without a GRH"
+if [ $crc = 0 ] || [ $crc = 124 ] || [ $src = 0 ] || [ $src = 124 ] ||
+   [ "$(grep -c "$hint" "$tmp/nogrh.server")" != 1 ] || ! grep -qi "modify QP to RTR" "$tmp/nogrh.server"; then
+    fail "ibv_rc_pingpong without -g: client $crc server $src"; cat "$tmp/nogrh.client" "$tmp/nogrh.server"
+else
+    echo "== no GID (-g): ibv_rc_pingpong server exited $src at RTR: $(grep -m1 "$hint" "$tmp/nogrh.server" | cut -c1-90)"
+fi
+rm -rf "$runtime/droce-$tag-c" "$runtime/droce-$tag-s"
 pingpong size1 -s 1 -n 200
 pingpong size4096 -s 4096 -n 200
 pingpong size65536 -s 65536 -n 50
