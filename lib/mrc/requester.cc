@@ -47,6 +47,14 @@ void arm_ack_timer(State& s, std::uint64_t now) noexcept {
     s.ack_deadline_ns = now + (timeout_ns(s.attr.timeout) << s.backoff_shift);
 }
 
+/** No plane can carry the next packet: counted, and the ACK timer armed, since nothing may be in
+ *  flight to arm it: without it a QP with no usable plane would wait for ever instead of spending
+ *  its retries (requester_timer). */
+void no_usable_plane(State& s, std::uint64_t now) noexcept {
+    s.count(MrcCounter::no_path);
+    if (s.ack_deadline_ns == 0) arm_ack_timer(s, now);
+}
+
 /** Something was acknowledged: the retry budget is whole again (OCP: retries count per stall). */
 void progress(State& s, std::uint64_t now) noexcept {
     s.linear_left = s.attr.linear_cnt;
@@ -263,8 +271,7 @@ std::uint32_t requester_run(Qp& qp, State& s, rc::TransportCtx& ctx, std::uint32
             }
             const int ev = pick_data_ev(s, ctx, now, e.ev);
             if (ev < 0) {
-                s.count(MrcCounter::no_path);
-                if (s.ack_deadline_ns == 0) arm_ack_timer(s, now);
+                no_usable_plane(s, now);
                 break;
             }
             const int r = stage_data(qp, s, ctx, e, ev, true);
@@ -326,10 +333,7 @@ std::uint32_t requester_run(Qp& qp, State& s, rc::TransportCtx& ctx, std::uint32
         }
         const int ev = pick_data_ev(s, ctx, now, -1);
         if (ev < 0) {
-            s.count(MrcCounter::no_path);
-            // Nothing may be in flight to arm it: without the timer a QP with no usable plane
-            // would wait for ever instead of spending its retries (requester_timer).
-            if (s.ack_deadline_ns == 0) arm_ack_timer(s, now);
+            no_usable_plane(s, now);
             break;
         }
         PsnEntry& e = s.entry(s.next_psn);
