@@ -528,6 +528,7 @@ void Device::resolve_paths() noexcept {
         pending = true; // a QP in RESET/INIT keeps it set until it resolves or is destroyed
         if (qp->state == QpState::reset || qp->state == QpState::init) continue;
         bool all = true;
+        bool some = false; // a path resolved in this call
         for (unsigned i = 0; i < qp->num_paths; ++i) {
             rc::Path& path = qp->paths[i];
             if (path.hdr.dst_mac != wire::MacAddr{}) continue;
@@ -535,6 +536,7 @@ void Device::resolve_paths() noexcept {
             if (l.result == NeighResolve::resolved) {
                 path.hdr.dst_mac = l.mac;
                 if (i == 0) qp->attr.ah_attr.dmac = l.mac;
+                some = true;
             } else {
                 all = false;
             }
@@ -548,6 +550,11 @@ void Device::resolve_paths() noexcept {
             qp->path_resolved = true;
             if (qp->transport->paths_changed) qp->transport->paths_changed(*qp, ctx_);
             activate(qp_index(qp->qpn)); // WQEs held back by tx_wait_neigh go now
+        } else if (some && qp->transport->multiplane && qp->transport->paths_changed) {
+            // A multiplane QP sends over the planes that resolved while the others are asked
+            // again (one peer address nobody answers must not hold the whole QP).
+            qp->transport->paths_changed(*qp, ctx_);
+            activate(qp_index(qp->qpn));
         }
     }
     paths_pending_ = pending;

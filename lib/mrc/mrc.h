@@ -119,6 +119,7 @@ enum class EvState : std::uint8_t { good, assumed_bad, denied };
     X(access_errors,       "data packets refused: rkey, bounds or access") \
     X(bad_version,         "MRC packets of an unknown wire version (dropped)") \
     X(stale_feedback,      "SACK / NACK / probe replies that matched nothing outstanding") \
+    X(bad_nack_reason,     "NACKs with a reason the format does not define (dropped)") \
     X(ev_assumed_bad,      "paths marked ASSUMED_BAD after a loss") \
     X(ev_restored,         "paths back to GOOD after probes") \
     X(ev_floor_kept,       "losses that left a path GOOD to keep min_active_evs") \

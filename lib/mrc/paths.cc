@@ -15,8 +15,9 @@ using wire::Opcode;
 
 bool stage_ctl(rc::Qp& qp, State& s, rc::TransportCtx& ctx, Opcode op, int ev,
                const wire::MrcCtlFields& body) noexcept {
-    if (ev < 0 || !qp.path_resolved) return false;
+    if (ev < 0) return false;
     const Ev& e = s.evs[static_cast<std::size_t>(ev)];
+    if (!(s.resolved_planes & (1u << e.plane))) return false; // no MAC for that plane's peer yet
     wire::PacketFields f{};
     f.opcode = op;
     f.dest_qp = qp.attr.dest_qp_num;
@@ -31,6 +32,10 @@ void build_evs(rc::Qp& qp, State& s) noexcept {
     s.num_planes = static_cast<std::uint8_t>(planes);
     s.num_evs = s.attr.num_evs;
     s.plane_ev_count.fill(0);
+    s.resolved_planes = 0;
+    for (unsigned p = 0; p < planes; ++p)
+        if (qp.paths[p].hdr.dst_mac != wire::MacAddr{})
+            s.resolved_planes = static_cast<std::uint8_t>(s.resolved_planes | (1u << p));
     s.good_evs = 0;
     s.bad_evs = 0;
     for (std::uint16_t i = 0; i < s.num_evs; ++i) {
@@ -60,7 +65,7 @@ void build_evs(rc::Qp& qp, State& s) noexcept {
 
 std::uint8_t usable_planes(const State& s, const rc::TransportCtx& ctx) noexcept {
     const auto all = static_cast<std::uint8_t>((1u << s.num_planes) - 1u);
-    return static_cast<std::uint8_t>(ctx.port_up_mask & s.remote_up_mask & all);
+    return static_cast<std::uint8_t>(ctx.port_up_mask & s.remote_up_mask & s.resolved_planes & all);
 }
 
 namespace {

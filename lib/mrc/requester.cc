@@ -252,10 +252,10 @@ std::uint32_t requester_run(Qp& qp, State& s, rc::TransportCtx& ctx, std::uint32
                             bool* wait_release) noexcept {
     if (qp.sq.consumer_index() != s.next_wqe && reap(qp, s, ctx)) *wait_release = true;
     if (qp.state != rc::QpState::rts && qp.state != rc::QpState::sqd) return 0;
-    if (!qp.path_resolved) {
-        qp.counters.inc(Counter::tx_wait_neigh);
-        return 0;
-    }
+    // Planes whose peer is not resolved are not usable (build_evs): with none resolved nothing
+    // leaves, and WQEs that wait arm the ACK timer (no_usable_plane), so a peer nobody answers
+    // for fails the QP after its retries, as a dead link does.
+    if (s.resolved_planes == 0) qp.counters.inc(Counter::tx_wait_neigh);
     const std::uint64_t now = ctx.clock->now_ns();
     const std::uint32_t mtu = qp.mtu;
     std::uint32_t sent = 0;
@@ -373,25 +373,32 @@ void sack_receive(Qp& qp, State& s, const wire::ParsedFrame& pkt, rc::TransportC
     const wire::Seth* h = pkt.seth();
     s.count(MrcCounter::sacks_rcvd);
     const std::uint64_t now = ctx.clock->now_ns();
-    if (h->mpr_dest != 0) s.peer_mpr_dest = std::min<std::uint8_t>(h->mpr_dest, kMaxMpr);
-    if (h->port_mask != s.remote_up_mask) set_remote_ports(qp, s, h->port_mask, ctx);
+    const Psn cum(h->cum_psn.get());
+    const std::int32_t ahead = cum.distance_from(s.cum);
+    if (ahead > 0 && cum.distance_from(s.next_psn) > 0) {
+        s.count(MrcCounter::stale_feedback); // acknowledges what was never sent: nothing of it
+        return;
+    }
+    // The peer's state (its MPR window, its ports) only from a SACK no older than the newest
+    // applied: one delayed on another plane, or forged, must not take planes away for good. A
+    // SACK left the peer on one of its ports, so it cannot say that none is up.
+    if (ahead >= 0) {
+        if (h->mpr_dest != 0) s.peer_mpr_dest = std::min<std::uint8_t>(h->mpr_dest, kMaxMpr);
+        if (h->port_mask != 0 && h->port_mask != s.remote_up_mask)
+            set_remote_ports(qp, s, h->port_mask, ctx);
+    }
     if (h->flags & wire::kSethEcnEcho) {
         s.count(MrcCounter::ecn_echo_rcvd);
         const std::uint16_t ev = h->path.get();
         if (ev < s.num_evs) ev_avoid(s, ev, now);
     }
     bool advanced = false;
-    const Psn cum(h->cum_psn.get());
-    const std::int32_t ahead = cum.distance_from(s.cum);
-    if (ahead > 0 && cum.distance_from(s.next_psn) <= 0) {
+    if (ahead > 0) {
         for (Psn p = s.cum; p != cum; ++p)
             (void)mark_delivered(s, p, now);
         s.cum = cum;
         if (s.highest_sacked.distance_from(s.cum) < 0) s.highest_sacked = s.cum;
         advanced = true;
-    } else if (ahead > 0) {
-        s.count(MrcCounter::stale_feedback); // acknowledges what was never sent
-        return;
     }
     const Psn base(h->sack_base.get());
     for (std::uint32_t word = 0; word < wire::kSackBits / 64; ++word) {
@@ -438,8 +445,12 @@ void nack_receive(Qp& qp, State& s, const wire::ParsedFrame& pkt, rc::TransportC
         fail_remote(qp, s, ctx, e.wqe_index, WcStatus::rem_access_err);
         break;
     case wire::NackReason::invalid_request:
-    default:
         fail_remote(qp, s, ctx, e.wqe_index, WcStatus::rem_inv_req_err);
+        break;
+    default:
+        // Not a reason of this format version: dropped, as a packet of an unknown version is, not
+        // taken for a fatal one (a forged NACK would otherwise end the QP with any byte there).
+        s.count(MrcCounter::bad_nack_reason);
         break;
     }
 }

@@ -121,6 +121,29 @@ void responder_reset(State& s, Psn rq_psn) noexcept {
     s.max_dist_rcvd = 0;
 }
 
+namespace {
+
+/**
+ * The MDETH of a data packet of @p len payload bytes says where they go in a message that could
+ * exist: inside it, a zero-length packet only as a whole zero-length message (a message's packets
+ * carry bytes, all but the last a full MTU), and the last packet (flag LAST; a WRITE with
+ * immediate is always one) ends it, so that its msg_length, the receiver's byte_len, is the
+ * message's. Zero-length packets need no R_Key (IBTA C9-88): a forged one that claimed a place in
+ * a larger message marked its PSN arrived, and the real packet there was dropped as a duplicate
+ * while its requester got SUCCESS. (A forged zero-length message of its own, at a PSN in the
+ * window, still can: RoCE authenticates nothing, README: Security model.)
+ */
+bool mdeth_consistent(const wire::Mdeth& m, std::uint32_t len, bool imm) noexcept {
+    const std::uint32_t off = m.msg_offset.get();
+    const std::uint32_t total = m.msg_length.get();
+    if (off > total || total - off < len) return false;
+    if (len == 0 && (off != 0 || total != 0)) return false;
+    if ((imm || (m.flags & wire::kMdethLast)) && total - off != len) return false;
+    return true;
+}
+
+} // namespace
+
 void data_receive(Qp& qp, State& s, const wire::ParsedFrame& pkt, rc::TransportCtx& ctx) noexcept {
     if (qp.state != rc::QpState::rtr && qp.state != rc::QpState::rts &&
         qp.state != rc::QpState::sqd)
@@ -157,13 +180,12 @@ void data_receive(Qp& qp, State& s, const wire::ParsedFrame& pkt, rc::TransportC
         if (s.attr.trim_nack) nack(qp, s, ctx, p, path, wire::NackReason::trimmed);
         return;
     }
-    if (pkt.payload.size() != len || m.msg_offset.get() > m.msg_length.get() ||
-        m.msg_length.get() - m.msg_offset.get() < len) {
+    const bool imm = pkt.bth->opcode() == Opcode::MRC_WRITE_LAST_WITH_IMMEDIATE;
+    if (!mdeth_consistent(m, len, imm) || pkt.payload.size() != len) {
         s.count(MrcCounter::access_errors);
         nack(qp, s, ctx, p, path, wire::NackReason::invalid_request);
         return;
     }
-    const bool imm = pkt.bth->opcode() == Opcode::MRC_WRITE_LAST_WITH_IMMEDIATE;
     if (imm && s.imm_count >= std::min<std::uint32_t>(s.attr.max_wimm_dest, kMaxWimm)) {
         s.count(MrcCounter::wimm_exceeded);
         nack(qp, s, ctx, p, path, wire::NackReason::wimm_exceeded);

@@ -82,6 +82,11 @@ struct State final : rc::TransportState {
     EvEventFn ev_hook = nullptr; ///< set_ev_event_hook
     void* ev_hook_user = nullptr;
     std::uint8_t num_planes = 0;
+    /** Bit p: the peer's address on plane p has a MAC (static, or ARP / ND answered; build_evs).
+     *  A plane still being resolved, or that nobody answers on, carries nothing, as a plane that
+     *  is down: the QP goes on over the others (Device::resolve_paths rebuilds the paths as each
+     *  resolves). */
+    std::uint8_t resolved_planes = 0xff;
     std::array<std::array<std::uint16_t, kMaxEvs>, kMaxPlanes> plane_evs{};
     std::array<std::uint16_t, kMaxPlanes> plane_ev_count{};
     std::array<std::uint16_t, kMaxPlanes> plane_cursor{};

@@ -71,6 +71,11 @@ bool has_work(const Qp& qp) noexcept {
 }
 
 void receive_request(Qp& qp, const wire::ParsedFrame& pkt, rc::TransportCtx& ctx) noexcept {
+    // Data, probes and port status alike: a QP before RTR or in ERR answers nothing (a probe reply
+    // would tell the peer a path to a dead QP is good).
+    if (qp.state != rc::QpState::rtr && qp.state != rc::QpState::rts &&
+        qp.state != rc::QpState::sqd)
+        return;
     State& s = state(qp);
     switch (pkt.bth->opcode()) {
     case Opcode::MRC_WRITE:

@@ -240,5 +240,133 @@ TEST(MrcHostile, ForgedFeedbackAndGarbageNeverBreakTheRequester) {
     EXPECT_GT(rejected, 100u) << "truncated frames";
 }
 
+/** A SACK from the peer's address that must change nothing: one acknowledging PSNs never sent
+ *  (stale) and one older than the requester's cumulative PSN, each saying "no port of mine is up"
+ *  (mask 0). Before, either took every plane away and the next WRITE failed with RETRY_EXC_ERR
+ *  after its retries, no byte sent; the real peer, with nothing to SACK, never corrected it. */
+TEST(MrcHostile, StaleOrOldSacksChangeNothing) {
+    for (const std::uint32_t cum : {100u + 0x400000u, 50u}) {
+        MrcPair t(201);
+        t.connect();
+        auto src = t.buffer(1, 1 << 20, 3);
+        auto dst = t.buffer(0, 1 << 20, 0);
+        Forger f{t, 0};
+        wire::MrcCtlFields ctl;
+        ctl.cum_psn = cum;
+        ctl.sack_base = cum & ~(wire::kSackBits - 1);
+        ctl.mpr_dest = 1;
+        ctl.port_mask = 0;
+        // Side 0's addresses to side 1, the requester here: a SACK is a response to it.
+        wire::PacketFields pf = f.fields(Opcode::MRC_SACK, 0);
+        pf.mrc_ctl = &ctl;
+        f.send(pf);
+        t.run_for(50'000);
+        if (cum != 50u) {
+            EXPECT_EQ(t.mrc_counter(1, mrc::MrcCounter::stale_feedback), 1u);
+        }
+        ASSERT_EQ(t.write(1, *src, *dst, 0, 65536, 1), 0);
+        ASSERT_TRUE(t.run_until([&] { return t.send_cqes[1].size() == 1; }, 5'000'000'000ull))
+            << "cum " << cum << ": no completion in 5 s\n"
+            << t.dump();
+        EXPECT_EQ(t.send_cqes[1][0].status, rc::WcStatus::success)
+            << "cum " << cum << ": " << rc::to_string(t.send_cqes[1][0].status) << "\n"
+            << t.dump();
+        EXPECT_EQ(t.mrc_counter(1, mrc::MrcCounter::no_path), 0u) << "cum " << cum;
+        EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), 65536), 0) << "cum " << cum;
+    }
+}
+
+/** A NACK with a reason the format does not define (NETH reasons are 1..5) is dropped and counted;
+ *  it used to fail the WQE with REM_INV_REQ_ERR and the QP with it. */
+TEST(MrcHostile, NackWithAnUndefinedReasonIsDroppedAndCounted) {
+    for (const std::uint8_t reason : {0, 6, 255}) {
+        MrcPair t(203 + reason);
+        t.connect();
+        auto src = t.buffer(1, 1 << 20, 3);
+        auto dst = t.buffer(0, 1 << 20, 0);
+        ASSERT_EQ(t.write(1, *src, *dst, 0, 1 << 20, 1), 0);
+        t.step(); // PSN 100 and on leave side 1
+        Forger f{t, 0};
+        wire::MrcCtlFields ctl;
+        ctl.reason = reason;
+        ctl.nack_psn = 101;
+        ctl.cum_psn = 100;
+        wire::PacketFields pf = f.fields(Opcode::MRC_NACK, 101);
+        pf.mrc_ctl = &ctl;
+        f.send(pf);
+        ASSERT_TRUE(t.run_until([&] { return t.send_cqes[1].size() == 1; })) << t.dump();
+        EXPECT_EQ(t.send_cqes[1][0].status, rc::WcStatus::success)
+            << "reason " << int(reason) << ": " << rc::to_string(t.send_cqes[1][0].status);
+        EXPECT_EQ(t.mrc_counter(1, mrc::MrcCounter::bad_nack_reason), 1u) << int(reason);
+        EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), 1 << 20), 0);
+    }
+}
+
+/** Zero-length MRC WRITEs (no R_Key needed, IBTA C9-88) that claim a place in a 64 KiB message,
+ *  at the PSNs the real requester is about to use, and a zero-length WRITE WITH IMMEDIATE that
+ *  claims a message of 4 GiB - 1: refused (invalid request NAK, access_errors). Before, the first
+ *  marked the PSNs arrived, the real packets were dropped as duplicates, and the requester got
+ *  SUCCESS with 65,287 of 65,536 bytes never written; the second completed a receive with
+ *  byte_len 4294967295. */
+TEST(MrcHostile, ZeroLengthPacketsThatClaimAMessageAreRefused) {
+    MrcPair t(210);
+    t.connect();
+    auto src = t.buffer(0, 1 << 20, 5);
+    auto dst = t.buffer(1, 1 << 20, 0);
+    ASSERT_EQ(t.post_recv(1, 77), 0);
+    Forger f{t, 1}; // side 0's addresses to side 1, the responder here, on plane 1
+    for (std::uint32_t psn = 100; psn < 116; ++psn) {
+        wire::PacketFields pf = f.fields(Opcode::MRC_WRITE, psn);
+        pf.dma_len = 0;
+        pf.mrc_flags = wire::kMdethFirst | wire::kMdethLast;
+        pf.mrc_msg_length = 65536;
+        pf.mrc_msg_offset = (psn - 100) * 4096;
+        f.send(pf);
+    }
+    wire::PacketFields imm = f.fields(Opcode::MRC_WRITE_LAST_WITH_IMMEDIATE, 116);
+    imm.dma_len = 0;
+    imm.mrc_flags = wire::kMdethFirst | wire::kMdethLast;
+    imm.mrc_msg_length = 0xffffffffu;
+    imm.mrc_msg_offset = 0xffffffffu;
+    imm.imm = 0xdeadbeef;
+    f.send(imm);
+    t.run_for(100'000);
+    EXPECT_EQ(t.mrc_counter(1, mrc::MrcCounter::access_errors), 17u);
+    EXPECT_TRUE(t.recv_cqes[1].empty()) << "byte_len " << t.recv_cqes[1][0].byte_len;
+    ASSERT_EQ(t.write(0, *src, *dst, 0, 65536, 1), 0); // 16 packets, PSN 100..115
+    ASSERT_TRUE(t.run_until([&] { return t.send_cqes[0].size() == 1; })) << t.dump();
+    EXPECT_EQ(t.send_cqes[0][0].status, rc::WcStatus::success);
+    EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), 65536), 0)
+        << "dup_pkts_rcvd " << t.mrc_counter(1, mrc::MrcCounter::dup_pkts_rcvd);
+}
+
+/** A QP in ERR answers no probe (a reply would tell the peer the path to a dead QP is good). */
+TEST(MrcHostile, AQpInErrAnswersNoProbe) {
+    MrcPair t(213);
+    t.connect();
+    {
+        rc::QpAttr a;
+        a.qp_state = rc::QpState::err;
+        ASSERT_EQ(t.dev[1]->modify_qp(t.qp[1], a, rc::kQpState), 0);
+    }
+    t.run_for(100'000);
+    std::uint64_t replies = 0;
+    for (unsigned p = 0; p < 4; ++p)
+        t.taps[1][p]->on_tx = [&](PktBuf& b) {
+            const wire::ParsedFrame pf = parse_frame_of(b);
+            if (pf.bth && pf.bth->opcode() == Opcode::MRC_PROBE_REPLY) ++replies;
+            return true;
+        };
+    Forger f{t, 0};
+    wire::MrcCtlFields ctl;
+    ctl.path = 3;
+    ctl.seq = 1;
+    wire::PacketFields pf = f.fields(Opcode::MRC_PROBE, 0);
+    pf.mrc_ctl = &ctl;
+    f.send(pf);
+    t.run_for(100'000);
+    EXPECT_EQ(replies, 0u);
+}
+
 } // namespace
 } // namespace droce::test

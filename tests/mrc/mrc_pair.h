@@ -90,7 +90,9 @@ class MrcPair {
     }
 
     /** Creates an MRC QP on each device with @p attr and connects them (RTS both). */
-    void connect() {
+    /** Creates and connects the MRC QP pair. Bit p of @p unresolved: side 0 has the peer's plane p
+     *  at an address nobody on the fabric owns (10.p.0.99) with no MAC, so ARP asks in vain. */
+    void connect(std::uint8_t unresolved = 0) {
         for (int i = 0; i < 2; ++i) {
             int err = 0;
             qp[i] = dev[i]->create_qp(pd[i], send_cq[i], recv_cq[i],
@@ -105,7 +107,11 @@ class MrcPair {
             const auto peer = static_cast<std::uint32_t>(1 - i);
             std::vector<rc::RemotePlane> planes;
             for (std::uint32_t p = 0; p < opts.planes; ++p)
-                planes.push_back(rc::RemotePlane{gid(peer, p), sim::Fabric::mac(peer, p)});
+                planes.push_back(
+                    i == 0 && (unresolved & (1u << p))
+                        ? rc::RemotePlane{gid_from_ipv4(10, static_cast<std::uint8_t>(p), 0, 99),
+                                          wire::MacAddr{}}
+                        : rc::RemotePlane{gid(peer, p), sim::Fabric::mac(peer, p)});
             ASSERT_EQ(dev[i]->set_remote_planes(qp[i], planes), 0);
             RcConnectParams c;
             c.qp_access_flags = rc::kAccessRemoteWrite;

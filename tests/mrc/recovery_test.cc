@@ -251,6 +251,36 @@ TEST(MrcRecovery, PeerThatNeverAnswersFailsTheQpAfterLinearThenExponentialRetrie
 
 /** A connected pair whose side 0 has every plane down, then one 4 KiB WRITE @p wr_id posted on it
  *  (its source and destination buffers in @p src and @p dst). */
+/**
+ * The peer's address on one plane never resolves (nobody answers ARP there): the QP goes on over
+ * the other three, every byte placed. Before 2026-12-06 the whole QP waited for all four planes
+ * and a WRITE never completed, with no error either. With no plane resolving, the QP spends its
+ * retries and fails with RETRY_EXC_ERR, as on a dead link.
+ */
+TEST(MrcRecovery, APlaneWhosePeerNeverResolvesIsLeftOutAndNoneFailsTheQp) {
+    {
+        MrcPair t(220);
+        t.connect(0b1000);
+        auto src = t.buffer(0, 1 << 20, 5);
+        auto dst = t.buffer(1, 1 << 20, 0);
+        ASSERT_EQ(t.write(0, *src, *dst, 0, 1 << 20, 1), 0);
+        ASSERT_TRUE(t.run_until([&] { return t.send_cqes[0].size() == 1; }, 20'000'000'000ull))
+            << t.dump();
+        EXPECT_EQ(t.send_cqes[0][0].status, rc::WcStatus::success);
+        EXPECT_EQ(std::memcmp(src->bytes.data(), dst->bytes.data(), 1 << 20), 0);
+        EXPECT_EQ(mrc::plane_stats(*t.qp[1], 3)->rx_pkts.load(), 0u) << "data on plane 3";
+        EXPECT_GT(mrc::plane_stats(*t.qp[1], 0)->rx_pkts.load(), 0u);
+    }
+    MrcPair t(221, short_retries());
+    t.connect(0b1111);
+    auto src = t.buffer(0, 8192, 6);
+    auto dst = t.buffer(1, 8192, 0);
+    ASSERT_EQ(t.write(0, *src, *dst, 0, 4096, 2), 0);
+    ASSERT_TRUE(t.run_until([&] { return t.send_cqes[0].size() == 1; })) << t.dump();
+    EXPECT_EQ(t.send_cqes[0][0].status, rc::WcStatus::retry_exc_err);
+    EXPECT_EQ(t.qp[0]->state, rc::QpState::err);
+}
+
 void write_with_every_plane_down(MrcPair& t, std::uint64_t wr_id, std::unique_ptr<Buffer>& src,
                                  std::unique_ptr<Buffer>& dst) {
     t.connect();
