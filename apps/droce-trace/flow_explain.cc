@@ -75,6 +75,7 @@ struct Pkt {
     bool neth = false;
     std::uint8_t reason = 0;
     std::uint32_t npsn = 0;
+    std::uint32_t read_len = 0; ///< an RC READ request's RETH DMA length
     std::uint8_t port_mask = 0;
     bool outbound = false, inbound = false; ///< the capture's direction flags
     std::uint64_t key = 0;                  ///< twin_key(): equal for the copies of one packet
@@ -186,6 +187,10 @@ struct Conn {
     std::vector<Pkt> pkts;
     std::uint32_t psn_lo = 0, psn_hi = 0; ///< request PSNs seen, serial range
     bool any_psn = false;
+    /** Last PSN the responses to the READs seen may carry: a READ of n bytes is answered in up to
+     *  ceil(n / 256) packets (256: the smallest path MTU), one PSN each from its request's. */
+    std::uint32_t read_hi = 0;
+    bool any_read = false;
     std::int64_t last_t = 0;
     std::set<std::string> requester_ips; ///< source addresses of its requests (one per plane)
 };
@@ -242,7 +247,8 @@ struct FlowExplainer::Impl {
         // the same transport (RC: the reversed addresses) whose requester QPN is this one or not
         // yet known, the latest whose PSNs this packet acknowledges; without a PSN (CNP, port
         // status, probe reply), the latest already named, else the latest.
-        const bool has_psn = k.aeth || k.seth || k.neth;
+        const bool has_psn =
+            k.aeth || k.seth || k.neth || (k.info != nullptr && k.info->is(OpFlags::read));
         std::uint32_t psn = k.psn;
         if (k.seth) psn = (k.cum - 1) & wire::Psn::kMask;
         if (k.neth) psn = k.npsn;
@@ -259,10 +265,16 @@ struct FlowExplainer::Impl {
                 continue;
             }
             if (c.mrc != mrc && k.role != Role::cnp) continue;
+            if (c.out.transport == "UD" && k.role != Role::cnp) continue; // UD is never answered
             if (!c.mrc && (c.out.requester_ip != k.dst || c.out.responder_ip != k.src)) continue;
             if (has_psn) {
                 if (c.any_psn && dist(psn, c.psn_lo) >= -1 && dist(psn, c.psn_hi) <= 1) {
                     named = i;
+                    break;
+                }
+                if (k.info != nullptr && k.info->is(OpFlags::read) && c.any_read &&
+                    dist(psn, c.psn_lo) >= 0 && dist(psn, c.read_hi) <= 0) {
+                    named = i; // a later packet of a READ's response
                     break;
                 }
                 if (before_capture && earlier == SIZE_MAX && c.any_psn &&
@@ -327,6 +339,8 @@ struct FlowExplainer::Impl {
             k.aeth = true;
             k.syndrome = p.aeth->syndrome;
         }
+        if (k.op == wire::Opcode::RC_RDMA_READ_REQUEST && p.reth != nullptr)
+            k.read_len = p.reth->dma_len.get();
         if (const wire::Mdeth* m = p.mdeth()) {
             k.mdeth = true;
             k.path = m->path.get();
@@ -425,6 +439,12 @@ struct FlowExplainer::Impl {
             } else {
                 if (dist(k.psn, c.psn_hi) > 0) c.psn_hi = k.psn;
                 if (dist(k.psn, c.psn_lo) < 0) c.psn_lo = k.psn;
+            }
+            if (k.op == wire::Opcode::RC_RDMA_READ_REQUEST) {
+                const std::uint32_t n = std::max<std::uint32_t>(1, (k.read_len + 255) / 256);
+                const std::uint32_t last = (k.psn + n - 1) & wire::Psn::kMask;
+                if (!c.any_read || dist(last, c.read_hi) > 0) c.read_hi = last;
+                c.any_read = true;
             }
         }
         c.last_t = k.t;
@@ -930,9 +950,9 @@ class Narrator {
                 }
             } else {
                 ++run_.acks;
+                run_.have_ack = true; // "the last [ACK] for PSN": a READ response is not one
+                run_.ack_psn = k.psn;
             }
-            run_.have_ack = true;
-            run_.ack_psn = k.psn;
             have_ack_ = true;
             last_ack_t_ = k.t;
             last_ack_psn_ = k.psn;

@@ -296,7 +296,10 @@ std::string aeth_summary(const wire::Aeth& a) {
         if (a.value() == wire::kAethCreditsInvalid) {
             s += " credits not in use";
         } else {
+            // The field is a code (IBTA 9.7.5.1.2, table 45), as the RNR timer is: the count too.
             s += " credit_count=" + std::to_string(a.value());
+            if (auto credits = wire::aeth_credits(a.value()))
+                s += " (" + std::to_string(*credits) + " credit" + (*credits == 1 ? "" : "s") + ")";
         }
         break;
     case wire::AethKind::rnr_nak:

@@ -317,7 +317,7 @@ TEST(TraceOferby, SendsWithImmediateAndAcks) {
 
     const FrameOutput& ack = frame(frames, 16);
     EXPECT_CONTAINS(ack.text, "RC_ACKNOWLEDGE dest_qp=0x000045 psn=0 ack_req=0  AETH syndrome=0x06 "
-                              "(ACK credit_count=6) msn=1");
+                              "(ACK credit_count=6 (8 credits)) msn=1");
     EXPECT_EQ(ack.json["aeth"]["credit_count"], 6u);
     EXPECT_EQ(ack.json["aeth"]["credits"], 8u);
     EXPECT_CONTAINS(ack.explained, "ACK; credit count 6 = the responder has 8 receive WQEs posted");

@@ -369,6 +369,13 @@ def captures(args, tmp):
     rc = [c for c in j["connections"] if c["transport"] == "RC"]
     check(len(rc) >= 1 and sum(c["retransmissions"] for c in rc) == 0 and
           sum(c["naks"] for c in rc) == 0, "captures: rxe's RC traffic, no resend and no NAK")
+    # Every READ response packet is the RC connection's, up to the last PSN of the 4096 B READ
+    # (its request PSN + 3): none made a connection of its own (transport "?"), as the last did.
+    check(len(rc) == 1 and rc[0]["last_frame"] == 10 and rc[0]["acks"] == 1 and
+          not [c for c in j["connections"] if c["transport"] == "?"] and
+          "1 ACK, the last for PSN 12726936; 4 READ response packets" in rc[0]["events"][0]["text"],
+          "captures: rxe's READ of four response packets is its connection's (%s)" %
+          [(c["transport"], c["first_frame"], c["last_frame"]) for c in j["connections"]])
     # droce's own: see tests/data/captures/README.md for how it was made.
     own = os.path.join(args.captures, "droce_mrc_plane_down_loss.pcapng")
     j = explain_json(args, own)

@@ -77,7 +77,7 @@ TEST(TraceAeth, AckWithCredits) {
     const FrameOutput f = ack_with(wire::make_syndrome(AethKind::ack, 5), 42);
     EXPECT_EQ(f.kind, FrameKind::roce);
     EXPECT_CONTAINS(f.text, "RC_ACKNOWLEDGE dest_qp=0x000123 psn=1000 ack_req=0  AETH "
-                            "syndrome=0x05 (ACK credit_count=5) msn=42  ICRC ok");
+                            "syndrome=0x05 (ACK credit_count=5 (6 credits)) msn=42  ICRC ok");
     EXPECT_EQ(f.json["aeth"]["credits"], 6u);
     EXPECT_CONTAINS(f.explained, "ACK; credit count 5 = the responder has 6 receive WQEs posted");
 }
