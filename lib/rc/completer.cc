@@ -625,7 +625,22 @@ void completer_timers(Qp& qp, TransportCtx& ctx) noexcept {
     if (req.rnr_deadline_ns != 0 && now >= req.rnr_deadline_ns) req.rnr_deadline_ns = 0;
     if (req.ack_deadline_ns == 0 || now < req.ack_deadline_ns) return;
     if (qp.comp.oldest_unacked == high_psn(qp)) { // nothing outstanding
+        if (req.timer_for_neigh && !qp.path_resolved && req.next_wqe != qp.sq.producer_index()) {
+            // Nothing could leave, the peer's MAC still unknown: a retry spent, as if the packets
+            // had gone into a link with nobody there.
+            count(qp, ctx, Counter::local_ack_timeout_err);
+            if (req.retry_left == 0) {
+                const Decision d = decide(CompError::retry_exceeded);
+                count(qp, ctx, d.counter);
+                complete_error(qp, ctx, d.status);
+                return;
+            }
+            --req.retry_left;
+            req.ack_deadline_ns = now + ack_timeout_ns(qp.attr.timeout);
+            return;
+        }
         req.ack_deadline_ns = 0;
+        req.timer_for_neigh = false;
         return;
     }
     if (req.rnr_deadline_ns != 0) { // never retry before the RNR timer

@@ -160,7 +160,11 @@ struct RequesterState {
     std::uint8_t retry_left = 7;       ///< retry_cnt budget left for the current PSN
     std::uint8_t rnr_retry_left = 7;   ///< rnr_retry budget left (7 = infinite)
     bool retransmitting =
-        false;        ///< go-back-N in progress: PSNs below resend_until were sent before
+        false; ///< go-back-N in progress: PSNs below resend_until were sent before
+    /** The ACK timer was armed while nothing could leave for want of the peer's MAC (ARP / ND):
+     *  its expiries count as retries (a peer nobody answers for fails the QP, RETRY_EXC_ERR), and
+     *  the first packet sent restarts it. In the line's padding byte. */
+    bool timer_for_neigh = false;
     Psn resend_until; ///< one past the highest PSN ever sent, while retransmitting
     /** TransportCtx::pass_start_ns of the last pass that sent a request packet (0: none). When it
      *  moved since the responder last owed an ACK, the QP answered the peer's last request, so

@@ -348,6 +348,12 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
             nspans > 0 && !(w.send_flags & kSendInline) ? qp.tx_ref(req.next_wqe) : nullptr;
         if (!qp.path_resolved) { // the peer's MAC is being resolved (ARP / ND): nothing leaves yet
             count(qp, ctx, Counter::tx_wait_neigh);
+            // The ACK timer runs meanwhile, as for a packet a NIC sent into a neighbour that never
+            // answers: the QP then fails after its retries instead of waiting for ever.
+            if (qp.attr.timeout != 0 && req.ack_deadline_ns == 0) {
+                req.ack_deadline_ns = now + ack_timeout_ns(qp.attr.timeout);
+                req.timer_for_neigh = true;
+            }
             break;
         }
         const Path& route = qp.paths[path];
@@ -381,8 +387,10 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
             w.state = WqeState::sent;
             ++req.next_wqe;
         }
-        if (qp.attr.timeout != 0 && req.ack_deadline_ns == 0)
+        if (qp.attr.timeout != 0 && (req.ack_deadline_ns == 0 || req.timer_for_neigh)) {
             req.ack_deadline_ns = now + ack_timeout_ns(qp.attr.timeout);
+            req.timer_for_neigh = false;
+        }
         ++sent;
     }
     if (sent) req.last_request_pass_ns = ctx.pass_start_ns;

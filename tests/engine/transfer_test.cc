@@ -329,6 +329,31 @@ TEST(TransferNeighbours, ArpResolvesOnTheNextPassesNotAtControlRate) {
     EXPECT_EQ(t.dev[1]->counters()[Counter::neigh_tx], 2u);
 }
 
+// A peer nobody answers ARP for: the ACK timer runs while nothing can leave, and the QP fails
+// after its retries with RETRY_EXC_ERR, as a NIC whose packets go into a dead neighbour does (rxe:
+// its packets wait in the kernel's neighbour queue while its retry timer runs). Before 2026-12-06
+// the WRITE waited for ever, no completion and no error.
+TEST(TransferNeighbours, APeerThatNeverAnswersArpFailsTheQpAfterItsRetries) {
+    TwoEngines t(25);
+    sim::LinkConfig dead;
+    dead.up = false;
+    t.fabric.set_link_config(1, 0, 0, dead); // side 1's ARP replies never arrive
+    QpOptions o;
+    o.resolve_mac = true;
+    QpPair p = t.connect(o); // timeout 10 (4.2 ms), retry_cnt 7
+    auto src = t.buffer(0, 3000, 4);
+    auto dst = t.buffer(1, 3000, 0);
+    rc::SendWqe w = TwoEngines::wqe(rc::WrOpcode::rdma_write, 1, *src, 3000);
+    w.remote_addr = dst->addr();
+    w.rkey = dst->mr->rkey;
+    ASSERT_EQ(t.post_send(0, p.qp[0], w), 0);
+    ASSERT_TRUE(t.run_until([&] { return !t.send_cqes[0].empty(); }));
+    EXPECT_EQ(t.send_cqes[0][0].status, rc::WcStatus::retry_exc_err);
+    EXPECT_EQ(p.qp[0]->state, rc::QpState::err);
+    EXPECT_FALSE(p.qp[0]->path_resolved);
+    EXPECT_EQ(p.qp[0]->counters[Counter::local_ack_timeout_err], 8u); // 1 + retry_cnt 7
+}
+
 TEST(TransferNeighbours, NeighborDiscoveryResolvesThePeerMacOverIpv6) {
     // The Neighbor Solicitation goes to the peer's solicited-node multicast MAC (33:33:ff:…): the
     // receive filter must let it through to the neighbour responder, and the NA (unicast) back.
