@@ -26,6 +26,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -118,13 +119,27 @@ void print_list(const json& r, bool evs) {
                     p.at("admin").get<std::string>().c_str(),
                     p.at("link").get<std::string>().c_str(),
                     p.at("gid").get<std::string>().c_str());
+    // An EV keeps its state while its port is down (the state is the path's health as last
+    // seen); the transport sends nothing on it meanwhile, which the list must say.
+    std::set<int> down;
+    for (const json& p : r.at("ports"))
+        if (p.at("admin").get<std::string>() != "up" || p.at("link").get<std::string>() != "up")
+            down.insert(p.at("port").get<int>());
+    const auto on_down_port = [&](const json& e) {
+        return down.count(e.at("port").get<int>()) > 0;
+    };
     for (const json& q : r.at("qps")) {
         std::string qp_state = q.at("state").get<std::string>(); // IBTA spells them RTS, ERR
         for (char& ch : qp_state)
             ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
         std::map<std::string, int> states;
-        for (const json& e : q.at("evs"))
-            ++states[e.at("state").get<std::string>()];
+        int unused = 0;
+        for (const json& e : q.at("evs")) {
+            if (on_down_port(e))
+                ++unused;
+            else
+                ++states[e.at("state").get<std::string>()];
+        }
         std::printf("QP 0x%06x %-5s EV profile %llu, CC profile %llu: %zu EVs",
                     q.at("qpn").get<unsigned>(), qp_state.c_str(),
                     static_cast<unsigned long long>(q.at("ev_profile").get<std::uint64_t>()),
@@ -132,16 +147,19 @@ void print_list(const json& r, bool evs) {
                     q.at("evs").size());
         for (const auto& [s, n] : states)
             std::printf(", %d %s", n, s.c_str());
+        if (unused > 0) std::printf(", %d on a port that is down (unused)", unused);
         std::printf("\n");
         if (!evs) continue;
         std::printf("  %-4s %-10s %-9s %-4s %-12s %10s %7s\n", "ev", "value", "udp_sport", "port",
                     "state", "tx_pkts", "losses");
         for (const json& e : q.at("evs"))
-            std::printf("  %-4d 0x%08x %-9u %-4d %-12s %10llu %7llu\n", e.at("ev").get<int>(),
-                        e.at("value").get<unsigned>(), e.at("udp_sport").get<unsigned>(),
-                        e.at("port").get<int>(), e.at("state").get<std::string>().c_str(),
-                        static_cast<unsigned long long>(e.at("tx_pkts").get<std::uint64_t>()),
-                        static_cast<unsigned long long>(e.at("losses").get<std::uint64_t>()));
+            std::printf(
+                "  %-4d 0x%08x %-9u %-4d %-12s %10llu %7llu\n", e.at("ev").get<int>(),
+                e.at("value").get<unsigned>(), e.at("udp_sport").get<unsigned>(),
+                e.at("port").get<int>(),
+                (e.at("state").get<std::string>() + (on_down_port(e) ? " (down)" : "")).c_str(),
+                static_cast<unsigned long long>(e.at("tx_pkts").get<std::uint64_t>()),
+                static_cast<unsigned long long>(e.at("losses").get<std::uint64_t>()));
     }
 }
 

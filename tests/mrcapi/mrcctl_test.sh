@@ -3,7 +3,7 @@
 # net_memif planes, private copies of config/memif4-*.ini) runs a long verified 1 MiB WRITE run;
 # meanwhile, from the shell, against the server process:
 #   list          its ports (four, up) and its MRC QP (RTS, 128 EVs, all GOOD);
-#   port 3 down   list shows port 3 admin down; its paths leave the QP's rotation;
+#   port 3 down   list shows port 3 admin down and its 32 EVs unused (they leave the rotation);
 #   deny / allow  an EV of profile 0 (UDP source port 0xc001 on port 2): DENIED, then GOOD again;
 #   probe         four connectionless EV probes from port 1 to the client's plane-0 address:
 #                 four replies, each with an RTT;
@@ -66,6 +66,11 @@ ctl port 3 down
 [ $rc = 0 ] || fail "port 3 down exited $rc"
 ctl list --evs
 echo "$out" | grep -Eq '^3 +down ' || fail "list: port 3 admin down"
+# Its 32 paths keep their state but carry nothing: the list says so, per QP and per EV.
+echo "$out" | grep -Eq '^QP 0x[0-9a-f]+ RTS .*: 128 EVs, 96 GOOD, 32 on a port that is down \(unused\)$' ||
+    fail "list: the QP's 32 EVs on port 3 shown unused"
+[ "$(echo "$out" | grep -Ec '^  [0-9]+ +0x[0-9a-f]+ +[0-9]+ +3 +GOOD \(down\) ')" = 32 ] ||
+    fail "list --evs: 32 EVs on port 3 marked (down)"
 
 ctl deny 0xc001 2
 [ $rc = 0 ] || fail "deny exited $rc"
