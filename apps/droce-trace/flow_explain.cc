@@ -782,8 +782,13 @@ class Narrator {
         // takes as many PSNs as its response has packets).
         const auto sp = span_.find(pass_psn_);
         const std::int32_t step = dist(k.psn, pass_psn_);
-        const bool next_in_pass =
-            have_pass_ && !trig_.armed && step >= 1 && step <= (sp == span_.end() ? 1 : sp->second);
+        // A pass resends what was sent before it began: a packet first sent after the pass's
+        // start (new, once the pass had caught up) that goes again has a cause of its own.
+        const auto prev = last_copy_.find(k.psn);
+        const bool sent_during_pass =
+            prev != last_copy_.end() && o_.marks[prev->second].frame > pass_frame_;
+        const bool next_in_pass = have_pass_ && !trig_.armed && !sent_during_pass && step >= 1 &&
+                                  step <= (sp == span_.end() ? 1 : sp->second);
         pass_psn_ = k.psn;
         have_pass_ = true;
         if (next_in_pass && retx_.open) {

@@ -132,6 +132,29 @@ TEST(TraceFlow, SequenceNakAndGoBackN) {
     }
 }
 
+/** A go-back-N pass (NAK at 1004, 1004-1009 resent), then a new packet 1010 whose ACK never
+ *  comes and which goes again 100 ms later: that resend is the ACK timer's, not the pass's going
+ *  on (it was first sent after the pass, so the pass cannot be resending it). */
+TEST(TraceFlow, ATimeoutAfterAPassIsNotThePassGoingOn) {
+    Flow f;
+    for (std::uint32_t n = 0; n < 10; ++n)
+        f.send(n, n);
+    f.respond(4, kSeqNak, 20);
+    for (std::uint32_t n = 4; n < 10; ++n)
+        f.send(n, 25 + n);
+    f.respond(9, kAck, 60);
+    f.send(10, 70);      // new
+    f.send(10, 100'070); // no ACK: resent after the timer
+    f.respond(10, kAck, 100'080);
+    const FlowStory s = f.story();
+    ASSERT_EQ(s.connections.size(), 1u);
+    const auto retx = events(s, FlowEventKind::retransmit);
+    ASSERT_EQ(retx.size(), 2u);
+    EXPECT_EQ(retx[0].data["cause"], "sequence_nak");
+    EXPECT_EQ(retx[1].data["cause"], "timeout") << retx[1].text;
+    EXPECT_EQ(retx[1].data["psns"], "1010");
+}
+
 /** A capture started while the QP ran: its first frame is the ACK of requests sent before it
  *  (PSN below the first request captured). It is the connection's, not a connection of its own
  *  with an unknown transport. */
