@@ -523,7 +523,7 @@ class Narrator {
     /** A group of retransmissions with one cause. */
     struct Retx {
         bool open = false;
-        std::string cause; ///< sequence_nak, rnr, timeout, sack_hole, plane_down, mrc_nack
+        std::string cause; ///< sequence_nak, rnr, timeout, read_response_gap, sack_hole, ...
         std::string why;
         std::uint64_t first_frame = 0, last_frame = 0;
         std::int64_t t0 = 0;
@@ -828,6 +828,20 @@ class Narrator {
                             std::to_string(k.psn) + " (frame #" + std::to_string(k.frame) + ").";
                 rnr.data["waited_ms"] = ms_value(k.t - trig_.t);
             }
+        } else if (k.op == wire::Opcode::RC_RDMA_READ_REQUEST && have_read_resp_ &&
+                   prev != last_copy_.end() &&
+                   last_read_resp_frame_ > o_.marks[prev->second].frame &&
+                   dist(last_read_resp_psn_, k.psn) > 0) {
+            // Not a timeout: a later response of the READ came while PSN k.psn did not, so that
+            // response packet was lost on the way back; the request itself had arrived.
+            retx_.cause = "read_response_gap";
+            retx_.why = "the READ's responses came with a gap: PSN " +
+                        std::to_string(last_read_resp_psn_) + " (frame #" +
+                        std::to_string(last_read_resp_frame_) + ") arrived while PSN " +
+                        std::to_string(k.psn) +
+                        " had not (a response packet lost on its way back); the requester asks "
+                        "again for the READ from the first PSN it lacks, " +
+                        ms(k.t - prev_req_t_) + " after its previous request";
         } else {
             retx_.cause = "timeout";
             retx_.why = "no NAK came: the local ACK timer ran out (IBTA 9.7.6.1) after " +
@@ -930,6 +944,11 @@ class Narrator {
             touch_run(k);
             ++run_.replies;
             return;
+        }
+        if (k.info->is(OpFlags::read)) {
+            last_read_resp_psn_ = k.psn;
+            last_read_resp_frame_ = k.frame;
+            have_read_resp_ = true;
         }
         if (!k.aeth) {
             // READ RESPONSE MIDDLE: data back to the requester, in the same PSN space.
@@ -1315,6 +1334,9 @@ class Narrator {
     std::uint64_t prev_req_frame_ = 0;
     bool have_ack_ = false;
     std::int64_t last_ack_t_ = 0;
+    bool have_read_resp_ = false; ///< the newest READ response packet of the connection
+    std::uint32_t last_read_resp_psn_ = 0;
+    std::uint64_t last_read_resp_frame_ = 0;
     std::uint32_t last_ack_psn_ = 0;
     std::unordered_map<std::uint32_t, std::size_t> last_copy_; ///< PSN -> index in marks
     std::unordered_map<std::uint32_t, int> plane_of_;          ///< PSN -> plane of its last copy

@@ -47,6 +47,26 @@ class Flow {
         f.syndrome = syndrome;
         add(build(f, 0, reverse()), t_us);
     }
+    /** An RDMA READ request of @p len bytes with PSN kFirstPsn + @p n at @p t_us. */
+    void read(std::uint32_t n, std::uint32_t len, double t_us) {
+        PacketFields f;
+        f.opcode = Opcode::RC_RDMA_READ_REQUEST;
+        f.dest_qp = kResponderQp;
+        f.psn = Psn(kFirstPsn + n);
+        f.va = 0x10000;
+        f.rkey = 0x1234;
+        f.dma_len = len;
+        add(build(f, 0), t_us);
+    }
+    /** A READ response packet @p op (FIRST and LAST carry an AETH) of 1024 bytes. */
+    void read_response(Opcode op, std::uint32_t n, double t_us) {
+        PacketFields f;
+        f.opcode = op;
+        f.dest_qp = kRequesterQp;
+        f.psn = Psn(kFirstPsn + n);
+        f.syndrome = 0x1f;
+        add(build(f, 1024, reverse()), t_us);
+    }
     void cnp(double t_us) {
         PacketFields f;
         f.opcode = Opcode::CNP;
@@ -153,6 +173,26 @@ TEST(TraceFlow, ATimeoutAfterAPassIsNotThePassGoingOn) {
     EXPECT_EQ(retx[0].data["cause"], "sequence_nak");
     EXPECT_EQ(retx[1].data["cause"], "timeout") << retx[1].text;
     EXPECT_EQ(retx[1].data["psns"], "1010");
+}
+
+/** A READ of 3 KiB answered in three packets whose first is lost on its way back: the requester
+ *  sees the LAST (PSN 1002) without the FIRST and asks again at once. That is a response lost,
+ *  not a local ACK timeout, and the request is not lost (it was answered). */
+TEST(TraceFlow, AReadAskedAgainAfterAGapInItsResponseIsNotATimeout) {
+    Flow f;
+    f.read(0, 3072, 0);
+    f.read_response(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 1, 10);
+    f.read_response(Opcode::RC_RDMA_READ_RESPONSE_LAST, 2, 11);
+    f.read(0, 3072, 13); // asked again
+    f.read_response(Opcode::RC_RDMA_READ_RESPONSE_FIRST, 0, 20);
+    f.read_response(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 1, 21);
+    f.read_response(Opcode::RC_RDMA_READ_RESPONSE_LAST, 2, 22);
+    const FlowStory s = f.story();
+    ASSERT_EQ(s.connections.size(), 1u);
+    const auto retx = events(s, FlowEventKind::retransmit);
+    ASSERT_EQ(retx.size(), 1u);
+    EXPECT_EQ(retx[0].data["cause"], "read_response_gap") << retx[0].text;
+    EXPECT_EQ(s.connections[0].lost, 0u);
 }
 
 /** A capture started while the QP ran: its first frame is the ACK of requests sent before it
