@@ -842,17 +842,31 @@ std::vector<Explanation> explain_frame(const DecodedFrame& d) {
     const wire::ParsedFrame& p = d.parsed;
     if (d.raw.interface) {
         const std::string n = std::to_string(*d.raw.interface);
+        // droce's captures name each interface "<device>/port<N>": the number is that port, from
+        // 0, not the capture's interface id (one per device port, in the order they opened).
+        const std::string where =
+            d.raw.if_id && *d.raw.if_id != *d.raw.interface ? " (capture interface " +
+                                                                  std::to_string(*d.raw.if_id) +
+                                                                  ", named after that port)"
+                                                            : "";
         if (is_mrc(d)) {
             add(v, 0, "plane",
-                n + ": the frame was seen on interface " + n +
-                    " (the engine port, or the capture's interface id); each port of an MRC "
-                    "device is a plane, a network of its own, so this packet crossed plane " +
+                n + ": the frame was seen on port " + n + " of its device, counted from 0" + where +
+                    "; each port of an MRC device is a plane, a network of its own, so this "
+                    "packet crossed plane " +
                     n + ".");
         } else {
             add(v, 0, "interface",
-                n + ": the frame was seen on interface " + n +
-                    " (the engine port, or the capture's interface id).");
+                n + ": the frame was seen on port " + n + " of its device, counted from 0" + where +
+                    ".");
         }
+    }
+    if (d.raw.direction == 1 || d.raw.direction == 2) {
+        add(v, 0, "dir",
+            d.raw.direction == 1
+                ? "in: captured as it arrived at that port (the receiving end's copy)."
+                : "out: captured as it left that port (the sending end's copy); a capture of "
+                  "both ends also holds the copy that arrived, as dir=in on the peer's port.");
     }
     if (p.vlan != nullptr) {
         add(v, 0, "802.1Q",

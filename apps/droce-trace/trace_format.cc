@@ -611,6 +611,9 @@ std::string format_text(const DecodedFrame& d) {
         out += is_mrc(d) ? "  plane=" : "  if=";
         out += std::to_string(*d.raw.interface);
     }
+    // Which copy: a capture of both ends holds each packet as sent and as received.
+    if (d.raw.direction == 1) out += "  dir=in";
+    if (d.raw.direction == 2) out += "  dir=out";
     if (p.vlan != nullptr) {
         out += "  vlan=" + std::to_string(p.vlan->vid()) + " pcp=" + std::to_string(p.vlan->pcp());
     }

@@ -400,6 +400,10 @@ def captures(args, tmp):
     planes = {int(m.group(1)) for m in (re.search(r"  plane=(\d+)  ", l) for l in lines) if m}
     check(planes == {0, 1, 2, 3}, "captures: read shows the planes of droce's MRC frames: %s" %
           sorted(planes))
+    # A capture of both ends holds each packet as sent and as received: read tells the copies
+    # apart by the pcapng direction (it printed both alike).
+    dirs = {m.group(1) for m in (re.search(r"  dir=(in|out)  ", l) for l in lines) if m}
+    check(dirs == {"in", "out"}, "captures: read shows each frame's direction: %s" % sorted(dirs))
     check_page(args, tmp, own, "droce-mrc")
     # The counts come from what the browser drew, not from the page's text: a page whose data
     # lost one mark renders one mark fewer.

@@ -408,7 +408,7 @@ TEST(TraceMrc, OtherFramesShowTheirInterface) {
     EXPECT_EQ(f.text.rfind("1  if=3  10.0.0.1 > 10.0.0.2", 0), 0u) << f.text;
     EXPECT_EQ(f.json["interface"], 3u);
     EXPECT_FALSE(f.json.contains("mrc"));
-    EXPECT_CONTAINS(f.explained, "interface   3: the frame was seen on interface 3");
+    EXPECT_CONTAINS(f.explained, "interface   3: the frame was seen on port 3 of its device");
 }
 
 TEST(TraceMrc, MalformedMrcPacketsAreRejectedButShown) {
