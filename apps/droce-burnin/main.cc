@@ -17,6 +17,8 @@
 #include <cstdio>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "burnin.h"
 #include "config/config.h"
 #include "dpdk/eal.h"
@@ -45,6 +47,21 @@ struct Cli {
     Options o;
 };
 
+/**
+ * A run that could not start or could not check anything: @p why on stderr and, with --json, one
+ * JSON object on stdout as well ({"ok": false, "exit": code, "error": why}), so that a script
+ * reading stdout gets an answer whatever happened. @return @p code.
+ */
+int cannot(const Cli& cli, int code, const std::string& why) {
+    std::fprintf(stderr, "droce-burnin: %s\n", why.c_str());
+    if (cli.json && !cli.server) {
+        const nlohmann::json j{{"ok", false}, {"exit", code}, {"error", why}};
+        std::printf("%s\n", j.dump(2).c_str());
+        std::fflush(stdout);
+    }
+    return code;
+}
+
 int run(const Cli& cli) {
     RuntimeOptions ro;
     ro.devices = {cli.device};
@@ -53,30 +70,21 @@ int run(const Cli& cli) {
     ro.engine.nice = cli.engine_nice;
     std::string err;
     // A config that does not parse is a usage error (2), not a bring-up failure (3).
-    if (!load_config(cli.config, &err)) {
-        std::fprintf(stderr, "droce-burnin: %s\n", err.c_str());
-        return kExitUsage;
-    }
+    if (!load_config(cli.config, &err)) return cannot(cli, kExitUsage, err);
     auto rt = Runtime::create(cli.config, ro, &err);
-    if (!rt) {
-        std::fprintf(stderr, "droce-burnin: %s\n", err.c_str());
-        return kExitCannotRun;
-    }
+    if (!rt) return cannot(cli, kExitCannotRun, err);
     Options o = cli.o;
     if (!cli.server && o.plane_gbps <= 0) {
         // Unless stated: the shaper's rate, else the config's line rate of port 0.
         const double line = rt->device(0).port(0).line_rate_mbps / 1e3;
         o.plane_gbps = cli.plane_rate > 0 ? cli.plane_rate : line;
-        if (o.plane_gbps <= 0) {
-            std::fprintf(stderr, "droce-burnin: state the expected rate of one plane with "
-                                 "--plane-gbps (or line_rate_gbps in the config's ports)\n");
-            return kExitUsage;
-        }
+        if (o.plane_gbps <= 0)
+            return cannot(cli, kExitUsage,
+                          "state the expected rate of one plane with --plane-gbps (or "
+                          "line_rate_gbps in the config's ports)");
     }
-    if (!rt->start_engines(EngineMode::per_device)) {
-        std::fprintf(stderr, "droce-burnin: cannot start the engine thread\n");
-        return kExitCannotRun;
-    }
+    if (!rt->start_engines(EngineMode::per_device))
+        return cannot(cli, kExitCannotRun, "cannot start the engine thread");
     Channel ch;
     if (cli.server) {
         // stderr, so that stdout stays for the results; scripts wait for this line.
@@ -88,10 +96,7 @@ int run(const Cli& cli) {
                      cli.server_addr.c_str(), cli.port);
         ch = perf::tcp_connect(cli.server_addr, cli.port, 30'000, &err);
     }
-    if (!ch.valid()) {
-        std::fprintf(stderr, "droce-burnin: %s\n", err.c_str());
-        return kExitCannotRun;
-    }
+    if (!ch.valid()) return cannot(cli, kExitCannotRun, err);
     if (cli.server) {
         err = serve(*rt, ch, true);
         rt->stop_engines();
@@ -121,6 +126,10 @@ int main(int argc, char** argv) {
     CLI::App app{"droce-burnin: readiness check of a four-plane host against a peer",
                  "droce-burnin"};
     app.set_version_flag("--version", "droce-burnin (droce) " DROCE_VERSION);
+    app.footer("Exit status: 0 every check passed; 1 a check failed (the report says which); 2 a "
+               "usage error (options, config file); 3 nothing could be checked (no peer, the "
+               "device did not come up). With --json, stdout holds one JSON object in every "
+               "case.");
     app.add_flag("--server", cli.server, "be the peer: serve one client, then exit");
     app.add_option("server_addr", cli.server_addr, "the peer's host name or address (client)");
     app.add_option("-c,--config", cli.config,

@@ -9,7 +9,8 @@
 #             routable, 1 and 2 not, the bandwidth runs skipped;
 #   down      the server's plane 3 interface has an id no client has (cable pulled; link down at
 #             both ends): exit 1, cabling and routable FAIL for plane 3 only, the all-planes run FAIL
-#             with plane 3 carrying nothing, the plane-out runs of planes 0..2 FAIL.
+#             with plane 3 carrying nothing, the plane-out runs of planes 0..2 FAIL; before it, the
+#             client with no peer at all: exit 3 and, with --json, one JSON object saying why.
 # Thresholds: each client port shaped to 0.2 Gb/s. On a loaded 2-core host the engine threads wait
 # for a CPU longer than the shaper's 1 ms of credit: runs at load average 7 - 12 reached 0.51 - 0.76
 # of the expected goodput, and the plane-out runs 0.60 - 0.87 of the all-planes figure (at 0.5 Gb/s
@@ -44,6 +45,16 @@ swapped)
     fi
     ;;
 down)
+    # First no peer at all: nothing can be checked (exit 3), and --json still puts one object on
+    # stdout that says so (it printed nothing).
+    timeout 60 "$bin" 127.0.0.1 -c "$tmp/client.ini" -p "$tcp_port" --json --plane-rate 0.2 \
+        > "$tmp/nopeer.json" 2> "$tmp/nopeer.err"
+    nrc=$?
+    if [ $nrc != 3 ] || ! /usr/bin/python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["ok"] is False and j["exit"] == 3 and j["error"] else 1)' "$tmp/nopeer.json"; then
+        echo "FAIL: no peer: exit $nrc, stdout:"; cat "$tmp/nopeer.json"; tail -3 "$tmp/nopeer.err"; exit 1
+    fi
+    echo "== no peer: exit 3, JSON: $(tr -d '\n' < "$tmp/nopeer.json" | cut -c1-120)"
+    rm -rf "$runtime/droce-$tag-c"
     sed -i -e '/^\[port3\]/,/^\[qp\]/ s/,id=3,/,id=7,/' "$tmp/server.ini"
     grep -q 'net_memif3,role=server,id=7,' "$tmp/server.ini" || { echo "FAIL: sed"; exit 1; }
     ;;
