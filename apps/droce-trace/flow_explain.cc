@@ -202,7 +202,8 @@ struct FlowExplainer::Impl {
     std::map<std::string, std::size_t> by_key;
     std::vector<Pkt> all;     ///< every RoCEv2 packet, in file order, until place_all()
     std::vector<Pkt> orphans; ///< responses and CNPs no connection claimed (kept for counts)
-    std::uint64_t frames = 0, roce = 0, twins = 0;
+    std::uint64_t frames = 0, roce = 0, twins = 0, rejected = 0;
+    std::vector<std::pair<std::uint64_t, std::string>> rejected_first;
     bool directions = false;
     bool have_t0 = false;
     std::int64_t t0 = 0;
@@ -317,9 +318,16 @@ struct FlowExplainer::Impl {
         wire::ParsedFrame p;
         wire::ParseOptions opts;
         opts.verify_icrc = !cut;
-        if (wire::parse_frame(bytes, p, opts) != wire::RejectReason::ok || p.bth == nullptr ||
-            p.info == nullptr)
+        const wire::RejectReason why = wire::parse_frame(bytes, p, opts);
+        if (why != wire::RejectReason::ok || p.bth == nullptr || p.info == nullptr) {
+            // RoCEv2 a receiver drops (past the UDP port check): counted, not silently gone.
+            if (p.bth != nullptr && why != wire::RejectReason::ok) {
+                ++rejected;
+                if (rejected_first.size() < 8)
+                    rejected_first.emplace_back(raw.index, std::string(wire::to_string(why)));
+            }
             return;
+        }
         ++roce;
         Pkt k;
         k.frame = raw.index;
@@ -1377,6 +1385,8 @@ FlowStory FlowExplainer::finish(const std::string& file) {
     s.frames = impl_->frames;
     s.roce_frames = impl_->roce;
     s.twins = impl_->twins;
+    s.rejected = impl_->rejected;
+    s.rejected_first = impl_->rejected_first;
     s.directions = impl_->directions;
     // Replies seen before their connection's first request (an MRC port status goes out when
     // the QP is set up; a capture started mid-run begins with ACKs of requests it missed): give

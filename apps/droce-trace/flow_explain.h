@@ -43,6 +43,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -136,6 +137,11 @@ struct FlowStory {
     /** Frames the capturing side dropped (pcapng isb_ifdrop: droce's capture ring was full):
      *  missing from the file, so a gap in the story may be the capture's, not the network's. */
     std::uint64_t capture_dropped = 0;
+    /** Frames to UDP port 4791 that a RoCE receiver rejects (a bad ICRC, an unknown opcode, lengths
+     *  that disagree): left out of every connection, as a receiver drops them; the first few
+     *  frame numbers with the reason, so the story says where they went. */
+    std::uint64_t rejected = 0;
+    std::vector<std::pair<std::uint64_t, std::string>> rejected_first; ///< (frame, reason), <= 8
     std::vector<FlowConnection> connections;
 };
 

@@ -152,6 +152,14 @@ std::string story_text(const FlowStory& s, const StoryOptions& opts) {
         out += "; " + std::to_string(s.twins) +
                " packets were captured at both ends (sent and received) and count once";
     }
+    if (s.rejected > 0) {
+        out += "; " + std::to_string(s.rejected) +
+               " RoCEv2 frames a receiver rejects are left out of the story (";
+        for (std::size_t i = 0; i < s.rejected_first.size(); ++i)
+            out += (i ? ", #" : "#") + std::to_string(s.rejected_first[i].first) + " " +
+                   s.rejected_first[i].second;
+        out += s.rejected > s.rejected_first.size() ? ", ...)" : ")";
+    }
     if (s.capture_dropped > 0) {
         out += "; the capture itself dropped " + std::to_string(s.capture_dropped) +
                " frames (its ring was full: pcapng isb_ifdrop), so a gap below may be the "
@@ -201,6 +209,7 @@ Json story_json(const FlowStory& s, const StoryOptions& opts) {
     j["directions"] = s.directions;
     j["twins"] = s.twins;
     j["capture_dropped"] = s.capture_dropped;
+    j["rejected"] = s.rejected;
     Json conns = Json::array();
     std::size_t id = 0;
     for (const FlowConnection& c : s.connections) {

@@ -75,6 +75,8 @@ class Flow {
         f.pkey = 0xffff;
         add(build(f, 0, reverse()), t_us);
     }
+    /** Flips the last byte of frame @p i (its ICRC no longer matches). */
+    void damage(std::size_t i) { frames_.at(i).back() ^= 0xff; }
     /** The bytes of frame @p i, as built. */
     [[nodiscard]] const std::vector<std::uint8_t>& frame_bytes(std::size_t i) const {
         return frames_.at(i);
@@ -193,6 +195,27 @@ TEST(TraceFlow, AReadAskedAgainAfterAGapInItsResponseIsNotATimeout) {
     ASSERT_EQ(retx.size(), 1u);
     EXPECT_EQ(retx[0].data["cause"], "read_response_gap") << retx[0].text;
     EXPECT_EQ(s.connections[0].lost, 0u);
+}
+
+/** A packet whose ICRC does not match is what a receiver drops: left out of the connection, but
+ *  counted and named in the story's first line (it vanished without a word). */
+TEST(TraceFlow, AFrameWithABadIcrcIsCountedNotHidden) {
+    Flow f;
+    for (std::uint32_t n = 0; n < 3; ++n)
+        f.send(n, n);
+    f.respond(2, kAck, 10);
+    f.damage(0);
+    const FlowStory s = f.story();
+    EXPECT_EQ(s.rejected, 1u);
+    ASSERT_EQ(s.rejected_first.size(), 1u);
+    EXPECT_EQ(s.rejected_first[0].first, 1u);
+    EXPECT_EQ(s.rejected_first[0].second, "bad_icrc");
+    ASSERT_EQ(s.connections.size(), 1u);
+    EXPECT_EQ(s.connections[0].requests, 2u);
+    EXPECT_NE(story_text(s, {}).find("1 RoCEv2 frames a receiver rejects are left out of the story "
+                                     "(#1 bad_icrc)"),
+              std::string::npos)
+        << story_text(s, {});
 }
 
 /** A capture started while the QP ran: its first frame is the ACK of requests sent before it
