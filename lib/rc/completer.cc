@@ -616,6 +616,24 @@ void completer_receive(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) 
     }
 }
 
+namespace {
+
+/** A local ACK timeout (IBTA §9.7.6.1.3): counted, and one retry of retry_cnt spent. @return
+ *  false when none was left: the oldest WQE then failed with RETRY_EXC_ERR and the QP with it. */
+bool spend_ack_retry(Qp& qp, TransportCtx& ctx) noexcept {
+    count(qp, ctx, Counter::local_ack_timeout_err);
+    if (qp.req.retry_left == 0) {
+        const Decision d = decide(CompError::retry_exceeded);
+        count(qp, ctx, d.counter);
+        complete_error(qp, ctx, d.status);
+        return false;
+    }
+    --qp.req.retry_left;
+    return true;
+}
+
+} // namespace
+
 void completer_timers(Qp& qp, TransportCtx& ctx) noexcept {
     if (qp.state != QpState::rts && qp.state != QpState::sqd) return;
     RequesterState& req = qp.req;
@@ -628,15 +646,8 @@ void completer_timers(Qp& qp, TransportCtx& ctx) noexcept {
         if (req.timer_for_neigh && !qp.path_resolved && req.next_wqe != qp.sq.producer_index()) {
             // Nothing could leave, the peer's MAC still unknown: a retry spent, as if the packets
             // had gone into a link with nobody there.
-            count(qp, ctx, Counter::local_ack_timeout_err);
-            if (req.retry_left == 0) {
-                const Decision d = decide(CompError::retry_exceeded);
-                count(qp, ctx, d.counter);
-                complete_error(qp, ctx, d.status);
-                return;
-            }
-            --req.retry_left;
-            req.ack_deadline_ns = now + ack_timeout_ns(qp.attr.timeout);
+            if (spend_ack_retry(qp, ctx))
+                req.ack_deadline_ns = now + ack_timeout_ns(qp.attr.timeout);
             return;
         }
         req.ack_deadline_ns = 0;
@@ -648,14 +659,7 @@ void completer_timers(Qp& qp, TransportCtx& ctx) noexcept {
         return;
     }
     // Local ACK timeout (IBTA §9.7.6.1.3): retry from the oldest unacknowledged PSN.
-    count(qp, ctx, Counter::local_ack_timeout_err);
-    if (req.retry_left == 0) {
-        const Decision d = decide(CompError::retry_exceeded);
-        count(qp, ctx, d.counter);
-        complete_error(qp, ctx, d.status);
-        return;
-    }
-    --req.retry_left;
+    if (!spend_ack_retry(qp, ctx)) return;
     qp.comp.retry_started = true;
     go_back_n(qp, qp.comp.oldest_unacked);
     req.ack_deadline_ns = now + ack_timeout_ns(qp.attr.timeout);
