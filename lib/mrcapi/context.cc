@@ -20,7 +20,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <type_traits>
+#include <unordered_set>
 
 #include "common/pipe_record.h"
 #include "internal.h"
@@ -81,6 +83,37 @@ std::vector<mrc_context*>& live_contexts() noexcept {
     return *v;
 }
 } // namespace
+
+namespace {
+std::mutex& handles_mu() noexcept {
+    static auto* m = new std::mutex;
+    return *m;
+}
+std::unordered_set<const void*>& live_handles() noexcept {
+    static auto* s = new std::unordered_set<const void*>;
+    return *s;
+}
+} // namespace
+
+bool handle_add(const void* h) noexcept {
+    std::lock_guard<std::mutex> g(handles_mu());
+    try {
+        live_handles().insert(h);
+    } catch (const std::bad_alloc&) {
+        return false;
+    }
+    return true;
+}
+
+void handle_drop(const void* h) noexcept {
+    std::lock_guard<std::mutex> g(handles_mu());
+    live_handles().erase(h);
+}
+
+bool handle_is_live(const void* h) noexcept {
+    std::lock_guard<std::mutex> g(handles_mu());
+    return live_handles().contains(h);
+}
 
 bool context_is_live(mrc_context* c) noexcept {
     std::lock_guard<std::mutex> g(contexts_mu());

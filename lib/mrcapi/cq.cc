@@ -64,12 +64,13 @@ void purge_cq(mrc_cq* cq, std::uint32_t qpn) noexcept {
 // ------------------------------------------------------------------ completion channels
 
 extern "C" int mrc_create_comp_channel(mrc_context* mrc_ctx, mrc_comp_channel** channel) {
-    if (!mrc_ctx || !channel) return fail_errno(EINVAL);
+    if (!mrc_ctx || !channel || !context_is_live(mrc_ctx)) return fail_errno(EINVAL);
     auto* ch = new (std::nothrow) mrc_comp_channel;
     if (!ch) return fail_errno(ENOMEM);
     int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-        const int e = errno;
+    if (!handle_add(ch) || pipe2(fds, O_CLOEXEC) != 0) {
+        const int e = handle_is_live(ch) ? errno : ENOMEM;
+        handle_drop(ch);
         delete ch;
         return fail_errno(e);
     }
@@ -92,11 +93,12 @@ extern "C" int mrc_get_comp_channel_fd(mrc_comp_channel* channel, int* fd) {
 }
 
 extern "C" int mrc_destroy_comp_channel(mrc_comp_channel* channel) {
-    if (!channel) return fail_errno(EINVAL);
+    if (!channel || !handle_is_live(channel)) return fail_errno(EINVAL);
     {
         std::lock_guard<std::mutex> g(channel->mu);
         if (!channel->cqs.empty()) return fail_errno(EBUSY);
     }
+    handle_drop(channel);
     {
         std::lock_guard<std::mutex> g(channel->ctx->mu);
         std::erase(channel->ctx->channels, channel);
@@ -111,11 +113,17 @@ extern "C" int mrc_destroy_comp_channel(mrc_comp_channel* channel) {
 
 extern "C" mrc_cq* mrc_create_cq(mrc_context* mrc_ctx, int cqe, void* cq_context,
                                  mrc_comp_channel* channel, int comp_vector) {
-    if (!mrc_ctx || cqe <= 0 || comp_vector < 0 || comp_vector >= mrc_ctx->ibv->num_comp_vectors)
+    if (!mrc_ctx || !context_is_live(mrc_ctx) || cqe <= 0 || comp_vector < 0 ||
+        comp_vector >= mrc_ctx->ibv->num_comp_vectors)
         return fail<mrc_cq>(EINVAL);
-    if (channel && channel->ctx != mrc_ctx) return fail<mrc_cq>(EINVAL);
+    if (channel && (!handle_is_live(channel) || channel->ctx != mrc_ctx))
+        return fail<mrc_cq>(EINVAL);
     auto* cq = new (std::nothrow) mrc_cq;
     if (!cq) return fail<mrc_cq>(ENOMEM);
+    if (!handle_add(cq)) {
+        delete cq;
+        return fail<mrc_cq>(ENOMEM);
+    }
     cq->ctx = mrc_ctx;
     cq->cq_context = cq_context;
     cq->channel = channel;
@@ -123,6 +131,7 @@ extern "C" mrc_cq* mrc_create_cq(mrc_context* mrc_ctx, int cqe, void* cq_context
     {
         Control ctl(mrc_ctx->ibv);
         if (!ctl.ok()) {
+            handle_drop(cq);
             delete cq;
             return fail<mrc_cq>(EINVAL);
         }
@@ -136,6 +145,7 @@ extern "C" mrc_cq* mrc_create_cq(mrc_context* mrc_ctx, int cqe, void* cq_context
         }
     }
     if (!cq->native) {
+        handle_drop(cq);
         delete cq;
         return fail<mrc_cq>(err);
     }
@@ -185,7 +195,7 @@ extern "C" int mrc_poll_cq(mrc_cq* cq, int num_entries, ibv_wc* wc) {
 }
 
 extern "C" int mrc_destroy_cq(mrc_cq* cq) {
-    if (!cq) return fail_errno(EINVAL);
+    if (!cq || !handle_is_live(cq)) return fail_errno(EINVAL);
     if (cq->qp_refs.load(std::memory_order_acquire) > 0) return fail_errno(EBUSY);
     {
         // Every completion event handed out must be acknowledged first.
@@ -208,6 +218,7 @@ extern "C" int mrc_destroy_cq(mrc_cq* cq) {
         std::lock_guard<std::mutex> g(ctx->mu);
         std::erase(ctx->cqs, cq);
     }
+    handle_drop(cq);
     delete cq;
     return 0;
 }

@@ -1072,13 +1072,15 @@ extern "C" mrc_cq* mrc_ctl_create_ev_event_cq(mrc_context* mrc_ctx, int cqe, voi
         Control ctl(mrc_ctx->ibv);
         if (!ctl.ok() || comp_vector >= mrc_ctx->ibv->num_comp_vectors) return fail<mrc_cq>(EINVAL);
     }
-    if (channel && channel->ctx != mrc_ctx) return fail<mrc_cq>(EINVAL);
+    if (channel && (!handle_is_live(channel) || channel->ctx != mrc_ctx))
+        return fail<mrc_cq>(EINVAL);
     auto* cq = new (std::nothrow) mrc_cq;
     if (!cq) return fail<mrc_cq>(ENOMEM);
     cq->ev_events.reset(new (std::nothrow) EvEventQueue);
     int fds[2];
-    if (!cq->ev_events || pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-        const int err = cq->ev_events ? errno : ENOMEM;
+    if (!cq->ev_events || !handle_add(cq) || pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+        const int err = cq->ev_events && handle_is_live(cq) ? errno : ENOMEM;
+        handle_drop(cq);
         delete cq;
         return fail<mrc_cq>(err);
     }
@@ -1101,6 +1103,7 @@ extern "C" mrc_cq* mrc_ctl_create_ev_event_cq(mrc_context* mrc_ctx, int cqe, voi
         if (!ctl.ok() || free_slot == slots.end()) {
             close(fds[0]);
             close(fds[1]);
+            handle_drop(cq);
             delete cq;
             return fail<mrc_cq>(ctl.ok() ? ENOSPC : EINVAL);
         }

@@ -198,7 +198,9 @@ int modify_locked(mrc_qp* qp, const ibv_qp_attr* vattr, std::uint32_t vmask,
     }
     if ((mmask & MRC_QP_VENDOR_CFG) && !all_zero(mattr->vendor_cfg, sizeof mattr->vendor_cfg))
         return EOPNOTSUPP; // droce has no vendor configuration
-    if ((mmask & MRC_QP_HINT) && mattr->qp_hint && mattr->qp_hint->ctx != qp->ctx) return EINVAL;
+    if ((mmask & MRC_QP_HINT) && mattr->qp_hint &&
+        (!handle_is_live(mattr->qp_hint) || mattr->qp_hint->ctx != qp->ctx))
+        return EINVAL;
 
     const mrc::MrcAttr* cur_attr = mrc::get_attr(q);
     if (!cur_attr) return EINVAL;
@@ -471,7 +473,7 @@ void destroy_context_objects(mrc_context* ctx) noexcept {
 // ------------------------------------------------------------------ QP hints
 
 extern "C" mrc_qp_hint* mrc_create_qp_hint(mrc_context* mrc_ctx, mrc_qp_hint_init_attr* init_attr) {
-    if (!mrc_ctx || !init_attr) return fail<mrc_qp_hint>(EINVAL);
+    if (!mrc_ctx || !init_attr || !context_is_live(mrc_ctx)) return fail<mrc_qp_hint>(EINVAL);
     const mrc_qp_hint_attr& a = init_attr->attr;
     if (a.num_qps_per_peer < 0 || a.num_send_peers < 0 || a.num_remote_recv_peers < 0)
         return fail<mrc_qp_hint>(EINVAL);
@@ -479,6 +481,10 @@ extern "C" mrc_qp_hint* mrc_create_qp_hint(mrc_context* mrc_ctx, mrc_qp_hint_ini
     if (mrc_ctx->hints.size() >= rc::kMaxQp) return fail<mrc_qp_hint>(ENOMEM);
     auto* h = new (std::nothrow) mrc_qp_hint;
     if (!h) return fail<mrc_qp_hint>(ENOMEM);
+    if (!handle_add(h)) {
+        delete h;
+        return fail<mrc_qp_hint>(ENOMEM);
+    }
     h->ctx = mrc_ctx;
     h->attr = a;
     mrc_ctx->hints.push_back(h);
@@ -486,10 +492,11 @@ extern "C" mrc_qp_hint* mrc_create_qp_hint(mrc_context* mrc_ctx, mrc_qp_hint_ini
 }
 
 extern "C" int mrc_destroy_qp_hint(mrc_qp_hint* qp_hint) {
-    if (!qp_hint) return fail_neg(EINVAL);
+    if (!qp_hint || !handle_is_live(qp_hint)) return fail_neg(EINVAL);
     std::lock_guard<std::mutex> g(qp_hint->ctx->mu);
     if (qp_hint->refs.load(std::memory_order_acquire) > 0) return fail_neg(EBUSY);
     std::erase(qp_hint->ctx->hints, qp_hint);
+    handle_drop(qp_hint);
     delete qp_hint;
     return 0;
 }
@@ -497,7 +504,8 @@ extern "C" int mrc_destroy_qp_hint(mrc_qp_hint* qp_hint) {
 extern "C" int mrc_query_qp_hint(mrc_qp_hint* qp_hint, mrc_qp_hint_attr* qp_hint_attr,
                                  int qp_hint_attr_mask) {
     const auto mask = static_cast<std::uint32_t>(qp_hint_attr_mask);
-    if (!qp_hint || !qp_hint_attr || (mask & ~kHintKnown)) return fail_neg(EINVAL);
+    if (!qp_hint || !qp_hint_attr || (mask & ~kHintKnown) || !handle_is_live(qp_hint))
+        return fail_neg(EINVAL);
     std::lock_guard<std::mutex> g(qp_hint->ctx->mu);
     const mrc_qp_hint_attr& a = qp_hint->attr;
     if (mask & MRC_QP_HINT_NUM_QPS_PER_PEER) qp_hint_attr->num_qps_per_peer = a.num_qps_per_peer;
@@ -512,7 +520,8 @@ extern "C" int mrc_query_qp_hint(mrc_qp_hint* qp_hint, mrc_qp_hint_attr* qp_hint
 extern "C" int mrc_modify_qp_hint(mrc_qp_hint* qp_hint, mrc_qp_hint_attr* qp_hint_attr,
                                   int qp_hint_attr_mask) {
     const auto mask = static_cast<std::uint32_t>(qp_hint_attr_mask);
-    if (!qp_hint || !qp_hint_attr || (mask & ~kHintKnown)) return fail_neg(EINVAL);
+    if (!qp_hint || !qp_hint_attr || (mask & ~kHintKnown) || !handle_is_live(qp_hint))
+        return fail_neg(EINVAL);
     const mrc_qp_hint_attr& in = *qp_hint_attr;
     if (((mask & MRC_QP_HINT_NUM_QPS_PER_PEER) && in.num_qps_per_peer < 0) ||
         ((mask & MRC_QP_HINT_NUM_SEND_PEERS) && in.num_send_peers < 0) ||
@@ -533,6 +542,8 @@ extern "C" int mrc_modify_qp_hint(mrc_qp_hint* qp_hint, mrc_qp_hint_attr* qp_hin
 
 extern "C" mrc_qp* mrc_create_qp(mrc_context* mrc_ctx, mrc_qp_init_attr* a) {
     if (!mrc_ctx || !a || !a->pd || !a->send_cq || !a->recv_cq) return fail<mrc_qp>(EINVAL);
+    if (!context_is_live(mrc_ctx) || !handle_is_live(a->send_cq) || !handle_is_live(a->recv_cq))
+        return fail<mrc_qp>(EINVAL);
     if (a->pd->context != mrc_ctx->ibv || a->send_cq->ctx != mrc_ctx || a->recv_cq->ctx != mrc_ctx)
         return fail<mrc_qp>(EINVAL);
     if (a->send_ops_flags & ~static_cast<std::uint64_t>(kSendOps))
@@ -546,7 +557,7 @@ extern "C" mrc_qp* mrc_create_qp(mrc_context* mrc_ctx, mrc_qp_init_attr* a) {
     auto* qp = new (std::nothrow) mrc_qp;
     if (!qp) return fail<mrc_qp>(ENOMEM);
     qp->scratch.reset(new (std::nothrow) rc::SendWqe[mrc_qp::kScratch]);
-    if (!qp->scratch) {
+    if (!qp->scratch || !handle_add(qp)) {
         delete qp;
         return fail<mrc_qp>(ENOMEM);
     }
@@ -571,6 +582,7 @@ extern "C" mrc_qp* mrc_create_qp(mrc_context* mrc_ctx, mrc_qp_init_attr* a) {
         }
     }
     if (!qp->native) {
+        handle_drop(qp);
         delete qp;
         return fail<mrc_qp>(err);
     }
@@ -590,7 +602,7 @@ extern "C" mrc_qp* mrc_create_qp(mrc_context* mrc_ctx, mrc_qp_init_attr* a) {
 }
 
 extern "C" int mrc_destroy_qp(mrc_qp* qp) {
-    if (!qp) return fail_errno(EINVAL);
+    if (!qp || !handle_is_live(qp)) return fail_errno(EINVAL);
     mrc_context* ctx = qp->ctx;
     {
         Control ctl(ctx->ibv);
@@ -608,6 +620,7 @@ extern "C" int mrc_destroy_qp(mrc_qp* qp) {
         std::lock_guard<std::mutex> g(ctx->mu);
         std::erase(ctx->qps, qp);
     }
+    handle_drop(qp);
     delete qp;
     return 0;
 }
@@ -622,7 +635,8 @@ extern "C" int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
                              int mrc_attr_mask) {
     const auto vmask = static_cast<std::uint32_t>(vattr_mask);
     const auto mmask = static_cast<std::uint32_t>(mrc_attr_mask);
-    if (!qp || (vmask && !vattr) || (mmask && !mrc_attr)) return fail_errno(EINVAL);
+    if (!qp || (vmask && !vattr) || (mmask && !mrc_attr) || !handle_is_live(qp))
+        return fail_errno(EINVAL);
     Control ctl(qp->ctx->ibv);
     if (!ctl.ok()) return fail_errno(EINVAL);
     return fail_errno(modify_locked(qp, vattr, vmask, mrc_attr, mmask));
@@ -631,7 +645,8 @@ extern "C" int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
 extern "C" int mrc_query_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc_qp_attr* mrc_attr,
                             int mrc_attr_mask, mrc_qp_init_attr* init_attr) {
     const auto mmask = static_cast<std::uint32_t>(mrc_attr_mask);
-    if (!qp || (vattr_mask && !vattr) || (mmask && !mrc_attr) || (mmask & ~kMrcKnown))
+    if (!qp || (vattr_mask && !vattr) || (mmask && !mrc_attr) || (mmask & ~kMrcKnown) ||
+        !handle_is_live(qp))
         return fail_errno(EINVAL);
     Control ctl(qp->ctx->ibv);
     if (!ctl.ok()) return fail_errno(EINVAL);

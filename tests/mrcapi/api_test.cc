@@ -822,4 +822,89 @@ TEST_F(MrcApi, DestroyContextCleansUp) {
     EXPECT_EQ(dev->qp_by_num(qpn), nullptr); // the QP is gone from the device
 }
 
+// A handle destroyed once is no handle: a second destroy, or a create, modify or query that names
+// it, returns EINVAL and touches nothing (a second mrc_destroy_qp read the freed QP and destroyed
+// it again). The objects a destroyed context took with it are gone as well.
+TEST_F(MrcApi, DestroyedHandlesAreRefused) {
+    mrc_comp_channel* ch = nullptr;
+    ASSERT_EQ(mrc_create_comp_channel(mctx[0], &ch), 0);
+    mrc_cq* cq = mrc_create_cq(mctx[0], 16, nullptr, ch, 0);
+    ASSERT_NE(cq, nullptr);
+    mrc_qp_hint_init_attr hi{};
+    mrc_qp_hint* h = mrc_create_qp_hint(mctx[0], &hi);
+    ASSERT_NE(h, nullptr);
+    mrc_qp_init_attr a{};
+    a.send_cq = cq;
+    a.recv_cq = cq;
+    a.pd = side[0]->pd;
+    a.cap.max_send_wr = 8;
+    a.cap.max_recv_wr = 8;
+    a.cap.max_send_sge = 1;
+    a.cap.max_recv_sge = 1;
+    mrc_qp* q = mrc_create_qp(mctx[0], &a);
+    ASSERT_NE(q, nullptr);
+    droce::Device* dev = droce_verbs_device(side[0]->ctx);
+    ASSERT_NE(dev, nullptr);
+    const std::uint32_t qpn = q->qpn;
+
+    EXPECT_EQ(mrc_destroy_qp(q), 0);
+    errno = 0;
+    EXPECT_EQ(mrc_destroy_qp(q), EINVAL);
+    EXPECT_EQ(errno, EINVAL);
+    ibv_qp_attr v{};
+    mrc_qp_attr m{};
+    EXPECT_EQ(mrc_query_qp(q, &v, IBV_QP_STATE, nullptr, 0, nullptr), EINVAL);
+    v.qp_state = IBV_QPS_INIT;
+    EXPECT_EQ(mrc_modify_qp(q, &v, IBV_QP_STATE, nullptr, 0), EINVAL);
+    EXPECT_EQ(dev->qp_by_num(qpn), nullptr);
+    // (A handle is its address: a new object the allocator places there is live again.)
+    mrc_qp* q2 = mrc_create_qp(mctx[0], &a);
+    ASSERT_NE(q2, nullptr);
+    m.qp_hint = h;
+    ASSERT_EQ(mrc_modify_qp(q2, nullptr, 0, &m, MRC_QP_HINT), 0);
+    EXPECT_EQ(mrc_destroy_qp_hint(h), -1); // a QP names it
+    EXPECT_EQ(errno, EBUSY);
+    m.qp_hint = nullptr;
+    ASSERT_EQ(mrc_modify_qp(q2, nullptr, 0, &m, MRC_QP_HINT), 0);
+    EXPECT_EQ(mrc_destroy_qp(q2), 0);
+
+    EXPECT_EQ(mrc_destroy_qp_hint(h), 0);
+    errno = 0;
+    EXPECT_EQ(mrc_destroy_qp_hint(h), -1);
+    EXPECT_EQ(errno, EINVAL);
+    mrc_qp_hint_attr ha{};
+    EXPECT_EQ(mrc_query_qp_hint(h, &ha, MRC_QP_HINT_NUM_QPS_PER_PEER), -1);
+    EXPECT_EQ(mrc_modify_qp_hint(h, &ha, MRC_QP_HINT_NUM_QPS_PER_PEER), -1);
+
+    EXPECT_EQ(mrc_destroy_cq(cq), 0);
+    EXPECT_EQ(mrc_destroy_cq(cq), EINVAL);
+    a.send_cq = a.recv_cq = cq; // a destroyed CQ
+    errno = 0;
+    EXPECT_EQ(mrc_create_qp(mctx[0], &a), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    EXPECT_EQ(mrc_destroy_comp_channel(ch), 0);
+    EXPECT_EQ(mrc_destroy_comp_channel(ch), EINVAL);
+    errno = 0;
+    EXPECT_EQ(mrc_create_cq(mctx[0], 16, nullptr, ch, 0), nullptr); // a destroyed channel
+    EXPECT_EQ(errno, EINVAL);
+
+    // What a context held goes with it; neither its objects nor the context itself can be named.
+    mrc_context* c = mrc_create_context(side[0]->ctx, nullptr);
+    ASSERT_NE(c, nullptr);
+    mrc_cq* ccq = mrc_create_cq(c, 16, nullptr, nullptr, 0);
+    ASSERT_NE(ccq, nullptr);
+    a.send_cq = a.recv_cq = ccq;
+    mrc_qp* cq_qp = mrc_create_qp(c, &a);
+    ASSERT_NE(cq_qp, nullptr);
+    ASSERT_EQ(mrc_destroy_context(c), 0);
+    EXPECT_EQ(mrc_destroy_qp(cq_qp), EINVAL);
+    EXPECT_EQ(mrc_destroy_cq(ccq), EINVAL);
+    errno = 0;
+    EXPECT_EQ(mrc_create_cq(c, 16, nullptr, nullptr, 0), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    mrc_comp_channel* ch2 = nullptr;
+    EXPECT_EQ(mrc_create_comp_channel(c, &ch2), EINVAL);
+    EXPECT_EQ(mrc_create_qp_hint(c, &hi), nullptr);
+}
+
 } // namespace
