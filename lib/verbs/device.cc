@@ -558,7 +558,7 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
             opts.engine.max_sleep_ns = budget[2];
         }
         // DROCE_ENGINE_STEP_ASIDE_US=N: the length of each nap an engine thread takes while its
-        // application drives the device busily (EngineThread::Options::step_aside_ns; 0 = never,
+        // application drives the device busily (EngineThread::Options::step_aside_ns; 0 = never;
         // the default: kAutoStepAsideNs; no effect in thread mode, where nothing drives).
         if (const char* sa = std::getenv("DROCE_ENGINE_STEP_ASIDE_US"); sa && *sa) {
             constexpr std::uint64_t kMaxStepAsideUs = 1'000'000; // 1 s

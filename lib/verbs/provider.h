@@ -111,11 +111,12 @@ enum class ProgressMode : std::uint8_t {
 inline constexpr EngineThread::Options kAutoEngineBackoff{20, 2'000, 20'000, 0};
 
 /** The step-aside nap of engine threads with ProgressMode::automatic (ns;
- *  EngineThread::Options::step_aside_ns): 0, off by default; DROCE_ENGINE_STEP_ASIDE_US=N turns
- *  it on (5000 measured: README, Progress). Off because with it on, ib_write_lat runs with 2 - 4 ms
- *  stalls came about three times as often in 80 rounds (bench/verbs/progress), a cause not found;
- *  CQ-polling programs (ib_read_lat, ib_send_lat) gain from it. */
-inline constexpr std::uint64_t kAutoStepAsideNs = 0;
+ *  EngineThread::Options::step_aside_ns): 5 ms, on by default since 2026-12-06 (evening);
+ *  DROCE_ENGINE_STEP_ASIDE_US=0 turns it off. CQ-polling programs gain from it (ib_send_lat's
+ *  25 us placements and ib_read_lat's 40 us p99 go); ib_write_lat's 2 - 4 ms stalls came as often
+ *  with it as without in alternating rounds, and the runs that stalled had taken no step-aside
+ *  nap (README, Progress: the 2026-12-06 reason to keep it off did not hold). */
+inline constexpr std::uint64_t kAutoStepAsideNs = 5'000'000;
 
 /** DROCE_ENGINE_WAKE=fifo: a yield that kept an engine thread off its core this long (ns) means
  *  an application spins there (EngineThread::Options::shared_core_yield_ns). A yield to a thread
