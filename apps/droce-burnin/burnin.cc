@@ -449,6 +449,8 @@ BandwidthRun run_bandwidth(Runtime& rt, const Channel& ch, const Options& o, uns
     for (const perf::PlaneFigures& f : r.planes) {
         b.plane_gbps.push_back(f.tx_gbps);
         b.plane_bytes.push_back(f.tx_bytes);
+        b.plane_pkts.push_back(f.tx_pkts);
+        b.plane_losses.push_back(f.losses);
         b.retransmits += f.retransmits;
     }
     if (!e.empty() || rep.magic != kMagic) {
@@ -492,6 +494,38 @@ void judge_bandwidth(BandwidthRun& b, const BandwidthRun* all, const Options& o,
     for (unsigned k = 0; k < b.plane_bytes.size(); ++k)
         if (static_cast<int>(k) != b.plane_out && b.plane_bytes[k] == 0)
             why.push_back("plane " + std::to_string(k) + " carried nothing");
+    // Where the packets were lost, plane by plane: MRC retransmits on the good planes, so a plane
+    // that drops shows in the goodput only when it drops a lot. A plane is named when it lost
+    // more than the limit and more than kLossStandsOut times the median of the other planes that
+    // carried traffic: losses spread over every plane alike (a busy host, retransmission
+    // timeouts, which declare what is in flight on every plane lost) are nobody's cable.
+    const auto loss_share = [&](unsigned k) {
+        return b.plane_pkts[k] ? static_cast<double>(b.plane_losses[k]) / b.plane_pkts[k] : 0.0;
+    };
+    const unsigned n = static_cast<unsigned>(std::min(b.plane_losses.size(), b.plane_pkts.size()));
+    for (unsigned k = 0; k < n; ++k) {
+        if (static_cast<int>(k) == b.plane_out || loss_share(k) <= o.max_plane_loss) continue;
+        std::vector<double> others;
+        for (unsigned j = 0; j < n; ++j)
+            if (j != k && static_cast<int>(j) != b.plane_out && b.plane_pkts[j])
+                others.push_back(loss_share(j));
+        std::sort(others.begin(), others.end());
+        const double median =
+            others.empty() ? 0.0
+                           : (others[(others.size() - 1) / 2] + others[others.size() / 2]) / 2;
+        if (loss_share(k) <= kLossStandsOut * median) continue;
+        std::snprintf(
+            t, sizeof t,
+            "plane %u lost %.2f %% of the %" PRIu64 " packets it sent (%" PRIu64 "; limit %.2f %%",
+            k, 100 * loss_share(k), b.plane_pkts[k], b.plane_losses[k], 100 * o.max_plane_loss);
+        std::string w = t;
+        if (!others.empty()) {
+            std::snprintf(t, sizeof t, "; the other planes %.2f - %.2f %%", 100 * others.front(),
+                          100 * others.back());
+            w += t;
+        }
+        why.push_back(w + ")");
+    }
     if (b.plane_out >= 0) {
         const auto k = static_cast<unsigned>(b.plane_out);
         if (k < b.plane_bytes.size() && b.plane_bytes[k] != 0)

@@ -84,6 +84,11 @@ struct Options {
      *  QP's window, not the planes, can bound the run. */
     std::uint32_t qps = 1;
     bool verify = false; ///< check every byte of the bandwidth runs (costs CPU)
+    /** A bandwidth run fails a plane that lost more than this share of the packets it carried
+     *  (mrc::PlaneStats::losses over tx_pkts, 0..1) and stands out from the others
+     *  (kLossStandsOut): a bad cable or optic drops on one plane while MRC repairs on the others,
+     *  so goodput alone can hide it. */
+    double max_plane_loss = 0.001;
 };
 
 /**
@@ -243,6 +248,8 @@ struct BandwidthRun {
     std::vector<std::uint64_t> plane_bytes;   ///< bytes each plane sent (client)
     std::vector<std::uint64_t> peer_rx_bytes; ///< bytes each plane delivered to the peer
     std::uint64_t retransmits = 0;
+    std::vector<std::uint64_t> plane_pkts;   ///< packets each plane sent (client)
+    std::vector<std::uint64_t> plane_losses; ///< of them, declared lost (mrc::PlaneStats::losses)
     std::uint64_t error_cqes = 0;
     bool verified = false; ///< with Options::verify: every byte right on the peer
     /** The MRC counters of the client's QPs that are not zero (retransmissions by cause, SACKs,
@@ -261,9 +268,17 @@ struct BandwidthRun {
 [[nodiscard]] BandwidthRun run_bandwidth(Runtime& rt, const Channel& ch, const Options& o,
                                          unsigned planes, int plane_out, bool* channel_ok);
 
+/** A plane's loss share must exceed this many times the median of the other planes' to be
+ *  named (judge_bandwidth), besides Options::max_plane_loss. */
+inline constexpr double kLossStandsOut = 4.0;
+
 /**
  * Sets status / why / ratios of @p run against the expectations of @p o; @p all is the
- * all-planes run (for a plane-out run), nullptr for the all-planes run itself.
+ * all-planes run (for a plane-out run), nullptr for the all-planes run itself. Fails the run when
+ * it is below Options::min_fraction, had error completions or wrong data, a plane that is up
+ * carried nothing, the plane out carried something, the plane-out ratio is outside
+ * out_low..out_high, or a plane lost more than Options::max_plane_loss of its packets and more
+ * than kLossStandsOut times the other planes' median share (each named in why).
  */
 void judge_bandwidth(BandwidthRun& run, const BandwidthRun* all, const Options& o, unsigned planes);
 

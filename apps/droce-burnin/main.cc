@@ -44,6 +44,7 @@ struct Cli {
      *  planes, so the engine should not wait for a CPU behind other work. Needs CAP_SYS_NICE to
      *  go below 0; without it the threads keep their nice value. */
     int engine_nice = -10;
+    std::string impair; ///< an impairment stage (sim::parse_impair_spec): a bad cable, played
     Options o;
 };
 
@@ -68,6 +69,7 @@ int run(const Cli& cli) {
     ro.tx_shaper = cli.plane_rate > 0;
     ro.tx_rate_gbps = cli.plane_rate;
     ro.engine.nice = cli.engine_nice;
+    ro.impair_spec = cli.impair;
     std::string err;
     // A config that does not parse is a usage error (2), not a bring-up failure (3).
     if (!load_config(cli.config, &err)) return cannot(cli, kExitUsage, err);
@@ -173,6 +175,13 @@ int main(int argc, char** argv) {
                    "nice value of the engine threads (default -10; needs CAP_SYS_NICE)")
         ->check(CLI::Range(-20, 19));
     app.add_flag("--verify", cli.o.verify, "check every byte of the bandwidth runs (costs CPU)");
+    app.add_option("--max-loss", cli.o.max_plane_loss,
+                   "bandwidth: fail a plane that lost more than this share of its packets "
+                   "(default 0.001)")
+        ->check(CLI::Range(0.0, 1.0));
+    app.add_option("--impair", cli.impair,
+                   "an impairment stage on this side's ports, to rehearse a bad cable: "
+                   "loss=0.02,ports=1 (README of droce-perf: the spec)");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

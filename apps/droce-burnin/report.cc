@@ -38,6 +38,12 @@ void print_bandwidth(std::FILE* f, const BandwidthRun& b, unsigned planes) {
     if (!b.plane_gbps.empty())
         std::fprintf(f, "       per plane sent [Gb/s]: %s; %" PRIu64 " packets sent again\n",
                      planes_gbps(b.plane_gbps).c_str(), b.retransmits);
+    if (!b.plane_losses.empty()) {
+        std::string l;
+        for (std::size_t k = 0; k < b.plane_losses.size(); ++k)
+            l += (k ? " + " : "") + std::to_string(b.plane_losses[k]);
+        std::fprintf(f, "       per plane lost [packets]: %s\n", l.c_str());
+    }
     if (b.plane_out >= 0 && static_cast<std::size_t>(b.plane_out) < b.plane_bytes.size()) {
         const auto k = static_cast<std::size_t>(b.plane_out);
         std::fprintf(f,
@@ -64,6 +70,8 @@ nlohmann::json bandwidth_json(const BandwidthRun& b) {
     j["plane_tx_bytes"] = b.plane_bytes;
     j["peer_rx_bytes"] = b.peer_rx_bytes;
     j["retransmits"] = b.retransmits;
+    j["plane_tx_pkts"] = b.plane_pkts;
+    j["plane_losses"] = b.plane_losses;
     j["error_completions"] = b.error_cqes;
     j["verified"] = b.verified;
     nlohmann::json m = nlohmann::json::object();
@@ -158,7 +166,7 @@ nlohmann::json report_json(const Report& r) {
         {"min_fraction", r.opts.min_fraction}, {"out_low", r.opts.out_low},
         {"out_high", r.opts.out_high},         {"probes", r.opts.probes},
         {"min_answered", r.opts.min_answered}, {"max_rtt_ms", r.opts.max_rtt_ms},
-        {"duration_s", r.opts.duration_s}};
+        {"duration_s", r.opts.duration_s},     {"max_plane_loss", r.opts.max_plane_loss}};
 
     nlohmann::json c;
     c["status"] = to_string(r.cabling.status);

@@ -311,7 +311,7 @@ int run_one(const Cli& cli, Params p, Runtime& rt_ref, Channel& ch) {
     rt->stop_engines();
     collect_mrc(*ep, r);
     r.counters = delta(dev.total_counters(), before);
-    if (rt->impair_stage(0, 0)) r.impair = impair_delta(stage_stats(*rt, 0), st_before);
+    if (!cli.impair.empty()) r.impair = impair_delta(stage_stats(*rt, 0), st_before);
     if (cli.json) {
         std::printf("%s\n", to_json(p, r, cli.server, dc.name, ep->path_mtu()).dump(2).c_str());
     } else {

@@ -1003,6 +1003,7 @@ void collect_mrc(const Endpoint& ep, Result& r) {
             f.tx_bytes += ps->tx_bytes.load(std::memory_order_relaxed);
             f.tx_pkts += ps->tx_pkts.load(std::memory_order_relaxed);
             f.retransmits += ps->retransmits.load(std::memory_order_relaxed);
+            f.losses += ps->losses.load(std::memory_order_relaxed);
             f.rx_bytes += ps->rx_bytes.load(std::memory_order_relaxed);
             f.rx_pkts += ps->rx_pkts.load(std::memory_order_relaxed);
         }

@@ -121,8 +121,9 @@ struct QpInfo {
 struct PlaneFigures {
     std::uint64_t tx_bytes = 0; ///< payload of data packets sent, retransmissions included
     std::uint64_t tx_pkts = 0;
-    std::uint64_t retransmits = 0;
-    std::uint64_t rx_bytes = 0; ///< payload of data packets received
+    std::uint64_t retransmits = 0; ///< sent again on this plane (whichever plane lost them)
+    std::uint64_t losses = 0;      ///< sent on this plane and declared lost (PlaneStats::losses)
+    std::uint64_t rx_bytes = 0;    ///< payload of data packets received
     std::uint64_t rx_pkts = 0;
     double tx_gbps = 0; ///< tx_bytes over the run's time
     double rx_gbps = 0;

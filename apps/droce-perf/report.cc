@@ -158,18 +158,18 @@ void print_mrc(std::FILE* f, const Params& p, const Result& r, bool server) {
     std::uint64_t tx_total = 0;
     for (const PlaneFigures& pf : r.planes)
         tx_total += pf.tx_bytes;
-    std::fprintf(f, " MRC planes      : plane   tx[Gb/s]  tx share  tx packets  retransmits  "
-                    "rx[Gb/s]  rx packets\n");
+    std::fprintf(f, " MRC planes      : plane   tx[Gb/s]  tx share  tx packets  lost here  "
+                    "retransmits  rx[Gb/s]  rx packets\n");
     for (std::size_t i = 0; i < r.planes.size(); ++i) {
         const PlaneFigures& pf = r.planes[i];
         std::fprintf(f,
-                     "                   %-7zu %-9.2f %5.1f %%   %-11" PRIu64 " %-12" PRIu64
-                     " %-9.2f %" PRIu64 "\n",
+                     "                   %-7zu %-9.2f %5.1f %%   %-11" PRIu64 " %-10" PRIu64
+                     " %-12" PRIu64 " %-9.2f %" PRIu64 "\n",
                      i, pf.tx_gbps,
                      tx_total
                          ? 100.0 * static_cast<double>(pf.tx_bytes) / static_cast<double>(tx_total)
                          : 0.0,
-                     pf.tx_pkts, pf.retransmits, pf.rx_gbps, pf.rx_pkts);
+                     pf.tx_pkts, pf.losses, pf.retransmits, pf.rx_gbps, pf.rx_pkts);
     }
     if (!r.phases.empty() && r.phases.size() > 1) {
         std::fprintf(f, " between events  : [Gb/s] completed = what each plane sent\n");
@@ -312,6 +312,7 @@ nlohmann::json to_json(const Params& p, const Result& r, bool server, const std:
             pl.push_back({{"plane", i},
                           {"tx_bytes", f.tx_bytes},
                           {"tx_pkts", f.tx_pkts},
+                          {"losses", f.losses},
                           {"retransmits", f.retransmits},
                           {"rx_bytes", f.rx_bytes},
                           {"rx_pkts", f.rx_pkts},

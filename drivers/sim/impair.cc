@@ -296,6 +296,7 @@ enum class Key : std::uint8_t {
     side,
     up,
     ring,
+    ports,
     count_
 };
 
@@ -331,6 +332,7 @@ constexpr KeyName kKeys[] = {
     {"side", Key::side},
     {"up", Key::up},
     {"ring", Key::ring},
+    {"ports", Key::ports},
 };
 
 /** @p s quoted, at most 32 characters of it, non-printable bytes shown as '?'. */
@@ -525,6 +527,24 @@ std::string parse_impair_spec(std::string_view spec, ImpairConfig& out) {
                 return bad_value(name, v, "frames, 1..65536");
             c.ring_frames = static_cast<std::uint32_t>(u);
             break;
+        case Key::ports: {
+            if (v == "all") {
+                c.port_mask = ~0u;
+                break;
+            }
+            std::uint32_t mask = 0;
+            std::string_view rest = v;
+            for (;;) {
+                const std::size_t plus = rest.find('+');
+                if (!parse_u64(rest.substr(0, plus), 31, u))
+                    return bad_value(name, v, "port numbers 0..31 joined by '+', or all");
+                mask |= 1u << u;
+                if (plus == std::string_view::npos) break;
+                rest.remove_prefix(plus + 1);
+            }
+            c.port_mask = mask;
+            break;
+        }
         case Key::count_:
             break;
         }
@@ -572,6 +592,18 @@ std::string to_spec(const ImpairConfig& c) {
     s += ",side=" + std::string(to_string(c.side));
     s += std::string(",up=") + (c.link.up ? "1" : "0");
     s += ",ring=" + std::to_string(c.ring_frames);
+    if (c.port_mask == ~0u) {
+        s += ",ports=all";
+    } else {
+        s += ",ports=";
+        bool first = true;
+        for (unsigned p = 0; p < 32; ++p) {
+            if (!(c.port_mask & (1u << p))) continue;
+            if (!first) s += '+';
+            s += std::to_string(p);
+            first = false;
+        }
+    }
     return s;
 }
 

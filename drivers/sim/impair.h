@@ -119,6 +119,10 @@ struct ImpairConfig {
     /** Entries of the stage's ring (rounded up to a power of two), 1..kMaxImpairRing
      *  (construction only). It bounds delayed plus held-back plus not-yet-sent frames. */
     std::uint32_t ring_frames = 1024;
+    /** Which ports of a device get a stage, bit p for port p (0-based); all by default. Read by
+     *  whoever wraps a device's ports (Runtime), not by the stage: one lossy plane of a
+     *  multiplane device ("loss=0.02,ports=1") is how a bad cable is played. */
+    std::uint32_t port_mask = ~0u;
 };
 
 /**
@@ -130,7 +134,8 @@ struct ImpairConfig {
  *   red_kmin, red_kmax (bytes), red_pmax (probability): RED; giving any of them enables RED;
  *   trim (probability), trim_full (0|1|true|false: trim_when_full), trim_keep (bytes 0..65535:
  *   trim_keep_bytes, rounded and bounded where used), trim_dscp (0..63): packet trimming;
- *   seed; side (tx|rx); up (0|1|true|false); ring (1..65536).
+ *   seed; side (tx|rx); up (0|1|true|false); ring (1..65536);
+ *   ports: the ports to impair, 0-based numbers 0..31 joined by '+' ("1", "0+2") or "all".
  * Each key may appear once. Keys absent from the spec keep the value @p out already has, so a
  * command-line spec can be layered over one from the config file; start from ImpairConfig{} for
  * the defaults.

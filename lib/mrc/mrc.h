@@ -152,6 +152,12 @@ struct PlaneStats {
     std::atomic<std::uint64_t> tx_pkts{0};
     std::atomic<std::uint64_t> tx_bytes{0}; ///< payload bytes of data packets (first and again)
     std::atomic<std::uint64_t> retransmits{0};
+    /** Packets sent on this plane that RACK declared lost (overtaken by later packets of the
+     *  same plane, or overdue while later ones arrived): where a loss happened, where retransmits
+     *  counts where the repair went (any plane). A retransmission timeout declares everything
+     *  outstanding lost, on every plane, and is not counted here (MrcCounter::ack_timeouts):
+     *  it says that something was lost, not where. */
+    std::atomic<std::uint64_t> losses{0};
     std::atomic<std::uint64_t> rx_pkts{0};
     std::atomic<std::uint64_t> rx_bytes{0};
 };

@@ -118,6 +118,7 @@ void detect_losses(State& s, const rc::TransportCtx& ctx, std::uint64_t now) noe
         const bool overtaken = s.plane_delivered[plane] >= e.plane_seq + s.attr.reorder_pkts;
         const bool overdue = e.send_ns < s.rack_send_ns && now >= e.send_ns + wait;
         if (overtaken || overdue) {
+            s.planes[plane % kMaxPlanes].losses.fetch_add(1, std::memory_order_relaxed);
             ev_lost(s, e.ev, now, usable_planes(s, ctx));
             declare_lost(s, e, LossCause::rack);
         } else if (e.send_ns < s.rack_send_ns &&

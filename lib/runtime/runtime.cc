@@ -288,7 +288,9 @@ std::unique_ptr<Runtime> Runtime::create(const std::string& config_path, const R
                 slot.eth.push_back(std::move(eth));
                 slot.uring.push_back(nullptr);
             }
-            if (!opts.impair_spec.empty()) {
+            if (!opts.impair_spec.empty() && !(p < 32 && (ic.port_mask >> p) & 1u)) {
+                slot.stages.push_back(nullptr); // a port the spec leaves alone (ports=)
+            } else if (!opts.impair_spec.empty()) {
                 sim::ImpairConfig pic = ic;
                 pic.seed =
                     ic.seed + 7919u * (i * kMaxConfigPorts + p); // independent draws per port

@@ -72,7 +72,8 @@ struct RuntimeOptions {
     /**
      * An impairment spec (sim::parse_impair_spec syntax: "loss=0.01,seed=3"); when not empty every
      * port of every device is wrapped in a sim::ImpairedPort built from it (transmit side unless
-     * the spec says side=rx). Empty: the engine talks to the EthPorts directly.
+     * the spec says side=rx; `ports=` names a subset). Empty: the engine talks to the EthPorts
+     * directly.
      */
     std::string impair_spec;
     /**
@@ -176,7 +177,8 @@ class Runtime {
     [[nodiscard]] dpdk::EthPort* eth_port(unsigned dev, unsigned port) noexcept;
     /** The uring port under port @p port of device @p dev, or nullptr when it is a DPDK port. */
     [[nodiscard]] uring::UringPort* uring_port(unsigned dev, unsigned port) noexcept;
-    /** The impairment stage over port @p port of device @p dev, or nullptr without impair_spec. */
+    /** The impairment stage over port @p port of device @p dev, or nullptr without impair_spec
+     *  or for a port its `ports=` leaves out. */
     [[nodiscard]] sim::ImpairedPort* impair_stage(unsigned dev, unsigned port) noexcept;
     /** The transmit shaper in front of port @p port of device @p dev, or nullptr without
      *  RuntimeOptions::tx_shaper. */

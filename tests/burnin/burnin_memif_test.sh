@@ -21,7 +21,10 @@
 # a cable to another plane were dropped by the peer's MAC filter (rx_dropped_dst_mac) and that it
 # answered at least what the client counted. Every process runs under `timeout`; the trap kills
 # what is left and removes the copies. About 10 - 20 s.
-# usage: burnin_memif_test.sh PATH/TO/droce-burnin CONFIG_DIR pass|swapped|down
+#   lossy     the client's port 1 drops 3 % of its frames (--impair loss=0.03,ports=1): exit 1,
+#             the all-planes run and the plane-out runs of planes 0, 2, 3 FAIL naming plane 1's
+#             loss share, no other plane is named, plane 1's out run names no loss.
+# usage: burnin_memif_test.sh PATH/TO/droce-burnin CONFIG_DIR pass|swapped|down|lossy
 set -u
 bin=$1
 cfg=$2
@@ -31,6 +34,7 @@ tag=bi$$
 memif_pair_setup "$cfg" memif4 # $tmp/server.ini, $tmp/client.ini; the EXIT trap cleans up
 tcp_port=$((20000 + ($$ + 5000) % 20000))
 
+extra=()
 case $scenario in
 pass) ;;
 swapped)
@@ -58,6 +62,11 @@ down)
     sed -i -e '/^\[port3\]/,/^\[qp\]/ s/,id=3,/,id=7,/' "$tmp/server.ini"
     grep -q 'net_memif3,role=server,id=7,' "$tmp/server.ini" || { echo "FAIL: sed"; exit 1; }
     ;;
+lossy)
+    # The client's port 1 drops 3 % of what it sends (a bad cable or optic on plane 1, played by
+    # an impairment stage on that port only): the bandwidth runs with plane 1 up fail naming it.
+    extra=(--impair "loss=0.03,ports=1,seed=5")
+    ;;
 *)
     echo "unknown scenario $scenario"
     exit 2
@@ -73,7 +82,7 @@ for _ in $(seq 1 300); do
     sleep 0.1
 done
 timeout 70 "$bin" 127.0.0.1 -c "$tmp/client.ini" -p "$tcp_port" --json --plane-rate 0.2 -D 1.5 \
-    --probes 10 --min-fraction 0.3 --out-low 0.45 --out-high 0.95 \
+    --probes 10 --min-fraction 0.3 --out-low 0.45 --out-high 0.95 "${extra[@]}" \
     > "$tmp/client.json" 2> "$tmp/client.err"
 crc=$?
 wait "$server_pid"
@@ -101,9 +110,9 @@ for p in rt["planes"]:
     print("  routable plane %d %s: %d/%d answered, RTT min %.1f avg %.1f max %.1f us %s" % (
         p["plane"], p["status"], p["answered"], p["sent"], p["rtt_min_us"], p["rtt_avg_us"], p["rtt_max_us"], p["why"]))
 for b in [all_] + out:
-    print("  bandwidth out=%2d %s: %.2f Gb/s of %.2f (%.2f), to all %.2f, planes %s %s" % (
+    print("  bandwidth out=%2d %s: %.2f Gb/s of %.2f (%.2f), to all %.2f, planes %s, lost %s %s" % (
         b["plane_out"], b["status"], b["gbps"], b["expected_gbps"], b["ratio"], b.get("ratio_to_all", 0),
-        " ".join("%.2f" % g for g in b["plane_gbps"]), b["why"]))
+        " ".join("%.2f" % g for g in b["plane_gbps"]), b.get("plane_losses"), b["why"]))
 need(src == 0, "server exit %d" % src)
 pc = r.get("peer_counters")
 need(pc is not None, "no counters from the peer")
@@ -161,6 +170,18 @@ elif scenario == "down":
         need(status(out[k]) == "FAIL" and "plane 3 carried nothing" in out[k]["why"],
              "plane %d out: %s" % (k, out[k]["why"]))
     need(out[3]["plane_tx_bytes"][3] == 0, "plane 3 out carried traffic")
+elif scenario == "lossy":
+    need(crc == 1 and r["ok"] is False, "client exit %d" % crc)
+    need(status(cab) == "PASS", "cabling")
+    lossy = lambda b: [k for k in range(4) if ("plane %d lost" % k) in b["why"]]
+    print("  losses per plane: all %s; out %s" % (all_["plane_losses"], [b["plane_losses"] for b in out]))
+    for b in [all_] + out: print("   ", b["plane_out"], b["mrc_counters"])
+    need(status(all_) == "FAIL" and lossy(all_) == [1], "all planes: %s" % all_["why"])
+    need(all_["plane_losses"][1] > 0 and all_["plane_losses"][1] > 10 * max(all_["plane_losses"][k] for k in (0, 2, 3)),
+         "all planes: losses %s" % all_["plane_losses"])
+    for k in (0, 2, 3):
+        need(status(out[k]) == "FAIL" and lossy(out[k]) == [1], "plane %d out: %s" % (k, out[k]["why"]))
+    need(lossy(out[1]) == [] and out[1]["plane_losses"][1] == 0, "plane 1 out: %s" % out[1]["why"])
 for p in problems:
     print("  FAIL: " + p)
 if problems:

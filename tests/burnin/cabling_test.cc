@@ -172,5 +172,60 @@ TEST(Bandwidth, JudgedAgainstPlanesAndTheAllPlanesFigure) {
     EXPECT_NE(same.why.find("outside 0.65..0.85"), std::string::npos) << same.why;
 }
 
+// A plane that loses while MRC repairs on the others keeps the goodput: its loss share names it,
+// and only it; losses spread over every plane alike (a busy host) name none.
+TEST(Bandwidth, ALossyPlaneIsNamedAndEvenLossesAreNot) {
+    Options o;
+    o.plane_gbps = 1;
+    o.payload_share = 0.9;
+    BandwidthRun all;
+    all.status = Status::pass;
+    all.gbps = 3.5;
+    all.plane_bytes = {10, 10, 10, 10};
+    all.plane_pkts = {10000, 10000, 10000, 10000};
+    all.plane_losses = {1, 300, 2, 0};
+    judge_bandwidth(all, nullptr, o, 4);
+    EXPECT_EQ(all.status, Status::fail);
+    EXPECT_NE(all.why.find("plane 1 lost 3.00 % of the 10000 packets it sent (300; limit 0.10 %; "
+                           "the other planes 0.00 - 0.02 %)"),
+              std::string::npos)
+        << all.why;
+    EXPECT_EQ(all.why.find("plane 0"), std::string::npos) << all.why;
+
+    BandwidthRun under = all; // at the limit: 10 of 10,000 is 0.10 %
+    under.status = Status::pass;
+    under.plane_losses = {0, 10, 0, 0};
+    judge_bandwidth(under, nullptr, o, 4);
+    EXPECT_EQ(under.status, Status::pass) << under.why;
+
+    BandwidthRun even = all; // every plane alike, above the limit: nobody's cable
+    even.status = Status::pass;
+    even.plane_losses = {40, 45, 38, 42};
+    judge_bandwidth(even, nullptr, o, 4);
+    EXPECT_EQ(even.status, Status::pass) << even.why;
+
+    BandwidthRun two = all; // two bad planes of four: both stand out from the median
+    two.status = Status::pass;
+    two.plane_losses = {0, 300, 1, 250};
+    judge_bandwidth(two, nullptr, o, 4);
+    EXPECT_EQ(two.status, Status::fail);
+    EXPECT_NE(two.why.find("plane 1 lost"), std::string::npos) << two.why;
+    EXPECT_NE(two.why.find("plane 3 lost"), std::string::npos) << two.why;
+    EXPECT_EQ(two.why.find("plane 2 lost"), std::string::npos) << two.why;
+
+    BandwidthRun out; // the plane out is never named, and not part of the others' median
+    out.status = Status::pass;
+    out.plane_out = 2;
+    out.gbps = 2.6;
+    out.plane_bytes = {10, 10, 0, 10};
+    out.peer_rx_bytes = {10, 10, 0, 10};
+    out.plane_pkts = {10000, 10000, 0, 10000};
+    out.plane_losses = {0, 200, 0, 1};
+    judge_bandwidth(out, &all, o, 4);
+    EXPECT_EQ(out.status, Status::fail);
+    EXPECT_NE(out.why.find("plane 1 lost 2.00 %"), std::string::npos) << out.why;
+    EXPECT_NE(out.why.find("the other planes 0.00 - 0.01 %"), std::string::npos) << out.why;
+}
+
 } // namespace
 } // namespace droce::burnin

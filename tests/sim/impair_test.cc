@@ -994,8 +994,10 @@ TEST(ImpairSpec, ToSpecRoundTrips) {
     c.link.trim_when_full = true;
     c.link.trim_keep_bytes = 65535;
     c.link.trim_dscp = 63;
+    c.port_mask = (1u << 1) | (1u << 3) | (1u << 31);
     ImpairConfig d;
     ASSERT_EQ(parse_impair_spec(to_spec(c), d), "");
+    EXPECT_EQ(d.port_mask, c.port_mask);
     EXPECT_EQ(to_spec(d), to_spec(c));
     EXPECT_EQ(d.link.loss, c.link.loss);
     EXPECT_EQ(d.link.reorder, c.link.reorder);
@@ -1063,6 +1065,25 @@ TEST(ImpairSpec, RejectsBadSpecsNamingTheKey) {
     expect_rejected(",loss=0.1", {"empty item"});
     expect_rejected("loss=0.1,,dup=0.1", {"empty item"});
     expect_rejected("=0.1", {"unknown key", "''"});
+    expect_rejected("ports=32", {"'ports'", "'32'"});
+    expect_rejected("ports=1+", {"'ports'"});
+    expect_rejected("ports=+1", {"'ports'"});
+    expect_rejected("ports=1,2", {"missing '='", "'2'"}); // the comma ends the value
+    expect_rejected("ports=none", {"'ports'"});
+}
+
+// ports= names the ports a device wraps (Runtime), for one bad plane among good ones.
+TEST(ImpairSpec, PortsNamesASubset) {
+    ImpairConfig c;
+    EXPECT_EQ(c.port_mask, ~0u);
+    ASSERT_EQ(parse_impair_spec("loss=0.02,ports=1", c), "");
+    EXPECT_EQ(c.port_mask, 1u << 1);
+    ASSERT_EQ(parse_impair_spec("ports=0+2+3", c), "");
+    EXPECT_EQ(c.port_mask, 0b1101u);
+    EXPECT_NE(to_spec(c).find(",ports=0+2+3"), std::string::npos) << to_spec(c);
+    ASSERT_EQ(parse_impair_spec("ports=all", c), "");
+    EXPECT_EQ(c.port_mask, ~0u);
+    EXPECT_NE(to_spec(c).find(",ports=all"), std::string::npos);
 }
 
 TEST(ImpairSpec, HostileInputNeverCrashesAndStaysShort) {
