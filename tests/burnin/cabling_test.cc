@@ -122,14 +122,26 @@ TEST(Bandwidth, PayloadShareCountsEveryHeader) {
     EXPECT_DOUBLE_EQ(payload_share(4096, true), 4096.0 / (4096.0 + 134.0));
 }
 
-TEST(Bandwidth, JudgedAgainstPlanesAndTheAllPlanesFigure) {
+/** Planes of 1 Gb/s, 0.9 of it payload. */
+Options one_gbps_planes() {
     Options o;
     o.plane_gbps = 1;
     o.payload_share = 0.9;
+    return o;
+}
+
+/** An all-planes run at 3.5 of the 3.6 Gb/s expected, every plane carrying. */
+BandwidthRun all_planes_run() {
     BandwidthRun all;
     all.status = Status::pass;
     all.gbps = 3.5;
     all.plane_bytes = {10, 10, 10, 10};
+    return all;
+}
+
+TEST(Bandwidth, JudgedAgainstPlanesAndTheAllPlanesFigure) {
+    const Options o = one_gbps_planes();
+    BandwidthRun all = all_planes_run();
     judge_bandwidth(all, nullptr, o, 4);
     EXPECT_EQ(all.status, Status::pass) << all.why;
     EXPECT_DOUBLE_EQ(all.expected_gbps, 3.6);
@@ -175,13 +187,8 @@ TEST(Bandwidth, JudgedAgainstPlanesAndTheAllPlanesFigure) {
 // A plane that loses while MRC repairs on the others keeps the goodput: its loss share names it,
 // and only it; losses spread over every plane alike (a busy host) name none.
 TEST(Bandwidth, ALossyPlaneIsNamedAndEvenLossesAreNot) {
-    Options o;
-    o.plane_gbps = 1;
-    o.payload_share = 0.9;
-    BandwidthRun all;
-    all.status = Status::pass;
-    all.gbps = 3.5;
-    all.plane_bytes = {10, 10, 10, 10};
+    const Options o = one_gbps_planes();
+    BandwidthRun all = all_planes_run();
     all.plane_pkts = {10000, 10000, 10000, 10000};
     all.plane_losses = {1, 300, 2, 0};
     judge_bandwidth(all, nullptr, o, 4);

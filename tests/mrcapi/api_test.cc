@@ -792,6 +792,19 @@ TEST_F(MrcApi, AsyncCqOverrun) {
     // The context cleans up what is left (QPs, CQs) when it is destroyed: TearDown.
 }
 
+/** A QP of 8 send and 8 receive WQEs, one SGE each, on @p cq for both queues. */
+mrc_qp_init_attr small_qp(mrc_cq* cq, ibv_pd* pd) {
+    mrc_qp_init_attr a{};
+    a.send_cq = cq;
+    a.recv_cq = cq;
+    a.pd = pd;
+    a.cap.max_send_wr = 8;
+    a.cap.max_recv_wr = 8;
+    a.cap.max_send_sge = 1;
+    a.cap.max_recv_sge = 1;
+    return a;
+}
+
 TEST_F(MrcApi, DestroyContextCleansUp) {
     mrc_context* c = mrc_create_context(side[0]->ctx, nullptr);
     ASSERT_NE(c, nullptr);
@@ -802,14 +815,7 @@ TEST_F(MrcApi, DestroyContextCleansUp) {
     mrc_qp_hint_init_attr hi{};
     mrc_qp_hint* h = mrc_create_qp_hint(c, &hi);
     ASSERT_NE(h, nullptr);
-    mrc_qp_init_attr a{};
-    a.send_cq = cq;
-    a.recv_cq = cq;
-    a.pd = side[0]->pd;
-    a.cap.max_send_wr = 8;
-    a.cap.max_recv_wr = 8;
-    a.cap.max_send_sge = 1;
-    a.cap.max_recv_sge = 1;
+    mrc_qp_init_attr a = small_qp(cq, side[0]->pd);
     mrc_qp* q = mrc_create_qp(c, &a);
     ASSERT_NE(q, nullptr);
     mrc_qp_attr m{};
@@ -833,14 +839,7 @@ TEST_F(MrcApi, DestroyedHandlesAreRefused) {
     mrc_qp_hint_init_attr hi{};
     mrc_qp_hint* h = mrc_create_qp_hint(mctx[0], &hi);
     ASSERT_NE(h, nullptr);
-    mrc_qp_init_attr a{};
-    a.send_cq = cq;
-    a.recv_cq = cq;
-    a.pd = side[0]->pd;
-    a.cap.max_send_wr = 8;
-    a.cap.max_recv_wr = 8;
-    a.cap.max_send_sge = 1;
-    a.cap.max_recv_sge = 1;
+    mrc_qp_init_attr a = small_qp(cq, side[0]->pd);
     mrc_qp* q = mrc_create_qp(mctx[0], &a);
     ASSERT_NE(q, nullptr);
     droce::Device* dev = droce_verbs_device(side[0]->ctx);
