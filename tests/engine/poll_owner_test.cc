@@ -346,6 +346,10 @@ TEST(EngineThreadIdle, APacedQpsEngineSleepsUntilItsNextSendTime) {
     TwoEngines t(1, /*ipv6=*/false, /*real_time=*/true);
     QpOptions o;
     o.mtu = rc::Mtu::mtu4096;
+    // 67 ms ACK timeouts, not the fixture's 4.2 ms: the test is about naps, and on a host busy
+    // with other tests (CI runs two at a time) an engine thread kept off its core for 8 x 4.2 ms
+    // failed a WRITE with RETRY_EXC_ERR once (2026-12-06).
+    o.timeout = 14;
     const QpPair p = t.connect(o);
     ASSERT_EQ(t.dev[0]->set_qp_rate_limit(p.qp[0], 1000), 0);
     constexpr std::uint32_t kLen = 65536;
