@@ -72,19 +72,7 @@ std::vector<DeviceEntry*>& device_entries() noexcept {
     return *v;
 }
 
-/** Live MRC contexts, so that mrc_destroy_context and mrc_query_device_ex can tell a context from
- *  anything else. */
-std::mutex& contexts_mu() noexcept {
-    static auto* m = new std::mutex;
-    return *m;
-}
-std::vector<mrc_context*>& live_contexts() noexcept {
-    static auto* v = new std::vector<mrc_context*>;
-    return *v;
-}
-} // namespace
-
-namespace {
+/** Every live object lib_mrc handed out, contexts included (handle_add). */
 std::mutex& handles_mu() noexcept {
     static auto* m = new std::mutex;
     return *m;
@@ -116,8 +104,7 @@ bool handle_is_live(const void* h) noexcept {
 }
 
 bool context_is_live(mrc_context* c) noexcept {
-    std::lock_guard<std::mutex> g(contexts_mu());
-    return std::find(live_contexts().begin(), live_contexts().end(), c) != live_contexts().end();
+    return handle_is_live(c);
 }
 
 DeviceEntry* find_entry(Device* dev) noexcept {
@@ -247,9 +234,14 @@ extern "C" mrc_context* mrc_create_context(ibv_context* vcontext, mrc_context_at
     if (!dev || !cfg) return fail<mrc_context>(EINVAL); // not an open droce context
     auto* c = new (std::nothrow) mrc_context;
     if (!c) return fail<mrc_context>(ENOMEM);
+    if (!handle_add(c)) {
+        delete c;
+        return fail<mrc_context>(ENOMEM);
+    }
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) {
         const int e = errno;
+        handle_drop(c);
         delete c;
         return fail<mrc_context>(e);
     }
@@ -266,15 +258,12 @@ extern "C" mrc_context* mrc_create_context(ibv_context* vcontext, mrc_context_at
         if (!ctl.ok()) {
             close(fds[0]);
             close(fds[1]);
+            handle_drop(c);
             delete c;
             return fail<mrc_context>(EINVAL);
         }
         c->entry = entry_of(dev);
         c->entry->contexts.push_back(c);
-    }
-    {
-        std::lock_guard<std::mutex> g(contexts_mu());
-        live_contexts().push_back(c);
     }
     start_control_server(vcontext->device);
     return c;
@@ -282,10 +271,7 @@ extern "C" mrc_context* mrc_create_context(ibv_context* vcontext, mrc_context_at
 
 extern "C" int mrc_destroy_context(mrc_context* mrc_ctx) {
     if (!mrc_ctx || !context_is_live(mrc_ctx)) return fail_neg(EINVAL);
-    {
-        std::lock_guard<std::mutex> g(contexts_mu());
-        std::erase(live_contexts(), mrc_ctx);
-    }
+    handle_drop(mrc_ctx);
     // What the application left behind goes with the context (the context tracks its objects so
     // that it can clean up).
     destroy_context_objects(mrc_ctx);

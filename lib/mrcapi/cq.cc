@@ -68,8 +68,12 @@ extern "C" int mrc_create_comp_channel(mrc_context* mrc_ctx, mrc_comp_channel** 
     auto* ch = new (std::nothrow) mrc_comp_channel;
     if (!ch) return fail_errno(ENOMEM);
     int fds[2];
-    if (!handle_add(ch) || pipe2(fds, O_CLOEXEC) != 0) {
-        const int e = handle_is_live(ch) ? errno : ENOMEM;
+    if (!handle_add(ch)) {
+        delete ch;
+        return fail_errno(ENOMEM);
+    }
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        const int e = errno;
         handle_drop(ch);
         delete ch;
         return fail_errno(e);

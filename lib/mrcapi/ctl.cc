@@ -1078,8 +1078,12 @@ extern "C" mrc_cq* mrc_ctl_create_ev_event_cq(mrc_context* mrc_ctx, int cqe, voi
     if (!cq) return fail<mrc_cq>(ENOMEM);
     cq->ev_events.reset(new (std::nothrow) EvEventQueue);
     int fds[2];
-    if (!cq->ev_events || !handle_add(cq) || pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-        const int err = cq->ev_events && handle_is_live(cq) ? errno : ENOMEM;
+    if (!cq->ev_events || !handle_add(cq)) {
+        delete cq;
+        return fail<mrc_cq>(ENOMEM);
+    }
+    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+        const int err = errno;
         handle_drop(cq);
         delete cq;
         return fail<mrc_cq>(err);

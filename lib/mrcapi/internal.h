@@ -218,11 +218,11 @@ void post_to_contexts(const DeviceEntry& e, const AsyncRecord& r) noexcept;
 /** True while @p c is a context mrc_create_context made and nobody destroyed (any thread). */
 [[nodiscard]] bool context_is_live(mrc_context* c) noexcept;
 /** The objects lib_mrc handed out and nobody destroyed yet (QPs, CQs, QP hints, completion
- *  channels), so that a call on a destroyed one returns EINVAL instead of reading freed memory
- *  (a second mrc_destroy_qp on the same handle did). Checked by the control calls (create, destroy,
- *  modify, query), not by the datapath (post, poll), which takes no lock: a post on a destroyed QP
- *  is as undefined as with libibverbs, and so are two threads destroying one object at once.
- *  Any thread; one mutex. */
+ *  channels, and the contexts themselves), so that a call on a destroyed one returns EINVAL
+ *  instead of reading freed memory (a second mrc_destroy_qp on the same handle did). Checked by
+ *  the control calls (create, destroy, modify, query), not by the datapath (post, poll), which
+ * takes no lock: a post on a destroyed QP is as undefined as with libibverbs, and so are two
+ * threads destroying one object at once. Any thread; one mutex. */
 /** Records @p h as live. @return false if memory ran out (the caller undoes the create). */
 [[nodiscard]] bool handle_add(const void* h) noexcept;
 /** Takes @p h out of the live set (its destroy succeeded). */
