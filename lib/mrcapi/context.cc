@@ -50,6 +50,7 @@ const VerbsPrivate& verbs_private() noexcept {
         find(v.pd, "droce_verbs_pd");
         find(v.control_begin, "droce_verbs_control_begin");
         find(v.control_end, "droce_verbs_control_end");
+        find(v.context_depend, "droce_verbs_context_depend");
         if (!v.ok()) v = VerbsPrivate{};
         return v; // the handle stays open: the library is in use for the process's lifetime
     }();
@@ -255,7 +256,9 @@ extern "C" mrc_context* mrc_create_context(ibv_context* vcontext, mrc_context_at
     c->async_wfd = fds[1];
     {
         Control ctl(vcontext);
-        if (!ctl.ok()) {
+        // The verbs context must outlive this one: ibv_close_device is refused (EBUSY) until
+        // mrc_destroy_context.
+        if (!ctl.ok() || verbs_private().context_depend(vcontext, 1) != 0) {
             close(fds[0]);
             close(fds[1]);
             handle_drop(c);
@@ -276,10 +279,10 @@ extern "C" int mrc_destroy_context(mrc_context* mrc_ctx) {
     // that it can clean up).
     destroy_context_objects(mrc_ctx);
     {
+        // The verbs context is still open: ibv_close_device refuses while this context lives.
         Control ctl(mrc_ctx->ibv);
-        // Without a control section (the verbs context was closed first) the engine no longer
-        // runs for it: the list can be changed as is.
         std::erase(mrc_ctx->entry->contexts, mrc_ctx);
+        if (ctl.ok()) (void)verbs_private().context_depend(mrc_ctx->ibv, -1);
     }
     close(mrc_ctx->async_rfd);
     close(mrc_ctx->async_wfd);

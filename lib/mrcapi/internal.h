@@ -81,8 +81,9 @@ struct VerbsPrivate {
     decltype(&droce_verbs_pd) pd = nullptr;
     decltype(&droce_verbs_control_begin) control_begin = nullptr;
     decltype(&droce_verbs_control_end) control_end = nullptr;
+    decltype(&droce_verbs_context_depend) context_depend = nullptr;
     [[nodiscard]] bool ok() const noexcept {
-        return device && device_config && pd && control_begin && control_end;
+        return device && device_config && pd && control_begin && control_end && context_depend;
     }
 };
 /** The entry points (resolved once, thread-safe). */

@@ -680,7 +680,9 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
 /**
  * Closes a context. Objects still created on it stay in the device (as with a kernel provider, the
  * application should destroy them first). The last close stops the engine threads; the runtime
- * stays for the next open. @return 0, or EINVAL for NULL.
+ * stays for the next open. @return 0; EINVAL for NULL; EBUSY (errno too) while an MRC context
+ * made on it (mrc_create_context) is not destroyed: the MRC context's QPs and CQs live on this
+ * context's device, and closing under them left them there for good.
  */
 extern "C" int ibv_close_device(ibv_context* context) {
     if (!context) return EINVAL;
@@ -688,6 +690,10 @@ extern "C" int ibv_close_device(ibv_context* context) {
     {
         ControlGuard guard;
         Provider& p = provider();
+        if (c->dependents > 0) {
+            errno = EBUSY;
+            return EBUSY;
+        }
         std::erase(p.contexts, c);
         if (p.open_contexts > 0) --p.open_contexts;
         if (p.open_contexts == 0 && p.runtime) p.runtime->stop_engines();

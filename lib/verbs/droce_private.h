@@ -44,4 +44,13 @@ int droce_verbs_control_begin(ibv_context* context);
 /** Ends what droce_verbs_control_begin(@p context) started. */
 void droce_verbs_control_end(ibv_context* context);
 
+/**
+ * Counts an object that depends on @p context (@p delta +1 when it is made, -1 when it is gone):
+ * while any is counted, ibv_close_device(@p context) fails with EBUSY instead of freeing what the
+ * object refers to (as ibv_dealloc_pd refuses while QPs use the PD). The caller holds a control
+ * section on @p context (droce_verbs_control_begin). @return 0, or EINVAL when @p context is not
+ * open or the count would go below 0.
+ */
+int droce_verbs_context_depend(ibv_context* context, int delta);
+
 } // extern "C"

@@ -65,3 +65,11 @@ extern "C" void droce_verbs_control_end(ibv_context* context) {
     if (c) c->dev->end_control();
     provider().mu.unlock();
 }
+
+extern "C" int droce_verbs_context_depend(ibv_context* context, int delta) {
+    // The caller holds provider().mu (its control section): the context list is stable.
+    VContext* c = open_context(context);
+    if (!c || (delta < 0 && c->dependents < static_cast<unsigned>(-delta))) return EINVAL;
+    c->dependents = static_cast<unsigned>(static_cast<int>(c->dependents) + delta);
+    return 0;
+}

@@ -141,6 +141,10 @@ struct VContext {
     std::vector<Device*> drive_devs;
     int async_wfd =
         -1; ///< write end of the async event pipe (non-blocking); read end = context.async_fd
+    /** Objects of droce's libraries above the verbs layer made on this context and still alive
+     *  (lib_mrc's MRC contexts: droce_verbs_context_depend): ibv_close_device refuses with EBUSY
+     *  while any is. Changed under provider().mu. */
+    unsigned dependents = 0;
     verbs_context vctx{}; ///< must be last: ibv_context is the last member of verbs_context
 };
 
