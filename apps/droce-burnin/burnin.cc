@@ -25,7 +25,7 @@ namespace droce::burnin {
 namespace {
 
 constexpr std::uint32_t kMagic = 0x44524249; // "DRBI"
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;        // 2: BandwidthReply::rx_pkts
 constexpr int kChannelMs = 30'000;
 
 /** Client → server: what comes next in the session. */
@@ -47,6 +47,7 @@ struct BandwidthReply {
     std::uint32_t magic = kMagic;
     std::uint32_t ok = 0;
     std::uint64_t rx_bytes[kMaxPlanes] = {};
+    std::uint64_t rx_pkts[kMaxPlanes] = {}; ///< MRC data packets, duplicates included
     char error[160] = {};
 };
 
@@ -458,8 +459,14 @@ BandwidthRun run_bandwidth(Runtime& rt, const Channel& ch, const Options& o, uns
         return b;
     }
     *channel_ok = true;
-    for (unsigned k = 0; k < planes; ++k)
+    for (unsigned k = 0; k < planes; ++k) {
         b.peer_rx_bytes.push_back(rep.rx_bytes[k]);
+        b.peer_rx_pkts.push_back(rep.rx_pkts[k]);
+        // Every copy sent on plane k that did not arrive there: a packet RACK took for lost that
+        // only came late (a busy host) arrives, and its resend arrives on another plane.
+        const std::uint64_t sent = k < b.plane_pkts.size() ? b.plane_pkts[k] : 0;
+        b.plane_wire_losses.push_back(sent > rep.rx_pkts[k] ? sent - rep.rx_pkts[k] : 0);
+    }
     b.verified = o.verify && r.verified && r.peer_verified;
     if (!r.ok) {
         b.why = "the run failed: " + r.error;
@@ -499,10 +506,15 @@ void judge_bandwidth(BandwidthRun& b, const BandwidthRun* all, const Options& o,
     // more than the limit and more than kLossStandsOut times the median of the other planes that
     // carried traffic: losses spread over every plane alike (a busy host, retransmission
     // timeouts, which declare what is in flight on every plane lost) are nobody's cable.
+    // The packets that never reached the peer when it counted them (the wire's losses), else
+    // RACK's declarations, which on a busy host include packets that were only late.
+    const bool wire =
+        !b.plane_wire_losses.empty() && b.plane_wire_losses.size() == b.plane_pkts.size();
+    const std::vector<std::uint64_t>& lost = wire ? b.plane_wire_losses : b.plane_losses;
     const auto loss_share = [&](unsigned k) {
-        return b.plane_pkts[k] ? static_cast<double>(b.plane_losses[k]) / b.plane_pkts[k] : 0.0;
+        return b.plane_pkts[k] ? static_cast<double>(lost[k]) / b.plane_pkts[k] : 0.0;
     };
-    const unsigned n = static_cast<unsigned>(std::min(b.plane_losses.size(), b.plane_pkts.size()));
+    const unsigned n = static_cast<unsigned>(std::min(lost.size(), b.plane_pkts.size()));
     for (unsigned k = 0; k < n; ++k) {
         if (static_cast<int>(k) == b.plane_out || loss_share(k) <= o.max_plane_loss) continue;
         std::vector<double> others;
@@ -514,10 +526,11 @@ void judge_bandwidth(BandwidthRun& b, const BandwidthRun* all, const Options& o,
             others.empty() ? 0.0
                            : (others[(others.size() - 1) / 2] + others[others.size() / 2]) / 2;
         if (loss_share(k) <= kLossStandsOut * median) continue;
-        std::snprintf(
-            t, sizeof t,
-            "plane %u lost %.2f %% of the %" PRIu64 " packets it sent (%" PRIu64 "; limit %.2f %%",
-            k, 100 * loss_share(k), b.plane_pkts[k], b.plane_losses[k], 100 * o.max_plane_loss);
+        std::snprintf(t, sizeof t,
+                      "plane %u lost %.2f %% of the %" PRIu64 " packets it sent (%" PRIu64
+                      "%s; limit %.2f %%",
+                      k, 100 * loss_share(k), b.plane_pkts[k], lost[k],
+                      wire ? " never reached the peer" : " declared lost", 100 * o.max_plane_loss);
         std::string w = t;
         if (!others.empty()) {
             std::snprintf(t, sizeof t, "; the other planes %.2f - %.2f %%", 100 * others.front(),
@@ -550,6 +563,32 @@ void judge_bandwidth(BandwidthRun& b, const BandwidthRun* all, const Options& o,
     }
 }
 
+void judge_plane_out_runs(Report& rep) {
+    const auto measured = [](const BandwidthRun& b) {
+        return b.status != Status::skip && b.gbps > 0 ? &b : nullptr;
+    };
+    const BandwidthRun* first = measured(rep.all);
+    const BandwidthRun* again = measured(rep.all_again);
+    const BandwidthRun* base = first;
+    if (again && (!base || again->gbps > base->gbps)) base = again;
+    const bool steady =
+        !first || !again ||
+        std::min(first->gbps, again->gbps) >= kSteadyShare * std::max(first->gbps, again->gbps);
+    for (BandwidthRun& b : rep.out) {
+        judge_bandwidth(b, base, rep.opts, rep.planes);
+        if (base) b.all_gbps = base->gbps;
+        if (steady || b.status != Status::fail ||
+            (b.ratio_to_all >= rep.opts.out_low && b.ratio_to_all <= rep.opts.out_high))
+            continue;
+        char t[200];
+        std::snprintf(t, sizeof t,
+                      "; the all-planes figure moved from %.2f to %.2f Gb/s between the first "
+                      "and the last run: the host was not steady (other load?); run it again",
+                      first->gbps, again->gbps);
+        b.why += t;
+    }
+}
+
 // ---- sessions --------------------------------------------------------------------------------
 
 bool Report::ok() const {
@@ -557,7 +596,7 @@ bool Report::ok() const {
 }
 
 unsigned Report::checks() const {
-    return 2 + 1 + static_cast<unsigned>(planes > 1 ? planes : 0);
+    return 2 + 1 + static_cast<unsigned>(planes > 1 ? planes + 1 : 0);
 }
 
 unsigned Report::failed() const {
@@ -568,6 +607,7 @@ unsigned Report::failed() const {
     if (planes > 1) {
         for (const BandwidthRun& b : out)
             n += b.status != Status::pass;
+        n += all_again.status != Status::pass;
         n += static_cast<unsigned>(planes > out.size() ? planes - out.size() : 0);
     }
     return n;
@@ -612,6 +652,7 @@ Report run_client(Runtime& rt, const Channel& ch, const Options& o, const std::s
     rep.local = wait_for_links(rt, o.link_wait_s);
     rep.planes = rep.local.num_ports;
     rep.all.plane_out = -1;
+    rep.all_again.again = true;
     if (std::string e = exchange_identity(ch, rep.local, &rep.peer, true); !e.empty()) {
         rep.cabling.findings.push_back("side channel: " + e);
         rep.peer = Identity{}; // no session: what was read is not a peer's identity
@@ -649,11 +690,19 @@ Report run_client(Runtime& rt, const Channel& ch, const Options& o, const std::s
         bool channel_ok = false;
         rep.all = run_bandwidth(rt, ch, o, rep.planes, -1, &channel_ok);
         judge_bandwidth(rep.all, nullptr, rep.opts, rep.planes);
-        for (unsigned k = 0; channel_ok && rep.planes > 1 && k < rep.planes; ++k) {
+        for (unsigned k = 0; channel_ok && rep.planes > 1 && k < rep.planes; ++k)
             rep.out.push_back(
                 run_bandwidth(rt, ch, o, rep.planes, static_cast<int>(k), &channel_ok));
-            judge_bandwidth(rep.out.back(), &rep.all, rep.opts, rep.planes);
+        if (rep.planes > 1) {
+            if (channel_ok) {
+                rep.all_again = run_bandwidth(rt, ch, o, rep.planes, -1, &channel_ok);
+                judge_bandwidth(rep.all_again, nullptr, rep.opts, rep.planes);
+            } else {
+                rep.all_again.why = "the session with the peer broke off";
+            }
+            rep.all_again.again = true;
         }
+        judge_plane_out_runs(rep);
         // A run that broke the side channel ends the session: the runs after it are not made.
         for (unsigned k = static_cast<unsigned>(rep.out.size()); rep.planes > 1 && k < rep.planes;
              ++k) {
@@ -665,6 +714,7 @@ Report run_client(Runtime& rt, const Channel& ch, const Options& o, const std::s
     } else {
         rep.all.status = Status::skip;
         rep.all.why = rep.bandwidth_skipped;
+        rep.all_again.why = rep.bandwidth_skipped;
         for (unsigned k = 0; rep.planes > 1 && k < rep.planes; ++k) {
             BandwidthRun b;
             b.plane_out = static_cast<int>(k);
@@ -740,8 +790,10 @@ std::string serve(Runtime& rt, const Channel& ch, bool verbose) {
         perf::collect_mrc(*ep, r);
         BandwidthReply rep;
         rep.ok = r.ok && (!p.verify || r.verified) ? 1 : 0;
-        for (unsigned k = 0; k < r.planes.size() && k < kMaxPlanes; ++k)
+        for (unsigned k = 0; k < r.planes.size() && k < kMaxPlanes; ++k) {
             rep.rx_bytes[k] = r.planes[k].rx_bytes;
+            rep.rx_pkts[k] = r.planes[k].rx_pkts;
+        }
         std::snprintf(rep.error, sizeof rep.error, "%s", r.error.c_str());
         ep.reset();
         if (!rt.start_engines(EngineMode::per_device)) return "cannot start the engine thread";

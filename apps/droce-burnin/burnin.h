@@ -242,7 +242,12 @@ struct BandwidthRun {
     double expected_gbps = 0; ///< link_gbps x payload_share: the goodput a full link gives
     double gbps = 0;          ///< goodput: completed WRITEs over the run
     double ratio = 0;         ///< gbps / expected_gbps
-    double ratio_to_all = 0;  ///< plane-out runs: gbps / the all-planes run's gbps
+    double ratio_to_all = 0;  ///< plane-out runs: gbps / all_gbps
+    /** Plane-out runs: the all-planes figure they are compared with, the higher of the run
+     *  before them and the one after (judge_plane_out_runs). */
+    double all_gbps = 0;
+    /** The all-planes run made again after the plane-out runs (Report::all_again). */
+    bool again = false;
     double seconds = 0;
     std::vector<double> plane_gbps;           ///< what each plane sent (payload, retransmissions)
     std::vector<std::uint64_t> plane_bytes;   ///< bytes each plane sent (client)
@@ -250,6 +255,13 @@ struct BandwidthRun {
     std::uint64_t retransmits = 0;
     std::vector<std::uint64_t> plane_pkts;   ///< packets each plane sent (client)
     std::vector<std::uint64_t> plane_losses; ///< of them, declared lost (mrc::PlaneStats::losses)
+    /** Data packets (every copy) each plane delivered to the peer, as its responder counted them
+     *  (mrc::PlaneStats::rx_pkts). */
+    std::vector<std::uint64_t> peer_rx_pkts;
+    /** plane_pkts - peer_rx_pkts per plane: what the plane lost on its way. RACK also declares
+     *  packets lost that were only late (an engine that waited for a CPU); those arrive, and
+     *  their resends arrive on another plane, so they are not counted here. */
+    std::vector<std::uint64_t> plane_wire_losses;
     std::uint64_t error_cqes = 0;
     bool verified = false; ///< with Options::verify: every byte right on the peer
     /** The MRC counters of the client's QPs that are not zero (retransmissions by cause, SACKs,
@@ -282,6 +294,21 @@ inline constexpr double kLossStandsOut = 4.0;
  */
 void judge_bandwidth(BandwidthRun& run, const BandwidthRun* all, const Options& o, unsigned planes);
 
+/** The two all-planes runs agree when the lower is at least this share of the higher; otherwise
+ *  the host's throughput moved during the burn-in (judge_plane_out_runs says so). */
+inline constexpr double kSteadyShare = 0.8;
+
+struct Report;
+/**
+ * Judges @p rep's plane-out runs (judge_bandwidth) against the higher figure of its two
+ * all-planes runs, the one before them and the one after (Report::all, all_again): a host that
+ * was busy with something else during one of them no longer fails every plane (the plane-out
+ * ratios of a slow first run were all above out_high). When the two differ by more than
+ * kSteadyShare allows, a plane-out run that fails its ratio says so, with both figures. Call it
+ * after both all-planes runs are judged.
+ */
+void judge_plane_out_runs(Report& rep);
+
 // ---- the two sides -------------------------------------------------------------------------
 
 /**
@@ -308,6 +335,9 @@ struct Report {
     RoutableResult routable;
     BandwidthRun all;
     std::vector<BandwidthRun> out; ///< one per plane
+    /** The all-planes run again, after the plane-out runs (more than one plane): a check of its
+     *  own, and the second figure the plane-out runs may be compared with. */
+    BandwidthRun all_again;
     std::string bandwidth_skipped; ///< why the bandwidth checks did not run, or empty
     PeerCounters peer_counters;    ///< sent by the peer at the end of the session
     bool have_peer_counters = false;

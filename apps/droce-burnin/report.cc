@@ -24,26 +24,34 @@ std::string planes_gbps(const std::vector<double>& v) {
 }
 
 void print_bandwidth(std::FILE* f, const BandwidthRun& b, unsigned planes) {
-    const std::string what = b.plane_out < 0
-                                 ? "bandwidth, all " + std::to_string(planes) + " planes"
-                                 : "bandwidth, plane " + std::to_string(b.plane_out) + " out";
+    const std::string what =
+        b.plane_out < 0
+            ? "bandwidth, all " + std::to_string(planes) + " planes" + (b.again ? ", again" : "")
+            : "bandwidth, plane " + std::to_string(b.plane_out) + " out";
     if (b.status == Status::skip) {
         std::fprintf(f, "[%s] %s: not run: %s\n", to_string(b.status), what.c_str(), b.why.c_str());
         return;
     }
     std::fprintf(f, "[%s] %s: %.2f Gb/s of %.2f expected (%.2f)", to_string(b.status), what.c_str(),
                  b.gbps, b.expected_gbps, b.ratio);
-    if (b.plane_out >= 0) std::fprintf(f, ", %.2f of the all-planes figure", b.ratio_to_all);
+    if (b.plane_out >= 0)
+        std::fprintf(f, ", %.2f of the all-planes %.2f Gb/s", b.ratio_to_all, b.all_gbps);
     std::fprintf(f, "\n");
     if (!b.plane_gbps.empty())
         std::fprintf(f, "       per plane sent [Gb/s]: %s; %" PRIu64 " packets sent again\n",
                      planes_gbps(b.plane_gbps).c_str(), b.retransmits);
-    if (!b.plane_losses.empty()) {
+    const auto sum_line = [](const std::vector<std::uint64_t>& v) {
         std::string l;
-        for (std::size_t k = 0; k < b.plane_losses.size(); ++k)
-            l += (k ? " + " : "") + std::to_string(b.plane_losses[k]);
-        std::fprintf(f, "       per plane lost [packets]: %s\n", l.c_str());
-    }
+        for (std::size_t k = 0; k < v.size(); ++k)
+            l += (k ? " + " : "") + std::to_string(v[k]);
+        return l;
+    };
+    if (!b.plane_wire_losses.empty())
+        std::fprintf(f, "       per plane never reached the peer [packets]: %s\n",
+                     sum_line(b.plane_wire_losses).c_str());
+    if (!b.plane_losses.empty())
+        std::fprintf(f, "       per plane declared lost by RACK [packets]: %s\n",
+                     sum_line(b.plane_losses).c_str());
     if (b.plane_out >= 0 && static_cast<std::size_t>(b.plane_out) < b.plane_bytes.size()) {
         const auto k = static_cast<std::size_t>(b.plane_out);
         std::fprintf(f,
@@ -64,7 +72,10 @@ nlohmann::json bandwidth_json(const BandwidthRun& b) {
     j["expected_gbps"] = b.expected_gbps;
     j["gbps"] = b.gbps;
     j["ratio"] = b.ratio;
-    if (b.plane_out >= 0) j["ratio_to_all"] = b.ratio_to_all;
+    if (b.plane_out >= 0) {
+        j["ratio_to_all"] = b.ratio_to_all;
+        j["all_gbps"] = b.all_gbps;
+    }
     j["seconds"] = b.seconds;
     j["plane_gbps"] = b.plane_gbps;
     j["plane_tx_bytes"] = b.plane_bytes;
@@ -72,6 +83,8 @@ nlohmann::json bandwidth_json(const BandwidthRun& b) {
     j["retransmits"] = b.retransmits;
     j["plane_tx_pkts"] = b.plane_pkts;
     j["plane_losses"] = b.plane_losses;
+    j["peer_rx_pkts"] = b.peer_rx_pkts;
+    j["plane_wire_losses"] = b.plane_wire_losses;
     j["error_completions"] = b.error_cqes;
     j["verified"] = b.verified;
     nlohmann::json m = nlohmann::json::object();
@@ -145,6 +158,7 @@ void print_report(std::FILE* f, const Report& r) {
     print_bandwidth(f, r.all, r.planes);
     for (const BandwidthRun& b : r.out)
         print_bandwidth(f, b, r.planes);
+    if (r.planes > 1) print_bandwidth(f, r.all_again, r.planes);
 
     std::fprintf(f, "\ndroce-burnin: %s (%u of %u checks not passed; %.1f s)\n",
                  r.ok() ? "PASS" : "FAIL", r.failed(), r.checks(), r.seconds);
@@ -207,6 +221,7 @@ nlohmann::json report_json(const Report& r) {
     for (const BandwidthRun& b : r.out)
         out.push_back(bandwidth_json(b));
     j["plane_out"] = out;
+    if (r.planes > 1) j["bandwidth_all_again"] = bandwidth_json(r.all_again);
     return j;
 }
 
