@@ -222,6 +222,7 @@ class PlaneWatch {
     PlaneWatch(Endpoint& ep, std::uint64_t start_ns) : ep_(ep), p_(ep.p_), start_(start_ns) {
         if (!p_.mrc) return;
         n_ = p_.planes;
+        seen_up_ = ep_.dev_.ports_up_mask();
         snaps_.push_back(Snap{start_ns, tx(), 0, "start"});
         prog_ = snaps_.back().tx;
         prog_rtx_ = retransmits();
@@ -234,6 +235,13 @@ class PlaneWatch {
                static_cast<double>(now - start_) >= p_.events[next_].at_s * 1e9) {
             const PlaneEvent& ev = p_.events[next_++];
             const int e = ep_.dev_.set_port_admin(ev.plane, ev.up);
+            // The engine's link check will show this change: it is this event, not another.
+            if (e == 0 && ev.plane < 8) {
+                const auto bit = static_cast<std::uint8_t>(1u << ev.plane);
+                expect_up_ =
+                    static_cast<std::uint8_t>(ev.up ? expect_up_ | bit : expect_up_ & ~bit);
+                expect_mask_ |= bit;
+            }
             const double at = static_cast<double>(now - start_) / 1e9;
             r.events.push_back(AppliedEvent{ev, at, e});
             const std::string what =
@@ -247,6 +255,7 @@ class PlaneWatch {
                 std::fflush(f);
             }
         }
+        watch_links(now, done_bytes, r);
     }
 
     /**
@@ -295,6 +304,38 @@ class PlaneWatch {
     }
 
   private:
+    /** Records the planes whose port the engine found gone or back since the last look, unless it
+     *  was one of this run's own events: a cable pulled mid-run is an event of the run. */
+    void watch_links(std::uint64_t now, std::uint64_t done_bytes, Result& r) {
+        const std::uint8_t up = ep_.dev_.ports_up_mask();
+        const auto changed = static_cast<std::uint8_t>(up ^ seen_up_);
+        seen_up_ = up;
+        for (unsigned p = 0; p < n_ && p < 8; ++p) {
+            const auto bit = static_cast<std::uint8_t>(1u << p);
+            if (!(changed & bit)) continue;
+            const bool is_up = (up & bit) != 0;
+            if ((expect_mask_ & bit) && ((expect_up_ & bit) != 0) == is_up) {
+                expect_mask_ = static_cast<std::uint8_t>(expect_mask_ & ~bit); // ours
+                continue;
+            }
+            const double at = static_cast<double>(now - start_) / 1e9;
+            AppliedEvent ae;
+            ae.ev = PlaneEvent{at, static_cast<std::uint8_t>(p), is_up};
+            ae.at_s = at;
+            ae.seen = true;
+            r.events.push_back(ae);
+            const std::string what = "plane " + std::to_string(p) + (is_up ? " back" : " lost");
+            snaps_.push_back(Snap{now, tx(), done_bytes, what});
+            if (p_.progress) {
+                std::FILE* f = p_.json ? stderr : stdout;
+                std::fprintf(f,
+                             " [%5.1f s] %s: the engine found port %u %s (not this run's event)\n",
+                             at, what.c_str(), p, is_up ? "up again" : "down");
+                std::fflush(f);
+            }
+        }
+    }
+
     using Bytes = std::array<std::uint64_t, kMaxPlanes>;
     struct Snap {
         std::uint64_t t = 0;
@@ -324,6 +365,9 @@ class PlaneWatch {
     const std::uint64_t start_;
     unsigned n_ = 0;
     unsigned next_ = 0;
+    std::uint8_t seen_up_ = 0;     ///< Device::ports_up_mask at the last look
+    std::uint8_t expect_up_ = 0;   ///< the state this run's own events set, for expect_mask_
+    std::uint8_t expect_mask_ = 0; ///< planes with one of this run's events not yet seen
     std::vector<Snap> snaps_;
     Bytes prog_{};
     std::uint64_t prog_rtx_ = 0;

@@ -149,6 +149,11 @@ struct AppliedEvent {
     PlaneEvent ev;
     double at_s = 0; ///< when it was applied (seconds into the run)
     int err = 0;     ///< set_port_admin's result
+    /** Not droce-perf's: the engine saw the plane's port go down or come back (a cable pulled,
+     *  the peer's interface gone, droce-mrcctl or the OCP MRC API setting its admin state;
+     *  Device::ports_up_mask), at at_s: when droce-perf's loop first saw the engine's link check
+     *  (every 256 passes) show it. */
+    bool seen = false;
 };
 
 /** Results of one run on one side. */

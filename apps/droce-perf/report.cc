@@ -197,8 +197,13 @@ std::vector<std::string> mrc_story(const Result& r) {
     char b[96];
     for (std::size_t e = 0; e < r.events.size(); ++e) {
         const AppliedEvent& ae = r.events[e];
-        std::snprintf(b, sizeof b, "plane %u %s at %.1f s: ", ae.ev.plane, ae.ev.up ? "up" : "down",
-                      ae.at_s);
+        if (ae.seen)
+            std::snprintf(b, sizeof b,
+                          "plane %u %s at %.1f s (not this run's event): ", ae.ev.plane,
+                          ae.ev.up ? "came back" : "was lost", ae.at_s);
+        else
+            std::snprintf(b, sizeof b, "plane %u %s at %.1f s: ", ae.ev.plane,
+                          ae.ev.up ? "up" : "down", ae.at_s);
         std::string line = b;
         if (ae.err) {
             out.push_back(line + "set_port_admin failed: " + std::strerror(ae.err));
@@ -334,7 +339,8 @@ nlohmann::json to_json(const Params& p, const Result& r, bool server, const std:
                           {"up", e.ev.up},
                           {"requested_s", e.ev.at_s},
                           {"at_s", e.at_s},
-                          {"error", e.err}});
+                          {"error", e.err},
+                          {"seen", e.seen}});
         j["plane_events"] = ev;
         nlohmann::json mc = nlohmann::json::object();
         for (const auto& [name, v] : r.mrc)

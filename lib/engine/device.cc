@@ -65,6 +65,7 @@ Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
     for (unsigned p = 0; p < ports_.size(); ++p)
         if (link_was_up_[p])
             ctx_.port_up_mask = static_cast<std::uint8_t>(ctx_.port_up_mask | (1u << p));
+    ports_up_.store(ctx_.port_up_mask, std::memory_order_relaxed);
     ctx_.clock = clock_;
     ctx_.mrs = &mrs_;
     ctx_.dev_counters = &counters_;
@@ -570,6 +571,7 @@ void Device::check_links() noexcept {
             ctx_.port_up_mask = static_cast<std::uint8_t>(ctx_.port_up_mask | (1u << p));
         else
             ctx_.port_up_mask = static_cast<std::uint8_t>(ctx_.port_up_mask & ~(1u << p));
+        ports_up_.store(ctx_.port_up_mask, std::memory_order_relaxed);
         for (rc::Qp* qp : live_qps_) {
             if (!qp->transport->link_change) continue;
             qp->transport->link_change(*qp, ctx_, p, up);

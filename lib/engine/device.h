@@ -228,6 +228,15 @@ class Device {
     int set_port_admin(unsigned port, bool up) noexcept;
     /** True while port @p port is administratively up. */
     [[nodiscard]] bool port_admin_up(unsigned port) const noexcept { return admin_up_[port]; }
+    /**
+     * The ports the engine uses, bit p for port p (0-based, the first 8): administratively up and
+     * with their link up, as of the engine's last link check (at most 256 passes old; from the
+     * constructor's look until the first). A cable pulled, a peer gone or set_port_admin from
+     * anyone (droce-mrcctl, the OCP MRC API) shows here. Any thread.
+     */
+    [[nodiscard]] std::uint8_t ports_up_mask() const noexcept {
+        return ports_up_.load(std::memory_order_relaxed);
+    }
 
     /**
      * DCQCN for QPs created from now on: @p profile (not owned; must outlive them: cc::
@@ -765,7 +774,9 @@ class Device {
     NeighTable neigh_;
     std::vector<NeighResponder> responders_; ///< one per port
     std::vector<bool> link_was_up_;
-    std::vector<bool> admin_up_;              ///< set_port_admin; read by check_links(), receive()
+    std::vector<bool> admin_up_; ///< set_port_admin; read by check_links(), receive()
+    /** ctx_.port_up_mask published for other threads (ports_up_mask()); written by check_links. */
+    std::atomic<std::uint8_t> ports_up_{0};
     const cc::DcqcnProfile* dcqcn_ = nullptr; ///< set_dcqcn: for new QPs
     /** Per port: smallest payload sent by reference; UINT32_MAX = copy (chosen at setup). */
     std::vector<std::uint32_t> zc_min_payload_;

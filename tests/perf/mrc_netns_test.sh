@@ -6,7 +6,8 @@
 # completion; both engines saw the link go down (link_downed: the client's veth went down, the
 # server's lost its carrier) and the client told the server (port_status); in the per-second
 # figures all four planes carried traffic before the pull and plane 2 none from a second after it,
-# while planes 0, 1 and 3 carried on.
+# while planes 0, 1 and 3 carried on; the report lists the pull among the run's plane events
+# ("seen": not droce-perf's own) and starts a phase there.
 # Addresses: the kernel holds 10.97.N.1/.2 on plane 0's veths for the TCP exchange; droce holds the
 # configs' 10.2.P.1/.2 (its GIDs), which the kernel does not own.
 # Needs root and iproute2 network namespaces; exits 77 (skipped) without them. Namespaces, veths and
@@ -152,6 +153,18 @@ print("per plane [Gb/s], mean of the seconds after it:        %s (completed %.2f
     " ".join("%.2f" % avg(after, i) for i in range(4)), tot(after)))
 tx = [p["tx_bytes"] for p in c["plane"]]
 print("bytes sent per plane over the run: %s" % tx)
+# The pull is an event of the run's report, as the run's own --plane-down would be: seen (not
+# applied by droce-perf), plane 2 down, after the 3-second line, and a phase starts there with
+# plane 2 silent.
+ev = c.get("plane_events", [])
+print("plane events: %s" % ev)
+seen = [e for e in ev if e.get("seen")]
+need(len(seen) >= 1 and seen[0]["plane"] == 2 and seen[0]["up"] is False and 3.0 <= seen[0]["at_s"] <= 5.0,
+     "the pull is not among the plane events: %s" % ev)
+ph = [x for x in c.get("phases", []) if x["after"] == "plane 2 lost"]
+print("phases: %s" % [(x["after"], round(x["from_s"], 2), [round(g, 2) for g in x["plane_gbps"]]) for x in c.get("phases", [])])
+need(len(ph) == 1 and ph[0]["plane_gbps"][2] < 0.05 * sum(ph[0]["plane_gbps"]),
+     "no phase after the pull with plane 2 silent: %s" % c.get("phases"))
 for p in problems:
     print("  " + p)
 sys.exit(1 if problems else 0)
