@@ -41,6 +41,7 @@ namespace droce {
     X(resp_remote_access_errors)   /* responder: NAK remote access error sent */ \
     X(resp_invalid_request)        /* responder: NAK invalid request sent */ \
     X(resp_local_length_error)     /* responder: message longer than the receive WQE */ \
+    X(resp_invalidate_errors)      /* responder: SEND with invalidate of an R_Key no peer may invalidate (IBTA class J) */ \
     X(req_local_length_error)      /* requester: READ response longer than requested */ \
     X(local_protection_err)        /* requester: an SGE failed the lkey check */ \
     X(completer_retry_err)         /* requester: response that matches no outstanding WQE, dropped */ \

@@ -736,11 +736,24 @@ RespState on_complete(Rx& rx) noexcept {
         c.wc_flags |= kWcWithImm;
     }
     if (rx.pkt.ieth != nullptr) {
-        // SEND with invalidate: the rkey is reported in the completion. Invalidating the MR itself
-        // (IBTA ch. 10.6 memory invalidation) is left out for now: MrTable has no invalidate
-        // operation yet.
-        c.imm_data = rx.pkt.ieth->rkey.get();
-        c.wc_flags |= kWcWithInv;
+        // SEND with invalidate (IBTA §9.4.5, §10.6.6): only a type 2 memory window or a
+        // fast-register MR may be invalidated by the peer, and droce has neither: every MR comes
+        // from ibv_reg_mr. An invalid R_Key in IETH is class J (§9.9.3, as rxe's
+        // RESPST_ERR_INVALIDATE_RKEY): the data is placed and the request acknowledged as usual,
+        // the receive WQE completes with Remote Invalid Request Error, the QP goes to ERR. (It
+        // used to complete with IBV_WC_WITH_INV while the MR stayed valid: the application took
+        // a remote access for revoked that was not.)
+        count(qp, rx.ctx, Counter::resp_invalidate_errors);
+        Cqe e{};
+        e.status = WcStatus::rem_inv_req_err;
+        e.opcode = WcOpcode::recv;
+        (void)complete_recv(qp, e, rx.pkt.bth->se()); // a full CQ is marked overflowed: ERR too
+        r.expected_psn += 1;
+        // Now, not deferred: the QP is in ERR after this. It covers any ACK still owed.
+        r.ack_pending = false;
+        if (rx.pkt.bth->ack_req()) send_ack(qp, rx.ctx, rx.psn);
+        qp_enter_error(qp, rx.ctx);
+        return RespState::done;
     }
     if (!complete_recv(qp, c, rx.pkt.bth->se())) {
         // Accept the packet (the data is placed) but the QP cannot go on: class G.

@@ -972,20 +972,29 @@ TEST(Responder, ZeroLengthWriteAndReadNeedNoRkey) {
     EXPECT_EQ(cqes[0].wc_flags, static_cast<std::uint32_t>(rc::kWcWithImm));
 }
 
-TEST(Responder, SendWithInvalidateReportsRkey) {
+TEST(Responder, SendWithInvalidateOfAnMrIsClassJ) {
+    // Only a type 2 memory window or a fast-register MR may be invalidated by the peer; droce's
+    // MRs are ibv_reg_mr's. Class J (IBTA §9.9.3, as rxe): the data is placed and acknowledged,
+    // the receive WQE completes with Remote Invalid Request Error, the QP goes to ERR. It used to
+    // complete with IBV_WC_WITH_INV while the MR stayed valid.
     Peer p;
     auto& rbuf = p.buffer(64, 0);
     p.post_recv(rbuf, {64});
-    PacketFields s = Peer::req(Opcode::RC_SEND_ONLY_WITH_INVALIDATE, 0);
-    s.inv_rkey = 0xabcd12;
+    PacketFields s = Peer::req(Opcode::RC_SEND_ONLY_WITH_INVALIDATE, 0, true);
+    s.inv_rkey = rbuf.mr->rkey;
     auto d = pattern(12, 1);
     p.feed(s, d);
     auto cqes = ProtocolHarness::drain(p.h.recv_cq);
     ASSERT_EQ(cqes.size(), 1u);
-    EXPECT_EQ(cqes[0].opcode, rc::WcOpcode::recv);
-    EXPECT_EQ(cqes[0].wc_flags, static_cast<std::uint32_t>(rc::kWcWithInv));
-    EXPECT_EQ(cqes[0].imm_data, 0xabcd12u);
-    EXPECT_EQ(cqes[0].byte_len, 12u);
+    EXPECT_EQ(cqes[0].status, rc::WcStatus::rem_inv_req_err);
+    EXPECT_EQ(cqes[0].wc_flags & rc::kWcWithInv, 0u);
+    ASSERT_EQ(p.h.sent.size(), 1u);
+    EXPECT_EQ(p.out(0).op, Opcode::RC_ACKNOWLEDGE);
+    EXPECT_EQ(p.out(0).syndrome, kAck);
+    EXPECT_EQ(p.out(0).psn, 0u);
+    EXPECT_EQ(p.h.qp.state, rc::QpState::err);
+    EXPECT_EQ(p.ctr(Counter::resp_invalidate_errors), 1u);
+    EXPECT_TRUE(p.h.mrs.find(rbuf.mr->rkey) != nullptr) << "the MR itself is untouched";
 }
 
 // ------------------------------------------------------------------ QP state, tx back-pressure
