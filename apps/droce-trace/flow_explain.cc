@@ -511,6 +511,7 @@ class Narrator {
             if (req_[m]->lost_on_wire) o_.marks[m].kind = kMarkLost;
         for (const FlowMark& m : o_.marks)
             if (m.kind == kMarkLost) ++o_.lost;
+        o_.both_ends = c_.arrival_known;
     }
 
   private:
@@ -718,10 +719,17 @@ class Narrator {
         return e;
     }
 
-    /** Marks the latest copy of @p psn sent before @p t as not acknowledged. */
+    /**
+     * Marks the latest copy of @p psn sent before @p t as lost, as what followed (a NAK, a timeout,
+     * a dead plane) implies. Not a copy whose received twin is in the capture: it arrived (its
+     * ACK may be what went missing), and a copy that did not arrive is already marked by
+     * place_all(); counting both made one PSN sent three times and received twice count twice.
+     */
     void mark_lost(std::uint32_t psn, std::int64_t t) {
         auto it = last_copy_.find(psn);
         if (it == last_copy_.end()) return;
+        const Pkt& sent = *req_[it->second];
+        if (sent.arrival_known && !sent.lost_on_wire) return;
         FlowMark& m = o_.marks[it->second];
         if (m.t_ns <= t) m.kind = kMarkLost;
     }

@@ -90,8 +90,10 @@ struct FlowMark {
 };
 inline constexpr std::uint8_t kMarkNew = 0;  ///< first copy of the PSN, acknowledged
 inline constexpr std::uint8_t kMarkRetx = 1; ///< a retransmission
-/** A copy that was never acknowledged: lost on the wire (both ends captured), the PSN a sequence
- *  NAK or SACK reported missing, or the copy a timeout or a dead plane made the sender resend. */
+/** A copy that was lost: sent and not received (both ends captured), else presumed from what
+ *  followed: the PSN a sequence NAK or SACK reported missing, or the copy a timeout or a dead
+ *  plane made the sender resend. At most once per copy, never a copy whose received twin is in
+ *  the capture. */
 inline constexpr std::uint8_t kMarkLost = 2;
 
 /** A NAK, RNR NAK, CNP, plane event ... on the timeline. */
@@ -113,6 +115,9 @@ struct FlowConnection {
     std::uint64_t new_psns = 0; ///< first copies
     std::uint64_t retransmissions = 0;
     std::uint64_t lost = 0; ///< copies marked kMarkLost
+    /** Its requests' received copies are in the capture too (both ends): `lost` counts copies sent
+     *  and not received; otherwise copies presumed lost from what the sender did next. */
+    bool both_ends = false;
     std::uint64_t acks = 0, naks = 0, error_naks = 0, rnr_naks = 0, cnps = 0, sacks = 0;
     std::uint64_t mrc_nacks = 0, port_status = 0, plane_downs = 0;
     std::uint64_t responses = 0; ///< response packets of any kind
@@ -185,8 +190,8 @@ struct StoryOptions {
  * "connections", each with "id", "transport", "requester" {ip, qpn}, "responder" {ip, qpn},
  * "first_psn", the counts ("requests", "new_psns", "retransmissions", "lost", "acks", "naks",
  * "error_naks", "rnr_naks", "cnps", "sacks", "mrc_nacks", "port_status", "plane_downs"),
- * "planes" [{plane, packets, retransmissions}], "timeline" (what the HTML page draws: "marks",
- * "new", "retransmissions", "lost", "thinned_from", "markers" {type: count}, "planes") and
+ * "both_ends", "planes" [{plane, packets, retransmissions}], "timeline" (what the HTML page draws:
+ * "marks", "new", "retransmissions", "lost", "thinned_from", "markers" {type: count}, "planes") and
  * "events" [{kind, first_frame, last_frame, t_ms, text, ...kind-specific fields}].
  */
 [[nodiscard]] nlohmann::ordered_json story_json(const FlowStory& s, const StoryOptions& opts);

@@ -77,9 +77,14 @@ std::string heading(const FlowConnection& c, std::size_t id) {
 }
 
 std::string counts_text(const FlowConnection& c) {
+    // Both ends captured, a loss is seen (sent, never received); from one end it is inferred from
+    // what the sender did next, and the count says which of the two it is.
     std::string s = std::to_string(c.requests) + " request packets: " + std::to_string(c.new_psns) +
                     " new, " + std::to_string(c.retransmissions) + " retransmitted, " +
-                    std::to_string(c.lost) + " not acknowledged (lost); ";
+                    std::to_string(c.lost) +
+                    (c.both_ends ? " lost on the wire (sent, never received); "
+                                 : " presumed lost (reported missing or given up on by the "
+                                   "sender); ");
     if (c.transport == "MRC") {
         s += std::to_string(c.sacks) + " SACKs, " + std::to_string(c.mrc_nacks) + " NACKs, " +
              std::to_string(c.port_status) + " port status, " + std::to_string(c.plane_downs) +
@@ -228,6 +233,7 @@ Json story_json(const FlowStory& s, const StoryOptions& opts) {
         o["new_psns"] = c.new_psns;
         o["retransmissions"] = c.retransmissions;
         o["lost"] = c.lost;
+        o["both_ends"] = c.both_ends;
         o["acks"] = c.acks;
         o["naks"] = c.naks;
         o["error_naks"] = c.error_naks;
@@ -361,7 +367,7 @@ constexpr const char* kScript = R"JS(
       item('legend-rc', function (ig) { el('circle', {cx: 5, cy: 0, r: 4, fill: COLORS[0]}, ig); }, c.transport + ' packet');
     }
     item('legend-kind', function (ig) { el('path', {d: 'M5,-5l4.5,8h-9z', fill: '#bbb', stroke: '#000'}, ig); }, 'retransmission');
-    item('legend-kind', function (ig) { el('path', {d: 'M1,-4l8,8m0,-8l-8,8', stroke: '#d62728', 'stroke-width': 2}, ig); }, 'not acknowledged (lost)');
+    item('legend-kind', function (ig) { el('path', {d: 'M1,-4l8,8m0,-8l-8,8', stroke: '#d62728', 'stroke-width': 2}, ig); }, 'copy lost');
     Object.keys(NAMES).forEach(function (t) {
       if (!c.markers.some(function (k) { return k[2] === t; })) return;
       item('legend-marker', function (ig) { el('line', {x1: 0, x2: 10, y1: 0, y2: 0, stroke: MARK[t], 'stroke-width': 2, 'stroke-dasharray': t === 'cnp' ? '' : '3,2'}, ig); }, NAMES[t]);
@@ -472,8 +478,11 @@ std::string story_html(const FlowStory& s, const StoryOptions& opts) {
                     " of the in-order ones)";
         }
         body += ". Circles: packets sent once and acknowledged; triangles: retransmissions; red "
-                "crosses: copies never acknowledged; vertical lines: NAKs, RNR NAKs, CNPs and "
-                "plane events.";
+                "crosses: copies lost (";
+        body += c.both_ends ? "sent and never received: both ends are in the capture"
+                            : "presumed from what followed: a NAK or SACK reported them missing, "
+                              "or the sender gave up on them";
+        body += "); vertical lines: NAKs, RNR NAKs, CNPs and plane events.";
         if (c.transport == "MRC") {
             body += " Under the chart, one lane per plane: how many packets it sent in each slice "
                     "of time.";

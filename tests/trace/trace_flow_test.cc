@@ -81,12 +81,17 @@ class Flow {
     [[nodiscard]] const std::vector<std::uint8_t>& frame_bytes(std::size_t i) const {
         return frames_.at(i);
     }
+    /** The direction (pcapng epb_flags) of the frames added from now on: a capture of both ends
+     *  writes a request as sent (kDirOutbound) at the requester and as received (kDirInbound) at
+     *  the responder. */
+    void direction(std::uint8_t dir) { dir_ = dir; }
     FlowStory story() {
         FlowExplainer x;
         for (std::size_t i = 0; i < frames_.size(); ++i) {
             RawFrame r = test::raw_of(frames_[i]);
             r.index = i + 1;
             r.ts_ns = times_[i];
+            r.direction = dirs_[i];
             x.add(r);
         }
         return x.finish("built");
@@ -102,9 +107,12 @@ class Flow {
     void add(std::vector<std::uint8_t> bytes, double t_us) {
         frames_.push_back(std::move(bytes));
         times_.push_back(static_cast<std::int64_t>(t_us * 1000.0));
+        dirs_.push_back(dir_);
     }
     std::vector<std::vector<std::uint8_t>> frames_;
     std::vector<std::int64_t> times_;
+    std::vector<std::uint8_t> dirs_;
+    std::uint8_t dir_ = kDirUnknown;
 };
 
 constexpr std::uint8_t kAck = 0x1f;        // ACK, credits not in use
@@ -263,6 +271,43 @@ TEST(TraceFlow, DamagedOriginalLengthIsSkipped) {
     EXPECT_EQ(s.connections[0].requests, 3u);
 }
 
+/** Both ends in one file: PSN 1000 sent three times and received twice (its first copy lost; the
+ *  ACK of the second lost on its way back, so the timer fired again). One copy was lost, not two:
+ *  the second copy arrived, so the timeout that followed it does not make it lost. */
+TEST(TraceFlow, ACopyThatArrivedIsNotCountedLost) {
+    Flow f;
+    f.direction(kDirOutbound);
+    f.send(0, 0); // lost on the wire
+    f.send(0, 10'000);
+    f.direction(kDirInbound);
+    f.send(0, 10'001);
+    f.direction(kDirOutbound);
+    f.respond(0, kAck, 10'002); // lost on its way back
+    f.send(0, 20'000);
+    f.direction(kDirInbound);
+    f.send(0, 20'001);
+    f.direction(kDirOutbound);
+    f.respond(0, kAck, 20'002);
+    f.direction(kDirInbound);
+    f.respond(0, kAck, 20'003);
+    const FlowStory s = f.story();
+    ASSERT_EQ(s.connections.size(), 1u);
+    const FlowConnection& c = s.connections[0];
+    EXPECT_EQ(c.requests, 3u);
+    EXPECT_EQ(c.retransmissions, 2u);
+    EXPECT_TRUE(c.both_ends);
+    EXPECT_EQ(c.lost, 1u);
+    for (const FlowMark& m : c.marks) {
+        if (m.kind == kMarkLost) {
+            EXPECT_EQ(m.frame, 1u);
+        }
+    }
+    const std::string text = story_text(s, {});
+    EXPECT_NE(text.find("2 retransmitted, 1 lost on the wire (sent, never received)"),
+              std::string::npos)
+        << text;
+}
+
 TEST(TraceFlow, RnrNakAndTheWait) {
     Flow f;
     for (std::uint32_t n = 0; n < 4; ++n)
@@ -301,6 +346,8 @@ TEST(TraceFlow, TimeoutWithoutNak) {
     EXPECT_EQ(retx[0].data["psns"], "1003-1004");
     EXPECT_EQ(s.connections[0].naks, 0u);
     EXPECT_EQ(s.connections[0].lost, 1u); // the copy of 1003 that the timeout gave up on
+    EXPECT_FALSE(s.connections[0].both_ends);
+    EXPECT_NE(story_text(s, {}).find("1 presumed lost"), std::string::npos) << story_text(s, {});
 }
 
 TEST(TraceFlow, CnpAndTheSpacingAroundIt) {
