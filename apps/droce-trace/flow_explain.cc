@@ -507,6 +507,7 @@ class Narrator {
         flush_port_status();
         close_cnp_episode();
         cnp_rates();
+        unsent_event();
         for (std::size_t m = 0; m < o_.marks.size(); ++m)
             if (req_[m]->lost_on_wire) o_.marks[m].kind = kMarkLost;
         for (const FlowMark& m : o_.marks)
@@ -719,17 +720,42 @@ class Narrator {
         return e;
     }
 
+    /** One line for the requests seen only as received (both ends captured, see on_request()). */
+    void unsent_event() {
+        if (unsent_.count == 0) return;
+        std::vector<std::uint32_t> psns = unsent_.psns;
+        const std::uint32_t base = psns.front();
+        std::sort(psns.begin(), psns.end(), [base](std::uint32_t a, std::uint32_t b) {
+            return dist(a, base) < dist(b, base);
+        });
+        FlowEvent e;
+        e.kind = FlowEventKind::packets;
+        e.first_frame = unsent_.first_frame;
+        e.last_frame = unsent_.last_frame;
+        e.t_ns = unsent_.t0;
+        e.text = std::to_string(unsent_.count) + " request packet" +
+                 (unsent_.count == 1 ? "" : "s") + " (PSN " + short_ranges(to_ranges(psns)) +
+                 ") seen only as received: the capture holds both ends but not their sending, "
+                 "which fell before it began (or the capture missed it). First copies, not "
+                 "retransmissions.";
+        e.data["packets"] = unsent_.count;
+        e.data["received_only"] = unsent_.count;
+        e.data["psns"] = format_ranges(to_ranges(psns));
+        o_.events.push_back(std::move(e));
+    }
+
     /**
      * Marks the latest copy of @p psn sent before @p t as lost, as what followed (a NAK, a timeout,
-     * a dead plane) implies. Not a copy whose received twin is in the capture: it arrived (its
-     * ACK may be what went missing), and a copy that did not arrive is already marked by
-     * place_all(); counting both made one PSN sent three times and received twice count twice.
+     * a dead plane) implies. Not a copy captured as received, nor one whose received twin is in
+     * the capture: it arrived (its ACK may be what went missing), and a copy that did not arrive
+     * is already marked by place_all(); counting both made one PSN sent three times and received
+     * twice count twice.
      */
     void mark_lost(std::uint32_t psn, std::int64_t t) {
         auto it = last_copy_.find(psn);
         if (it == last_copy_.end()) return;
         const Pkt& sent = *req_[it->second];
-        if (sent.arrival_known && !sent.lost_on_wire) return;
+        if (sent.inbound || (sent.arrival_known && !sent.lost_on_wire)) return;
         FlowMark& m = o_.marks[it->second];
         if (m.t_ns <= t) m.kind = kMarkLost;
     }
@@ -737,8 +763,13 @@ class Narrator {
     void on_request(const Pkt& k) {
         ++o_.requests;
         const bool seen = last_copy_.count(k.psn) != 0;
-        const bool retx = seen || (have_max_ && dist(k.psn, max_psn_) <= 0) ||
-                          (k.mdeth && (k.mflags & wire::kMdethRetransmit));
+        const bool flagged = k.mdeth && (k.mflags & wire::kMdethRetransmit);
+        // Both ends captured: a received request left here has no sent copy in the file (place_all
+        // dropped the received twins of those that do). Without an earlier copy of its PSN, its
+        // one transmission fell before the capture began (or the capture missed it): a first
+        // copy, however far behind the sender's front it comes in the file.
+        const bool unsent = c_.arrival_known && k.inbound && !seen && !flagged;
+        const bool retx = !unsent && (seen || (have_max_ && dist(k.psn, max_psn_) <= 0) || flagged);
         if (c_.mrc) {
             const std::size_t pl = k.plane < 0 ? 0 : static_cast<std::size_t>(k.plane);
             if (o_.plane_packets.size() <= pl) {
@@ -770,6 +801,21 @@ class Narrator {
             } else {
                 on_rc_retx(k);
             }
+        } else if (unsent) {
+            // Told apart from the in-order runs: their PSNs are behind the sender's front.
+            ++o_.new_psns;
+            ++o_.sent_before_capture;
+            if (unsent_.count == 0) {
+                unsent_.first_frame = k.frame;
+                unsent_.t0 = k.t;
+            }
+            ++unsent_.count;
+            unsent_.last_frame = k.frame;
+            unsent_.psns.push_back(k.psn);
+            plane_of_.insert_or_assign(k.psn, k.plane);
+            last_copy_.insert_or_assign(k.psn, o_.marks.size());
+            o_.marks.push_back(m);
+            return;
         } else {
             close_retx();
             ++o_.new_psns;
@@ -1374,6 +1420,13 @@ class Narrator {
     };
     CnpEpisode cnp_ep_;
     std::vector<CnpRef> cnp_events_;
+    /** Requests seen only as received (both ends captured, their sending not). */
+    struct Unsent {
+        std::uint64_t count = 0, first_frame = 0, last_frame = 0;
+        std::int64_t t0 = 0;
+        std::vector<std::uint32_t> psns;
+    };
+    Unsent unsent_;
     std::uint64_t sacks_cut_ = 0; ///< SACKs whose bitmap the snap length cut
 };
 

@@ -113,6 +113,9 @@ struct FlowConnection {
     std::uint32_t first_psn = 0;
     std::uint64_t requests = 0; ///< request packets, every copy
     std::uint64_t new_psns = 0; ///< first copies
+    /** Of the first copies, those seen only as received in a capture of both ends: sent before
+     *  the capture began. */
+    std::uint64_t sent_before_capture = 0;
     std::uint64_t retransmissions = 0;
     std::uint64_t lost = 0; ///< copies marked kMarkLost
     /** Its requests' received copies are in the capture too (both ends): `lost` counts copies sent
@@ -188,11 +191,12 @@ struct StoryOptions {
 /**
  * The story as one JSON object: "file", "frames", "roce_frames", "directions", "twins" and
  * "connections", each with "id", "transport", "requester" {ip, qpn}, "responder" {ip, qpn},
- * "first_psn", the counts ("requests", "new_psns", "retransmissions", "lost", "acks", "naks",
- * "error_naks", "rnr_naks", "cnps", "sacks", "mrc_nacks", "port_status", "plane_downs"),
- * "both_ends", "planes" [{plane, packets, retransmissions}], "timeline" (what the HTML page draws:
- * "marks", "new", "retransmissions", "lost", "thinned_from", "markers" {type: count}, "planes") and
- * "events" [{kind, first_frame, last_frame, t_ms, text, ...kind-specific fields}].
+ * "first_psn", the counts ("requests", "new_psns", "sent_before_capture", "retransmissions",
+ * "lost", "acks", "naks", "error_naks", "rnr_naks", "cnps", "sacks", "mrc_nacks", "port_status",
+ * "plane_downs"), "both_ends", "planes" [{plane, packets, retransmissions}], "timeline" (what the
+ * HTML page draws: "marks", "new", "retransmissions", "lost", "thinned_from", "markers" {type:
+ * count}, "planes") and "events" [{kind, first_frame, last_frame, t_ms, text, ...kind-specific
+ * fields}].
  */
 [[nodiscard]] nlohmann::ordered_json story_json(const FlowStory& s, const StoryOptions& opts);
 

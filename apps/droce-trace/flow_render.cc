@@ -79,12 +79,16 @@ std::string heading(const FlowConnection& c, std::size_t id) {
 std::string counts_text(const FlowConnection& c) {
     // Both ends captured, a loss is seen (sent, never received); from one end it is inferred from
     // what the sender did next, and the count says which of the two it is.
-    std::string s = std::to_string(c.requests) + " request packets: " + std::to_string(c.new_psns) +
-                    " new, " + std::to_string(c.retransmissions) + " retransmitted, " +
-                    std::to_string(c.lost) +
-                    (c.both_ends ? " lost on the wire (sent, never received); "
-                                 : " presumed lost (reported missing or given up on by the "
-                                   "sender); ");
+    std::string s =
+        std::to_string(c.requests) + " request packets: " + std::to_string(c.new_psns) + " new" +
+        (c.sent_before_capture > 0
+             ? " (" + std::to_string(c.sent_before_capture) +
+                   " of them seen only as received: sent before the capture began)"
+             : std::string()) +
+        ", " + std::to_string(c.retransmissions) + " retransmitted, " + std::to_string(c.lost) +
+        (c.both_ends ? " lost on the wire (sent, never received); "
+                     : " presumed lost (reported missing or given up on by the "
+                       "sender); ");
     if (c.transport == "MRC") {
         s += std::to_string(c.sacks) + " SACKs, " + std::to_string(c.mrc_nacks) + " NACKs, " +
              std::to_string(c.port_status) + " port status, " + std::to_string(c.plane_downs) +
@@ -231,6 +235,7 @@ Json story_json(const FlowStory& s, const StoryOptions& opts) {
         o["last_frame"] = c.last_frame;
         o["requests"] = c.requests;
         o["new_psns"] = c.new_psns;
+        o["sent_before_capture"] = c.sent_before_capture;
         o["retransmissions"] = c.retransmissions;
         o["lost"] = c.lost;
         o["both_ends"] = c.both_ends;

@@ -308,6 +308,37 @@ TEST(TraceFlow, ACopyThatArrivedIsNotCountedLost) {
         << text;
 }
 
+/** Both ends in one file, cut mid-run: PSNs 1000-1007 were sent before the capture began, and
+ *  their received copies come in the file after the requester's next packets 1008-1011 (two
+ *  devices' frames need not be in time order between them). They are first copies, not a
+ *  retransmission storm, and none of them was lost. */
+TEST(TraceFlow, ReceivedCopiesOfRequestsSentBeforeTheCaptureAreNotResends) {
+    Flow f;
+    f.direction(kDirOutbound);
+    for (std::uint32_t n = 8; n < 12; ++n)
+        f.send(n, 100 + n);
+    f.direction(kDirInbound);
+    for (std::uint32_t n = 0; n < 12; ++n)
+        f.send(n, 90 + 2 * n);
+    f.direction(kDirOutbound);
+    f.respond(11, kAck, 120);
+    f.direction(kDirInbound);
+    f.respond(11, kAck, 121);
+    const FlowStory s = f.story();
+    ASSERT_EQ(s.connections.size(), 1u);
+    const FlowConnection& c = s.connections[0];
+    EXPECT_EQ(c.requests, 12u);
+    EXPECT_EQ(c.new_psns, 12u);
+    EXPECT_EQ(c.sent_before_capture, 8u);
+    EXPECT_EQ(c.retransmissions, 0u);
+    EXPECT_EQ(c.lost, 0u);
+    EXPECT_TRUE(events(s, FlowEventKind::retransmit).empty()) << story_text(s, {});
+    bool told = false;
+    for (const FlowEvent& e : events(s, FlowEventKind::packets))
+        told = told || (e.data.value("received_only", 0u) == 8u && e.data["psns"] == "1000-1007");
+    EXPECT_TRUE(told) << story_text(s, {});
+}
+
 TEST(TraceFlow, RnrNakAndTheWait) {
     Flow f;
     for (std::uint32_t n = 0; n < 4; ++n)
