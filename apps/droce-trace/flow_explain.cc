@@ -203,6 +203,7 @@ struct FlowExplainer::Impl {
     std::vector<Pkt> all;     ///< every RoCEv2 packet, in file order, until place_all()
     std::vector<Pkt> orphans; ///< responses and CNPs no connection claimed (kept for counts)
     std::uint64_t frames = 0, roce = 0, twins = 0, rejected = 0;
+    std::map<int, std::uint64_t> not_ethernet; ///< link type -> frames skipped
     std::vector<std::pair<std::uint64_t, std::string>> rejected_first;
     bool directions = false;
     bool have_t0 = false;
@@ -302,7 +303,10 @@ struct FlowExplainer::Impl {
             t0 = raw.ts_ns;
             have_t0 = true;
         }
-        if (raw.link_type != kLinkTypeEthernet) return;
+        if (raw.link_type != kLinkTypeEthernet) {
+            ++not_ethernet[raw.link_type];
+            return;
+        }
         std::span<const std::uint8_t> bytes = raw.bytes;
         const bool cut = raw.wire_length > bytes.size();
         if (cut) {
@@ -1445,6 +1449,7 @@ FlowStory FlowExplainer::finish(const std::string& file) {
     s.file = file;
     s.frames = impl_->frames;
     s.roce_frames = impl_->roce;
+    s.not_ethernet = impl_->not_ethernet;
     s.twins = impl_->twins;
     s.rejected = impl_->rejected;
     s.rejected_first = impl_->rejected_first;

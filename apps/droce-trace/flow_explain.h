@@ -40,6 +40,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -140,8 +141,11 @@ struct FlowStory {
     std::string file;
     std::uint64_t frames = 0;      ///< frames in the capture
     std::uint64_t roce_frames = 0; ///< RoCEv2 frames (accepted, or cut by the snap length)
-    std::uint64_t twins = 0;       ///< inbound copies matched to their outbound copy
-    bool directions = false;       ///< the capture said which way frames went
+    /** Frames skipped because their link type is not Ethernet, by pcap link type (LINKTYPE_*):
+     *  an ERF or InfiniBand capture holds no RoCEv2 frame droce-trace can find. */
+    std::map<int, std::uint64_t> not_ethernet;
+    std::uint64_t twins = 0; ///< inbound copies matched to their outbound copy
+    bool directions = false; ///< the capture said which way frames went
     /** Frames the capturing side dropped (pcapng isb_ifdrop: droce's capture ring was full):
      *  missing from the file, so a gap in the story may be the capture's, not the network's. */
     std::uint64_t capture_dropped = 0;
@@ -189,7 +193,8 @@ struct StoryOptions {
 [[nodiscard]] std::string story_text(const FlowStory& s, const StoryOptions& opts);
 
 /**
- * The story as one JSON object: "file", "frames", "roce_frames", "directions", "twins" and
+ * The story as one JSON object: "file", "frames", "roce_frames", "not_ethernet" (link type name
+ * -> frames skipped for it), "directions", "twins" and
  * "connections", each with "id", "transport", "requester" {ip, qpn}, "responder" {ip, qpn},
  * "first_psn", the counts ("requests", "new_psns", "sent_before_capture", "retransmissions",
  * "lost", "acks", "naks", "error_naks", "rnr_naks", "cnps", "sacks", "mrc_nacks", "port_status",

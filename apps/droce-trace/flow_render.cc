@@ -7,6 +7,7 @@
 #include <set>
 
 #include "flow_explain.h"
+#include "trace_explain.h"
 
 namespace droce::trace {
 
@@ -17,6 +18,23 @@ namespace {
 double round3(double v) {
     return static_cast<double>(static_cast<std::int64_t>(v * 1000.0 + (v < 0 ? -0.5 : 0.5))) /
            1000.0;
+}
+
+/** Why some or all of the capture's frames were skipped for their link type, "" when none was:
+ *  the sentence `read --explain` gives each such frame when the whole file is of one such type. */
+std::string not_ethernet_text(const FlowStory& s) {
+    std::uint64_t n = 0;
+    for (const auto& [type, frames] : s.not_ethernet)
+        n += frames;
+    if (n == 0) return {};
+    if (s.not_ethernet.size() == 1 && n == s.frames)
+        return not_ethernet_sentence(s.not_ethernet.begin()->first);
+    std::string t;
+    for (const auto& [type, frames] : s.not_ethernet)
+        t += (t.empty() ? "" : ", ") + std::to_string(frames) + " of link type " +
+             link_type_name(type);
+    return t + " are not Ethernet frames; droce-trace decodes RoCEv2 in Ethernet only, so they are "
+               "skipped.";
 }
 
 double t_ms(std::int64_t ns) {
@@ -157,6 +175,7 @@ std::string story_text(const FlowStory& s, const StoryOptions& opts) {
     std::string out = "droce-trace explain " + s.file + ": " + std::to_string(s.frames) +
                       " frames, " + std::to_string(s.roce_frames) + " RoCEv2, " +
                       std::to_string(s.connections.size()) + " connection(s)";
+    if (const std::string why = not_ethernet_text(s); !why.empty()) out += ". " + why;
     if (s.twins > 0) {
         out += "; " + std::to_string(s.twins) +
                " packets were captured at both ends (sent and received) and count once";
@@ -215,6 +234,10 @@ Json story_json(const FlowStory& s, const StoryOptions& opts) {
     j["file"] = s.file;
     j["frames"] = s.frames;
     j["roce_frames"] = s.roce_frames;
+    Json ne = Json::object();
+    for (const auto& [type, frames] : s.not_ethernet)
+        ne[link_type_name(type)] = frames;
+    j["not_ethernet"] = std::move(ne);
     j["directions"] = s.directions;
     j["twins"] = s.twins;
     j["capture_dropped"] = s.capture_dropped;
@@ -517,6 +540,8 @@ std::string story_html(const FlowStory& s, const StoryOptions& opts) {
         std::to_string(s.roce_frames) + " RoCEv2, " + std::to_string(s.connections.size()) +
         " connection(s). Time runs left to right, PSN upward: a straight rising "
         "line is a connection sending in order; a step back down is a resend.</p>\n";
+    if (const std::string why = not_ethernet_text(s); !why.empty())
+        page += "<p class=\"counts\">" + html_escape(why) + "</p>\n";
     if (s.capture_dropped > 0)
         page += "<p class=\"counts\">The capture itself dropped " +
                 std::to_string(s.capture_dropped) +

@@ -213,14 +213,18 @@ std::string describe_syndrome(std::uint8_t syndrome) {
     return "reserved syndrome (bits 7:5 = 010): a responder never sends it";
 }
 
+std::string not_ethernet_sentence(int link_type) {
+    return "This capture's link type is " + link_type_name(link_type) +
+           ", not Ethernet; droce-trace decodes RoCEv2 in Ethernet captures only, so every frame "
+           "of the file is skipped.";
+}
+
 namespace {
 
 std::string skip_sentence(const DecodedFrame& d) {
     switch (d.skip) {
     case SkipKind::link_type:
-        return "This capture's link type is " + link_type_name(d.raw.link_type) +
-               ", not Ethernet; droce-trace decodes RoCEv2 in Ethernet captures only, so every "
-               "frame of the file is skipped.";
+        return not_ethernet_sentence(d.raw.link_type);
     case SkipKind::truncated:
         return "The frame ends before its protocol can be told, so it is not decoded.";
     case SkipKind::ieee8023:

@@ -41,6 +41,12 @@ struct Explanation {
  */
 [[nodiscard]] std::string format_explained(const DecodedFrame& frame);
 
+/**
+ * Why frames of link type @p link_type (not Ethernet) are skipped: what `read --explain` says of
+ * each, and `explain` of the whole capture.
+ */
+[[nodiscard]] std::string not_ethernet_sentence(int link_type);
+
 /** What an opcode does, e.g. for RC_RDMA_WRITE_ONLY "RDMA WRITE ... in one packet ... ". */
 [[nodiscard]] std::string describe_opcode(wire::Opcode op);
 

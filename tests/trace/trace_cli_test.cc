@@ -150,6 +150,26 @@ TEST(TraceCli, ExplainAddsIndentedLines) {
     EXPECT_EQ(first["explain"][0]["header"], "IPv4");
 }
 
+/** An ERF capture (native InfiniBand) holds no RoCEv2 frame: explain says why, as read does,
+ *  instead of a bare "0 RoCEv2". */
+TEST(TraceCli, ExplainOfANonEthernetCaptureSaysWhyItHasNoRoce) {
+    const std::string erf = capture("srinivaskoritala_rdma-softroce-demo_infiniband_erf.pcap");
+    const RunResult read = run_trace("read --explain " + erf);
+    const RunResult text = run_trace("explain " + erf);
+    const RunResult json = run_trace("explain --json " + erf);
+    ASSERT_EQ(read.status, 0) << read.output;
+    const std::string why = "This capture's link type is ERF, not Ethernet; droce-trace decodes "
+                            "RoCEv2 in Ethernet captures only, so every frame of the file is "
+                            "skipped.";
+    EXPECT_TRUE(contains(read.output, why)) << read.output.substr(0, 400);
+    EXPECT_EQ(text.status, 0) << text.output;
+    EXPECT_TRUE(contains(lines(text.output).at(0), why)) << text.output;
+    ASSERT_EQ(json.status, 0) << json.output;
+    const auto j = nlohmann::json::parse(json.output);
+    EXPECT_EQ(j["not_ethernet"]["ERF"], j["frames"]) << json.output;
+    EXPECT_GT(j["frames"].get<int>(), 0);
+}
+
 TEST(TraceCli, ExplainOfAnAbsentQpSaysSoAndExitsOne) {
     const RunResult r =
         run_trace("explain --qp 0xabcdef " + capture("droce_mrc_plane_down_loss.pcapng"));
