@@ -547,10 +547,16 @@ std::string story_html(const FlowStory& s, const StoryOptions& opts) {
                 std::to_string(s.capture_dropped) +
                 " frames (its ring was full): a gap below may be the capture's, not the "
                 "network's.</p>\n";
-    // An index first: a capture of a whole demo holds dozens of connections.
+    // An index first: a capture of a whole demo holds dozens of connections. NAKs by AETH
+    // syndrome, never summed: a PSN sequence error NAK is answered by a resend, an error NAK
+    // (invalid request, remote access, remote operational) fails the work request, an RNR NAK
+    // asks for a wait; MRC NACKs have reasons of both kinds and a column of their own.
     page += "<table class=\"index\">\n<tr><th>connection</th><th>transport</th><th>requester "
-            "QP</th><th>responder QP</th><th>packets</th><th>resent</th><th>lost</th><th>NAKs</th>"
-            "<th>RNR NAKs</th><th>CNPs</th><th>planes down</th></tr>\n";
+            "QP</th><th>responder QP</th><th>packets</th><th>resent</th><th>lost</th>"
+            "<th title=\"NAK, PSN sequence error: the requester resends from its PSN\">sequence "
+            "NAKs</th><th title=\"NAK, invalid request, remote access or remote operational "
+            "error: the work request fails\">error NAKs</th><th>RNR NAKs</th><th>MRC "
+            "NACKs</th><th>CNPs</th><th>planes down</th></tr>\n";
     id = 0;
     for (const FlowConnection& c : s.connections) {
         ++id;
@@ -560,8 +566,8 @@ std::string story_html(const FlowStory& s, const StoryOptions& opts) {
                 "</a></td><td>" + html_escape(c.transport) + "</td><td>" +
                 (c.requester_qpn ? qpn_hex(*c.requester_qpn) : std::string("?")) + "</td><td>" +
                 (c.transport != "?" ? qpn_hex(c.responder_qpn) : std::string("?")) + "</td>" +
-                cell(c.requests) + cell(c.retransmissions) + cell(c.lost) +
-                cell(c.naks + c.error_naks + c.mrc_nacks) + cell(c.rnr_naks) + cell(c.cnps) +
+                cell(c.requests) + cell(c.retransmissions) + cell(c.lost) + cell(c.naks) +
+                cell(c.error_naks) + cell(c.rnr_naks) + cell(c.mrc_nacks) + cell(c.cnps) +
                 cell(c.plane_downs) + "</tr>\n";
     }
     page += "</table>\n";

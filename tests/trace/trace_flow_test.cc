@@ -8,6 +8,7 @@
  */
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -441,6 +442,56 @@ TEST(TraceFlow, QpFilterJsonAndPage) {
     EXPECT_EQ(story_html(s, other).find("id=\"timeline-1\""), std::string::npos);
     const std::string text = story_text(s, all);
     EXPECT_NE(text.find("PSNs 1000-1002 sent in order: 3 packets"), std::string::npos) << text;
+}
+
+/** The cells of the first row of the page's index table under each column heading. */
+std::map<std::string, std::string> index_row(const std::string& page) {
+    auto cells = [&](std::size_t from, std::size_t to, const std::string& tag) {
+        std::vector<std::string> v;
+        for (std::size_t at = page.find("<" + tag, from); at < to;
+             at = page.find("<" + tag, at + 1)) {
+            const std::size_t open = page.find('>', at) + 1;
+            std::string text = page.substr(open, page.find("</" + tag + ">", open) - open);
+            for (std::size_t lt; (lt = text.find('<')) != std::string::npos;)
+                text.erase(lt, text.find('>', lt) - lt + 1); // a link inside the cell
+            v.push_back(text);
+        }
+        return v;
+    };
+    std::map<std::string, std::string> row;
+    const std::size_t table = page.find("<table class=\"index\">");
+    if (table == std::string::npos) return row;
+    const std::size_t head_end = page.find("</tr>", table);
+    const std::size_t row_end = page.find("</tr>", head_end + 5);
+    const auto heads = cells(table, head_end, "th");
+    const auto values = cells(head_end, row_end, "td");
+    for (std::size_t i = 0; i < heads.size() && i < values.size(); ++i)
+        row[heads[i]] = values[i];
+    return row;
+}
+
+/** The page's index counts NAKs by AETH syndrome: a PSN sequence error NAK (a resend follows)
+ *  and an error NAK (remote access error: the work request fails) are not one number. */
+TEST(TraceFlow, PageIndexTellsSequenceNaksFromErrorNaks) {
+    Flow f;
+    for (std::uint32_t n = 0; n < 6; ++n)
+        f.send(n, n);
+    f.respond(2, kSeqNak, 10);
+    for (std::uint32_t n = 2; n < 6; ++n)
+        f.send(n, 20 + n);
+    f.respond(4, kAck, 30);
+    f.respond(5, 0x60 | 2, 31); // NAK, remote access error
+    const FlowStory s = f.story();
+    ASSERT_EQ(s.connections.size(), 1u);
+    EXPECT_EQ(s.connections[0].naks, 1u);
+    EXPECT_EQ(s.connections[0].error_naks, 1u);
+    const auto row = index_row(story_html(s, {}));
+    EXPECT_EQ(row.count("NAKs"), 0u) << "a column summing every kind of NAK";
+    EXPECT_EQ(row.at("packets"), "10");
+    EXPECT_EQ(row.at("sequence NAKs"), "1");
+    EXPECT_EQ(row.at("error NAKs"), "1");
+    EXPECT_EQ(row.at("RNR NAKs"), "0");
+    EXPECT_EQ(row.at("MRC NACKs"), "0");
 }
 
 TEST(TraceFlow, ThinnedTimelineKeepsEveryResend) {
