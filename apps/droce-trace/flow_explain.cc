@@ -202,7 +202,8 @@ struct FlowExplainer::Impl {
     std::map<std::string, std::size_t> by_key;
     std::vector<Pkt> all;     ///< every RoCEv2 packet, in file order, until place_all()
     std::vector<Pkt> orphans; ///< responses and CNPs no connection claimed (kept for counts)
-    std::uint64_t frames = 0, roce = 0, twins = 0, rejected = 0;
+    std::uint64_t frames = 0, roce_frames = 0, roce_packets = 0, twins = 0, rejected = 0;
+    std::uint64_t gso_sends = 0, gso_packets = 0;
     std::map<int, std::uint64_t> not_ethernet; ///< link type -> frames skipped
     std::vector<std::pair<std::uint64_t, std::string>> rejected_first;
     bool directions = false;
@@ -307,6 +308,41 @@ struct FlowExplainer::Impl {
             ++not_ethernet[raw.link_type];
             return;
         }
+        wire::RejectReason why = wire::RejectReason::ok;
+        if (add_packet(raw, why)) {
+            ++roce_frames;
+            return;
+        }
+        if (why == wire::RejectReason::ok) return; // not RoCEv2
+        // A frame a receiver would reject, unless it is a UDP GSO send captured before the kernel
+        // cut it: then it is one frame of several packets, each as the receiver gets it.
+        const std::vector<std::vector<std::uint8_t>> segments = split_gso_send(raw);
+        if (!segments.empty()) {
+            ++roce_frames;
+            ++gso_sends;
+            gso_packets += segments.size();
+            for (std::size_t k = 0; k < segments.size(); ++k) {
+                RawFrame seg = raw;
+                seg.bytes = segments[k];
+                seg.wire_length = static_cast<std::uint32_t>(segments[k].size());
+                seg.gso_segment = static_cast<std::uint16_t>(k + 1);
+                seg.gso_segments = static_cast<std::uint16_t>(segments.size());
+                wire::RejectReason seg_why = wire::RejectReason::ok;
+                add_packet(seg, seg_why); // split_gso_send() parsed each one: accepted
+            }
+            return;
+        }
+        ++rejected;
+        if (rejected_first.size() < 8)
+            rejected_first.emplace_back(raw.index, std::string(wire::to_string(why)));
+    }
+
+    /**
+     * Takes the RoCEv2 packet @p raw holds, if any: true when taken; false with @p why set when it
+     * is RoCEv2 a receiver rejects, false with @p why ok when it is not RoCEv2 at all.
+     */
+    bool add_packet(const RawFrame& raw, wire::RejectReason& why) {
+        why = wire::RejectReason::ok;
         std::span<const std::uint8_t> bytes = raw.bytes;
         const bool cut = raw.wire_length > bytes.size();
         if (cut) {
@@ -314,7 +350,7 @@ struct FlowExplainer::Impl {
             // The length comes from the file: one no Ethernet frame can have (an IP packet is at
             // most 65535 bytes) is a damaged record, not a frame to allocate for.
             constexpr std::uint32_t kMaxEthernetFrame = 14 + 4 + 65535;
-            if (raw.wire_length > kMaxEthernetFrame) return;
+            if (raw.wire_length > kMaxEthernetFrame) return false;
             padded.assign(raw.wire_length, 0);
             std::copy(bytes.begin(), bytes.end(), padded.begin());
             bytes = padded;
@@ -322,17 +358,13 @@ struct FlowExplainer::Impl {
         wire::ParsedFrame p;
         wire::ParseOptions opts;
         opts.verify_icrc = !cut;
-        const wire::RejectReason why = wire::parse_frame(bytes, p, opts);
-        if (why != wire::RejectReason::ok || p.bth == nullptr || p.info == nullptr) {
-            // RoCEv2 a receiver drops (past the UDP port check): counted, not silently gone.
-            if (p.bth != nullptr && why != wire::RejectReason::ok) {
-                ++rejected;
-                if (rejected_first.size() < 8)
-                    rejected_first.emplace_back(raw.index, std::string(wire::to_string(why)));
-            }
-            return;
+        const wire::RejectReason parsed = wire::parse_frame(bytes, p, opts);
+        if (parsed != wire::RejectReason::ok || p.bth == nullptr || p.info == nullptr) {
+            // RoCEv2 a receiver drops (past the UDP port check): add() counts it.
+            if (p.bth != nullptr) why = parsed;
+            return false;
         }
-        ++roce;
+        ++roce_packets;
         Pkt k;
         k.frame = raw.index;
         k.t = raw.ts_ns - t0;
@@ -385,6 +417,7 @@ struct FlowExplainer::Impl {
         k.key = twin_key(p, bytes.subspan(0, raw.bytes.size()), raw.wire_length);
         k.inbound = raw.direction == kDirInbound;
         all.push_back(std::move(k));
+        return true;
     }
 
     /**
@@ -1448,7 +1481,10 @@ FlowStory FlowExplainer::finish(const std::string& file) {
     FlowStory s;
     s.file = file;
     s.frames = impl_->frames;
-    s.roce_frames = impl_->roce;
+    s.roce_frames = impl_->roce_frames;
+    s.roce_packets = impl_->roce_packets;
+    s.gso_sends = impl_->gso_sends;
+    s.gso_packets = impl_->gso_packets;
     s.not_ethernet = impl_->not_ethernet;
     s.twins = impl_->twins;
     s.rejected = impl_->rejected;

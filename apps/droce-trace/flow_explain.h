@@ -141,6 +141,10 @@ struct FlowStory {
     std::string file;
     std::uint64_t frames = 0;      ///< frames in the capture
     std::uint64_t roce_frames = 0; ///< RoCEv2 frames (accepted, or cut by the snap length)
+    /** RoCEv2 packets: one per RoCEv2 frame, but every packet of a UDP GSO send (one frame). */
+    std::uint64_t roce_packets = 0;
+    /** Frames that are UDP GSO sends captured before the kernel cut them, and their packets. */
+    std::uint64_t gso_sends = 0, gso_packets = 0;
     /** Frames skipped because their link type is not Ethernet, by pcap link type (LINKTYPE_*):
      *  an ERF or InfiniBand capture holds no RoCEv2 frame droce-trace can find. */
     std::map<int, std::uint64_t> not_ethernet;
@@ -168,7 +172,11 @@ class FlowExplainer {
     FlowExplainer(const FlowExplainer&) = delete;
     FlowExplainer& operator=(const FlowExplainer&) = delete;
 
-    /** Takes one frame (its bytes are copied as far as needed; they may go away after). */
+    /**
+     * Takes one captured frame (its bytes are copied as far as needed; they may go away after). A
+     * UDP GSO send captured before the kernel cut it (split_gso_send()) is one frame whose
+     * packets each join the story.
+     */
     void add(const RawFrame& frame);
     /** Analyses what was added and returns the story; the explainer is spent afterwards. */
     [[nodiscard]] FlowStory finish(const std::string& file);
@@ -193,7 +201,8 @@ struct StoryOptions {
 [[nodiscard]] std::string story_text(const FlowStory& s, const StoryOptions& opts);
 
 /**
- * The story as one JSON object: "file", "frames", "roce_frames", "not_ethernet" (link type name
+ * The story as one JSON object: "file", "frames", "roce_frames", "roce_packets", "gso_sends",
+ * "gso_packets", "not_ethernet" (link type name
  * -> frames skipped for it), "directions", "twins" and
  * "connections", each with "id", "transport", "requester" {ip, qpn}, "responder" {ip, qpn},
  * "first_psn", the counts ("requests", "new_psns", "sent_before_capture", "retransmissions",

@@ -37,6 +37,18 @@ std::string not_ethernet_text(const FlowStory& s) {
                "skipped.";
 }
 
+/** "133 frames, 130 RoCEv2": frames as captured; with UDP GSO sends in the capture (one frame, up
+ *  to 64 packets) the packets too, since the story counts packets. */
+std::string capture_counts_text(const FlowStory& s) {
+    std::string t =
+        std::to_string(s.frames) + " frames, " + std::to_string(s.roce_frames) + " RoCEv2";
+    if (s.gso_sends == 0) return t;
+    return t + " (" + std::to_string(s.roce_packets) +
+           " RoCEv2 packets: " + std::to_string(s.gso_sends) +
+           " of the frames are UDP GSO sends captured before the " + "kernel cut them, " +
+           std::to_string(s.gso_packets) + " packets in all)";
+}
+
 double t_ms(std::int64_t ns) {
     return round3(static_cast<double>(ns) / 1e6);
 }
@@ -172,8 +184,7 @@ bool story_selects(const FlowConnection& c, const StoryOptions& opts) {
 }
 
 std::string story_text(const FlowStory& s, const StoryOptions& opts) {
-    std::string out = "droce-trace explain " + s.file + ": " + std::to_string(s.frames) +
-                      " frames, " + std::to_string(s.roce_frames) + " RoCEv2, " +
+    std::string out = "droce-trace explain " + s.file + ": " + capture_counts_text(s) + ", " +
                       std::to_string(s.connections.size()) + " connection(s)";
     if (const std::string why = not_ethernet_text(s); !why.empty()) out += ". " + why;
     if (s.twins > 0) {
@@ -234,6 +245,9 @@ Json story_json(const FlowStory& s, const StoryOptions& opts) {
     j["file"] = s.file;
     j["frames"] = s.frames;
     j["roce_frames"] = s.roce_frames;
+    j["roce_packets"] = s.roce_packets;
+    j["gso_sends"] = s.gso_sends;
+    j["gso_packets"] = s.gso_packets;
     Json ne = Json::object();
     for (const auto& [type, frames] : s.not_ethernet)
         ne[link_type_name(type)] = frames;
@@ -536,8 +550,8 @@ std::string story_html(const FlowStory& s, const StoryOptions& opts) {
         "<title>droce-trace explain: " +
         html_escape(s.file) + "</title>\n<style>" + kStyle +
         "</style>\n</head>\n<body>\n<h1>droce-trace explain: " + html_escape(s.file) +
-        "</h1>\n<p class=\"counts\">" + std::to_string(s.frames) + " frames, " +
-        std::to_string(s.roce_frames) + " RoCEv2, " + std::to_string(s.connections.size()) +
+        "</h1>\n<p class=\"counts\">" + html_escape(capture_counts_text(s)) + ", " +
+        std::to_string(s.connections.size()) +
         " connection(s). Time runs left to right, PSN upward: a straight rising "
         "line is a connection sending in order; a step back down is a resend.</p>\n";
     if (const std::string why = not_ethernet_text(s); !why.empty())

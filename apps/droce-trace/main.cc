@@ -135,18 +135,7 @@ int run_explain(const ExplainOptions& opts) {
             damage = error;
             break;
         }
-        // A UDP GSO send captured before the kernel cut it: the story sees its packets.
-        std::vector<std::vector<std::uint8_t>> segments;
-        if (decode_frame(raw).kind == FrameKind::rejected) segments = split_gso_send(raw);
-        for (std::size_t k = 0; k < segments.size(); ++k) {
-            RawFrame seg = raw;
-            seg.bytes = segments[k];
-            seg.wire_length = static_cast<std::uint32_t>(segments[k].size());
-            seg.gso_segment = static_cast<std::uint16_t>(k + 1);
-            seg.gso_segments = static_cast<std::uint16_t>(segments.size());
-            explainer.add(seg);
-        }
-        if (segments.empty()) explainer.add(raw);
+        explainer.add(raw); // a UDP GSO send too: the explainer takes its packets
         ++read_frames;
     }
     if (!damage.empty()) {

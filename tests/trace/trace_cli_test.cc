@@ -170,6 +170,79 @@ TEST(TraceCli, ExplainOfANonEthernetCaptureSaysWhyItHasNoRoce) {
     EXPECT_GT(j["frames"].get<int>(), 0);
 }
 
+/** Writes @p frames as a classic pcap file (Ethernet, microsecond times 1 us apart) at @p path. */
+bool write_pcap(const std::string& path, const std::vector<std::vector<std::uint8_t>>& frames) {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) return false;
+    const std::uint32_t head[] = {0xa1b2c3d4u, 2u | (4u << 16), 0, 0, 65535, 1};
+    bool ok = std::fwrite(head, sizeof head, 1, f) == 1;
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+        const auto n = static_cast<std::uint32_t>(frames[i].size());
+        const std::uint32_t rec[] = {1, static_cast<std::uint32_t>(i), n, n};
+        ok = ok && std::fwrite(rec, sizeof rec, 1, f) == 1 &&
+             std::fwrite(frames[i].data(), 1, n, f) == n;
+    }
+    return std::fclose(f) == 0 && ok;
+}
+
+/** A capture on lo of droce's uring ports with UDP GSO: two frames that are GSO sends of three
+ *  RC WRITE packets each, then one ACK frame. explain counts 3 frames (not 7) and names the 7
+ *  packets; the connection has its 6 requests. */
+TEST(TraceCli, ExplainCountsAGsoSendAsOneFrameOfSeveralPackets) {
+    std::vector<std::vector<std::uint8_t>> frames;
+    for (std::uint32_t send = 0; send < 2; ++send) {
+        std::vector<std::vector<std::uint8_t>> packets;
+        for (std::uint32_t k = 0; k < 3; ++k) {
+            wire::PacketFields f;
+            f.opcode = k == 0   ? wire::Opcode::RC_RDMA_WRITE_FIRST
+                       : k == 1 ? wire::Opcode::RC_RDMA_WRITE_MIDDLE
+                                : wire::Opcode::RC_RDMA_WRITE_LAST;
+            f.dest_qp = 0x22;
+            f.psn = wire::Psn(1000 + 3 * send + k);
+            f.va = 0x10000;
+            f.rkey = 0x1234;
+            f.dma_len = 752;
+            packets.push_back(build(f, k == 0 ? 240 : k == 1 ? 256 : 256));
+        }
+        frames.push_back(gso_send(packets, false));
+    }
+    wire::PacketFields ack;
+    ack.opcode = wire::Opcode::RC_ACKNOWLEDGE;
+    ack.dest_qp = 0x11;
+    ack.psn = wire::Psn(1005);
+    ack.syndrome = 0x1f;
+    wire::PathHeaders back = test_path();
+    std::swap(back.src_ip, back.dst_ip);
+    std::swap(back.src_mac, back.dst_mac);
+    frames.push_back(build(ack, 0, back));
+    char path[] = "/tmp/droce-trace-gso-XXXXXX";
+    const int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    close(fd);
+    ASSERT_TRUE(write_pcap(path, frames));
+    const RunResult read = run_trace("read " + quoted(path));
+    const RunResult text = run_trace("explain " + quoted(path));
+    const RunResult json = run_trace("explain --json " + quoted(path));
+    unlink(path);
+    ASSERT_EQ(read.status, 0) << read.output;
+    EXPECT_TRUE(contains(read.output, "gso=3/3")) << read.output;
+    ASSERT_EQ(text.status, 0) << text.output;
+    EXPECT_TRUE(contains(lines(text.output).at(0),
+                         "3 frames, 3 RoCEv2 (7 RoCEv2 packets: 2 of the frames are UDP GSO sends "
+                         "captured before the kernel cut them, 6 packets in all)"))
+        << text.output;
+    ASSERT_EQ(json.status, 0) << json.output;
+    const auto j = nlohmann::json::parse(json.output);
+    EXPECT_EQ(j["frames"], 3);
+    EXPECT_EQ(j["roce_frames"], 3);
+    EXPECT_EQ(j["roce_packets"], 7);
+    EXPECT_EQ(j["gso_sends"], 2);
+    EXPECT_EQ(j["gso_packets"], 6);
+    ASSERT_EQ(j["connections"].size(), 1u) << json.output;
+    EXPECT_EQ(j["connections"][0]["requests"], 6);
+    EXPECT_EQ(j["connections"][0]["acks"], 1);
+}
+
 TEST(TraceCli, ExplainOfAnAbsentQpSaysSoAndExitsOne) {
     const RunResult r =
         run_trace("explain --qp 0xabcdef " + capture("droce_mrc_plane_down_loss.pcapng"));

@@ -116,6 +116,24 @@ inline RawFrame raw_of(const std::vector<std::uint8_t>& bytes, int link_type = k
     return r;
 }
 
+/** One UDP GSO send as a capture on lo sees it (drivers/uring gso): the packets' UDP payloads
+ *  back to back behind the first packet's headers, the IP and UDP lengths the sum. */
+inline std::vector<std::uint8_t> gso_send(const std::vector<std::vector<std::uint8_t>>& packets,
+                                          bool ipv6) {
+    const std::size_t udp_off = 14 + (ipv6 ? 40 : 20);
+    std::vector<std::uint8_t> out(packets[0].begin(), packets[0].begin() + udp_off + 8);
+    for (const auto& p : packets)
+        out.insert(out.end(), p.begin() + udp_off + 8, p.end());
+    const std::size_t udp_len = out.size() - udp_off;
+    const auto put16 = [&](std::size_t at, std::size_t v) {
+        out[at] = static_cast<std::uint8_t>(v >> 8);
+        out[at + 1] = static_cast<std::uint8_t>(v);
+    };
+    put16(udp_off + 4, udp_len);
+    put16(14 + (ipv6 ? 4 : 2), ipv6 ? udp_len : out.size() - 14);
+    return out;
+}
+
 /** Formats a frame built from @p bytes. */
 inline FrameOutput format_bytes(const std::vector<std::uint8_t>& bytes) {
     return format_all(raw_of(bytes));
