@@ -51,6 +51,32 @@ RunResult run_trace(const std::string& args) {
     return r;
 }
 
+/** Runs `./droce trace` (the wrapper in the source tree, DROCE_SCRIPT) on this build's droce-trace
+ *  with @p args (already shell-quoted), from the current directory. */
+RunResult run_droce_trace(const std::string& args) {
+    const char* script = std::getenv("DROCE_SCRIPT");
+    const char* build = std::getenv("DROCE_BUILD_ROOT");
+    RunResult r;
+    if (script == nullptr || build == nullptr) {
+        ADD_FAILURE() << "DROCE_SCRIPT or DROCE_BUILD_ROOT is not set";
+        return r;
+    }
+    const std::string cmd = "DROCE_NO_BUILD=1 DROCE_BUILD_DIR=" + quoted(build) + " " +
+                            quoted(script) + " trace " + args + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    if (p == nullptr) {
+        ADD_FAILURE() << "popen failed: " << cmd;
+        return r;
+    }
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
+        r.output.append(buf, n);
+    const int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return r;
+}
+
 std::vector<std::string> lines(const std::string& s) {
     std::vector<std::string> out;
     std::istringstream in(s);
@@ -241,6 +267,32 @@ TEST(TraceCli, ExplainCountsAGsoSendAsOneFrameOfSeveralPackets) {
     ASSERT_EQ(j["connections"].size(), 1u) << json.output;
     EXPECT_EQ(j["connections"][0]["requests"], 6);
     EXPECT_EQ(j["connections"][0]["acks"], 1);
+}
+
+/** `./droce trace` takes explain's options before FILE as well as after it, as droce-trace explain
+ *  does (it once passed `--html OUT FILE` on without `explain`: "A subcommand is required"). */
+TEST(TraceCli, DroceTraceTakesOptionsBeforeTheFile) {
+    const std::string file = capture("montybeatnik_rdma-roce-lab_test.pcap");
+    char dir[] = "/tmp/droce-trace-html-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    const std::string before = std::string(dir) + "/before.html";
+    const std::string after = std::string(dir) + "/after.html";
+    const RunResult b = run_droce_trace("--html " + quoted(before) + " " + file);
+    const RunResult a = run_droce_trace(file + " --html " + quoted(after));
+    const RunResult j = run_droce_trace("--json --qp 0x11 " + file);
+    const bool wrote_before = access(before.c_str(), F_OK) == 0;
+    const bool wrote_after = access(after.c_str(), F_OK) == 0;
+    std::remove(before.c_str());
+    std::remove(after.c_str());
+    rmdir(dir);
+    EXPECT_EQ(b.status, 0) << b.output;
+    EXPECT_TRUE(wrote_before) << b.output;
+    EXPECT_TRUE(contains(b.output, "Connection 1: ")) << b.output;
+    EXPECT_EQ(a.status, 0) << a.output;
+    EXPECT_TRUE(wrote_after) << a.output;
+    EXPECT_EQ(b.output, a.output);
+    ASSERT_EQ(j.status, 0) << j.output;
+    EXPECT_FALSE(nlohmann::json::parse(j.output)["connections"].empty());
 }
 
 TEST(TraceCli, ExplainOfAnAbsentQpSaysSoAndExitsOne) {
