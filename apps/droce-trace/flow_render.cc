@@ -339,11 +339,18 @@ constexpr const char* kScript = R"JS(
     if (parent) parent.appendChild(e);
     return e;
   }
-  function ticks(lo, hi, n) {
+  // About n round values from lo to hi and their labels. PSNs are integers: an integer axis never
+  // steps by less than 1 (a capture of two packets would get PSN 1000.2). Each value is a whole
+  // multiple of the step, not a sum of steps (0.2 + 0.2 + 0.2 is 0.6000000000000001, a label too
+  // wide for the margin), and the labels have as many decimals as the step needs, so that two
+  // ticks of a span of a microsecond are not both "0.001".
+  function ticks(lo, hi, n, integer, label) {
     var span = hi - lo || 1, step = Math.pow(10, Math.floor(Math.log10(span / n)));
     [1, 2, 5, 10].some(function (m) { if (span / (step * m) <= n) { step *= m; return true; } return false; });
-    var out = [];
-    for (var v = Math.ceil(lo / step) * step; v <= hi + 1e-9; v += step) out.push(v);
+    if (integer) step = Math.max(1, Math.round(step));
+    var decimals = integer ? 0 : Math.max(0, -Math.floor(Math.log10(step) + 1e-9)), out = [];
+    for (var i = Math.ceil(lo / step - 1e-9); i * step <= hi + step * 1e-9; i++)
+      out.push({v: i * step, text: label(i * step, decimals)});
     return out;
   }
   function color(c, plane) { return c.transport === 'MRC' && plane >= 0 ? COLORS[plane % COLORS.length] : COLORS[0]; }
@@ -357,13 +364,13 @@ constexpr const char* kScript = R"JS(
     function X(t) { return L + (t - t0) / (t1 - t0) * (W - L - R); }
     function Y(p) { return H - B - (p - p0) / (p1 - p0) * (H - B - T); }
     el('rect', {x: L, y: T, width: W - L - R, height: H - B - T, fill: '#fafafa', stroke: '#ccc'}, svg);
-    ticks(t0, t1, 8).forEach(function (t) {
-      el('line', {x1: X(t), x2: X(t), y1: T, y2: H - B, stroke: '#eee'}, svg);
-      el('text', {x: X(t), y: H - B + 16, 'text-anchor': 'middle', 'class': 'tick'}, svg).textContent = (+t.toFixed(3)) + '';
+    ticks(t0, t1, 8, false, function (t, d) { return t.toFixed(d); }).forEach(function (k) {
+      el('line', {x1: X(k.v), x2: X(k.v), y1: T, y2: H - B, stroke: '#eee'}, svg);
+      el('text', {x: X(k.v), y: H - B + 16, 'text-anchor': 'middle', 'class': 'tick'}, svg).textContent = k.text;
     });
-    ticks(p0, p1, 6).forEach(function (p) {
-      el('line', {x1: L, x2: W - R, y1: Y(p), y2: Y(p), stroke: '#eee'}, svg);
-      el('text', {x: L - 6, y: Y(p) + 4, 'text-anchor': 'end', 'class': 'tick'}, svg).textContent = ((c.first_psn + p) % 16777216) + '';
+    ticks(p0, p1, 6, true, function (p) { return (((c.first_psn + p) % 16777216) + 16777216) % 16777216 + ''; }).forEach(function (k) {
+      el('line', {x1: L, x2: W - R, y1: Y(k.v), y2: Y(k.v), stroke: '#eee'}, svg);
+      el('text', {x: L - 6, y: Y(k.v) + 4, 'text-anchor': 'end', 'class': 'tick'}, svg).textContent = k.text;
     });
     // MRC: one lane per plane under the chart, shaded by how many packets the plane sent in each
     // time slice: a plane that died is an empty lane from then on.

@@ -193,6 +193,53 @@ def check_page(args, tmp, capture, name):
               (name, plane, rgb[0], rgb[1], rgb[2], n))
 
 
+# Appended by check_axes() after the page's own script: marks each tick label the browser laid out
+# (partly) outside its SVG, where it is cut off.
+CLIP_PROBE = """<script>
+document.querySelectorAll('svg.timeline').forEach(function (svg) {
+  var r = svg.getBoundingClientRect();
+  svg.querySelectorAll('text.tick').forEach(function (t) {
+    var b = t.getBoundingClientRect();
+    if (b.left < r.left - 0.5 || b.right > r.right + 0.5) t.setAttribute('data-clipped', 'yes');
+  });
+});
+</script>"""
+
+
+def check_axes(args, tmp, capture, name):
+    """The axes of each timeline of @capture's page as the browser drew them: PSN ticks are whole
+    PSNs, no two ticks of an axis have one label, and no label is cut off. Tiny captures (one or
+    two packets a connection, a span of a microsecond) once got PSN 1000.2, 0.6000000000000001
+    (cut off by the margin) and time ticks 0, 0, 0, 0.001, 0.001."""
+    html = os.path.join(tmp, name + "-axes.html")
+    r = run([args.trace, "explain", capture, "--html", html])
+    if not check(r.returncode == 0, name + ": --html wrote a page"):
+        return
+    if not have_browser():
+        print("skip  %s: no %s to render the page" % (name, CHROMIUM))
+        return
+    page = open(html).read()
+    open(html, "w").write(page.replace("</body>", CLIP_PROBE + "\n</body>"))
+    d = chromium(tmp, html, "--dump-dom").stdout
+    svgs = re.findall(r'<svg[^>]*class="timeline".*?</svg>', d, re.S)
+    want = len(explain_json(args, capture)["connections"])
+    check(len(svgs) == want, "%s: %d timelines drawn, %d connections" % (name, len(svgs), want))
+    for i, svg in enumerate(svgs, 1):
+        labels = re.findall(r'<text ([^>]*class="tick"[^>]*)>([^<]*)</text>', svg)
+        # x ticks are centred under the chart; the PSN ticks and the plane lanes' names end at
+        # the left margin.
+        times = [s for a, s in labels if 'text-anchor="middle"' in a]
+        psns = [s for a, s in labels if 'text-anchor="end"' in a and not s.startswith("plane ")]
+        clipped = [s for a, s in labels if 'data-clipped="yes"' in a]
+        check(len(times) >= 2 and len(psns) >= 2,
+              "%s timeline %d: %d time and %d PSN ticks" % (name, i, len(times), len(psns)))
+        check(all(re.fullmatch(r"\d+", s) for s in psns),
+              "%s timeline %d: PSN ticks are whole PSNs: %s" % (name, i, psns))
+        check(len(set(times)) == len(times) and len(set(psns)) == len(psns),
+              "%s timeline %d: no two ticks alike: %s / %s" % (name, i, times, psns))
+        check(not clipped, "%s timeline %d: no tick label cut off (%s)" % (name, i, clipped))
+
+
 def rc_loss(args, tmp):
     cap = os.path.join(tmp, "rc-loss.pcapng")
     out = MemifPair(args, "memif", tmp).run(
@@ -419,6 +466,10 @@ def captures(args, tmp):
           "captures: a page with one mark taken out of its data draws %d marks, not %d" % (n, want))
     check_page(args, tmp, os.path.join(args.captures, "montybeatnik_rdma-roce-lab_test.pcap"),
                "rxe")
+    # Captures of a few packets a connection: the axes of a tiny timeline.
+    for f in ("montybeatnik_rdma-roce-lab_test.pcap", "scapy_roce_uts_icrc_vectors.pcap",
+              "oferby_proxy_roce.pcap"):
+        check_axes(args, tmp, os.path.join(args.captures, f), f.split("_")[0])
 
 
 def main():
