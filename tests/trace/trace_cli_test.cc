@@ -28,16 +28,10 @@ std::string quoted(const std::string& s) {
     return q + "'";
 }
 
-/** Runs droce-trace with @p args (already shell-quoted) and collects its output. */
-RunResult run_trace(const std::string& args) {
-    const char* exe = std::getenv("DROCE_TRACE_EXE");
+/** Runs the shell command @p cmd (stderr joined to stdout) and collects its output and status. */
+RunResult run_command(const std::string& cmd) {
     RunResult r;
-    if (exe == nullptr) {
-        ADD_FAILURE() << "DROCE_TRACE_EXE is not set";
-        return r;
-    }
-    const std::string cmd = quoted(exe) + " " + args + " 2>&1";
-    FILE* p = popen(cmd.c_str(), "r");
+    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
     if (p == nullptr) {
         ADD_FAILURE() << "popen failed: " << cmd;
         return r;
@@ -51,30 +45,27 @@ RunResult run_trace(const std::string& args) {
     return r;
 }
 
+/** Runs droce-trace with @p args (already shell-quoted) and collects its output. */
+RunResult run_trace(const std::string& args) {
+    const char* exe = std::getenv("DROCE_TRACE_EXE");
+    if (exe == nullptr) {
+        ADD_FAILURE() << "DROCE_TRACE_EXE is not set";
+        return {};
+    }
+    return run_command(quoted(exe) + " " + args);
+}
+
 /** Runs `./droce trace` (the wrapper in the source tree, DROCE_SCRIPT) on this build's droce-trace
  *  with @p args (already shell-quoted), from the current directory. */
 RunResult run_droce_trace(const std::string& args) {
     const char* script = std::getenv("DROCE_SCRIPT");
     const char* build = std::getenv("DROCE_BUILD_ROOT");
-    RunResult r;
     if (script == nullptr || build == nullptr) {
         ADD_FAILURE() << "DROCE_SCRIPT or DROCE_BUILD_ROOT is not set";
-        return r;
+        return {};
     }
-    const std::string cmd = "DROCE_NO_BUILD=1 DROCE_BUILD_DIR=" + quoted(build) + " " +
-                            quoted(script) + " trace " + args + " 2>&1";
-    FILE* p = popen(cmd.c_str(), "r");
-    if (p == nullptr) {
-        ADD_FAILURE() << "popen failed: " << cmd;
-        return r;
-    }
-    char buf[4096];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
-        r.output.append(buf, n);
-    const int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return r;
+    return run_command("DROCE_NO_BUILD=1 DROCE_BUILD_DIR=" + quoted(build) + " " + quoted(script) +
+                       " trace " + args);
 }
 
 std::vector<std::string> lines(const std::string& s) {
