@@ -115,9 +115,19 @@ void print_report(std::FILE* f, const Report& r) {
     std::fprintf(f,
                  "  expected per plane: a %.2f Gb/s link, %.2f Gb/s of payload at path MTU %u "
                  "(%.3f of its bits);\n  bandwidth runs of %.1f s, %u-byte RDMA WRITEs on %u MRC "
-                 "QP(s)\n\n",
+                 "QP(s)\n",
                  r.opts.plane_gbps, r.opts.plane_gbps * r.opts.payload_share, r.path_mtu,
                  r.opts.payload_share, r.opts.duration_s, r.opts.size, r.opts.qps);
+    // The thresholds every verdict below is held to, before any of them (a PASS said nothing of
+    // what it had to reach; a FAIL named only the one it missed).
+    std::fprintf(f, "  to pass: %.0f %% of the probes answered", 100 * r.opts.min_answered);
+    if (r.opts.max_rtt_ms > 0) std::fprintf(f, " within %.3g ms", r.opts.max_rtt_ms);
+    std::fprintf(f,
+                 "; goodput at least %.2f of the expected;\n  a plane out %.2f - %.2f of the "
+                 "all-planes figure; no plane losing over %.2f %% of its packets\n  (and over "
+                 "%.0f x the others' median)\n\n",
+                 r.opts.min_fraction, r.opts.out_low, r.opts.out_high, 100 * r.opts.max_plane_loss,
+                 kLossStandsOut);
 
     const CablingResult& c = r.cabling;
     std::fprintf(f, "[%s] cabling: ", to_string(c.status));
