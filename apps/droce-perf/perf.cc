@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -235,12 +236,19 @@ class PlaneWatch {
                static_cast<double>(now - start_) >= p_.events[next_].at_s * 1e9) {
             const PlaneEvent& ev = p_.events[next_++];
             const int e = ep_.dev_.set_port_admin(ev.plane, ev.up);
-            // The engine's link check will show this change: it is this event, not another.
+            // The engine's link check will show this change soon: it is this event, not another.
+            // Only a change the mask does not show yet is awaited, and only for a while: an event
+            // that changes nothing (up on a plane that is up, down on a plane whose link is down)
+            // or is undone before the next check would otherwise swallow a later real change.
             if (e == 0 && ev.plane < 8) {
                 const auto bit = static_cast<std::uint8_t>(1u << ev.plane);
-                expect_up_ =
-                    static_cast<std::uint8_t>(ev.up ? expect_up_ | bit : expect_up_ & ~bit);
-                expect_mask_ |= bit;
+                if (((ep_.dev_.ports_up_mask() & bit) != 0) != ev.up) {
+                    expect_up_ =
+                        static_cast<std::uint8_t>(ev.up ? expect_up_ | bit : expect_up_ & ~bit);
+                    expect_until_ns_[ev.plane] = now + kExpectNs;
+                } else {
+                    expect_until_ns_[ev.plane] = 0;
+                }
             }
             const double at = static_cast<double>(now - start_) / 1e9;
             r.events.push_back(AppliedEvent{ev, at, e});
@@ -314,8 +322,8 @@ class PlaneWatch {
             const auto bit = static_cast<std::uint8_t>(1u << p);
             if (!(changed & bit)) continue;
             const bool is_up = (up & bit) != 0;
-            if ((expect_mask_ & bit) && ((expect_up_ & bit) != 0) == is_up) {
-                expect_mask_ = static_cast<std::uint8_t>(expect_mask_ & ~bit); // ours
+            if (expect_until_ns_[p] > now && ((expect_up_ & bit) != 0) == is_up) {
+                expect_until_ns_[p] = 0; // ours
                 continue;
             }
             const double at = static_cast<double>(now - start_) / 1e9;
@@ -365,9 +373,13 @@ class PlaneWatch {
     const std::uint64_t start_;
     unsigned n_ = 0;
     unsigned next_ = 0;
-    std::uint8_t seen_up_ = 0;     ///< Device::ports_up_mask at the last look
-    std::uint8_t expect_up_ = 0;   ///< the state this run's own events set, for expect_mask_
-    std::uint8_t expect_mask_ = 0; ///< planes with one of this run's events not yet seen
+    std::uint8_t seen_up_ = 0; ///< Device::ports_up_mask at the last look
+    /** How long one of this run's own events is awaited in the mask (the engine checks links
+     *  every 256 passes: microseconds, or a scheduler slice on a busy host). */
+    static constexpr std::uint64_t kExpectNs = 200'000'000;
+    std::uint8_t expect_up_ = 0; ///< the state this run's own events set, per plane
+    /** Per plane: until when a change to expect_up_ is this run's own event (0: none awaited). */
+    std::array<std::uint64_t, 8> expect_until_ns_{};
     std::vector<Snap> snaps_;
     Bytes prog_{};
     std::uint64_t prog_rtx_ = 0;

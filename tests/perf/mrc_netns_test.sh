@@ -7,7 +7,9 @@
 # server's lost its carrier) and the client told the server (port_status); in the per-second
 # figures all four planes carried traffic before the pull and plane 2 none from a second after it,
 # while planes 0, 1 and 3 carried on; the report lists the pull among the run's plane events
-# ("seen": not droce-perf's own) and starts a phase there.
+# ("seen": not droce-perf's own) and starts a phase there. At 5 s the veth is set up again: plane 2
+# comes back, also a seen event (the run's own --plane-up 2@1, which changed nothing, must not
+# take it for itself), and carries traffic again.
 # Addresses: the kernel holds 10.97.N.1/.2 on plane 0's veths for the TCP exchange; droce holds the
 # configs' 10.2.P.1/.2 (its GIDs), which the kernel does not own.
 # Needs root and iproute2 network namespaces; exits 77 (skipped) without them. Namespaces, veths and
@@ -83,7 +85,7 @@ for _ in $(seq 1 300); do
     sleep 0.1
 done
 timeout 50 ip netns exec "$nsa" "$perf" "$kb" -c "$tmp/a.ini" -p "$tcp_port" --json \
-    --mrc --op write -s 65536 -D 8 --bw --verify > "$tmp/client.json" 2> "$tmp/client.err" &
+    --mrc --op write -s 65536 -D 8 --bw --verify --plane-up 2@1 > "$tmp/client.json" 2> "$tmp/client.err" &
 cpid=$!
 pids+=("$cpid")
 # The pull: once the client has printed its 3-second progress line (stderr with --json).
@@ -98,6 +100,18 @@ for _ in $(seq 1 400); do
 done
 [ $cut = yes ] || fail "the run never reached 3 s (or ip link set failed)"
 echo "== plane 2 pulled: ip -n $nsa link set m$$a2 down"
+# And put back once the 5-second line is out.
+back=no
+for _ in $(seq 1 400); do
+    if grep -q '^ \[  5\.[0-9] s\]' "$tmp/client.err" 2>/dev/null; then
+        timeout 10 ip -n "$nsa" link set "m$$a2" up && back=yes
+        break
+    fi
+    kill -0 "$cpid" 2>/dev/null || break
+    sleep 0.05
+done
+[ $back = yes ] || fail "the run never reached 5 s (or ip link set up failed)"
+echo "== plane 2 back: ip -n $nsa link set m$$a2 up"
 wait "$cpid"
 crc=$?
 [ $crc = 0 ] || kill "$spid" 2>/dev/null
@@ -135,10 +149,11 @@ for x in samples:
         break
 need(cut_at is not None, "plane 2 never stopped carrying traffic")
 before = [x for x in samples if x["at_s"] < 3.5]  # printed before the pull
-after = [x for x in samples if cut_at is not None and x["at_s"] >= cut_at]
+# The seconds after the pull and before the veth came back (after the 5-second line).
+after = [x for x in samples if cut_at is not None and cut_at <= x["at_s"] < 5.5]
 need(len(before) >= 1 and all(all(g > 0 for g in x["plane_gbps"]) for x in before),
      "not every plane carried traffic before the pull")
-need(len(after) >= 3, "too few seconds after the pull: %s" % cut_at)
+need(len(after) >= 1, "too few seconds after the pull: %s" % cut_at)
 need(all(x["plane_gbps"][2] < 0.01 * sum(x["plane_gbps"]) for x in after),
      "plane 2 carried traffic again after the pull")
 need(all(all(x["plane_gbps"][i] > 0 for i in (0, 1, 3)) for x in after),
@@ -161,7 +176,14 @@ print("plane events: %s" % ev)
 seen = [e for e in ev if e.get("seen")]
 need(len(seen) >= 1 and seen[0]["plane"] == 2 and seen[0]["up"] is False and 3.0 <= seen[0]["at_s"] <= 5.0,
      "the pull is not among the plane events: %s" % ev)
+# The run's own --plane-up 2@1 changed nothing (plane 2 was up): it must not take the veth's
+# coming back for itself.
+need(len(seen) == 2 and seen[1]["plane"] == 2 and seen[1]["up"] is True and 5.0 <= seen[1]["at_s"] <= 7.5,
+     "the veth put back is not among the plane events: %s" % ev)
+need([e["plane"] for e in ev if not e.get("seen")] == [2], "own events: %s" % ev)
 ph = [x for x in c.get("phases", []) if x["after"] == "plane 2 lost"]
+back = [x for x in c.get("phases", []) if x["after"] == "plane 2 back"]
+need(len(back) == 1 and back[0]["plane_gbps"][2] > 0, "plane 2 carried nothing after it came back: %s" % back)
 print("phases: %s" % [(x["after"], round(x["from_s"], 2), [round(g, 2) for g in x["plane_gbps"]]) for x in c.get("phases", [])])
 need(len(ph) == 1 and ph[0]["plane_gbps"][2] < 0.05 * sum(ph[0]["plane_gbps"]),
      "no phase after the pull with plane 2 silent: %s" % c.get("phases"))
