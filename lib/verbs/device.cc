@@ -680,7 +680,8 @@ extern "C" ibv_context* ibv_open_device(ibv_device* device) {
 /**
  * Closes a context. Objects still created on it stay in the device (as with a kernel provider, the
  * application should destroy them first). The last close stops the engine threads; the runtime
- * stays for the next open. @return 0; EINVAL for NULL; EBUSY (errno too) while an MRC context
+ * stays for the next open. @return 0; EINVAL for NULL or a context that is not open (closed
+ * already); EBUSY (errno too) while an MRC context
  * made on it (mrc_create_context) is not destroyed: the MRC context's QPs and CQs live on this
  * context's device, and closing under them left them there for good.
  */
@@ -690,6 +691,12 @@ extern "C" int ibv_close_device(ibv_context* context) {
     {
         ControlGuard guard;
         Provider& p = provider();
+        // Not open (closed already, or never a droce context): refused before anything of it is
+        // read (a second close freed it twice).
+        if (std::find(p.contexts.begin(), p.contexts.end(), c) == p.contexts.end()) {
+            errno = EINVAL;
+            return EINVAL;
+        }
         if (c->dependents > 0) {
             errno = EBUSY;
             return EBUSY;

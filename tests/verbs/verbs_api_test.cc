@@ -74,6 +74,24 @@ TEST_F(Verbs, DeviceList) {
     ibv_free_device_list(list);
 }
 
+TEST_F(Verbs, ASecondCloseIsEinval) {
+    // A second ibv_close_device of one context freed it twice (glibc abort; undefined in
+    // rdma-core too): a context that is not open is refused before anything of it is read.
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    ASSERT_NE(list, nullptr);
+    ibv_context* c = ibv_open_device(list[0]);
+    ibv_free_device_list(list);
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(ibv_close_device(c), 0);
+    errno = 0;
+    EXPECT_EQ(ibv_close_device(c), EINVAL);
+    EXPECT_EQ(errno, EINVAL);
+    // The contexts the other tests use are still open.
+    ibv_device_attr d{};
+    EXPECT_EQ(ibv_query_device(a, &d), 0);
+}
+
 TEST_F(Verbs, QueryDeviceAndPort) {
     ibv_device_attr d{};
     ASSERT_EQ(ibv_query_device(a, &d), 0);
