@@ -458,6 +458,7 @@ BandwidthRun run_bandwidth(Runtime& rt, const Channel& ch, const Options& o, uns
         b.why = "side channel: " + (e.empty() ? std::string("bad message") : e);
         return b;
     }
+    rep.error[sizeof rep.error - 1] = '\0'; // the peer's text, whatever it sent
     *channel_ok = true;
     for (unsigned k = 0; k < planes; ++k) {
         b.peer_rx_bytes.push_back(rep.rx_bytes[k]);
@@ -633,8 +634,14 @@ std::string exchange_identity(const Channel& ch, const Identity& mine, Identity*
     if (send_first)
         if (std::string e = ch.send(&mine, sizeof mine); !e.empty()) return e;
     if (std::string e = ch.recv(theirs, sizeof *theirs, kChannelMs); !e.empty()) return e;
-    if (theirs->magic != kMagic || theirs->version != kVersion || theirs->num_ports > kMaxPlanes)
-        return "the peer is not droce-burnin (or another version)";
+    if (theirs->magic != kMagic) return "the peer is not droce-burnin";
+    if (theirs->version != kVersion)
+        return "the peer's droce-burnin speaks side-channel version " +
+               std::to_string(theirs->version) + ", this one " + std::to_string(kVersion) +
+               ": run the same droce release on both hosts";
+    if (theirs->num_ports > kMaxPlanes)
+        return "the peer declared " + std::to_string(theirs->num_ports) + " ports (at most " +
+               std::to_string(kMaxPlanes) + ")";
     theirs->device[sizeof theirs->device - 1] = '\0';
     if (!send_first)
         if (std::string e = ch.send(&mine, sizeof mine); !e.empty()) return e;

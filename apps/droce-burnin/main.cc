@@ -112,12 +112,17 @@ int run(const Cli& cli) {
     }
     const Report rep = run_client(*rt, ch, o, cli.server_addr);
     rt->stop_engines();
+    // No session (the peer is not droce-burnin, another version, or went away at once): nothing
+    // was checked, so no report of checks, but the reason (and with --json one object saying so).
+    if (rep.peer.magic == 0)
+        return cannot(cli, kExitCannotRun,
+                      rep.cabling.findings.empty() ? "no session with the peer"
+                                                   : rep.cabling.findings.front());
     if (cli.json)
         std::printf("%s\n", report_json(rep).dump(2).c_str());
     else
         print_report(stdout, rep);
     std::fflush(stdout);
-    if (rep.peer.magic == 0) return kExitCannotRun; // no session: nothing was checked
     return rep.ok() ? 0 : kExitFail;
 }
 

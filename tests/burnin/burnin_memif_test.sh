@@ -11,6 +11,8 @@
 #             both ends): exit 1, cabling and routable FAIL for plane 3 only, the all-planes run FAIL
 #             with plane 3 carrying nothing, the plane-out runs of planes 0..2 FAIL; before it, the
 #             client with no peer at all: exit 3 and, with --json, one JSON object saying why.
+# swapped also runs the client once against a fake peer of side-channel version 1 first: exit 3,
+# one JSON object naming both versions, no report of checks.
 # Thresholds: each client port shaped to 0.2 Gb/s. On a loaded 2-core host the engine threads wait
 # for a CPU longer than the shaper's 1 ms of credit: runs at load average 7 - 12 reached 0.51 - 0.76
 # of the expected goodput, and the plane-out runs 0.60 - 0.87 of the all-planes figure (at 0.5 Gb/s
@@ -83,6 +85,40 @@ for _ in $(seq 1 300); do
     kill -0 "$server_pid" 2>/dev/null || break
     sleep 0.1
 done
+if [ "$scenario" = swapped ]; then
+# Before the real run, the client against a fake TCP peer (the real server's memif links up).
+fake_port=$((tcp_port + 1))
+# A peer of another side-channel version (a fake one: it echoes the client's identity with
+# version 1): exit 3, one JSON object naming both versions, no report of checks.
+/usr/bin/python3 - "$fake_port" > "$tmp/fake.err" 2>&1 <<'FAKE' &
+import socket, struct, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1); s.settimeout(50)
+c, _ = s.accept(); c.settimeout(30)
+buf = c.recv(65536)  # the client's identity (magic, version, ...), sent whole
+c.settimeout(0.5)
+try:
+    while True:
+        d = c.recv(65536)
+        if not d: break
+        buf += d
+except socket.timeout:
+    pass
+c.settimeout(30)
+ident = bytearray(buf); struct.pack_into("<I", ident, 4, 1)
+c.sendall(bytes(ident)); c.recv(1)
+FAKE
+fake_pid=$!
+sleep 0.5
+timeout 60 "$bin" 127.0.0.1 -c "$tmp/client.ini" -p "$fake_port" --json --plane-rate 0.2 \
+    > "$tmp/oldpeer.json" 2> "$tmp/oldpeer.err"
+orc=$?
+kill "$fake_pid" 2>/dev/null; wait "$fake_pid" 2>/dev/null
+if [ $orc != 3 ] || ! /usr/bin/python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["ok"] is False and j["exit"] == 3 and "version 1, this one 2" in j["error"] and "checks" not in j else 1)' "$tmp/oldpeer.json"; then
+    echo "FAIL: a peer of side-channel version 1: exit $orc, stdout:"; cat "$tmp/oldpeer.json"; tail -3 "$tmp/oldpeer.err"; cat "$tmp/fake.err"; exit 1
+fi
+echo "== a peer of version 1: exit 3, JSON: $(tr -d '\n' < "$tmp/oldpeer.json" | cut -c1-160)"
+fi
 timeout 70 "$bin" 127.0.0.1 -c "$tmp/client.ini" -p "$tcp_port" --json --plane-rate 0.2 -D 1.5 \
     --probes 10 --min-fraction 0.3 --out-low 0.45 --out-high 0.95 "${extra[@]}" \
     > "$tmp/client.json" 2> "$tmp/client.err"
