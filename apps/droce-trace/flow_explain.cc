@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cstddef>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -337,9 +338,20 @@ struct FlowExplainer::Impl {
             rejected_first.emplace_back(raw.index, std::string(wire::to_string(why)));
     }
 
+    /** True when the headers of @p p (BTH and extended headers; of a SETH its fixed fields, the
+     *  bitmap may be cut: sack_cut) end after @p captured_end, the last byte the capture kept. */
+    static bool headers_cut(const wire::ParsedFrame& p, const std::uint8_t* captured_end) {
+        const std::uint8_t* end = p.payload.data();
+        if (const wire::Seth* h = p.seth())
+            end = reinterpret_cast<const std::uint8_t*>(h) + offsetof(wire::Seth, bitmap);
+        if (end == nullptr) end = reinterpret_cast<const std::uint8_t*>(p.bth) + sizeof(wire::Bth);
+        return end > captured_end;
+    }
+
     /**
      * Takes the RoCEv2 packet @p raw holds, if any: true when taken; false with @p why set when it
-     * is RoCEv2 a receiver rejects, false with @p why ok when it is not RoCEv2 at all.
+     * is RoCEv2 a receiver rejects, false with @p why ok when it is not RoCEv2 at all (or when
+     * the snap length cut its headers: counted among the rejected here).
      */
     bool add_packet(const RawFrame& raw, wire::RejectReason& why) {
         why = wire::RejectReason::ok;
@@ -363,6 +375,16 @@ struct FlowExplainer::Impl {
             // RoCEv2 a receiver drops (past the UDP port check): add() counts it.
             if (p.bth != nullptr) why = parsed;
             return false;
+        }
+        if (cut && headers_cut(p, bytes.data() + raw.bytes.size())) {
+            // The snap length cut the BTH or an extended header: the zeros read in their place
+            // would be taken for a PSN, an opcode's fields, an AETH syndrome and told as a story
+            // (an RC connection to QP 0 "sent again 4 times" from a UD capture cut at 42 bytes).
+            ++rejected;
+            if (rejected_first.size() < 8)
+                rejected_first.emplace_back(raw.index,
+                                            "cut by the snap length inside its RoCE headers");
+            return false; // counted here; add() takes a false with why ok as not RoCEv2
         }
         ++roce_packets;
         Pkt k;
