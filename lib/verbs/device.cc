@@ -40,6 +40,13 @@ Provider& provider() noexcept {
     return *p;
 }
 
+VContext* open_context(ibv_context* context) noexcept {
+    if (!context) return nullptr;
+    for (VContext* c : provider().contexts)
+        if (&c->vctx.context == context) return c;
+    return nullptr;
+}
+
 namespace {
 
 constexpr std::uint32_t kVendorId = 0x02d0ce;
@@ -693,7 +700,7 @@ extern "C" int ibv_close_device(ibv_context* context) {
         Provider& p = provider();
         // Not open (closed already, or never a droce context): refused before anything of it is
         // read (a second close freed it twice).
-        if (std::find(p.contexts.begin(), p.contexts.end(), c) == p.contexts.end()) {
+        if (open_context(context) != c) {
             errno = EINVAL;
             return EINVAL;
         }

@@ -7,26 +7,12 @@
  */
 #include "droce_private.h"
 
-#include <algorithm>
 #include <cerrno>
 
 #include "provider.h"
 
 using namespace droce;
 using namespace droce::verbs;
-
-namespace {
-
-/** @p context when it is an open droce context. Caller holds provider().mu. */
-VContext* open_context(ibv_context* context) noexcept {
-    if (!context) return nullptr;
-    Provider& p = provider();
-    for (VContext* c : p.contexts)
-        if (&c->vctx.context == context) return c;
-    return nullptr;
-}
-
-} // namespace
 
 extern "C" Device* droce_verbs_device(ibv_context* context) {
     std::lock_guard<std::mutex> g(provider().mu);

@@ -255,6 +255,10 @@ void post_context_event(VContext* ctx, const AsyncRecord& rec) noexcept;
  */
 Provider& provider() noexcept;
 
+/** The open context whose ibv_context is @p context, or nullptr (null, closed already, or not a
+ *  droce context): compares addresses only, never reads @p context. Caller holds provider().mu. */
+VContext* open_context(ibv_context* context) noexcept;
+
 /** Reads the config into provider().devices once. Caller holds provider().mu. @return 0 or errno.
  */
 int load_devices(Provider& p);
