@@ -8,6 +8,7 @@
  *   droce-trace read --explain FILE   each line followed by a sentence per header
  *   droce-trace explain FILE [--json] [--qp QPN] [--html OUT.html]
  *                                     the capture as a story per connection (flow_explain.h)
+ *   droce-trace [OPTIONS] FILE        the same as explain (what a newcomer types first)
  *
  * Exit status: 0 on success, 1 when the file cannot be opened or read (explain: a damaged file
  * still prints the story of the frames before the damage) or explain --qp names no connection in
@@ -16,6 +17,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -173,10 +176,32 @@ int run_explain(const ExplainOptions& opts) {
     return damage.empty() ? kExitOk : kExitFile;
 }
 
+/** Whether @p arg, the first argument, is one droce-trace's parser takes before a subcommand (or
+ *  is one); anything else (a file, explain's options) is given to explain. */
+bool parsed_as_written(std::string_view arg) {
+    return arg == "read" || arg == "explain" || arg == "-h" || arg == "--help" ||
+           arg == "--version";
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"Decode RoCEv2 packets in capture files and explain them field by field.",
+    if (argc < 2) {
+        std::fprintf(stderr,
+                     "usage: droce-trace FILE        tell a capture (pcap or pcapng) as a story "
+                     "per connection (the same as droce-trace explain FILE)\n"
+                     "       droce-trace read FILE   decode it frame by frame\n"
+                     "droce-trace --help: every option\n");
+        return kExitUsage;
+    }
+    // `droce-trace FILE` and `droce-trace --html OUT FILE` mean explain; CLI11 alone would say
+    // only "A subcommand is required".
+    std::vector<char*> args(argv, argv + argc);
+    std::string explain_word = "explain";
+    if (!parsed_as_written(argv[1])) args.insert(args.begin() + 1, explain_word.data());
+
+    CLI::App app{"Decode RoCEv2 packets in capture files and explain them field by field. "
+                 "droce-trace FILE (with explain's options) is droce-trace explain FILE.",
                  "droce-trace"};
     app.set_version_flag("--version", "droce-trace (droce) " DROCE_VERSION);
     app.require_subcommand(1);
@@ -212,7 +237,7 @@ int main(int argc, char** argv) {
                         "connection (time on x, PSN on y, a colour per plane)");
 
     try {
-        app.parse(argc, argv);
+        app.parse(static_cast<int>(args.size()), args.data());
     } catch (const CLI::ParseError& e) {
         // --help and --version come here too, with exit code 0.
         return app.exit(e) == 0 ? kExitOk : kExitUsage;

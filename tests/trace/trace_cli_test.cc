@@ -340,6 +340,23 @@ TEST(TraceCli, DroceTraceTakesOptionsBeforeTheFile) {
     EXPECT_FALSE(nlohmann::json::parse(j.output)["connections"].empty());
 }
 
+// droce-trace itself (installed, no ./droce wrapper): a file or explain's options first mean
+// explain, as the man page's first line says; nothing at all is a usage of two lines, exit 2.
+TEST(TraceCli, AFileWithoutASubcommandIsExplained) {
+    const std::string file = capture("montybeatnik_rdma-roce-lab_test.pcap");
+    const RunResult plain = run_trace(file);
+    const RunResult expl = run_trace("explain " + file);
+    const RunResult json = run_trace("--json --qp 0x11 " + file);
+    const RunResult none = run_trace("");
+    EXPECT_EQ(plain.status, 0) << plain.output;
+    EXPECT_TRUE(contains(plain.output, "Connection 1: ")) << plain.output;
+    EXPECT_EQ(plain.output, expl.output);
+    ASSERT_EQ(json.status, 0) << json.output;
+    EXPECT_FALSE(nlohmann::json::parse(json.output)["connections"].empty());
+    EXPECT_EQ(none.status, 2);
+    EXPECT_TRUE(contains(none.output, "usage: droce-trace FILE")) << none.output;
+}
+
 TEST(TraceCli, ExplainOfAnAbsentQpSaysSoAndExitsOne) {
     const RunResult r =
         run_trace("explain --qp 0xabcdef " + capture("droce_mrc_plane_down_loss.pcapng"));
