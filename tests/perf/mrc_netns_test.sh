@@ -18,6 +18,7 @@
 # directories. About 15 s.
 # usage: mrc_netns_test.sh PATH/TO/droce-perf SOURCE_DIR
 set -u
+. "$(dirname "$0")/../common/progress.sh"
 perf=$1
 src=$2
 cfg=$src/config
@@ -89,28 +90,12 @@ timeout 50 ip netns exec "$nsa" "$perf" "$kb" -c "$tmp/a.ini" -p "$tcp_port" --j
 cpid=$!
 pids+=("$cpid")
 # The pull: once the client has printed its 3-second progress line (stderr with --json).
-cut=no
-for _ in $(seq 1 400); do
-    if grep -q '^ \[  3\.[0-9] s\]' "$tmp/client.err" 2>/dev/null; then
-        timeout 10 ip -n "$nsa" link set "m$$a2" down && cut=yes
-        break
-    fi
-    kill -0 "$cpid" 2>/dev/null || break
-    sleep 0.05
-done
-[ $cut = yes ] || fail "the run never reached 3 s (or ip link set failed)"
+at_progress_line "$tmp/client.err" "$cpid" 3 timeout 10 ip -n "$nsa" link set "m$$a2" down ||
+    fail "the run never reached 3 s (or ip link set failed)"
 echo "== plane 2 pulled: ip -n $nsa link set m$$a2 down"
 # And put back once the 5-second line is out.
-back=no
-for _ in $(seq 1 400); do
-    if grep -q '^ \[  5\.[0-9] s\]' "$tmp/client.err" 2>/dev/null; then
-        timeout 10 ip -n "$nsa" link set "m$$a2" up && back=yes
-        break
-    fi
-    kill -0 "$cpid" 2>/dev/null || break
-    sleep 0.05
-done
-[ $back = yes ] || fail "the run never reached 5 s (or ip link set up failed)"
+at_progress_line "$tmp/client.err" "$cpid" 5 timeout 10 ip -n "$nsa" link set "m$$a2" up ||
+    fail "the run never reached 5 s (or ip link set up failed)"
 echo "== plane 2 back: ip -n $nsa link set m$$a2 up"
 wait "$cpid"
 crc=$?

@@ -14,6 +14,7 @@ bin=$1
 here=$(dirname "$0")
 . "$here/common.sh"
 . "$here/link_common.sh"
+. "$here/../common/progress.sh"
 link_setup ump 4
 bin=$(reachable "$bin")
 command -v /usr/bin/python3 > /dev/null || { echo "no /usr/bin/python3: skipped"; exit 77; }
@@ -34,16 +35,8 @@ timeout 45 ip netns exec "$nsa" $run "$bin" "$(ip_b 0)" -c "$tmp/a.ini" -p "$tcp
     --mrc --op write -s 65536 -D 8 --bw --verify > "$tmp/client.json" 2> "$tmp/client.err" &
 cpid=$!
 pids="$pids $cpid"
-cut=no
-for _ in $(seq 1 400); do
-    if grep -q '^ \[  3\.[0-9] s\]' "$tmp/client.err" 2> /dev/null; then
-        timeout 10 ip -n "$nsa" link set "${tag}a2" down && cut=yes
-        break
-    fi
-    kill -0 "$cpid" 2> /dev/null || break
-    sleep 0.05
-done
-[ $cut = yes ] || fail "the run never reached 3 s (or ip link set failed)"
+at_progress_line "$tmp/client.err" "$cpid" 3 timeout 10 ip -n "$nsa" link set "${tag}a2" down ||
+    fail "the run never reached 3 s (or ip link set failed)"
 echo "== plane 2 pulled: ip -n $nsa link set ${tag}a2 down"
 wait "$cpid"
 crc=$?
