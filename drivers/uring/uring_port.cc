@@ -899,6 +899,15 @@ std::unique_ptr<UringPort> UringPort::create(const UringPortConfig& cfg, std::st
         return fail(errno_text("listing the interfaces to find this address's", list_errno));
     if (p->ifname_.empty())
         return fail("no interface holds this address or its subnet: set interface = NAME");
+    if (!cfg.interface.empty()) {
+        int ignored = 0;
+        const std::string holder = interface_of(cfg.ipv4, cfg.addr, &ignored);
+        if (!holder.empty() && holder != cfg.interface)
+            p->config_note_ = "the address is on interface " + holder +
+                              ", not on interface = " + cfg.interface +
+                              ": the MTU and the link state are taken from " + cfg.interface +
+                              " (delete the interface line, or name " + holder + ")";
+    }
     if (p->ifname_.size() >= IFNAMSIZ) return fail("interface name too long: " + p->ifname_);
     const int probe = socket(cfg.ipv4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (probe < 0) return fail(errno_text("socket", errno));

@@ -394,6 +394,11 @@ class UringPort final : public PortDriver {
     [[nodiscard]] const wire::MacAddr& mac() const noexcept { return mac_; }
     [[nodiscard]] std::uint32_t mtu() const noexcept { return mtu_; }
     [[nodiscard]] const std::string& interface() const noexcept { return ifname_; }
+    /** A mistake in the port's configuration worth a line on stderr, or empty: today an explicit
+     *  `interface` that does not hold the address while another interface does (a config copied
+     *  from `interface = lo` to a real host: the MTU and the link state would be lo's). The
+     *  owner prints it (lib/runtime); the port works as configured either way. */
+    [[nodiscard]] const std::string& config_note() const noexcept { return config_note_; }
     [[nodiscard]] std::uint16_t udp_port() const noexcept { return udp_port_; }
     /** True when large datagrams go zero-copy (send_zc on, and the kernel has SENDMSG_ZC). */
     [[nodiscard]] bool send_zc() const noexcept { return zc_min_ != UINT32_MAX; }
@@ -572,6 +577,7 @@ class UringPort final : public PortDriver {
     std::uint64_t foreign_seen_ = 0; ///< rx_foreign_slot when share_upkeep() last ran
     std::uint64_t probe_nonce_ = 0;
     std::string ifname_;
+    std::string config_note_;
     std::array<std::atomic<std::uint64_t>, kNumPortCounters> counters_{};
     std::unique_ptr<LinkWatch> link_;
     /** What link_up() last answered: rx_burst() reads it without asking the kernel. */

@@ -103,6 +103,9 @@ std::unique_ptr<uring::UringPort> make_uring_port(const DeviceConfig& dc, unsign
     uc.taskrun = coop ? uring::TaskRun::coop : uring::TaskRun::signal;
     auto port = uring::UringPort::create(uc, err);
     if (!port) return nullptr;
+    if (!port->config_note().empty())
+        std::fprintf(stderr, "droce: device %s port%u: %s\n", dc.name.c_str(), p,
+                     port->config_note().c_str());
     pc.mtu = port->mtu();
     pc.mac = port->mac();
     const std::uint32_t need = dc.qp.path_mtu + (pc.ip.ipv4 ? 20u : 40u) + 8u + 12u + 16u + 4u + 4u;

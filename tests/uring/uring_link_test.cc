@@ -349,6 +349,31 @@ TEST_F(UringLink, AddressOfTheSubnetIsNotFollowed) {
     EXPECT_GE(until([&] { return w->up(); }, true), 0);
 }
 
+// A config copied from `interface = lo` to a host whose address is on another interface: the port
+// works as configured, and says once (config_note, printed by lib/runtime) where the address is.
+TEST_F(UringLink, AnInterfaceThatDoesNotHoldTheAddressIsNamedInANote) {
+    std::string err;
+    UringPortConfig c;
+    c.addr = kAddr;
+    c.udp_port = kPort;
+    c.interface = "lo";
+    auto wrong = UringPort::create(c, &err);
+    ASSERT_TRUE(wrong) << err;
+    EXPECT_EQ(wrong->interface(), "lo");
+    EXPECT_NE(wrong->config_note().find("the address is on interface lwa, not on interface = lo"),
+              std::string::npos)
+        << wrong->config_note();
+    wrong.reset();
+    c.interface = "lwa";
+    auto right = UringPort::create(c, &err);
+    ASSERT_TRUE(right) << err;
+    EXPECT_EQ(right->config_note(), "");
+    right.reset();
+    auto found = port_on_lwa(&err);
+    ASSERT_TRUE(found) << err;
+    EXPECT_EQ(found->config_note(), "");
+}
+
 TEST_F(UringLink, NoSuchInterfaceIsAnError) {
     std::string err;
     EXPECT_FALSE(LinkWatch::open("lw-none", true, kAddr, &err));
