@@ -517,6 +517,17 @@ int Device::modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) no
     return 0;
 }
 
+std::string Device::path_mtu_refusal(unsigned port_num, std::uint32_t path_mtu_bytes) const {
+    if (port_num < 1 || port_num > ports_.size()) return {};
+    const std::uint32_t largest = ports_[port_num - 1].mtu;
+    if (path_mtu_bytes <= largest) return {};
+    return "path MTU " + std::to_string(path_mtu_bytes) + " is larger than port " +
+           std::to_string(port_num) + "'s largest, " + std::to_string(largest) +
+           " (the port's IP MTU in the config): EINVAL, as on a ConnectX or rxe port; ask for " +
+           std::to_string(largest) + " or less (perftest: -m " + std::to_string(largest) +
+           "), or use a config whose ports carry it (mtu = 4200 carries 4096)";
+}
+
 bool Device::add_static_neighbor(const wire::Ipv6Addr& ip, const wire::MacAddr& mac) noexcept {
     ControlSection section(*this);
     return neigh_.add_static(ip, mac);

@@ -191,6 +191,14 @@ class Device {
      */
     int modify_qp(rc::Qp* qp, const rc::QpAttr& attr, std::uint32_t mask) noexcept;
     /**
+     * Why a path MTU of @p path_mtu_bytes cannot be used on port @p port_num (1-based), for the
+     * application's stderr beside modify_qp()'s EINVAL (programs print only "Failed to modify
+     * QP"); empty when the port carries it or the port does not exist. Control path, any thread
+     * (reads the ports' fixed MTUs).
+     */
+    [[nodiscard]] std::string path_mtu_refusal(unsigned port_num,
+                                               std::uint32_t path_mtu_bytes) const;
+    /**
      * Adds a static neighbour (config [neighbors]): @p ip (IPv6 or IPv4-mapped) is at @p mac, never
      * replaced by anything learned. @return false when the table is full.
      */

@@ -23,6 +23,7 @@
  *    that gives the peer's address behind each port, handed to Device::set_remote_planes.
  */
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -639,7 +640,17 @@ extern "C" int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
         return fail_errno(EINVAL);
     Control ctl(qp->ctx->ibv);
     if (!ctl.ok()) return fail_errno(EINVAL);
-    return fail_errno(modify_locked(qp, vattr, vmask, mrc_attr, mmask));
+    const int err = modify_locked(qp, vattr, vmask, mrc_attr, mmask);
+    // A path MTU over what the planes carry: the program says only that the modify failed.
+    static std::atomic<bool> told_mtu{false};
+    if (err == EINVAL && (vmask & IBV_QP_PATH_MTU) && vattr->path_mtu >= IBV_MTU_256 &&
+        vattr->path_mtu <= IBV_MTU_4096 && !told_mtu.load(std::memory_order_relaxed)) {
+        const std::string why =
+            qp->ctx->dev->path_mtu_refusal(1, rc::mtu_bytes(static_cast<rc::Mtu>(vattr->path_mtu)));
+        if (!why.empty() && !told_mtu.exchange(true, std::memory_order_relaxed))
+            std::fprintf(stderr, "droce: mrc_modify_qp: %s\n", why.c_str());
+    }
+    return fail_errno(err);
 }
 
 extern "C" int mrc_query_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc_qp_attr* mrc_attr,

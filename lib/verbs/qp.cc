@@ -548,6 +548,17 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr_ex* 
 }
 
 /**
+ * A path MTU larger than the port carries is refused with EINVAL (Device::modify_qp), and the
+ * program says only "Failed to modify QP": says why on stderr (@p why, from
+ * Device::path_mtu_refusal), once per process. Control path.
+ */
+void tell_path_mtu(const char* verb, const std::string& why) noexcept {
+    static std::atomic<bool> told{false};
+    if (why.empty() || told.exchange(true, std::memory_order_relaxed)) return;
+    std::fprintf(stderr, "droce: %s: %s\n", verb, why.c_str());
+}
+
+/**
  * An address without a GRH (is_global = 0) is refused with EINVAL, as by a ConnectX or rxe RoCE
  * port; the programs that pass one print only "Failed to modify QP to RTR". Says why on stderr,
  * once per process. @p verb: the call that refused it. Control path.
@@ -823,6 +834,12 @@ extern "C" int ibv_modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int attr_mask) {
         // ibv_qp_attr.rate_limit is in kb/s; 0 removes the limit.
         if (rc == 0 && (mask & IBV_QP_RATE_LIMIT))
             rc = qp->ctx->dev->set_qp_rate_limit(qp->native, attr->rate_limit / 1000.0);
+        if (rc == EINVAL && (mask & IBV_QP_PATH_MTU) && attr->path_mtu >= IBV_MTU_256 &&
+            attr->path_mtu <= IBV_MTU_4096)
+            tell_path_mtu("ibv_modify_qp",
+                          qp->ctx->dev->path_mtu_refusal(
+                              (mask & IBV_QP_PORT) ? attr->port_num : qp->native->attr.port_num,
+                              rc::mtu_bytes(a.path_mtu)));
         if (rc == 0) ibqp->state = static_cast<ibv_qp_state>(qp->native->state);
         if (rc == 0 && qp->native->state == rc::QpState::reset) purge_cqs(ibqp);
     }

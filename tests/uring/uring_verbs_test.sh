@@ -58,5 +58,32 @@ if pair write_bw $wb -d uring-b -- $wb -d uring-a "$ip_b"; then
 else
     fail "ib_write_bw"
 fi
+# A path MTU the port cannot carry: ports of IP MTU 1500 (largest path MTU 1024), ibv_rc_pingpong
+# -m 4096. The modify to RTR fails with EINVAL, as on a ConnectX or rxe port; the tool prints only
+# "Failed to modify QP to RTR", and droce says why in one line.
+for side in a b; do
+    sed -e 's/^udp_port = .*/&\nmtu = 1500/' -e 's/^path_mtu = 4096/path_mtu = 1024/' \
+        "$tmp/$side.ini" > "$tmp/${side}1500.ini"
+done
+DROCE_CONFIG=$tmp/b1500.ini $run timeout 20 ibv_rc_pingpong -g 0 -p $((tcp_port + 2)) -m 4096 \
+    > "$tmp/mtu.server" 2>&1 &
+mpid=$!
+pids="$pids $mpid"
+sleep 1
+DROCE_CONFIG=$tmp/a1500.ini $run timeout 20 ibv_rc_pingpong -g 0 -p $((tcp_port + 2)) -m 4096 \
+    "$ip_b" > "$tmp/mtu.client" 2>&1
+mrc=$?
+kill "$mpid" 2> /dev/null
+wait "$mpid" 2> /dev/null
+# The server modifies first (it has the client's address first), fails and hangs up on the client.
+cat "$tmp/mtu.server" "$tmp/mtu.client" > "$tmp/mtu.both"
+why="droce: ibv_modify_qp: path MTU 4096 is larger than port 1's largest, 1024"
+echo "== path MTU 4096 on a 1500-byte port: client exit $mrc"
+grep -h "modify QP\|droce: ibv_modify_qp" "$tmp/mtu.both"
+[ $mrc != 0 ] || fail "-m 4096 on a port of IP MTU 1500 was taken"
+grep -q "Failed to modify QP" "$tmp/mtu.both" || fail "ibv_rc_pingpong did not fail its modify"
+grep -q "$why" "$tmp/mtu.server" || fail "no line saying why the modify failed"
+[ "$(grep -c "droce: ibv_modify_qp: path MTU" "$tmp/mtu.server")" = 1 ] ||
+    fail "the line is not said exactly once"
 echo "failures: $failures"
 [ $failures = 0 ]

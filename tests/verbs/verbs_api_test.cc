@@ -784,10 +784,12 @@ TEST_F(PairPmtu4096, RateLimitPacesTheQp) {
         at.rate_limit = static_cast<std::uint32_t>(gbps * 1e6); // kb/s
         ASSERT_EQ(ibv_modify_qp(sa.qp, &at, IBV_QP_RATE_LIMIT), 0);
         double got = measure(0.3);
-        // Above a few Gb/s the pacer is not the only bound: on a host busy with other tests a
-        // round can fall short (13.3 of 20 in one CI run, 0.62 of it in another). A limit that
-        // paces too slowly falls short every time; one of three rounds near it shows it paces.
-        for (int again = 0; gbps > 5 && got > 0 && got < gbps * 0.85 && again < 2; ++again) {
+        // The pacer is not the only bound: on a host busy with other tests a round can fall
+        // short (13.3 of 20 in one CI run, 0.62 of it in another; 4.74 of 5 beside a perftest
+        // pair). A limit that paces too slowly falls short every time; one of three rounds near
+        // it shows it paces.
+        const double near = gbps <= 5 ? 0.95 : 0.85;
+        for (int again = 0; got > 0 && got < gbps * near && again < 2; ++again) {
             std::printf("rate limit %.0f Gb/s: %.3f Gb/s on the wire, measured again\n", gbps, got);
             got = std::max(got, measure(0.3));
         }
