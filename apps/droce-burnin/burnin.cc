@@ -394,6 +394,7 @@ perf::Params bandwidth_params(const Options& o, unsigned planes) {
     p.tx_depth = o.tx_depth;
     p.qps = o.qps;
     p.verify = o.verify;
+    p.plane_rate_gbps = o.shaper_gbps;
     p.json = true; // any progress text to stderr (none: progress is off)
     return p;
 }

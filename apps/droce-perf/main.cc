@@ -850,6 +850,7 @@ int run(const Cli& cli) {
     p.path_mtu = cli.mtu;
     p.tx_depth = cli.tx_depth;
     p.timeout = cli.timeout >= 0 ? static_cast<std::uint8_t>(cli.timeout) : 0xff;
+    p.plane_rate_gbps = cli.plane_rate > 0 ? cli.plane_rate : 0;
     p.verify = cli.verify;
     p.json = cli.json;
     p.inline_progress = cli.inline_progress;

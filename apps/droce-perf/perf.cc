@@ -1008,15 +1008,28 @@ const char* to_string(Mode m) noexcept {
     return m == Mode::bw ? "bw" : "lat";
 }
 
-mrc::MrcAttr mrc_attr(const Params& p, unsigned ports) noexcept {
+mrc::MrcAttr mrc_attr(const Params& p, unsigned ports, std::uint32_t path_mtu) noexcept {
     mrc::MrcAttr a; // lib/mrc's defaults: 128 paths, MPR 16 x 128 PSNs, max_wimm 64, ...
-    // ACK timeout 1.024 us x 2^14 = 16.8 ms: far above any round trip here, short enough that a
-    // packet lost with nothing behind it costs little.
-    a.timeout = p.timeout != 0xff ? std::min<std::uint8_t>(p.timeout, mrc::kMaxTimeout) : 14;
     // At most 128 packets in flight: bounds the queues the QP builds in front of the ports (the
     // engine's transmit queues, a memif or PACKET_MMAP ring of 512 - 1024 slots, a shaped plane)
     // in the absence of congestion control, and still covers the round trip of four planes here.
     a.max_inflight = 128;
+    // ACK timeout 1.024 us x 2^14 = 16.8 ms: far above any round trip here, short enough that a
+    // packet lost with nothing behind it costs little. On shaped planes (--plane-rate) the round
+    // trip is the queue in front of the shaper: all 128 packets on one plane (its share after a
+    // plane went down, retransmissions queued behind new packets) take 21.5 ms at 0.2 Gb/s with
+    // 4 KiB frames, and 16.8 ms then fired on every stall of a descheduled engine, resent the
+    // whole window into the same queues and collapsed the run (0.07 Gb/s of 0.6 after a plane
+    // went down, 13 timeouts). So the default covers four times that drain.
+    std::uint8_t t = 14;
+    if (p.plane_rate_gbps > 0) {
+        const double frame_bits = (path_mtu + 98.0) * 8; // headers, preamble, gap, FCS
+        const double drain_ns = a.max_inflight * frame_bits / p.plane_rate_gbps;
+        while (t < mrc::kMaxTimeout &&
+               static_cast<double>(1024ull << t) /* 1.024 us x 2^t */ < 4 * drain_ns)
+            ++t;
+    }
+    a.timeout = p.timeout != 0xff ? std::min<std::uint8_t>(p.timeout, mrc::kMaxTimeout) : t;
     // Threads are scheduled, not clocked, and the planes queue independently: a packet may reach
     // the peer milliseconds after one sent later on another plane (a fuller queue, a descheduled
     // thread), far more than a wire reorders. With lib/mrc's 20 us a shaped demo plane saw
@@ -1160,7 +1173,11 @@ std::unique_ptr<Endpoint> Endpoint::create(Device& dev, const Params& p, bool se
         ep->qps_.push_back(qp);
         if (p.mrc) {
             Device::ControlSection cs(dev);
-            if (const int ae = mrc::set_attr(*qp, mrc_attr(p, dev.num_ports())); ae != 0) {
+            if (const int ae =
+                    mrc::set_attr(*qp, mrc_attr(p, dev.num_ports(),
+                                                p.path_mtu ? std::min(p.path_mtu, dev.port(0).mtu)
+                                                           : dev.port(0).mtu));
+                ae != 0) {
                 *err = "mrc::set_attr: " + std::string(std::strerror(ae));
                 return nullptr;
             }

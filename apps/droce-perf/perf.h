@@ -79,6 +79,9 @@ struct Params {
     std::uint32_t path_mtu = 0;   ///< bytes, 0 = the config's [qp] path_mtu (capped by the port)
     std::uint32_t tx_depth = 128; ///< outstanding messages per QP (bw)
     std::uint8_t timeout = 0xff;  ///< QP local ACK timeout code, 0xff = the config's
+    /** Gb/s each port is shaped to on this side (the runtime's tx_shaper), 0 = not shaped: an
+     *  MRC QP's default ACK timeout then covers the queue a shaped plane can hold (mrc_attr). */
+    double plane_rate_gbps = 0;
     bool verify = false;
     bool progress = false; ///< print a line per second (duration runs)
     bool json = false;     ///< progress lines to stderr (stdout carries the JSON)
@@ -243,9 +246,10 @@ class Endpoint {
     Endpoint(Device& dev, const Params& p, bool server) : dev_(dev), p_(p), server_(server) {}
 };
 
-/** The MRC attributes droce-perf gives its QPs on a device of @p ports ports (real-time runs; see
- *  perf.cc). */
-[[nodiscard]] mrc::MrcAttr mrc_attr(const Params& p, unsigned ports) noexcept;
+/** The MRC attributes droce-perf gives its QPs on a device of @p ports ports whose QPs send
+ *  frames of up to @p path_mtu payload bytes (real-time runs; see perf.cc). */
+[[nodiscard]] mrc::MrcAttr mrc_attr(const Params& p, unsigned ports,
+                                    std::uint32_t path_mtu = 4096) noexcept;
 
 /**
  * MRC: per-plane traffic and the MRC counters of @p ep's QPs into @p r (planes, mrc), with plane
