@@ -261,7 +261,16 @@ struct ResponderState {
     Psn read_next_psn; ///< of the READ being answered
     std::uint32_t read_offset = 0;
     std::uint32_t next_resource = 0; ///< ring index of the next resource to overwrite
-    ResponderResource read;          ///< the READ being answered
+    /**
+     * READ requests accepted while a READ response was still going out, answered after it in PSN
+     * order (each one's resource follows the previous one's last PSN). rxe's requests wait in its
+     * packet queue meanwhile; here they were dropped, and the requester got them back only by a
+     * sequence NAK or its ACK timer: ib_read_bw ran at a tenth of ib_write_bw. At most
+     * resource_capacity() - 1 (the ring must still hold each); anything else behind a READ
+     * response is still dropped.
+     */
+    std::uint8_t reads_queued = 0;
+    ResponderResource read; ///< the READ being answered
     ResponderResource resources[kMaxRdAtomic];
 };
 static_assert(offsetof(ResponderState, read_next_psn) == kCacheLine,

@@ -404,7 +404,22 @@ std::uint32_t read_send(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noexcep
         ++sent;
         r.read_offset += n;
         ++r.read_next_psn;
-        if (r.read_offset == total) r.read_active = false;
+        if (r.read_offset == total) {
+            r.read_active = false;
+            if (r.reads_queued > 0) {
+                // The next READ accepted behind this one begins at the PSN after it.
+                --r.reads_queued;
+                const ResponderResource* next = find_resource(qp, r.read.last_psn + 1, false);
+                if (next == nullptr) {
+                    r.reads_queued = 0; // overwritten: the requester's timer brings it back
+                } else {
+                    r.read = *next;
+                    r.read_offset = 0;
+                    r.read_next_psn = next->first_psn;
+                    r.read_active = true;
+                }
+            }
+        }
     }
     return sent;
 }
@@ -508,10 +523,15 @@ RespState on_check_qp_state(Rx& rx) noexcept {
     }
     if (qp.resp.read_active) {
         // A READ response is still going out; it must finish before anything later is answered
-        // (responses leave in PSN order). If the tx path still refuses, drop this request: the
-        // requester's timer or our sequence NAK brings it back.
+        // (responses leave in PSN order). If the tx path still refuses, a READ request is queued
+        // behind it while the resource ring has room (on_read_reply); anything else is dropped:
+        // the requester's timer or our sequence NAK brings it back.
         (void)read_send(qp, rx.ctx, ~0u);
         if (qp.resp.read_active) {
+            // Only the next READ in sequence: a sequence NAK must not overtake the responses.
+            if (rx.op == Opcode::RC_RDMA_READ_REQUEST && rx.psn == qp.resp.expected_psn &&
+                qp.resp.reads_queued + 1u < resource_capacity(qp))
+                return RespState::check_psn;
             qp.counters.inc(Counter::tx_no_buffer);
             return RespState::done;
         }
@@ -789,6 +809,10 @@ RespState on_read_reply(Rx& rx) noexcept {
     r.last_opcode = rx.op;
     // The READ takes one PSN per response packet.
     r.expected_psn = res.last_psn + 1;
+    if (r.read_active) {
+        ++r.reads_queued; // answered once the responses ahead of it are out (read_send)
+        return RespState::done;
+    }
     start_read(qp, rx.ctx, res);
     return RespState::done;
 }
@@ -838,6 +862,12 @@ RespState on_duplicate(Rx& rx) noexcept {
         // must name a subrange of the original (same rkey). Anything else is dropped (class D).
         const ResponderResource* res = find_resource(qp, rx.psn, false);
         if (res == nullptr) return RespState::done;
+        if (qp.resp.read_active) {
+            // Behind READs still being answered (queued ones passed on_check_qp_state): the
+            // replay waits for the requester's next try rather than cut them short.
+            qp.counters.inc(Counter::tx_no_buffer);
+            return RespState::done;
+        }
         const wire::Reth& reth = *rx.pkt.reth;
         const std::uint64_t va = reth.va.get();
         const std::uint64_t len = reth.dma_len.get();

@@ -1077,6 +1077,59 @@ TEST(Responder, ReadResponseResumesAfterTxBackPressure) {
     EXPECT_EQ(tgt.mem[0], 0x5a);
 }
 
+// ib_read_bw keeps 16 READs outstanding: those that arrive while an earlier READ's response is
+// still going out (the tx path full) are queued and answered after it in PSN order, as rxe's
+// packet queue holds them, not dropped until a sequence NAK or the ACK timer brings them back.
+// An out-of-sequence READ, any other request and a READ beyond the resource ring still wait.
+TEST(Responder, ReadsBehindAReadBeingAnsweredAreQueuedInOrder) {
+    Peer p(rc::Mtu::mtu256);
+    p.h.qp.attr.max_dest_rd_atomic = 4;
+    auto& src = p.remote(4096);
+    std::ranges::copy(pattern(4096, 7), src.mem.begin());
+    p.h.block_tx(true);
+    const auto read = [&](std::uint32_t psn, std::uint32_t off, std::uint32_t len) {
+        PacketFields f = Peer::req(Opcode::RC_RDMA_READ_REQUEST, psn);
+        f.va = src.va() + off;
+        f.rkey = src.mr->rkey;
+        f.dma_len = len;
+        p.feed(f);
+    };
+    read(0, 0, 1000);   // PSN 0-3, stays active
+    read(4, 1000, 600); // PSN 4-6, queued
+    read(8, 2000, 100); // out of sequence (7 expected): dropped, no NAK ahead of the responses
+    read(7, 1600, 300); // PSN 7-8, queued
+    read(9, 3000, 10);  // PSN 9, queued: the ring (4) holds the active READ and 3 behind it
+    read(10, 3100, 10); // a fourth behind it is dropped
+    EXPECT_TRUE(p.h.sent.empty());
+    EXPECT_EQ(p.h.qp.resp.reads_queued, 3u);
+    EXPECT_EQ(p.h.qp.resp.expected_psn, Psn(10));
+    p.h.block_tx(false);
+    rc::responder_run(p.h.qp, p.h.ctx, 100);
+    ASSERT_EQ(p.h.sent.size(), 10u);
+    std::vector<std::uint8_t> got;
+    for (std::uint32_t i = 0; i < 10; ++i) {
+        Out o = p.out(i);
+        EXPECT_EQ(o.psn, i);
+        got.insert(got.end(), o.payload.begin(), o.payload.end());
+    }
+    EXPECT_EQ(p.out(3).op, Opcode::RC_RDMA_READ_RESPONSE_LAST);
+    EXPECT_EQ(p.out(4).op, Opcode::RC_RDMA_READ_RESPONSE_FIRST);
+    EXPECT_EQ(p.out(6).op, Opcode::RC_RDMA_READ_RESPONSE_LAST);
+    EXPECT_EQ(p.out(7).op, Opcode::RC_RDMA_READ_RESPONSE_FIRST);
+    EXPECT_EQ(p.out(8).op, Opcode::RC_RDMA_READ_RESPONSE_LAST);
+    EXPECT_EQ(p.out(9).op, Opcode::RC_RDMA_READ_RESPONSE_ONLY);
+    std::vector<std::uint8_t> want(src.mem.begin(), src.mem.begin() + 1900);
+    want.insert(want.end(), src.mem.begin() + 3000, src.mem.begin() + 3010);
+    EXPECT_EQ(got, want);
+    EXPECT_FALSE(p.h.qp.resp.read_active);
+    EXPECT_EQ(p.h.qp.resp.reads_queued, 0u);
+    // The dropped one comes again and is answered now.
+    read(10, 3100, 10);
+    ASSERT_EQ(p.h.sent.size(), 11u);
+    EXPECT_EQ(p.out(10).op, Opcode::RC_RDMA_READ_RESPONSE_ONLY);
+    EXPECT_EQ(p.out(10).psn, 10u);
+}
+
 TEST(Responder, ResourceRingKeepsMaxDestRdAtomicEntries) {
     Peer p;
     p.h.qp.attr.max_dest_rd_atomic = 2;
