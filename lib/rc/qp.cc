@@ -119,18 +119,23 @@ std::uint32_t qp_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget, bool* wait
         *wait_release = true;
     ResponderState& r = qp.resp;
     if (r.ack_held()) {
-        // An ACK held for the next request (ack_hold_until_ns): the requests first, the ACK right
-        // behind them, or alone once its time is up (a READ response in progress sends it first).
+        // An ACK held for the next request (ack_hold_until_ns) leaves right ahead of it, in the
+        // same burst, or alone once its time is up (a READ response in progress sends it first).
+        // Ahead, as a NIC's ACK always precedes the answer the peer's application posts after
+        // it: perftest's event mode (ib_send_lat -e) waits for one event and then polls its send
+        // CQ only, so an answer completed before the ACK that completes the request left it
+        // polling an empty CQ and then waiting for an event already taken (9 of 13 runs hung).
+        // In one burst the peer's pass still takes both: the ping's completion and the pong.
         // Nor does it wait while requests of this QP wait for their own ACK: the peer may be
         // holding that one for our next request, and neither would come before both holds ended
         // (two streams that filled their send queues would stall kAckHoldNs per round).
-        const std::uint32_t sent = requester_run(qp, ctx, budget);
+        const bool requests = qp.sq.producer_index() != qp.req.next_wqe;
         const bool awaiting_acks = qp.comp.first_unacked_wqe != qp.req.next_wqe;
-        if (sent == 0 && !awaiting_acks && !r.read_active &&
+        if (!requests && !awaiting_acks && !r.read_active &&
             ctx.pass_start_ns < r.ack_hold_until_ns)
             return 0;
         responder_run(qp, ctx, budget);
-        return sent;
+        return requester_run(qp, ctx, budget);
     }
     responder_run(qp, ctx, budget);
     return requester_run(qp, ctx, budget);

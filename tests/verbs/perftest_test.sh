@@ -6,6 +6,7 @@
 #   wr:   the ibv_wr_* path. perftest takes it only for devices it recognises by vendor_part_id, so
 #         this run sets DROCE_VERBS_VENDOR_PART_ID=4119 (a part id perftest maps to its ibv_wr_*
 #         path); the vendor id stays droce's (0). The script checks perftest says "ibv_wr* API : ON".
+#   -e:   ib_send_lat in event mode beside a busy loop (old path), twice.
 #   app:  ib_send_lat with DROCE_PROGRESS=app on both sides (no engine threads), as the README
 #         suggests for it: its last SEND used to end in RETRY_EXC_ERR on the server, the client's
 #         ACK held for a next request that never came (fixed 2026-12-06).
@@ -93,6 +94,18 @@ if [ "$mode" = all ] || [ "$mode" = app ]; then
     for round in 1 2 3; do
         run ib_send_lat app -n 200
     done
+fi
+if [ "$mode" = all ] || [ "$mode" = old ]; then
+    # Event mode (-e) beside a busy loop: perftest waits for one completion event after each SEND
+    # and then polls only its send CQ, so the ACK that completes a SEND must reach it before the
+    # peer's answer. With the ACK held behind the answer every run hung here (5 of 5, 2026-12-06).
+    (timeout 60 sh -c 'while :; do :; done') &
+    hog=$!
+    for round in 1 2; do
+        run ib_send_lat old -n 200 -e
+    done
+    kill "$hog" 2> /dev/null
+    wait "$hog" 2> /dev/null
 fi
 echo "failures: $failures"
 [ $failures = 0 ]
