@@ -67,8 +67,8 @@ std::atomic<bool> g_guid_asked{false};
 std::atomic<bool> g_open_failed{false};
 
 /**
- * At exit, when the program listed droce's devices and opened none, or opened one, created no QP
- * and has librdmacm loaded: a verbs program that gives up there prints only its own words ("IB
+ * At exit, when the program listed droce's devices and opened none, or opened one, asked for no
+ * QP and has librdmacm loaded: a verbs program that gives up there prints only its own words ("IB
  * device X not found", "rdma_create_event_channel failed"), which do not say droce. One line on
  * stderr names the likely cause: a device name the config does not have, or rdma_cm. Not for a
  * program that lists devices to show them (ibv_devices asks their GUIDs), unless it has librdmacm
@@ -86,7 +86,7 @@ void hint_if_nothing_opened() {
     p.mu.unlock();
     if (opened) {
         // perftest -R opens the device, then fails in librdmacm before any QP exists.
-        if (!g_qp_created.load(std::memory_order_relaxed) &&
+        if (!g_qp_attempted.load(std::memory_order_relaxed) &&
             dlopen("librdmacm.so.1", RTLD_LAZY | RTLD_NOLOAD) != nullptr)
             std::fprintf(stderr,
                          "droce: the program opened a droce device and created no QP: if it "

@@ -437,6 +437,7 @@ constexpr std::uint64_t kSupportedSendOps =
 // ---------------------------------------------------------------- create
 
 ibv_qp* create_qp_common(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
+    g_qp_attempted.store(true, std::memory_order_relaxed);
     if (!pd || !a->send_cq || !a->recv_cq) return fail<ibv_qp>(EINVAL);
     if (a->qp_type != IBV_QPT_RC) { // UC, UD, XRC, raw: not on droce
         switch (a->qp_type) {
@@ -517,7 +518,6 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr_ex* 
     b.qp_num = qp->native->qpn;
     b.state = IBV_QPS_RESET;
     b.qp_type = IBV_QPT_RC;
-    g_qp_created.store(true, std::memory_order_relaxed);
     pthread_mutex_init(&b.mutex, nullptr);
     pthread_cond_init(&b.cond, nullptr);
     b.events_completed = 0;

@@ -147,6 +147,21 @@ if command -v ib_write_bw > /dev/null; then
     expect "perftest -R (rdma_cm)" "$tmp/rdmacm" "which has no rdma_cm; exchange QP information out of band"
 fi
 
+# 7a. A QP type droce refuses (ib_send_bw -c UD): its "not supported" line, and not the rdma_cm
+# hint, which would contradict it (perftest loads librdmacm; the program did ask for a QP).
+if command -v ib_send_bw > /dev/null; then
+    # perftest asks for its QPs once the client has connected: a uring pair, no memif needed.
+    LD_LIBRARY_PATH=$libdir DROCE_CONFIG=$cfg/uring-b.ini timeout 20 ib_send_bw -c UD -p 18631 \
+        -d droce_uring_b -x 0 -F > "$tmp/ud" 2>&1 &
+    udpid=$!
+    sleep 1
+    LD_LIBRARY_PATH=$libdir DROCE_CONFIG=$cfg/uring-a.ini timeout 20 ib_send_bw -c UD -p 18631 \
+        -d droce_uring_a -x 0 -F 127.0.0.2 > "$tmp/ud-client" 2>&1
+    wait "$udpid"
+    expect "ib_send_bw -c UD" "$tmp/ud" "ibv_create_qp of a UD QP \(IBV_QPT_UD\) is not supported"
+    grep -q "rdma_cm" "$tmp/ud" "$tmp/ud-client" && fail "ib_send_bw -c UD: the exit hint blames rdma_cm"
+fi
+
 # 7b. rping: librdmacm lists the devices and asks their GUIDs, then fails on its own ("failed to
 # create RDMA CM event channel"); droce's line at exit says rdma_cm is not there.
 if command -v rping > /dev/null; then
