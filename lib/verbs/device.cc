@@ -738,12 +738,33 @@ extern "C" int ibv_query_port(ibv_context* context, uint8_t port_num,
                            offsetof(ibv_port_attr, link_layer) + sizeof(uint8_t));
 }
 
+namespace {
+
+/**
+ * A GID index other than 0 on a port that exists: the program asked for the index a ConnectX or
+ * rxe gives RoCE v2 over IPv4 (perftest -x 3, ibv_rc_pingpong -g 3) and prints only that it could
+ * not read the GID or set up its connection. Says once on stderr which index droce has.
+ */
+void tell_gid_index(uint32_t index) noexcept {
+    static std::atomic<bool> told{false};
+    if (told.exchange(true, std::memory_order_relaxed)) return;
+    std::fprintf(stderr,
+                 "droce: GID index %u does not exist: a droce port has one GID, index 0 (its "
+                 "address, RoCE v2; ibv_devinfo -v shows it): perftest -x 0, ibv_rc_pingpong -g "
+                 "0\n",
+                 index);
+}
+
+} // namespace
+
 /**
  * GID 0 of each port: the port's address, IPv4-mapped for IPv4 (RoCEv2).
  * @return 0, or -1 with errno EINVAL (no such port or index), as the man page says.
  */
 extern "C" int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
     if (!context || !gid || !port_ok(vctx_of(context), port_num) || index != 0) {
+        if (context && gid && port_ok(vctx_of(context), port_num) && index > 0)
+            tell_gid_index(static_cast<uint32_t>(index));
         errno = EINVAL;
         return -1;
     }
@@ -758,7 +779,10 @@ extern "C" int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32
     if (!context || !entry || flags != 0 || entry_size < sizeof(ibv_gid_entry)) return EINVAL;
     VContext* c = vctx_of(context);
     if (!port_ok(c, port_num)) return EINVAL;
-    if (gid_index != 0) return ENODATA;
+    if (gid_index != 0) {
+        tell_gid_index(gid_index);
+        return ENODATA;
+    }
     ibv_gid_entry e{};
     std::memcpy(e.gid.raw, c->dev->port(port_num - 1u).gid.data(), 16);
     e.gid_index = 0;

@@ -162,6 +162,15 @@ if command -v ib_send_bw > /dev/null; then
     grep -q "rdma_cm" "$tmp/ud" "$tmp/ud-client" && fail "ib_send_bw -c UD: the exit hint blames rdma_cm"
 fi
 
+# 7c. GID index 3 (RoCE v2 over IPv4 on a ConnectX or rxe): the program says only that it cannot
+# read the GID; droce says once that its ports have index 0 alone.
+if command -v ibv_rc_pingpong > /dev/null; then
+    LD_LIBRARY_PATH=$libdir DROCE_CONFIG=$cfg/uring-a.ini timeout 20 ibv_rc_pingpong -g 3 \
+        > "$tmp/gid3" 2>&1
+    expect "ibv_rc_pingpong -g 3" "$tmp/gid3" "droce: GID index 3 does not exist: a droce port has one GID, index 0" \
+        "ibv_rc_pingpong -g 0"
+fi
+
 # 7b. rping: librdmacm lists the devices and asks their GUIDs, then fails on its own ("failed to
 # create RDMA CM event channel"); droce's line at exit says rdma_cm is not there.
 if command -v rping > /dev/null; then
