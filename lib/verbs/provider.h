@@ -321,8 +321,9 @@ void install_qp_ops(VContext& c) noexcept;
  */
 void say_unsupported(std::atomic<bool>& said, const char* what) noexcept;
 
-/** Set when the program asked for a QP, made or not (the exit hint about rdma_cm reads it): a failed ibv_create_qp said why itself (a
- *  UC or UD QP, a refused cap), so the exit hint does not blame rdma_cm (hint_if_nothing_opened). */
+/** Set when the program asked for a QP, made or not (the exit hint about rdma_cm reads it): a
+ * failed ibv_create_qp said why itself (a UC or UD QP, a refused cap), so the exit hint does not
+ * blame rdma_cm (hint_if_nothing_opened). */
 inline std::atomic<bool> g_qp_attempted{false};
 
 /** say_unsupported() with a flag of its own at this call site. */
