@@ -37,7 +37,7 @@ pair() {
     local src=$?
     echo "== $name: client $crc server $src"
     if [ $crc != 0 ] || [ $src != 0 ]; then
-        tail -5 "$tmp/$name.client" "$tmp/$name.server"
+        tail -n 5 "$tmp/$name.client" "$tmp/$name.server"
         return 1
     fi
 }
