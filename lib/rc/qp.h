@@ -231,7 +231,9 @@ struct ResponderState {
     bool read_active = false;
     // Deferred ACK (TransportCtx::defer_acks): the newest ACK owed, sent by responder_flush_ack()
     // at the end of the engine's rx phase or before any other response of this QP, so one ACK
-    // covers a whole received burst (ACKs are cumulative, IBTA 9.7.5.1.2).
+    // covers a whole received burst (ACKs are cumulative, IBTA 9.7.5.1.2). Owed while a READ
+    // response is going out (for WRITEs and SENDs accepted behind it, whatever defer_acks says),
+    // it leaves after that response's last packet instead. A refused one stays owed.
     bool ack_pending = false;
     Psn ack_psn;               ///< PSN the pending ACK acknowledges
     std::uint32_t ack_msn = 0; ///< MSN at the time it was owed
@@ -263,11 +265,12 @@ struct ResponderState {
     std::uint32_t next_resource = 0; ///< ring index of the next resource to overwrite
     /**
      * READ requests accepted while a READ response was still going out, answered after it in PSN
-     * order (each one's resource follows the previous one's last PSN). rxe's requests wait in its
-     * packet queue meanwhile; here they were dropped, and the requester got them back only by a
+     * order (each one's resource is the first READ resource after the previous one's last PSN:
+     * WRITEs and SENDs accepted behind the response may lie between them). rxe's requests wait in
+     * its packet queue meanwhile; here they were dropped, and the requester got them back only by a
      * sequence NAK or its ACK timer: ib_read_bw ran at a tenth of ib_write_bw. At most
-     * resource_capacity() - 1 (the ring must still hold each); anything else behind a READ
-     * response is still dropped.
+     * resource_capacity() - 1 (the ring must still hold each). Atomics, duplicates and requests
+     * out of sequence behind a READ response are still dropped.
      */
     std::uint8_t reads_queued = 0;
     ResponderResource read; ///< the READ being answered

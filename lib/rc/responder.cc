@@ -218,13 +218,19 @@ wire::PacketFields response_fields(const Qp& qp, Opcode op, Psn psn) noexcept {
     return f;
 }
 
-/** Sends the owed ACK (ResponderState::ack_pending) now. */
-void flush_ack(Qp& qp, TransportCtx& ctx) noexcept;
+/**
+ * Sends the owed ACK (ResponderState::ack_pending) now. Refused by a full tx path, it stays owed
+ * (no longer held) for the QP's next pass, which has_work() asks for: a lost ACK would cost the
+ * requester its ACK timeout when nothing after it acknowledges the same PSNs. @return whether the
+ * tx path took it.
+ */
+bool flush_ack(Qp& qp, TransportCtx& ctx) noexcept;
 
 /**
  * Stages one response packet (TransportCtx::tx) on the QP's path. The engine counts sent_pkts when
  * it builds the frame; a refusal is counted here per QP. A deferred ACK goes first, so responses
- * leave in the order they were decided.
+ * leave in the order they were decided, except while a READ response is going out: an ACK owed
+ * then is for a request behind the READ and waits for the READ's last response (read_send).
  */
 bool transmit(Qp& qp, TransportCtx& ctx, const wire::PacketFields& f,
               std::span<const std::uint8_t> data = {}) noexcept {
@@ -232,7 +238,7 @@ bool transmit(Qp& qp, TransportCtx& ctx, const wire::PacketFields& f,
         qp.counters.inc(Counter::tx_wait_neigh);
         return false;
     }
-    if (qp.resp.ack_pending) flush_ack(qp, ctx);
+    if (qp.resp.ack_pending && !qp.resp.read_active) flush_ack(qp, ctx);
     const std::span<const std::uint8_t> parts[1] = {data};
     // Responses go back on the QP's first path; they are copied (no WQE waits for their release).
     const Path& route = qp.paths[0];
@@ -253,17 +259,34 @@ void send_ack(Qp& qp, TransportCtx& ctx, Psn psn) noexcept {
     if (transmit(qp, ctx, f)) count(qp, ctx, Counter::acks_sent);
 }
 
-void flush_ack(Qp& qp, TransportCtx& ctx) noexcept {
+bool flush_ack(Qp& qp, TransportCtx& ctx) noexcept {
     qp.resp.ack_pending = false;
     qp.resp.ack_hold_until_ns = 0;
     wire::PacketFields f = response_fields(qp, Opcode::RC_ACKNOWLEDGE, qp.resp.ack_psn);
     f.syndrome = kAckSyndrome;
     f.msn = qp.resp.ack_msn;
-    if (transmit(qp, ctx, f)) count(qp, ctx, Counter::acks_sent);
+    if (!transmit(qp, ctx, f)) {
+        qp.resp.ack_pending = qp.path_resolved; // unresolved: the neighbour's resolution retries
+        return false;
+    }
+    count(qp, ctx, Counter::acks_sent);
+    return true;
 }
 
 /** An ACK for @p psn: now, or owed until the end of the burst (TransportCtx::defer_acks). */
 void ack_or_defer(Qp& qp, TransportCtx& ctx, Psn psn) noexcept {
+    ResponderState& r = qp.resp;
+    if (r.read_active) {
+        // The request was accepted behind a READ response still going out: its ACK must not
+        // overtake that response (a requester takes an ACK beyond an outstanding READ for a lost
+        // response and retries the READ, as rxe's completer does), so it is owed until the
+        // READ's last response has left (read_send), and held for nothing else.
+        r.ack_pending = true;
+        r.ack_hold_until_ns = 0;
+        r.ack_psn = psn;
+        r.ack_msn = r.msn;
+        return;
+    }
     if (!ctx.defer_acks) {
         send_ack(qp, ctx, psn);
         return;
@@ -271,7 +294,6 @@ void ack_or_defer(Qp& qp, TransportCtx& ctx, Psn psn) noexcept {
     // Owed anew on a QP that answered the request before this one: held for its next request
     // (ack_hold_until_ns). A newer ACK keeps the first one's deadline, so a stream cannot hold it
     // for ever.
-    ResponderState& r = qp.resp;
     if (!r.ack_pending) {
         const std::uint64_t now = ctx.pass_start_ns;
         const std::uint64_t talked = qp.req.last_request_pass_ns;
@@ -317,6 +339,27 @@ void record_resource(Qp& qp, const ResponderResource& res) noexcept {
     const std::uint32_t i = qp.resp.next_resource % cap;
     qp.resp.resources[i] = res;
     qp.resp.next_resource = (i + 1) % cap;
+}
+
+/**
+ * The READ accepted next after the one whose last PSN is @p last: of the READ resources that lie
+ * between it and the expected PSN, the one that begins first (requests accepted behind a READ
+ * response may lie between the two), or nullptr.
+ */
+const ResponderResource* next_read_after(const Qp& qp, Psn last) noexcept {
+    const ResponderResource* next = nullptr;
+    std::int32_t next_d = 0;
+    const std::int32_t limit = qp.resp.expected_psn.distance_from(last);
+    for (std::uint32_t i = 0; i < resource_capacity(qp); ++i) {
+        const ResponderResource& r = qp.resp.resources[i];
+        if (!r.valid || r.is_atomic) continue;
+        const std::int32_t d = r.first_psn.distance_from(last);
+        if (d > 0 && d < limit && (next == nullptr || d < next_d)) {
+            next = &r;
+            next_d = d;
+        }
+    }
+    return next;
 }
 
 /** The resource whose PSN range holds @p psn, of the kind asked for, or nullptr. */
@@ -406,18 +449,22 @@ std::uint32_t read_send(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noexcep
         ++r.read_next_psn;
         if (r.read_offset == total) {
             r.read_active = false;
+            const ResponderResource* next = nullptr;
             if (r.reads_queued > 0) {
-                // The next READ accepted behind this one begins at the PSN after it.
                 --r.reads_queued;
-                const ResponderResource* next = find_resource(qp, r.read.last_psn + 1, false);
-                if (next == nullptr) {
-                    r.reads_queued = 0; // overwritten: the requester's timer brings it back
-                } else {
-                    r.read = *next;
-                    r.read_offset = 0;
-                    r.read_next_psn = next->first_psn;
-                    r.read_active = true;
-                }
+                next = next_read_after(qp, r.read.last_psn);
+                if (next == nullptr) r.reads_queued = 0; // overwritten: the requester retries it
+            }
+            // The ACK owed for WRITEs and SENDs accepted behind this READ leaves right after its
+            // last response, unless the last of them lies beyond the next READ, whose responses
+            // then acknowledge them first (ACKs are cumulative).
+            if (r.ack_pending && (next == nullptr || r.ack_psn.distance_from(next->first_psn) < 0))
+                (void)flush_ack(qp, ctx);
+            if (next != nullptr) {
+                r.read = *next;
+                r.read_offset = 0;
+                r.read_next_psn = next->first_psn;
+                r.read_active = true;
             }
         }
     }
@@ -426,6 +473,7 @@ std::uint32_t read_send(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noexcep
 
 /** Starts answering @p res from its first PSN. */
 void start_read(Qp& qp, TransportCtx& ctx, const ResponderResource& res) noexcept {
+    if (qp.resp.ack_pending) (void)flush_ack(qp, ctx); // for requests before this READ: ahead of it
     qp.resp.read = res;
     qp.resp.read_offset = 0;
     qp.resp.read_next_psn = res.first_psn;
@@ -497,6 +545,8 @@ struct Rx {
      *  Atomic: host address of the 8-byte target. */
     std::uint8_t* host = nullptr;
     RespError err = RespError::none;
+    /** Accepted while a READ response of the QP is still going out (on_check_qp_state). */
+    bool behind_read = false;
 
     [[nodiscard]] bool is(OpFlags f) const noexcept { return info.is(f); }
     [[nodiscard]] bool first() const noexcept { return info.is(OpFlags::first); }
@@ -505,6 +555,14 @@ struct Rx {
 };
 
 RespState fail(Rx& rx, RespError e) noexcept {
+    if (rx.behind_read && e != RespError::cq_overflow) {
+        // Its NAK would overtake the READ response, so the request is dropped as if it had not
+        // been accepted (nothing before these checks changed what the retry finds) and the error
+        // is answered when the requester sends it again after the response. A CQ overrun comes
+        // after the data is placed and sends no NAK: it takes the QP down as always.
+        rx.qp.counters.inc(Counter::tx_no_buffer);
+        return RespState::done;
+    }
     rx.err = e;
     return RespState::error;
 }
@@ -523,15 +581,25 @@ RespState on_check_qp_state(Rx& rx) noexcept {
     }
     if (qp.resp.read_active) {
         // A READ response is still going out; it must finish before anything later is answered
-        // (responses leave in PSN order). If the tx path still refuses, a READ request is queued
-        // behind it while the resource ring has room (on_read_reply); anything else is dropped:
-        // the requester's timer or our sequence NAK brings it back.
+        // (responses leave in PSN order). If the tx path still refuses, the request in sequence
+        // is accepted behind it: a READ is queued while the resource ring has room
+        // (on_read_reply), a WRITE or SEND is executed and its ACK owed until the response is
+        // out (ack_or_defer), as rxe's packet queue holds them for its responder. IBTA lets a
+        // later WRITE reach memory before an earlier READ's data is read (the requester's fence
+        // orders them when it must). Anything else (out of sequence, a duplicate, an atomic, a
+        // READ beyond the ring) is dropped: the requester's timer or our sequence NAK, once the
+        // response is out, brings it back, and no NAK overtakes the responses.
         (void)read_send(qp, rx.ctx, ~0u);
         if (qp.resp.read_active) {
-            // Only the next READ in sequence: a sequence NAK must not overtake the responses.
-            if (rx.op == Opcode::RC_RDMA_READ_REQUEST && rx.psn == qp.resp.expected_psn &&
-                qp.resp.reads_queued + 1u < resource_capacity(qp))
-                return RespState::check_psn;
+            if (rx.psn == qp.resp.expected_psn) {
+                if (rx.op == Opcode::RC_RDMA_READ_REQUEST &&
+                    qp.resp.reads_queued + 1u < resource_capacity(qp))
+                    return RespState::check_psn;
+                if (rx.is(OpFlags::write) || rx.is(OpFlags::send)) {
+                    rx.behind_read = true;
+                    return RespState::check_psn;
+                }
+            }
             qp.counters.inc(Counter::tx_no_buffer);
             return RespState::done;
         }
@@ -945,11 +1013,11 @@ void responder_receive(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) 
 }
 
 void responder_flush_ack(Qp& qp, TransportCtx& ctx) noexcept {
-    if (qp.resp.ack_pending) flush_ack(qp, ctx);
+    if (qp.resp.ack_pending && !qp.resp.read_active) (void)flush_ack(qp, ctx);
 }
 
 void responder_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noexcept {
-    if (qp.resp.ack_pending) flush_ack(qp, ctx);
+    if (qp.resp.ack_pending && !qp.resp.read_active) (void)flush_ack(qp, ctx);
     if (!qp.resp.read_active) return;
     if (!accepts_requests(qp.state)) {
         qp.resp.read_active = false;

@@ -1045,16 +1045,6 @@ TEST(Responder, ReadResponseResumesAfterTxBackPressure) {
     EXPECT_TRUE(p.h.sent.empty());
     EXPECT_TRUE(p.h.qp.resp.read_active);
     EXPECT_EQ(p.h.qp.resp.expected_psn, Psn(4));
-    // A request arriving while the READ cannot go out is dropped, not answered out of order.
-    auto& tgt = p.remote(8);
-    PacketFields w = Peer::req(Opcode::RC_RDMA_WRITE_ONLY, 4, true);
-    w.va = tgt.va();
-    w.rkey = tgt.mr->rkey;
-    w.dma_len = 1;
-    const std::uint8_t one[1] = {0x5a};
-    p.feed(w, one);
-    EXPECT_EQ(tgt.mem[0], 0xee);
-    EXPECT_EQ(p.h.qp.resp.expected_psn, Psn(4));
     p.h.block_tx(false);
     rc::responder_run(p.h.qp, p.h.ctx, 1);
     ASSERT_EQ(p.h.sent.size(), 1u);
@@ -1070,11 +1060,175 @@ TEST(Responder, ReadResponseResumesAfterTxBackPressure) {
     EXPECT_EQ(p.out(3).op, Opcode::RC_RDMA_READ_RESPONSE_LAST);
     EXPECT_EQ(got, std::vector<std::uint8_t>(src.mem.begin(), src.mem.begin() + 1000));
     EXPECT_FALSE(p.h.qp.resp.read_active);
-    // The requester resends the WRITE; now it is answered.
+}
+
+// A WRITE or SEND that arrives in sequence while a READ response cannot go out (the tx path
+// full) is executed at once, as rxe's packet queue holds it for its responder, and its ACK leaves
+// right after the READ's last response: never ahead of it (a requester takes an ACK beyond an
+// outstanding READ for a lost response). Dropping them cost a mixed READ / WRITE stream its ACK
+// timeouts (TransferMixed below).
+TEST(Responder, WritesAndSendsBehindAReadBeingAnsweredAreExecutedAndAckedAfterIt) {
+    Peer p(rc::Mtu::mtu256);
+    auto& src = p.remote(1024);
+    std::ranges::copy(pattern(1024, 3), src.mem.begin());
+    auto& tgt = p.remote(8);
+    auto& rbuf = p.buffer(64, 0);
+    p.post_recv(rbuf, {64});
+    p.h.block_tx(true);
+    PacketFields f = Peer::req(Opcode::RC_RDMA_READ_REQUEST, 0);
+    f.va = src.va();
+    f.rkey = src.mr->rkey;
+    f.dma_len = 1000; // PSN 0-3
+    p.feed(f);
+    PacketFields w = Peer::req(Opcode::RC_RDMA_WRITE_ONLY, 4, true);
+    w.va = tgt.va();
+    w.rkey = tgt.mr->rkey;
+    w.dma_len = 1;
+    const std::uint8_t one[1] = {0x5a};
     p.feed(w, one);
+    EXPECT_EQ(tgt.mem[0], 0x5a); // placed at once
+    const auto d = pattern(40, 9);
+    p.feed(Peer::req(Opcode::RC_SEND_ONLY, 5, true), d);
+    EXPECT_EQ(p.h.qp.resp.expected_psn, Psn(6));
+    auto cqes = ProtocolHarness::drain(p.h.recv_cq);
+    ASSERT_EQ(cqes.size(), 1u);
+    EXPECT_EQ(cqes[0].status, rc::WcStatus::success);
+    EXPECT_EQ(cqes[0].byte_len, 40u);
+    EXPECT_TRUE(std::equal(d.begin(), d.end(), rbuf.mem.begin()));
+    EXPECT_TRUE(p.h.sent.empty());
+    // An out-of-sequence request and a duplicate are still dropped, with no NAK ahead of the
+    // responses.
+    p.feed(Peer::req(Opcode::RC_SEND_ONLY, 8, true), d);
+    p.feed(w, one);
+    EXPECT_TRUE(p.h.sent.empty());
+    EXPECT_EQ(p.ctr(Counter::seq_naks_sent), 0u);
+    p.h.block_tx(false);
+    rc::responder_run(p.h.qp, p.h.ctx, 100);
     ASSERT_EQ(p.h.sent.size(), 5u);
-    EXPECT_EQ(p.out(4).psn, 4u);
-    EXPECT_EQ(tgt.mem[0], 0x5a);
+    for (std::uint32_t i = 0; i < 4; ++i)
+        EXPECT_EQ(p.out(i).psn, i);
+    EXPECT_EQ(p.out(3).op, Opcode::RC_RDMA_READ_RESPONSE_LAST);
+    // One cumulative ACK for both, after the response.
+    EXPECT_EQ(p.out(4).op, Opcode::RC_ACKNOWLEDGE);
+    EXPECT_EQ(p.out(4).syndrome, kAck);
+    EXPECT_EQ(p.out(4).psn, 5u);
+    EXPECT_EQ(p.out(4).msn, 3u);
+    EXPECT_FALSE(p.h.qp.resp.ack_pending);
+}
+
+// Between two READs being answered, the ACK of what was accepted between them leaves between
+// their responses; when requests behind the second READ are owed too, the second READ's
+// responses acknowledge the first ones and one ACK follows them.
+TEST(Responder, AnAckOwedBehindAReadLeavesBetweenItAndTheNextQueuedRead) {
+    for (const bool write_after_second : {false, true}) {
+        SCOPED_TRACE(write_after_second ? "WRITE behind the second READ" : "WRITE between");
+        Peer p(rc::Mtu::mtu256);
+        auto& src = p.remote(1024);
+        std::ranges::copy(pattern(1024, 5), src.mem.begin());
+        auto& tgt = p.remote(8);
+        p.h.block_tx(true);
+        const auto read = [&](std::uint32_t psn, std::uint32_t len) {
+            PacketFields f = Peer::req(Opcode::RC_RDMA_READ_REQUEST, psn);
+            f.va = src.va();
+            f.rkey = src.mr->rkey;
+            f.dma_len = len;
+            p.feed(f);
+        };
+        const auto write = [&](std::uint32_t psn) {
+            PacketFields w = Peer::req(Opcode::RC_RDMA_WRITE_ONLY, psn, true);
+            w.va = tgt.va();
+            w.rkey = tgt.mr->rkey;
+            w.dma_len = 1;
+            const std::uint8_t one[1] = {static_cast<std::uint8_t>(psn)};
+            p.feed(w, one);
+        };
+        read(0, 600); // PSN 0-2
+        write(3);
+        read(4, 300); // PSN 4-5, queued
+        if (write_after_second) write(6);
+        EXPECT_EQ(p.h.qp.resp.reads_queued, 1u);
+        p.h.block_tx(false);
+        rc::responder_run(p.h.qp, p.h.ctx, 100);
+        std::vector<std::pair<Opcode, std::uint32_t>> got;
+        for (std::size_t i = 0; i < p.h.sent.size(); ++i)
+            got.emplace_back(p.out(i).op, p.out(i).psn);
+        using P = std::pair<Opcode, std::uint32_t>;
+        std::vector<P> want = {{Opcode::RC_RDMA_READ_RESPONSE_FIRST, 0},
+                               {Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 1},
+                               {Opcode::RC_RDMA_READ_RESPONSE_LAST, 2}};
+        if (!write_after_second) want.emplace_back(Opcode::RC_ACKNOWLEDGE, 3);
+        want.emplace_back(Opcode::RC_RDMA_READ_RESPONSE_FIRST, 4);
+        want.emplace_back(Opcode::RC_RDMA_READ_RESPONSE_LAST, 5);
+        if (write_after_second) want.emplace_back(Opcode::RC_ACKNOWLEDGE, 6);
+        EXPECT_EQ(got, want);
+        EXPECT_EQ(tgt.mem[0], write_after_second ? 6 : 3);
+        EXPECT_FALSE(p.h.qp.resp.read_active);
+        EXPECT_FALSE(p.h.qp.resp.ack_pending);
+    }
+}
+
+// A request behind a READ response that fails a check would send its NAK ahead of the response:
+// it is dropped as if it had not arrived, and answered when the requester sends it again.
+TEST(Responder, AnErrorBehindAReadBeingAnsweredIsNakedOnlyWhenSentAgain) {
+    Peer p(rc::Mtu::mtu256);
+    auto& src = p.remote(1024);
+    p.h.block_tx(true);
+    PacketFields f = Peer::req(Opcode::RC_RDMA_READ_REQUEST, 0);
+    f.va = src.va();
+    f.rkey = src.mr->rkey;
+    f.dma_len = 1000; // PSN 0-3
+    p.feed(f);
+    PacketFields w = Peer::req(Opcode::RC_RDMA_WRITE_ONLY, 4, true);
+    w.va = src.va();
+    w.rkey = src.mr->rkey + 1000; // no such rkey
+    w.dma_len = 1;
+    const std::uint8_t one[1] = {0x5a};
+    p.feed(w, one);
+    // A SEND with no receive WQE posted: its RNR NAK waits too.
+    const auto d = pattern(8, 1);
+    PacketFields s = Peer::req(Opcode::RC_SEND_ONLY, 4, true);
+    p.feed(s, d);
+    EXPECT_EQ(p.h.qp.state, rc::QpState::rts);
+    EXPECT_EQ(p.h.qp.resp.expected_psn, Psn(4));
+    p.h.block_tx(false);
+    rc::responder_run(p.h.qp, p.h.ctx, 100);
+    ASSERT_EQ(p.h.sent.size(), 4u); // the response alone
+    EXPECT_EQ(p.out(3).op, Opcode::RC_RDMA_READ_RESPONSE_LAST);
+    p.feed(s, d);
+    ASSERT_EQ(p.h.sent.size(), 5u);
+    EXPECT_EQ(p.out(4).syndrome,
+              droce::wire::make_syndrome(AethKind::rnr_nak, p.h.qp.attr.min_rnr_timer));
+    p.feed(w, one);
+    ASSERT_EQ(p.h.sent.size(), 6u);
+    EXPECT_EQ(p.out(5).syndrome, kNakRemAccess);
+    EXPECT_EQ(p.out(5).psn, 4u);
+    EXPECT_EQ(p.h.qp.state, rc::QpState::err);
+}
+
+// An owed ACK that the tx path refuses stays owed for the QP's next pass: lost, it cost the
+// requester its ACK timeout whenever nothing after it acknowledged the same PSNs.
+TEST(Responder, AnOwedAckRefusedByAFullTxPathStaysOwed) {
+    Peer p;
+    p.h.ctx.defer_acks = true;
+    auto& tgt = p.remote(8);
+    PacketFields w = Peer::req(Opcode::RC_RDMA_WRITE_ONLY, 0, true);
+    w.va = tgt.va();
+    w.rkey = tgt.mr->rkey;
+    w.dma_len = 1;
+    const std::uint8_t one[1] = {0x5a};
+    p.feed(w, one);
+    EXPECT_TRUE(p.h.qp.resp.ack_pending);
+    p.h.block_tx(true);
+    rc::responder_run(p.h.qp, p.h.ctx, 100);
+    EXPECT_TRUE(p.h.sent.empty());
+    EXPECT_TRUE(p.h.qp.resp.ack_pending);
+    EXPECT_TRUE(rc::qp_has_work(p.h.qp));
+    p.h.block_tx(false);
+    rc::responder_run(p.h.qp, p.h.ctx, 100);
+    ASSERT_EQ(p.h.sent.size(), 1u);
+    EXPECT_EQ(p.out(0).op, Opcode::RC_ACKNOWLEDGE);
+    EXPECT_EQ(p.out(0).psn, 0u);
+    EXPECT_FALSE(p.h.qp.resp.ack_pending);
 }
 
 // ib_read_bw keeps 16 READs outstanding: those that arrive while an earlier READ's response is
