@@ -227,7 +227,8 @@ struct ResponderState {
     bool in_send = false;                                  ///< between SEND FIRST and LAST
     bool in_write = false;                                 ///< between RDMA WRITE FIRST and LAST
     bool have_recv_wqe = false; ///< a receive WQE is taken for the current SEND
-    // READ responses in progress (a long READ is sent in pieces as the tx path allows)
+    // READ responses in progress (a long READ is sent in pieces as the tx path allows), or an
+    // atomic's ATOMIC ACKNOWLEDGE the tx path refused: `read` is being answered
     bool read_active = false;
     // Deferred ACK (TransportCtx::defer_acks): the newest ACK owed, sent by responder_flush_ack()
     // at the end of the engine's rx phase or before any other response of this QP, so one ACK
@@ -264,16 +265,16 @@ struct ResponderState {
     std::uint32_t read_offset = 0;
     std::uint32_t next_resource = 0; ///< ring index of the next resource to overwrite
     /**
-     * READ requests accepted while a READ response was still going out, answered after it in PSN
-     * order (each one's resource is the first READ resource after the previous one's last PSN:
+     * READ and atomic requests accepted while a READ response was still going out, answered after
+     * it in PSN order (each one's resource is the first resource after the previous one's last PSN:
      * WRITEs and SENDs accepted behind the response may lie between them). rxe's requests wait in
      * its packet queue meanwhile; here they were dropped, and the requester got them back only by a
      * sequence NAK or its ACK timer: ib_read_bw ran at a tenth of ib_write_bw. At most
-     * resource_capacity() - 1 (the ring must still hold each). Atomics, duplicates and requests
-     * out of sequence behind a READ response are still dropped.
+     * resource_capacity() - 1 (the ring must still hold each). Duplicates and requests out of
+     * sequence behind a READ response are still dropped.
      */
     std::uint8_t reads_queued = 0;
-    ResponderResource read; ///< the READ being answered
+    ResponderResource read; ///< the READ (or atomic) being answered
     ResponderResource resources[kMaxRdAtomic];
 };
 static_assert(offsetof(ResponderState, read_next_psn) == kCacheLine,

@@ -230,7 +230,7 @@ bool flush_ack(Qp& qp, TransportCtx& ctx) noexcept;
  * Stages one response packet (TransportCtx::tx) on the QP's path. The engine counts sent_pkts when
  * it builds the frame; a refusal is counted here per QP. A deferred ACK goes first, so responses
  * leave in the order they were decided, except while a READ response is going out: an ACK owed
- * then is for a request behind the READ and waits for the READ's last response (read_send).
+ * then is for a request behind the READ and waits for the READ's last response (send_responses).
  */
 bool transmit(Qp& qp, TransportCtx& ctx, const wire::PacketFields& f,
               std::span<const std::uint8_t> data = {}) noexcept {
@@ -280,7 +280,7 @@ void ack_or_defer(Qp& qp, TransportCtx& ctx, Psn psn) noexcept {
         // The request was accepted behind a READ response still going out: its ACK must not
         // overtake that response (a requester takes an ACK beyond an outstanding READ for a lost
         // response and retries the READ, as rxe's completer does), so it is owed until the
-        // READ's last response has left (read_send), and held for nothing else.
+        // READ's last response has left (send_responses), and held for nothing else.
         r.ack_pending = true;
         r.ack_hold_until_ns = 0;
         r.ack_psn = psn;
@@ -342,17 +342,17 @@ void record_resource(Qp& qp, const ResponderResource& res) noexcept {
 }
 
 /**
- * The READ accepted next after the one whose last PSN is @p last: of the READ resources that lie
- * between it and the expected PSN, the one that begins first (requests accepted behind a READ
- * response may lie between the two), or nullptr.
+ * The READ or atomic accepted next after the one whose last PSN is @p last: of the resources that
+ * lie between it and the expected PSN, the one that begins first (WRITEs and SENDs accepted behind
+ * a READ response may lie between the two), or nullptr.
  */
-const ResponderResource* next_read_after(const Qp& qp, Psn last) noexcept {
+const ResponderResource* next_response_after(const Qp& qp, Psn last) noexcept {
     const ResponderResource* next = nullptr;
     std::int32_t next_d = 0;
     const std::int32_t limit = qp.resp.expected_psn.distance_from(last);
     for (std::uint32_t i = 0; i < resource_capacity(qp); ++i) {
         const ResponderResource& r = qp.resp.resources[i];
-        if (!r.valid || r.is_atomic) continue;
+        if (!r.valid) continue;
         const std::int32_t d = r.first_psn.distance_from(last);
         if (d > 0 && d < limit && (next == nullptr || d < next_d)) {
             next = &r;
@@ -410,54 +410,69 @@ void handle_error(Qp& qp, TransportCtx& ctx, RespError e, Psn offending_psn) noe
 
 /**
  * Sends READ RESPONSE packets of qp.resp.read from read_offset on, until the response is complete,
- * @p budget packets went out or the tx path refuses (state is kept; responder_run resumes).
+ * @p budget packets went out or the tx path refuses (state is kept; responder_run resumes), then
+ * those of the READs and atomics queued behind it (ResponderState::reads_queued), in PSN order.
  * Each packet's data is checked again with its exact VA and length before it is read.
  */
-std::uint32_t read_send(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noexcept {
+std::uint32_t send_responses(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noexcept {
     ResponderState& r = qp.resp;
     std::uint32_t sent = 0;
     while (r.read_active && sent < budget) {
-        const std::uint32_t total = r.read.length;
-        const std::uint32_t off = r.read_offset;
-        const std::uint32_t n = std::min(qp.mtu, total - off);
-        Opcode op = Opcode::RC_RDMA_READ_RESPONSE_MIDDLE;
-        if (total <= qp.mtu)
-            op = Opcode::RC_RDMA_READ_RESPONSE_ONLY;
-        else if (off == 0)
-            op = Opcode::RC_RDMA_READ_RESPONSE_FIRST;
-        else if (off + n == total)
-            op = Opcode::RC_RDMA_READ_RESPONSE_LAST;
+        if (r.read.is_atomic) {
+            // Queued behind a READ response: executed when it arrived, its ATOMIC ACKNOWLEDGE
+            // with the original value waited for its turn.
+            wire::PacketFields f =
+                response_fields(qp, Opcode::RC_ATOMIC_ACKNOWLEDGE, r.read.first_psn);
+            f.syndrome = kAckSyndrome;
+            f.msn = r.read.msn;
+            f.orig_rem_data = r.read.atomic_orig;
+            if (!transmit(qp, ctx, f)) return sent;
+            ++sent;
+            r.read_offset = r.read.length;
+            r.read_next_psn = r.read.last_psn + 1;
+        } else {
+            const std::uint32_t total = r.read.length;
+            const std::uint32_t off = r.read_offset;
+            const std::uint32_t n = std::min(qp.mtu, total - off);
+            Opcode op = Opcode::RC_RDMA_READ_RESPONSE_MIDDLE;
+            if (total <= qp.mtu)
+                op = Opcode::RC_RDMA_READ_RESPONSE_ONLY;
+            else if (off == 0)
+                op = Opcode::RC_RDMA_READ_RESPONSE_FIRST;
+            else if (off + n == total)
+                op = Opcode::RC_RDMA_READ_RESPONSE_LAST;
 
-        std::span<const std::uint8_t> data;
-        if (n != 0) {
-            std::uint8_t* host = nullptr;
-            if (ctx.mrs == nullptr ||
-                ctx.mrs->check(r.read.rkey, qp.pd, r.read.va + off, n, kAccessRemoteRead, &host) !=
-                    mem::MemCheck::ok) {
-                // The MR went away after the request was accepted.
-                handle_error(qp, ctx, RespError::remote_access, r.read_next_psn);
-                return sent;
+            std::span<const std::uint8_t> data;
+            if (n != 0) {
+                std::uint8_t* host = nullptr;
+                if (ctx.mrs == nullptr ||
+                    ctx.mrs->check(r.read.rkey, qp.pd, r.read.va + off, n, kAccessRemoteRead,
+                                   &host) != mem::MemCheck::ok) {
+                    // The MR went away after the request was accepted.
+                    handle_error(qp, ctx, RespError::remote_access, r.read_next_psn);
+                    return sent;
+                }
+                data = std::span<const std::uint8_t>(host, n);
             }
-            data = std::span<const std::uint8_t>(host, n);
+            wire::PacketFields f = response_fields(qp, op, r.read_next_psn);
+            f.syndrome = kAckSyndrome; // build_frame writes the AETH on FIRST/LAST/ONLY only
+            f.msn = r.read.msn;
+            if (!transmit(qp, ctx, f, data)) return sent;
+            ++sent;
+            r.read_offset += n;
+            ++r.read_next_psn;
         }
-        wire::PacketFields f = response_fields(qp, op, r.read_next_psn);
-        f.syndrome = kAckSyndrome; // build_frame writes the AETH on FIRST/LAST/ONLY only
-        f.msn = r.read.msn;
-        if (!transmit(qp, ctx, f, data)) return sent;
-        ++sent;
-        r.read_offset += n;
-        ++r.read_next_psn;
-        if (r.read_offset == total) {
+        if (r.read_offset == r.read.length) {
             r.read_active = false;
             const ResponderResource* next = nullptr;
             if (r.reads_queued > 0) {
                 --r.reads_queued;
-                next = next_read_after(qp, r.read.last_psn);
+                next = next_response_after(qp, r.read.last_psn);
                 if (next == nullptr) r.reads_queued = 0; // overwritten: the requester retries it
             }
             // The ACK owed for WRITEs and SENDs accepted behind this READ leaves right after its
-            // last response, unless the last of them lies beyond the next READ, whose responses
-            // then acknowledge them first (ACKs are cumulative).
+            // last response, unless the last of them lies beyond the next READ or atomic, whose
+            // responses then acknowledge them first (ACKs are cumulative).
             if (r.ack_pending && (next == nullptr || r.ack_psn.distance_from(next->first_psn) < 0))
                 (void)flush_ack(qp, ctx);
             if (next != nullptr) {
@@ -471,14 +486,14 @@ std::uint32_t read_send(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noexcep
     return sent;
 }
 
-/** Starts answering @p res from its first PSN. */
-void start_read(Qp& qp, TransportCtx& ctx, const ResponderResource& res) noexcept {
+/** Starts answering @p res (a READ from its first PSN, or an atomic). */
+void start_response(Qp& qp, TransportCtx& ctx, const ResponderResource& res) noexcept {
     if (qp.resp.ack_pending) (void)flush_ack(qp, ctx); // for requests before this READ: ahead of it
     qp.resp.read = res;
     qp.resp.read_offset = 0;
     qp.resp.read_next_psn = res.first_psn;
     qp.resp.read_active = true;
-    (void)read_send(qp, ctx, ~0u);
+    (void)send_responses(qp, ctx, ~0u);
 }
 
 /** Completes the receive WQE the responder holds and releases its slot. @return false on CQ
@@ -582,19 +597,22 @@ RespState on_check_qp_state(Rx& rx) noexcept {
     if (qp.resp.read_active) {
         // A READ response is still going out; it must finish before anything later is answered
         // (responses leave in PSN order). If the tx path still refuses, the request in sequence
-        // is accepted behind it: a READ is queued while the resource ring has room
-        // (on_read_reply), a WRITE or SEND is executed and its ACK owed until the response is
-        // out (ack_or_defer), as rxe's packet queue holds them for its responder. IBTA lets a
-        // later WRITE reach memory before an earlier READ's data is read (the requester's fence
-        // orders them when it must). Anything else (out of sequence, a duplicate, an atomic, a
-        // READ beyond the ring) is dropped: the requester's timer or our sequence NAK, once the
-        // response is out, brings it back, and no NAK overtakes the responses.
-        (void)read_send(qp, rx.ctx, ~0u);
+        // is accepted behind it: a READ or an atomic is queued while the resource ring has room
+        // (on_read_reply, on_atomic_reply: an atomic executes now, its answer waits), a WRITE or
+        // SEND is executed and its ACK owed until the response is out (ack_or_defer), as rxe's
+        // packet queue holds them for its responder. IBTA lets a later WRITE or atomic reach
+        // memory before an earlier READ's data is read (the requester's fence orders them when
+        // it must). Anything else (out of sequence, a duplicate, beyond the ring) is dropped:
+        // the requester's timer or our sequence NAK, once the response is out, brings it back,
+        // and no NAK overtakes the responses.
+        (void)send_responses(qp, rx.ctx, ~0u);
         if (qp.resp.read_active) {
             if (rx.psn == qp.resp.expected_psn) {
-                if (rx.op == Opcode::RC_RDMA_READ_REQUEST &&
-                    qp.resp.reads_queued + 1u < resource_capacity(qp))
+                if ((rx.is(OpFlags::read) || rx.is(OpFlags::atomic)) &&
+                    qp.resp.reads_queued + 1u < resource_capacity(qp)) {
+                    rx.behind_read = true;
                     return RespState::check_psn;
+                }
                 if (rx.is(OpFlags::write) || rx.is(OpFlags::send)) {
                     rx.behind_read = true;
                     return RespState::check_psn;
@@ -878,10 +896,10 @@ RespState on_read_reply(Rx& rx) noexcept {
     // The READ takes one PSN per response packet.
     r.expected_psn = res.last_psn + 1;
     if (r.read_active) {
-        ++r.reads_queued; // answered once the responses ahead of it are out (read_send)
+        ++r.reads_queued; // answered once the responses ahead of it are out (send_responses)
         return RespState::done;
     }
-    start_read(qp, rx.ctx, res);
+    start_response(qp, rx.ctx, res);
     return RespState::done;
 }
 
@@ -905,7 +923,13 @@ RespState on_atomic_reply(Rx& rx) noexcept {
     record_resource(qp, res);
     r.last_opcode = rx.op;
     r.expected_psn += 1;
-    send_atomic_ack(qp, rx.ctx, rx.psn, res.msn, orig);
+    if (r.read_active) {
+        ++r.reads_queued; // answered once the responses ahead of it are out (send_responses)
+        return RespState::done;
+    }
+    // Answered now, or kept until the tx path has room: lost, it cost the requester its ACK
+    // timeout (the duplicate then replays the saved result).
+    start_response(qp, rx.ctx, res);
     return RespState::done;
 }
 
@@ -947,7 +971,7 @@ RespState on_duplicate(Rx& rx) noexcept {
         replay.length = static_cast<std::uint32_t>(len);
         replay.first_psn = rx.psn;
         replay.last_psn = rx.psn + (read_packets(replay.length, qp.mtu) - 1);
-        start_read(qp, rx.ctx, replay);
+        start_response(qp, rx.ctx, replay);
         return RespState::done;
     }
     return RespState::done;
@@ -1023,7 +1047,7 @@ void responder_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noexcept {
         qp.resp.read_active = false;
         return;
     }
-    (void)read_send(qp, ctx, budget);
+    (void)send_responses(qp, ctx, budget);
 }
 
 } // namespace droce::rc

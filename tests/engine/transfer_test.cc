@@ -667,13 +667,14 @@ TEST(TransferManyQps, EveryQpsDataArrivesIntactWhileTheEnginePrefetchesQpState) 
 namespace droce::test {
 namespace {
 
-// One QP carrying 256 KiB READs and 4 KiB WRITEs in turn, as a storage target or an MPI
-// rendezvous mixes them: each READ's response spans several engine passes, and the WRITE behind
-// it arrived while the response was still going out. It used to be dropped there, and came back
-// only by a sequence NAK (go-back-N over everything behind it) or the requester's ACK timer: 200
-// rounds took 15 ACK timeouts (over a second) and 5,930 retransmitted packets. Now nothing is
-// retransmitted on the lossless fabric, and every byte is where it belongs.
-TEST(TransferMixed, ReadsAndWritesOnOneQpNeedNoRetransmission) {
+// One QP carrying 256 KiB READs, 4 KiB WRITEs and fetch-and-adds in turn, as a storage target or
+// an MPI rendezvous mixes them: each READ's response spans several engine passes, and what came
+// behind it arrived while the response was still going out. It used to be dropped there, and came
+// back only by a sequence NAK (go-back-N over everything behind it) or the requester's ACK timer:
+// 200 rounds of a READ and a WRITE took 15 ACK timeouts (over a second) and 5,930 retransmitted
+// packets. Now nothing is retransmitted on the lossless fabric, every byte is where it belongs and
+// every fetch-and-add returned the count before it.
+TEST(TransferMixed, ReadsWritesAndAtomicsOnOneQpNeedNoRetransmission) {
     TwoEngines t(3);
     QpOptions o;
     o.mtu = rc::Mtu::mtu4096;
@@ -683,6 +684,8 @@ TEST(TransferMixed, ReadsAndWritesOnOneQpNeedNoRetransmission) {
     constexpr int kRounds = 200;
     auto local = t.buffer(0, kWriteAt + kRounds * kWrite, 11);
     auto remote = t.buffer(1, kWriteAt + kRounds * kWrite, 5);
+    auto fetched = t.buffer(0, kRounds * 8, 0);
+    auto counter = t.buffer(1, 8, 0);
     const std::vector<std::uint8_t> remote_before = remote->bytes;
     for (int i = 0; i < kRounds; ++i) {
         rc::SendWqe r = TwoEngines::wqe(rc::WrOpcode::rdma_read, 2 * i, *local, kRead);
@@ -692,11 +695,18 @@ TEST(TransferMixed, ReadsAndWritesOnOneQpNeedNoRetransmission) {
                                         kWriteAt + i * kWrite);
         w.remote_addr = remote->addr(kWriteAt + i * kWrite);
         w.rkey = remote->mr->rkey;
-        for (const rc::SendWqe* wqe : {&r, &w})
+        rc::SendWqe a =
+            TwoEngines::wqe(rc::WrOpcode::atomic_fetch_and_add, 3 * i + 2, *fetched, 8, 8 * i);
+        a.remote_addr = counter->addr();
+        a.rkey = counter->mr->rkey;
+        a.compare_add = 1;
+        r.wr_id = 3 * i;
+        w.wr_id = 3 * i + 1;
+        for (const rc::SendWqe* wqe : {&r, &w, &a})
             while (t.post_send(0, p.qp[0], *wqe) != 0) // send queue full: let the engines run
                 (void)t.run_until([] { return false; }, 1000);
     }
-    ASSERT_TRUE(t.run_until([&] { return t.send_cqes[0].size() == 2 * kRounds; }));
+    ASSERT_TRUE(t.run_until([&] { return t.send_cqes[0].size() == 3 * kRounds; }));
     for (std::size_t i = 0; i < t.send_cqes[0].size(); ++i) {
         ASSERT_EQ(t.send_cqes[0][i].status, rc::WcStatus::success) << i;
         EXPECT_EQ(t.send_cqes[0][i].wr_id, i);
@@ -709,6 +719,14 @@ TEST(TransferMixed, ReadsAndWritesOnOneQpNeedNoRetransmission) {
         std::equal(remote_before.begin(), remote_before.begin() + kRead, local->bytes.begin()));
     EXPECT_TRUE(std::equal(local->bytes.begin() + kWriteAt, local->bytes.end(),
                            remote->bytes.begin() + kWriteAt));
+    for (std::uint64_t i = 0; i < kRounds; ++i) {
+        std::uint64_t v = 0;
+        std::memcpy(&v, fetched->bytes.data() + 8 * i, 8);
+        EXPECT_EQ(v, i);
+    }
+    std::uint64_t total = 0;
+    std::memcpy(&total, counter->bytes.data(), 8);
+    EXPECT_EQ(total, std::uint64_t{kRounds});
 }
 
 } // namespace

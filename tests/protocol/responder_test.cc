@@ -1167,6 +1167,76 @@ TEST(Responder, AnAckOwedBehindAReadLeavesBetweenItAndTheNextQueuedRead) {
     }
 }
 
+// An atomic that arrives in sequence behind a READ response still going out executes at once and
+// its ATOMIC ACKNOWLEDGE (the original value) follows the response; a duplicate of it meanwhile is
+// dropped, and answered from the saved result once the answer is out.
+TEST(Responder, AnAtomicBehindAReadBeingAnsweredIsAnsweredAfterIt) {
+    Peer p(rc::Mtu::mtu256);
+    auto& src = p.remote(1024);
+    auto& tgt = p.remote(8);
+    const std::uint64_t initial = 40;
+    std::memcpy(tgt.mem.data(), &initial, 8);
+    p.h.block_tx(true);
+    PacketFields f = Peer::req(Opcode::RC_RDMA_READ_REQUEST, 0);
+    f.va = src.va();
+    f.rkey = src.mr->rkey;
+    f.dma_len = 600; // PSN 0-2
+    p.feed(f);
+    PacketFields fa = Peer::req(Opcode::RC_FETCH_ADD, 3);
+    fa.va = tgt.va();
+    fa.rkey = tgt.mr->rkey;
+    fa.swap_add = 2;
+    p.feed(fa);
+    std::uint64_t now = 0;
+    std::memcpy(&now, tgt.mem.data(), 8);
+    EXPECT_EQ(now, 42u); // executed on arrival
+    p.feed(fa);          // its duplicate: dropped while the answers wait
+    EXPECT_EQ(p.h.qp.resp.reads_queued, 1u);
+    EXPECT_TRUE(p.h.sent.empty());
+    p.h.block_tx(false);
+    rc::responder_run(p.h.qp, p.h.ctx, 100);
+    ASSERT_EQ(p.h.sent.size(), 4u);
+    EXPECT_EQ(p.out(2).op, Opcode::RC_RDMA_READ_RESPONSE_LAST);
+    EXPECT_EQ(p.out(3).op, Opcode::RC_ATOMIC_ACKNOWLEDGE);
+    EXPECT_EQ(p.out(3).psn, 3u);
+    EXPECT_EQ(p.out(3).orig, initial);
+    EXPECT_EQ(p.out(3).msn, 2u);
+    EXPECT_FALSE(p.h.qp.resp.read_active);
+    p.feed(fa); // a duplicate now replays the saved result, not a second add
+    ASSERT_EQ(p.h.sent.size(), 5u);
+    EXPECT_EQ(p.out(4).op, Opcode::RC_ATOMIC_ACKNOWLEDGE);
+    EXPECT_EQ(p.out(4).orig, initial);
+    std::memcpy(&now, tgt.mem.data(), 8);
+    EXPECT_EQ(now, 42u);
+}
+
+// An atomic's answer that the tx path refuses waits, as a READ response does: lost, it cost the
+// requester its ACK timeout (seen in TransferMixed: an atomic right after a READ response that
+// filled the stage).
+TEST(Responder, AnAtomicAnswerRefusedByAFullTxPathWaitsForRoom) {
+    Peer p;
+    auto& tgt = p.remote(8);
+    p.h.block_tx(true);
+    PacketFields fa = Peer::req(Opcode::RC_FETCH_ADD, 0);
+    fa.va = tgt.va();
+    fa.rkey = tgt.mr->rkey;
+    fa.swap_add = 3;
+    p.feed(fa);
+    std::uint64_t now = 0;
+    std::memcpy(&now, tgt.mem.data(), 8);
+    const std::uint64_t before = 0xeeeeeeeeeeeeeeeeull;
+    EXPECT_EQ(now, before + 3);
+    EXPECT_TRUE(p.h.sent.empty());
+    EXPECT_TRUE(rc::qp_has_work(p.h.qp));
+    p.h.block_tx(false);
+    rc::responder_run(p.h.qp, p.h.ctx, 100);
+    ASSERT_EQ(p.h.sent.size(), 1u);
+    EXPECT_EQ(p.out(0).op, Opcode::RC_ATOMIC_ACKNOWLEDGE);
+    EXPECT_EQ(p.out(0).psn, 0u);
+    EXPECT_EQ(p.out(0).orig, before);
+    EXPECT_FALSE(p.h.qp.resp.read_active);
+}
+
 // A request behind a READ response that fails a check would send its NAK ahead of the response:
 // it is dropped as if it had not arrived, and answered when the requester sends it again.
 TEST(Responder, AnErrorBehindAReadBeingAnsweredIsNakedOnlyWhenSentAgain) {
