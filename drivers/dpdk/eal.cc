@@ -29,6 +29,7 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
+#include "common/say_once.h"
 #include "dpdk/diagnose.h"
 
 namespace droce::dpdk {
@@ -291,11 +292,10 @@ void register_thread() noexcept {
     if (rte_thread_register() == 0) return;
     // No id free (ENOMEM: an EAL that took every CPU of a large host as its lcores), or DPDK
     // multi-process in use (EINVAL: a secondary attached first). The thread runs uncached.
-    if (!g_said_no_lcore.exchange(true, std::memory_order_relaxed))
-        std::fprintf(stderr,
-                     "droce: engine thread without a DPDK lcore id (%s): its mbufs bypass the "
-                     "mempool caches (slower, correct)\n",
-                     rte_strerror(rte_errno));
+    (void)say_once(g_said_no_lcore,
+                   "engine thread without a DPDK lcore id (%s): its mbufs bypass the mempool "
+                   "caches (slower, correct)",
+                   rte_strerror(rte_errno));
 }
 
 void unregister_thread() noexcept {

@@ -31,6 +31,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/say_once.h"
 #include "internal.h"
 #include "rc/params.h"
 #include "wire/ipv6.h"
@@ -647,8 +648,7 @@ extern "C" int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
         vattr->path_mtu <= IBV_MTU_4096 && !told_mtu.load(std::memory_order_relaxed)) {
         const std::string why =
             qp->ctx->dev->path_mtu_refusal(1, rc::mtu_bytes(static_cast<rc::Mtu>(vattr->path_mtu)));
-        if (!why.empty() && !told_mtu.exchange(true, std::memory_order_relaxed))
-            std::fprintf(stderr, "droce: mrc_modify_qp: %s\n", why.c_str());
+        if (!why.empty()) (void)say_once(told_mtu, "mrc_modify_qp: %s", why.c_str());
     }
     return fail_errno(err);
 }

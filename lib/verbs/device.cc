@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/say_once.h"
 #include "config/default_path.h"
 #include "dpdk/eal.h"
 #include "provider.h"
@@ -747,12 +748,10 @@ namespace {
  */
 void tell_gid_index(uint32_t index) noexcept {
     static std::atomic<bool> told{false};
-    if (told.exchange(true, std::memory_order_relaxed)) return;
-    std::fprintf(stderr,
-                 "droce: GID index %u does not exist: a droce port has one GID, index 0 (its "
-                 "address, RoCE v2; ibv_devinfo -v shows it): perftest -x 0, ibv_rc_pingpong -g "
-                 "0\n",
-                 index);
+    (void)say_once(told,
+                   "GID index %u does not exist: a droce port has one GID, index 0 (its address, "
+                   "RoCE v2; ibv_devinfo -v shows it): perftest -x 0, ibv_rc_pingpong -g 0",
+                   index);
 }
 
 } // namespace

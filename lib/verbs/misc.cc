@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/say_once.h"
 #include "provider.h"
 
 using namespace droce::verbs;
@@ -248,8 +249,7 @@ extern "C" int ibv_read_sysfs_file(const char* dir, const char* file, char* buf,
 // says so once on stderr (say_unsupported).
 
 void droce::verbs::say_unsupported(std::atomic<bool>& said, const char* what) noexcept {
-    if (said.exchange(true, std::memory_order_relaxed)) return;
-    std::fprintf(stderr, "droce: %s is not supported (README: Unsupported)\n", what);
+    (void)say_once(said, "%s is not supported (README: Unsupported)", what);
 }
 
 extern "C" ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {

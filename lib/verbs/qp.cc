@@ -16,6 +16,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/say_once.h"
 #include "provider.h"
 #include "rc/params.h"
 #include "wr_convert.h"
@@ -554,8 +555,7 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr_ex* 
  */
 void tell_path_mtu(const char* verb, const std::string& why) noexcept {
     static std::atomic<bool> told{false};
-    if (why.empty() || told.exchange(true, std::memory_order_relaxed)) return;
-    std::fprintf(stderr, "droce: %s: %s\n", verb, why.c_str());
+    if (!why.empty()) (void)say_once(told, "%s: %s", verb, why.c_str());
 }
 
 /**
@@ -565,13 +565,12 @@ void tell_path_mtu(const char* verb, const std::string& why) noexcept {
  */
 void tell_no_grh(const char* verb) noexcept {
     static std::atomic<bool> told{false};
-    if (told.exchange(true, std::memory_order_relaxed)) return;
-    std::fprintf(stderr,
-                 "droce: %s: an address without a GRH (ah_attr.is_global = 0) is refused with "
-                 "EINVAL: RoCE reaches a peer by its GID, as on a ConnectX or rxe port. Give the "
-                 "GID index (ibv_rc_pingpong -g 0, perftest -x 0); qperf's RDMA tests give none "
-                 "and run on RoCE only with -cm1 (rdma_cm, which droce does not have)\n",
-                 verb);
+    (void)say_once(told,
+                   "%s: an address without a GRH (ah_attr.is_global = 0) is refused with EINVAL: "
+                   "RoCE reaches a peer by its GID, as on a ConnectX or rxe port. Give the GID "
+                   "index (ibv_rc_pingpong -g 0, perftest -x 0); qperf's RDMA tests give none and "
+                   "run on RoCE only with -cm1 (rdma_cm, which droce does not have)",
+                   verb);
 }
 
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* a) {
