@@ -383,7 +383,9 @@ RoutableResult check_routable(Prober& pr, const Identity& local, const Identity&
 
 namespace {
 
-perf::Params bandwidth_params(const Options& o, unsigned planes) {
+/** @p shaper_gbps: the rate this side's ports are shaped to (--plane-rate), 0 = not shaped: the
+ *  MRC QPs' ACK timeout then covers the shaped planes' queues (perf::mrc_attr). */
+perf::Params bandwidth_params(const Options& o, unsigned planes, double shaper_gbps) {
     perf::Params p;
     p.op = perf::Op::write;
     p.mode = perf::Mode::bw;
@@ -394,7 +396,7 @@ perf::Params bandwidth_params(const Options& o, unsigned planes) {
     p.tx_depth = o.tx_depth;
     p.qps = o.qps;
     p.verify = o.verify;
-    p.plane_rate_gbps = o.shaper_gbps;
+    p.plane_rate_gbps = shaper_gbps;
     p.json = true; // any progress text to stderr (none: progress is off)
     return p;
 }
@@ -417,7 +419,8 @@ BandwidthRun run_bandwidth(Runtime& rt, const Channel& ch, const Options& o, uns
     }
     rt.stop_engines(); // endpoints are made with the engine stopped (perf.h)
     std::string err;
-    const perf::Params p = bandwidth_params(o, planes);
+    const TxShaper* shaper = rt.shaper(0, 0);
+    const perf::Params p = bandwidth_params(o, planes, shaper ? shaper->rate_gbps() : 0);
     auto ep = perf::handshake_client(dev, p, dc.qp, rt.max_path_mtu(0, 0), ch, &err);
     if (!ep) {
         b.why = err;

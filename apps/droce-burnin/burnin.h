@@ -60,9 +60,6 @@ enum class Status : std::uint8_t { pass, fail, skip };
 struct Options {
     /** Expected rate of one plane in Gb/s (> 0): a link of that speed. */
     double plane_gbps = 0;
-    /** Gb/s this side's ports are shaped to (--plane-rate), 0 = not shaped: the MRC QPs' ACK
-     *  timeout then covers the shaped planes' queues (perf::mrc_attr). */
-    double shaper_gbps = 0;
     /**
      * Share of a link's bits that can be payload (payload_share()): the headers of each MRC WRITE
      * packet take the rest. Set by run_client from the path MTU; 1 = count no headers.

@@ -76,7 +76,6 @@ int run(const Cli& cli) {
     auto rt = Runtime::create(cli.config, ro, &err);
     if (!rt) return cannot(cli, kExitCannotRun, err);
     Options o = cli.o;
-    o.shaper_gbps = cli.plane_rate > 0 ? cli.plane_rate : 0;
     if (!cli.server && o.plane_gbps <= 0) {
         // Unless stated: the shaper's rate, else the config's line rate of port 0.
         const double line = rt->device(0).port(0).line_rate_mbps / 1e3;
