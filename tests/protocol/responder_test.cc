@@ -122,6 +122,38 @@ class Peer {
         h.post_recv(w);
     }
 
+    /** An RDMA READ REQUEST at @p psn for @p len bytes of @p b from @p off on. */
+    void read(std::uint32_t psn, const Buf& b, std::uint32_t off, std::uint32_t len) {
+        PacketFields f = req(Opcode::RC_RDMA_READ_REQUEST, psn);
+        f.va = b.va() + off;
+        f.rkey = b.mr->rkey;
+        f.dma_len = len;
+        feed(f);
+    }
+    /** A FETCH_ADD at @p psn of @p add to the 8 bytes at @p b's start. */
+    void fetch_add(std::uint32_t psn, const Buf& b, std::uint64_t add) {
+        PacketFields fa = req(Opcode::RC_FETCH_ADD, psn);
+        fa.va = b.va();
+        fa.rkey = b.mr->rkey;
+        fa.swap_add = add;
+        feed(fa);
+    }
+    /** The 8 bytes at @p b's start. */
+    static std::uint64_t u64(const Buf& b) {
+        std::uint64_t v = 0;
+        std::memcpy(&v, b.mem.data(), 8);
+        return v;
+    }
+    /** A one-byte RDMA WRITE ONLY with AckReq at @p psn: @p byte to @p va under @p rkey. */
+    void write_byte(std::uint32_t psn, std::uint64_t va, std::uint32_t rkey, std::uint8_t byte) {
+        PacketFields w = req(Opcode::RC_RDMA_WRITE_ONLY, psn, true);
+        w.va = va;
+        w.rkey = rkey;
+        w.dma_len = 1;
+        const std::uint8_t one[1] = {byte};
+        feed(w, one);
+    }
+
     /** Sends @p data as a multi-packet SEND (or WRITE with @p reth) starting at @p psn; AckReq on
      * the last. */
     std::uint32_t send_message(std::uint32_t psn, const std::vector<std::uint8_t>& data,
@@ -1037,11 +1069,7 @@ TEST(Responder, ReadResponseResumesAfterTxBackPressure) {
     auto& src = p.remote(1024);
     std::ranges::copy(pattern(1024, 3), src.mem.begin()); // keep the registered storage
     p.h.block_tx(true);
-    PacketFields f = Peer::req(Opcode::RC_RDMA_READ_REQUEST, 0);
-    f.va = src.va();
-    f.rkey = src.mr->rkey;
-    f.dma_len = 1000; // 4 packets
-    p.feed(f);
+    p.read(0, src, 0, 1000); // 4 packets
     EXPECT_TRUE(p.h.sent.empty());
     EXPECT_TRUE(p.h.qp.resp.read_active);
     EXPECT_EQ(p.h.qp.resp.expected_psn, Psn(4));
@@ -1075,17 +1103,8 @@ TEST(Responder, WritesAndSendsBehindAReadBeingAnsweredAreExecutedAndAckedAfterIt
     auto& rbuf = p.buffer(64, 0);
     p.post_recv(rbuf, {64});
     p.h.block_tx(true);
-    PacketFields f = Peer::req(Opcode::RC_RDMA_READ_REQUEST, 0);
-    f.va = src.va();
-    f.rkey = src.mr->rkey;
-    f.dma_len = 1000; // PSN 0-3
-    p.feed(f);
-    PacketFields w = Peer::req(Opcode::RC_RDMA_WRITE_ONLY, 4, true);
-    w.va = tgt.va();
-    w.rkey = tgt.mr->rkey;
-    w.dma_len = 1;
-    const std::uint8_t one[1] = {0x5a};
-    p.feed(w, one);
+    p.read(0, src, 0, 1000); // PSN 0-3
+    p.write_byte(4, tgt.va(), tgt.mr->rkey, 0x5a);
     EXPECT_EQ(tgt.mem[0], 0x5a); // placed at once
     const auto d = pattern(40, 9);
     p.feed(Peer::req(Opcode::RC_SEND_ONLY, 5, true), d);
@@ -1099,7 +1118,8 @@ TEST(Responder, WritesAndSendsBehindAReadBeingAnsweredAreExecutedAndAckedAfterIt
     // An out-of-sequence request and a duplicate are still dropped, with no NAK ahead of the
     // responses.
     p.feed(Peer::req(Opcode::RC_SEND_ONLY, 8, true), d);
-    p.feed(w, one);
+    p.write_byte(4, tgt.va(), tgt.mr->rkey, 0x5b);
+    EXPECT_EQ(tgt.mem[0], 0x5a);
     EXPECT_TRUE(p.h.sent.empty());
     EXPECT_EQ(p.ctr(Counter::seq_naks_sent), 0u);
     p.h.block_tx(false);
@@ -1127,25 +1147,10 @@ TEST(Responder, AnAckOwedBehindAReadLeavesBetweenItAndTheNextQueuedRead) {
         std::ranges::copy(pattern(1024, 5), src.mem.begin());
         auto& tgt = p.remote(8);
         p.h.block_tx(true);
-        const auto read = [&](std::uint32_t psn, std::uint32_t len) {
-            PacketFields f = Peer::req(Opcode::RC_RDMA_READ_REQUEST, psn);
-            f.va = src.va();
-            f.rkey = src.mr->rkey;
-            f.dma_len = len;
-            p.feed(f);
-        };
-        const auto write = [&](std::uint32_t psn) {
-            PacketFields w = Peer::req(Opcode::RC_RDMA_WRITE_ONLY, psn, true);
-            w.va = tgt.va();
-            w.rkey = tgt.mr->rkey;
-            w.dma_len = 1;
-            const std::uint8_t one[1] = {static_cast<std::uint8_t>(psn)};
-            p.feed(w, one);
-        };
-        read(0, 600); // PSN 0-2
-        write(3);
-        read(4, 300); // PSN 4-5, queued
-        if (write_after_second) write(6);
+        p.read(0, src, 0, 600); // PSN 0-2
+        p.write_byte(3, tgt.va(), tgt.mr->rkey, 3);
+        p.read(4, src, 0, 300); // PSN 4-5, queued
+        if (write_after_second) p.write_byte(6, tgt.va(), tgt.mr->rkey, 6);
         EXPECT_EQ(p.h.qp.resp.reads_queued, 1u);
         p.h.block_tx(false);
         rc::responder_run(p.h.qp, p.h.ctx, 100);
@@ -1177,20 +1182,10 @@ TEST(Responder, AnAtomicBehindAReadBeingAnsweredIsAnsweredAfterIt) {
     const std::uint64_t initial = 40;
     std::memcpy(tgt.mem.data(), &initial, 8);
     p.h.block_tx(true);
-    PacketFields f = Peer::req(Opcode::RC_RDMA_READ_REQUEST, 0);
-    f.va = src.va();
-    f.rkey = src.mr->rkey;
-    f.dma_len = 600; // PSN 0-2
-    p.feed(f);
-    PacketFields fa = Peer::req(Opcode::RC_FETCH_ADD, 3);
-    fa.va = tgt.va();
-    fa.rkey = tgt.mr->rkey;
-    fa.swap_add = 2;
-    p.feed(fa);
-    std::uint64_t now = 0;
-    std::memcpy(&now, tgt.mem.data(), 8);
-    EXPECT_EQ(now, 42u); // executed on arrival
-    p.feed(fa);          // its duplicate: dropped while the answers wait
+    p.read(0, src, 0, 600); // PSN 0-2
+    p.fetch_add(3, tgt, 2);
+    EXPECT_EQ(Peer::u64(tgt), 42u); // executed on arrival
+    p.fetch_add(3, tgt, 2);         // its duplicate: dropped while the answers wait
     EXPECT_EQ(p.h.qp.resp.reads_queued, 1u);
     EXPECT_TRUE(p.h.sent.empty());
     p.h.block_tx(false);
@@ -1202,39 +1197,11 @@ TEST(Responder, AnAtomicBehindAReadBeingAnsweredIsAnsweredAfterIt) {
     EXPECT_EQ(p.out(3).orig, initial);
     EXPECT_EQ(p.out(3).msn, 2u);
     EXPECT_FALSE(p.h.qp.resp.read_active);
-    p.feed(fa); // a duplicate now replays the saved result, not a second add
+    p.fetch_add(3, tgt, 2); // a duplicate now replays the saved result, not a second add
     ASSERT_EQ(p.h.sent.size(), 5u);
     EXPECT_EQ(p.out(4).op, Opcode::RC_ATOMIC_ACKNOWLEDGE);
     EXPECT_EQ(p.out(4).orig, initial);
-    std::memcpy(&now, tgt.mem.data(), 8);
-    EXPECT_EQ(now, 42u);
-}
-
-// An atomic's answer that the tx path refuses waits, as a READ response does: lost, it cost the
-// requester its ACK timeout (seen in TransferMixed: an atomic right after a READ response that
-// filled the stage).
-TEST(Responder, AnAtomicAnswerRefusedByAFullTxPathWaitsForRoom) {
-    Peer p;
-    auto& tgt = p.remote(8);
-    p.h.block_tx(true);
-    PacketFields fa = Peer::req(Opcode::RC_FETCH_ADD, 0);
-    fa.va = tgt.va();
-    fa.rkey = tgt.mr->rkey;
-    fa.swap_add = 3;
-    p.feed(fa);
-    std::uint64_t now = 0;
-    std::memcpy(&now, tgt.mem.data(), 8);
-    const std::uint64_t before = 0xeeeeeeeeeeeeeeeeull;
-    EXPECT_EQ(now, before + 3);
-    EXPECT_TRUE(p.h.sent.empty());
-    EXPECT_TRUE(rc::qp_has_work(p.h.qp));
-    p.h.block_tx(false);
-    rc::responder_run(p.h.qp, p.h.ctx, 100);
-    ASSERT_EQ(p.h.sent.size(), 1u);
-    EXPECT_EQ(p.out(0).op, Opcode::RC_ATOMIC_ACKNOWLEDGE);
-    EXPECT_EQ(p.out(0).psn, 0u);
-    EXPECT_EQ(p.out(0).orig, before);
-    EXPECT_FALSE(p.h.qp.resp.read_active);
+    EXPECT_EQ(Peer::u64(tgt), 42u);
 }
 
 // A request behind a READ response that fails a check would send its NAK ahead of the response:
@@ -1243,17 +1210,8 @@ TEST(Responder, AnErrorBehindAReadBeingAnsweredIsNakedOnlyWhenSentAgain) {
     Peer p(rc::Mtu::mtu256);
     auto& src = p.remote(1024);
     p.h.block_tx(true);
-    PacketFields f = Peer::req(Opcode::RC_RDMA_READ_REQUEST, 0);
-    f.va = src.va();
-    f.rkey = src.mr->rkey;
-    f.dma_len = 1000; // PSN 0-3
-    p.feed(f);
-    PacketFields w = Peer::req(Opcode::RC_RDMA_WRITE_ONLY, 4, true);
-    w.va = src.va();
-    w.rkey = src.mr->rkey + 1000; // no such rkey
-    w.dma_len = 1;
-    const std::uint8_t one[1] = {0x5a};
-    p.feed(w, one);
+    p.read(0, src, 0, 1000);                              // PSN 0-3
+    p.write_byte(4, src.va(), src.mr->rkey + 1000, 0x5a); // no such rkey
     // A SEND with no receive WQE posted: its RNR NAK waits too.
     const auto d = pattern(8, 1);
     PacketFields s = Peer::req(Opcode::RC_SEND_ONLY, 4, true);
@@ -1268,37 +1226,49 @@ TEST(Responder, AnErrorBehindAReadBeingAnsweredIsNakedOnlyWhenSentAgain) {
     ASSERT_EQ(p.h.sent.size(), 5u);
     EXPECT_EQ(p.out(4).syndrome,
               droce::wire::make_syndrome(AethKind::rnr_nak, p.h.qp.attr.min_rnr_timer));
-    p.feed(w, one);
+    p.write_byte(4, src.va(), src.mr->rkey + 1000, 0x5a);
     ASSERT_EQ(p.h.sent.size(), 6u);
     EXPECT_EQ(p.out(5).syndrome, kNakRemAccess);
     EXPECT_EQ(p.out(5).psn, 4u);
     EXPECT_EQ(p.h.qp.state, rc::QpState::err);
 }
 
-// An owed ACK that the tx path refuses stays owed for the QP's next pass: lost, it cost the
-// requester its ACK timeout whenever nothing after it acknowledged the same PSNs.
-TEST(Responder, AnOwedAckRefusedByAFullTxPathStaysOwed) {
-    Peer p;
-    p.h.ctx.defer_acks = true;
-    auto& tgt = p.remote(8);
-    PacketFields w = Peer::req(Opcode::RC_RDMA_WRITE_ONLY, 0, true);
-    w.va = tgt.va();
-    w.rkey = tgt.mr->rkey;
-    w.dma_len = 1;
-    const std::uint8_t one[1] = {0x5a};
-    p.feed(w, one);
-    EXPECT_TRUE(p.h.qp.resp.ack_pending);
-    p.h.block_tx(true);
-    rc::responder_run(p.h.qp, p.h.ctx, 100);
-    EXPECT_TRUE(p.h.sent.empty());
-    EXPECT_TRUE(p.h.qp.resp.ack_pending);
-    EXPECT_TRUE(rc::qp_has_work(p.h.qp));
-    p.h.block_tx(false);
-    rc::responder_run(p.h.qp, p.h.ctx, 100);
-    ASSERT_EQ(p.h.sent.size(), 1u);
-    EXPECT_EQ(p.out(0).op, Opcode::RC_ACKNOWLEDGE);
-    EXPECT_EQ(p.out(0).psn, 0u);
-    EXPECT_FALSE(p.h.qp.resp.ack_pending);
+// An answer that the tx path refuses stays owed for the QP's next pass, as a READ response does:
+// an ACK owed at the end of a burst, and an atomic's ATOMIC ACKNOWLEDGE (refused as it was made).
+// Lost, each cost the requester its ACK timeout whenever nothing after it acknowledged the same
+// PSNs (seen in TransferMixed: the last ACK, and an atomic right after a READ response that filled
+// the stage).
+TEST(Responder, AnAnswerRefusedByAFullTxPathStaysOwed) {
+    for (const bool atomic : {false, true}) {
+        SCOPED_TRACE(atomic ? "atomic" : "ACK");
+        Peer p;
+        p.h.ctx.defer_acks = true;
+        auto& tgt = p.remote(8);
+        const std::uint64_t before = 0xeeeeeeeeeeeeeeeeull;
+        if (atomic) {
+            p.h.block_tx(true);
+            p.fetch_add(0, tgt, 3);
+            EXPECT_EQ(Peer::u64(tgt), before + 3); // executed once, now
+        } else {
+            p.write_byte(0, tgt.va(), tgt.mr->rkey, 0x5a);
+            EXPECT_TRUE(p.h.qp.resp.ack_pending);
+            p.h.block_tx(true);
+            rc::responder_run(p.h.qp, p.h.ctx, 100);
+        }
+        EXPECT_TRUE(p.h.sent.empty());
+        EXPECT_TRUE(rc::qp_has_work(p.h.qp));
+        p.h.block_tx(false);
+        rc::responder_run(p.h.qp, p.h.ctx, 100);
+        ASSERT_EQ(p.h.sent.size(), 1u);
+        EXPECT_EQ(p.out(0).op, atomic ? Opcode::RC_ATOMIC_ACKNOWLEDGE : Opcode::RC_ACKNOWLEDGE);
+        EXPECT_EQ(p.out(0).psn, 0u);
+        if (atomic) {
+            EXPECT_EQ(p.out(0).orig, before);
+        }
+        EXPECT_FALSE(p.h.qp.resp.ack_pending);
+        EXPECT_FALSE(p.h.qp.resp.read_active);
+        EXPECT_FALSE(rc::qp_has_work(p.h.qp));
+    }
 }
 
 // ib_read_bw keeps 16 READs outstanding: those that arrive while an earlier READ's response is
@@ -1312,11 +1282,7 @@ TEST(Responder, ReadsBehindAReadBeingAnsweredAreQueuedInOrder) {
     std::ranges::copy(pattern(4096, 7), src.mem.begin());
     p.h.block_tx(true);
     const auto read = [&](std::uint32_t psn, std::uint32_t off, std::uint32_t len) {
-        PacketFields f = Peer::req(Opcode::RC_RDMA_READ_REQUEST, psn);
-        f.va = src.va() + off;
-        f.rkey = src.mr->rkey;
-        f.dma_len = len;
-        p.feed(f);
+        p.read(psn, src, off, len);
     };
     read(0, 0, 1000);   // PSN 0-3, stays active
     read(4, 1000, 600); // PSN 4-6, queued
