@@ -67,6 +67,10 @@ void qp_enter_error(Qp& qp, TransportCtx& /*ctx*/) noexcept {
     qp.req.rnr_deadline_ns = 0;
     qp.resp.read_active = false;
     qp.resp.reads_queued = 0;
+    // Nothing leaves an ERR QP (qp_run returns before responder_run): an ACK still owed would
+    // keep qp_has_work() true, and the engine polling, for ever.
+    qp.resp.ack_pending = false;
+    qp.resp.ack_hold_until_ns = 0;
     // Every WQE still on the SQ completes once, in order: one acknowledged before the error
     // successfully (if signaled), the one the completer or requester failed with its own status,
     // the rest with WR_FLUSH_ERR, signaled or not (IBTA §10.7.3.1: error completions are always

@@ -274,6 +274,9 @@ struct ResponderState {
      * sequence behind a READ response are still dropped.
      */
     std::uint8_t reads_queued = 0;
+    /** Queued READs and atomics begin after this PSN (the one before the first queued): the
+     * response being answered may be a duplicate's replay, whose last PSN lies before it. */
+    Psn queue_after;
     ResponderResource read; ///< the READ (or atomic) being answered
     ResponderResource resources[kMaxRdAtomic];
 };

@@ -467,7 +467,9 @@ std::uint32_t send_responses(Qp& qp, TransportCtx& ctx, std::uint32_t budget) no
             const ResponderResource* next = nullptr;
             if (r.reads_queued > 0) {
                 --r.reads_queued;
-                next = next_response_after(qp, r.read.last_psn);
+                Psn from = r.read.last_psn;
+                if (from.distance_from(r.queue_after) < 0) from = r.queue_after; // after a replay
+                next = next_response_after(qp, from);
                 if (next == nullptr) r.reads_queued = 0; // overwritten: the requester retries it
             }
             // The ACK owed for WRITEs and SENDs accepted behind this READ leaves right after its
@@ -613,7 +615,12 @@ RespState on_check_qp_state(Rx& rx) noexcept {
                     rx.behind_read = true;
                     return RespState::check_psn;
                 }
-                if (rx.is(OpFlags::write) || rx.is(OpFlags::send)) {
+                // Not a SEND with Invalidate (class J) nor a completion the CQ has no room for
+                // (class G): either takes the QP to ERR, which would discard the responses ahead.
+                const bool fatal_ahead =
+                    rx.pkt.ieth != nullptr || (rx.is(OpFlags::completes) && qp.recv_cq != nullptr &&
+                                               qp.recv_cq->ring.free_slots() == 0);
+                if ((rx.is(OpFlags::write) || rx.is(OpFlags::send)) && !fatal_ahead) {
                     rx.behind_read = true;
                     return RespState::check_psn;
                 }
@@ -896,6 +903,7 @@ RespState on_read_reply(Rx& rx) noexcept {
     // The READ takes one PSN per response packet.
     r.expected_psn = res.last_psn + 1;
     if (r.read_active) {
+        if (r.reads_queued == 0) r.queue_after = rx.psn - 1;
         ++r.reads_queued; // answered once the responses ahead of it are out (send_responses)
         return RespState::done;
     }
@@ -924,6 +932,7 @@ RespState on_atomic_reply(Rx& rx) noexcept {
     r.last_opcode = rx.op;
     r.expected_psn += 1;
     if (r.read_active) {
+        if (r.reads_queued == 0) r.queue_after = rx.psn - 1;
         ++r.reads_queued; // answered once the responses ahead of it are out (send_responses)
         return RespState::done;
     }
