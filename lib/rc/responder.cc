@@ -226,6 +226,12 @@ wire::PacketFields response_fields(const Qp& qp, Opcode op, Psn psn) noexcept {
  */
 bool flush_ack(Qp& qp, TransportCtx& ctx) noexcept;
 
+/** The owed ACK now, unless a READ response is going out: it is then for requests accepted behind
+ *  that response and leaves after its last packet (send_responses). */
+void flush_owed_ack(Qp& qp, TransportCtx& ctx) noexcept {
+    if (qp.resp.ack_pending && !qp.resp.read_active) (void)flush_ack(qp, ctx);
+}
+
 /**
  * Stages one response packet (TransportCtx::tx) on the QP's path. The engine counts sent_pkts when
  * it builds the frame; a refusal is counted here per QP. A deferred ACK goes first, so responses
@@ -238,7 +244,7 @@ bool transmit(Qp& qp, TransportCtx& ctx, const wire::PacketFields& f,
         qp.counters.inc(Counter::tx_wait_neigh);
         return false;
     }
-    if (qp.resp.ack_pending && !qp.resp.read_active) flush_ack(qp, ctx);
+    flush_owed_ack(qp, ctx);
     const std::span<const std::uint8_t> parts[1] = {data};
     // Responses go back on the QP's first path; they are copied (no WQE waits for their release).
     const Path& route = qp.paths[0];
@@ -281,20 +287,14 @@ void ack_or_defer(Qp& qp, TransportCtx& ctx, Psn psn) noexcept {
         // overtake that response (a requester takes an ACK beyond an outstanding READ for a lost
         // response and retries the READ, as rxe's completer does), so it is owed until the
         // READ's last response has left (send_responses), and held for nothing else.
-        r.ack_pending = true;
         r.ack_hold_until_ns = 0;
-        r.ack_psn = psn;
-        r.ack_msn = r.msn;
-        return;
-    }
-    if (!ctx.defer_acks) {
+    } else if (!ctx.defer_acks) {
         send_ack(qp, ctx, psn);
         return;
-    }
-    // Owed anew on a QP that answered the request before this one: held for its next request
-    // (ack_hold_until_ns). A newer ACK keeps the first one's deadline, so a stream cannot hold it
-    // for ever.
-    if (!r.ack_pending) {
+    } else if (!r.ack_pending) {
+        // Owed anew on a QP that answered the request before this one: held for its next
+        // request (ack_hold_until_ns). A newer ACK keeps the first one's deadline, so a stream
+        // cannot hold it for ever.
         const std::uint64_t now = ctx.pass_start_ns;
         const std::uint64_t talked = qp.req.last_request_pass_ns;
         const bool answered = talked != 0 && talked != r.talked_at_last_owed_ns;
@@ -309,13 +309,15 @@ void ack_or_defer(Qp& qp, TransportCtx& ctx, Psn psn) noexcept {
     r.ack_msn = r.msn;
 }
 
-void send_atomic_ack(Qp& qp, TransportCtx& ctx, Psn psn, std::uint32_t msn,
+/** ATOMIC ACKNOWLEDGE of the atomic at @p psn with its original value @p orig. @return whether the
+ *  tx path took it. */
+bool send_atomic_ack(Qp& qp, TransportCtx& ctx, Psn psn, std::uint32_t msn,
                      std::uint64_t orig) noexcept {
     wire::PacketFields f = response_fields(qp, Opcode::RC_ATOMIC_ACKNOWLEDGE, psn);
     f.syndrome = kAckSyndrome;
     f.msn = msn;
     f.orig_rem_data = orig;
-    (void)transmit(qp, ctx, f); // lost: the requester times out and the duplicate replays it
+    return transmit(qp, ctx, f);
 }
 
 constexpr std::uint32_t next_msn(std::uint32_t msn) noexcept {
@@ -419,14 +421,9 @@ std::uint32_t send_responses(Qp& qp, TransportCtx& ctx, std::uint32_t budget) no
     std::uint32_t sent = 0;
     while (r.read_active && sent < budget) {
         if (r.read.is_atomic) {
-            // Queued behind a READ response: executed when it arrived, its ATOMIC ACKNOWLEDGE
-            // with the original value waited for its turn.
-            wire::PacketFields f =
-                response_fields(qp, Opcode::RC_ATOMIC_ACKNOWLEDGE, r.read.first_psn);
-            f.syndrome = kAckSyndrome;
-            f.msn = r.read.msn;
-            f.orig_rem_data = r.read.atomic_orig;
-            if (!transmit(qp, ctx, f)) return sent;
+            // Executed when it arrived; its answer waited for its turn or for room.
+            if (!send_atomic_ack(qp, ctx, r.read.first_psn, r.read.msn, r.read.atomic_orig))
+                return sent;
             ++sent;
             r.read_offset = r.read.length;
             r.read_next_psn = r.read.last_psn + 1;
@@ -490,7 +487,7 @@ std::uint32_t send_responses(Qp& qp, TransportCtx& ctx, std::uint32_t budget) no
 
 /** Starts answering @p res (a READ from its first PSN, or an atomic). */
 void start_response(Qp& qp, TransportCtx& ctx, const ResponderResource& res) noexcept {
-    if (qp.resp.ack_pending) (void)flush_ack(qp, ctx); // for requests before this READ: ahead of it
+    flush_owed_ack(qp, ctx); // for requests before this response: ahead of it
     qp.resp.read = res;
     qp.resp.read_offset = 0;
     qp.resp.read_next_psn = res.first_psn;
@@ -955,7 +952,8 @@ RespState on_duplicate(Rx& rx) noexcept {
         const ResponderResource* res = find_resource(qp, rx.psn, true);
         if (res == nullptr || res->first_psn != rx.psn)
             return RespState::done; // class D: silent drop
-        send_atomic_ack(qp, rx.ctx, rx.psn, res->msn, res->atomic_orig);
+        // Lost, the requester times out and sends the duplicate again.
+        (void)send_atomic_ack(qp, rx.ctx, rx.psn, res->msn, res->atomic_orig);
         return RespState::done;
     }
     if (rx.is(OpFlags::read)) {
@@ -1046,11 +1044,11 @@ void responder_receive(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) 
 }
 
 void responder_flush_ack(Qp& qp, TransportCtx& ctx) noexcept {
-    if (qp.resp.ack_pending && !qp.resp.read_active) (void)flush_ack(qp, ctx);
+    flush_owed_ack(qp, ctx);
 }
 
 void responder_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noexcept {
-    if (qp.resp.ack_pending && !qp.resp.read_active) (void)flush_ack(qp, ctx);
+    flush_owed_ack(qp, ctx);
     if (!qp.resp.read_active) return;
     if (!accepts_requests(qp.state)) {
         qp.resp.read_active = false;
