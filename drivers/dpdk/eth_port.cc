@@ -399,6 +399,11 @@ std::unique_ptr<EthPort> EthPort::create(const EthPortConfig& cfg, std::string* 
     p->own_room_ = static_cast<std::uint32_t>(room) - RTE_PKTMBUF_HEADROOM;
 
     rte_eth_conf conf{};
+    // net_memif's client in zero-copy mode hands its own buffers to the peer, whose core copies
+    // each frame out of them (the server always copies, into buffers of its own).
+    p->tx_read_by_peer_ =
+        std::string_view(info.driver_name ? info.driver_name : "") == "net_memif" &&
+        zc_memory_of(info) == ZcMemory::region && devarg(info, "role") == "client";
     // Transmit by reference: frames as mbuf chains, payload attached as external buffers. Segment
     // and trailer mbufs come from a second pool: no data room to speak of (a trailer is at most 8
     // bytes), the segment's rte_mbuf_ext_shared_info in the private area.

@@ -183,6 +183,8 @@ class EthPort final : public PortDriver {
     [[nodiscard]] bool tx_by_reference() const noexcept override {
         return zc_mem_ != ZcMemory::none;
     }
+    /** True for net_memif's client in zero-copy mode (PortDriver::tx_read_by_peer). */
+    [[nodiscard]] bool tx_read_by_peer() const noexcept override { return tx_read_by_peer_; }
     /**
      * True when every span of @p payload is memory zc_memory() accepts and fits one segment (1 -
      * 65535 bytes), at most kMaxExtSegs spans; else counts tx_ext_refused. Engine thread.
@@ -286,6 +288,7 @@ class EthPort final : public PortDriver {
     std::uint8_t port_index_ = 0;
     bool tx_cksum_mark_ = false;
     ZcMemory zc_mem_ = ZcMemory::none;
+    bool tx_read_by_peer_ = false;
     bool reclaim_by_burst_ = false; ///< tx_done_cleanup unsupported: reclaim with an empty tx burst
     rte_mempool* seg_pool_ = nullptr;      ///< segment and trailer mbufs of by-reference frames
     std::uintptr_t zc_lo_ = 0, zc_hi_ = 0; ///< ZcMemory::region: the memory the memif peer maps

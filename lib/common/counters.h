@@ -57,6 +57,7 @@ namespace droce {
     X(tx_wait_neigh)               /* transmit deferred: the peer's MAC is not resolved yet (ARP / ND) */ \
     X(tx_zc_pkts)                  /* packets whose payload went by reference (zero-copy transmit) */ \
     X(tx_zc_copied)                /* packets meant to go by reference but copied (no segment buffer, memory the PMD cannot reach) */ \
+    X(tx_streamed_pkts)            /* short frames written with streaming stores (a port whose buffers another core reads: memif zero-copy) */ \
     X(neigh_tx)                    /* ARP / ND requests and replies sent by the engine */ \
     X(loopback_pkts)               /* packets to a QP of the same device, passed through the loopback queue */ \
     X(ep_probes_sent)              /* EV probes (MRC_PROBE to QP1) sent by send_ep_probe */ \

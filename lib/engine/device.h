@@ -788,6 +788,14 @@ class Device {
     const cc::DcqcnProfile* dcqcn_ = nullptr; ///< set_dcqcn: for new QPs
     /** Per port: smallest payload sent by reference; UINT32_MAX = copy (chosen at setup). */
     std::vector<std::uint32_t> zc_min_payload_;
+    /** Per port: 1 when short copied frames go out by streaming stores
+     * (PortDriver::tx_read_by_peer), decided once when the device is set up. */
+    std::vector<std::uint8_t> tx_stream_;
+    static constexpr std::size_t kTxScratchBytes = 256;
+    /** Where build_staged() builds a short frame for a port in tx_stream_ before streaming it into
+     *  the port's buffer: two, so that one frame's ICRC is summed after the next one is built (as
+     *  wire::build_frame_deferred wants). Engine thread. */
+    alignas(64) std::array<std::array<std::uint8_t, kTxScratchBytes>, 2> tx_scratch_{};
     /** TxRefs of destroyed QPs that segments still pointed at (see destroy_qp, ~Device). */
     struct RetiredTxRefs {
         std::unique_ptr<TxRef[]> refs;

@@ -136,6 +136,13 @@ class PortDriver {
      * nothing to transmit. Default: nothing to do.
      */
     virtual void tx_reclaim() noexcept {}
+    /**
+     * True when another core reads this port's transmit buffers (net_memif's client in zero-copy
+     * mode: the memif server's core copies each frame out of them). The engine then writes short
+     * copied frames with streaming stores, so that a buffer's next frame does not wait for the
+     * lines the peer's core took. Fixed once the port is set up. Default: false.
+     */
+    [[nodiscard]] virtual bool tx_read_by_peer() const noexcept { return false; }
 
     // ---- receive interrupt (optional; the default: none, the engine's nap is bounded instead)
     // ----

@@ -731,3 +731,162 @@ TEST(TransferMixed, ReadsWritesAndAtomicsOnOneQpNeedNoRetransmission) {
 
 } // namespace
 } // namespace droce::test
+
+namespace droce::test {
+namespace {
+
+using rc::WcStatus;
+using rc::WrOpcode;
+
+/** What one run of the workload below put on the wire, and what it counted. */
+struct Wire {
+    std::vector<std::vector<std::uint8_t>> frames; ///< both devices' frames, in transmit order
+    std::uint64_t streamed = 0;                    ///< tx_streamed_pkts of both devices
+};
+
+/** One's-complement sum of @p n bytes as big-endian 16-bit words (RFC 1071). */
+std::uint32_t ones_sum(const std::uint8_t* p, std::size_t n, std::uint32_t sum = 0) {
+    for (std::size_t i = 0; i + 1 < n; i += 2)
+        sum += static_cast<std::uint32_t>(p[i] << 8 | p[i + 1]);
+    if (n & 1) sum += static_cast<std::uint32_t>(p[n - 1] << 8);
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    return sum;
+}
+
+/** Whether @p f is a whole, correct RoCEv2 frame: it parses with its ICRC, its length is what its
+ *  IP header says, and its IPv4 header checksum or (IPv6) UDP checksum holds. */
+::testing::AssertionResult frame_is_whole(const std::vector<std::uint8_t>& f) {
+    wire::ParsedFrame pf;
+    const wire::RejectReason r = wire::parse_frame(f, pf);
+    if (r != wire::RejectReason::ok)
+        return ::testing::AssertionFailure() << "rejected: " << static_cast<int>(r);
+    if (!pf.icrc_checked) return ::testing::AssertionFailure() << "ICRC not checked";
+    const std::uint8_t* ip = f.data() + pf.l3_offset;
+    if (pf.ipv4 != nullptr) {
+        if (wire::ipv4_header_checksum(ip, 20) != 0)
+            return ::testing::AssertionFailure() << "IPv4 header checksum";
+        if (f.size() != pf.l3_offset + static_cast<std::size_t>(ip[2] << 8 | ip[3]))
+            return ::testing::AssertionFailure() << "length " << f.size();
+    } else {
+        const std::size_t udp_len = static_cast<std::size_t>(ip[4] << 8 | ip[5]);
+        if (f.size() != pf.l3_offset + 40 + udp_len)
+            return ::testing::AssertionFailure() << "length " << f.size();
+        std::uint32_t sum = ones_sum(ip + 8, 32); // addresses
+        sum += static_cast<std::uint32_t>(udp_len) + 17;
+        if (ones_sum(ip + 40, udp_len, sum) != 0xffff)
+            return ::testing::AssertionFailure() << "UDP checksum";
+    }
+    return ::testing::AssertionSuccess();
+}
+
+Wire run(bool ipv6, bool stream_tx) {
+    TwoEngines t(11, ipv6, false, stream_tx);
+    Wire w;
+    for (FilterPort& f : t.filter)
+        f.on_tx = [&w](PktBuf& b) {
+            w.frames.emplace_back(b.data, b.data + b.len);
+            return true;
+        };
+    QpOptions o;
+    o.mtu = rc::Mtu::mtu256;
+    QpPair p = t.connect(o);
+    // The same memory in both runs, so that both put the same addresses in their RETHs.
+    static std::array<std::unique_ptr<Buffer>, 4> mem;
+    for (auto& m : mem)
+        if (!m) m = std::make_unique<Buffer>();
+    const auto reg = [&](int side, int i, std::size_t size, std::uint32_t seed) -> Buffer& {
+        Buffer& b = *mem[static_cast<std::size_t>(i)];
+        b.bytes.assign(size, 0);
+        std::mt19937 rng(seed);
+        for (auto& x : b.bytes)
+            x = static_cast<std::uint8_t>(seed ? rng() : 0);
+        int err = 0;
+        b.mr = t.dev[side]->reg_mr(t.pd[side], b.bytes.data(), b.bytes.size(),
+                                   rc::kAccessLocalWrite | rc::kAccessRemoteWrite |
+                                       rc::kAccessRemoteRead | rc::kAccessRemoteAtomic,
+                                   &err);
+        EXPECT_NE(b.mr, nullptr);
+        return b;
+    };
+    Buffer* src = &reg(0, 0, 4096, 5);
+    Buffer* dst = &reg(1, 1, 4096, 0);
+    Buffer* back = &reg(0, 2, 4096, 0);
+    Buffer* inbox = &reg(1, 3, 512, 0);
+    std::uint64_t wr_id = 1;
+    std::size_t off = 0;
+    for (std::size_t size : {0, 1, 3, 4, 63, 64, 65, 127, 128, 129, 255, 300}) {
+        for (WrOpcode op : {WrOpcode::rdma_write, WrOpcode::rdma_write_with_imm, WrOpcode::send,
+                            WrOpcode::send_with_imm, WrOpcode::rdma_read}) {
+            if (op == WrOpcode::send || op == WrOpcode::send_with_imm ||
+                op == WrOpcode::rdma_write_with_imm) {
+                EXPECT_EQ(t.post_recv(1, p.qp[1], *inbox, wr_id, 512), 0);
+            }
+            rc::SendWqe s =
+                TwoEngines::wqe(op, wr_id++, op == WrOpcode::rdma_read ? *back : *src, size, off);
+            s.remote_addr = dst->addr(off);
+            s.rkey = dst->mr->rkey;
+            s.imm_data = 0x1234;
+            EXPECT_EQ(t.post_send(0, p.qp[0], s), 0);
+        }
+        off += 301;
+    }
+    rc::SendWqe fa = TwoEngines::wqe(WrOpcode::atomic_fetch_and_add, wr_id++, *back, 8, 4000);
+    fa.remote_addr = dst->addr(4000);
+    fa.rkey = dst->mr->rkey;
+    fa.compare_add = 9;
+    EXPECT_EQ(t.post_send(0, p.qp[0], fa), 0);
+    const std::size_t posted = wr_id - 1;
+    EXPECT_TRUE(t.run_until([&] { return t.send_cqes[0].size() == posted; }));
+    for (const rc::Cqe& c : t.send_cqes[0])
+        EXPECT_EQ(c.status, WcStatus::success) << rc::to_string(c.status);
+    // WRITEs put the bytes at dst[off..); each READ then read them back into back[off..).
+    off = 0;
+    for (std::size_t size : {0, 1, 3, 4, 63, 64, 65, 127, 128, 129, 255, 300}) {
+        EXPECT_EQ(0, std::memcmp(dst->bytes.data() + off, src->bytes.data() + off, size)) << size;
+        EXPECT_EQ(0, std::memcmp(back->bytes.data() + off, src->bytes.data() + off, size)) << size;
+        off += 301;
+    }
+    for (int i = 0; i < 2; ++i)
+        w.streamed += t.dev[i]->total_counters()[Counter::tx_streamed_pkts];
+    return w;
+}
+
+class TransferStreamed : public ::testing::TestWithParam<bool> {};
+
+// The frames streamed from the scratch are whole and correct (ICRC, IPv4 header checksum, IPv6 UDP
+// checksum summed in the scratch, length) and are the frames built in place: the same opcodes,
+// PSNs and lengths in the same order (the bytes differ only by the MRs' random keys).
+TEST_P(TransferStreamed, ShortFramesStreamedIntoTheirBuffersAreTheFramesBuiltInPlace) {
+    const bool ipv6 = GetParam();
+    const Wire plain = run(ipv6, false);
+    const Wire streamed = run(ipv6, true);
+    EXPECT_EQ(plain.streamed, 0u);
+    // At least the 45 requests of up to 128 payload bytes and the 9 READ responses that size.
+    EXPECT_GE(streamed.streamed, 54u);
+    EXPECT_LT(streamed.streamed, streamed.frames.size()); // longer frames are built in place
+    ASSERT_EQ(plain.frames.size(), streamed.frames.size());
+    for (std::size_t i = 0; i < plain.frames.size(); ++i) {
+        const auto& a = plain.frames[i];
+        const auto& b = streamed.frames[i];
+        ASSERT_TRUE(frame_is_whole(b)) << "frame " << i;
+        ASSERT_EQ(a.size(), b.size()) << "frame " << i;
+        wire::ParsedFrame pa;
+        wire::ParsedFrame pb;
+        ASSERT_EQ(wire::parse_frame(a, pa), wire::RejectReason::ok);
+        ASSERT_EQ(wire::parse_frame(b, pb), wire::RejectReason::ok);
+        EXPECT_EQ(pa.bth->opcode(), pb.bth->opcode()) << "frame " << i;
+        EXPECT_EQ(pa.bth->psn(), pb.bth->psn()) << "frame " << i;
+        EXPECT_TRUE(
+            std::equal(pa.payload.begin(), pa.payload.end(), pb.payload.begin(), pb.payload.end()))
+            << "frame " << i;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ip, TransferStreamed, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                             return i.param ? "ipv6" : "ipv4";
+                         });
+
+} // namespace
+} // namespace droce::test

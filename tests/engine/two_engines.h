@@ -29,7 +29,10 @@ namespace droce::test {
  */
 class FilterPort final : public PortDriver {
   public:
-    explicit FilterPort(PortDriver& inner) : inner_(inner) {}
+    /** @p read_by_peer: tx_read_by_peer() says so, as memif's zero-copy client (the engine then
+     *  streams its short frames into the buffers). */
+    explicit FilterPort(PortDriver& inner, bool read_by_peer = false)
+        : inner_(inner), read_by_peer_(read_by_peer) {}
     std::function<bool(PktBuf&)> on_tx;
     /**
      * Set when more than one thread drives the devices (engine threads over a real-time fabric):
@@ -70,6 +73,7 @@ class FilterPort final : public PortDriver {
         const Guard g(fabric_lock);
         return inner_.link_up();
     }
+    bool tx_read_by_peer() const noexcept override { return read_by_peer_; }
 
   private:
     /** Holds @p m (when not null) for its scope. */
@@ -85,6 +89,7 @@ class FilterPort final : public PortDriver {
         std::mutex* m_;
     };
     PortDriver& inner_;
+    bool read_by_peer_;
 };
 
 /** The parsed view of a frame in a buffer (only for frames droce built: they parse). */
@@ -135,11 +140,13 @@ class TwoEngines {
 
     /** @p ipv6: the devices' GIDs are IPv6 addresses (gid()), so neighbours resolve by ND, not ARP.
      *  @p real_time: the engines and the fabric run on the TSC clock instead of the virtual one
-     *  (run_until() then only polls: time moves by itself). */
-    explicit TwoEngines(std::uint64_t seed = 1, bool ipv6 = false, bool real_time = false)
+     *  (run_until() then only polls: time moves by itself). @p stream_tx: both ports say another
+     *  core reads their transmit buffers (FilterPort), so short frames are streamed into them. */
+    explicit TwoEngines(std::uint64_t seed = 1, bool ipv6 = false, bool real_time = false,
+                        bool stream_tx = false)
         : ipv6_gids(ipv6), clock(real_time ? Clock::tsc() : Clock::virtual_clock()),
-          fabric(&clock, fabric_config(seed)), filter{FilterPort(fabric.port(0, 0)),
-                                                      FilterPort(fabric.port(1, 0))},
+          fabric(&clock, fabric_config(seed)), filter{FilterPort(fabric.port(0, 0), stream_tx),
+                                                      FilterPort(fabric.port(1, 0), stream_tx)},
           dev{std::make_unique<Device>("droce0", clock, ports(0)),
               std::make_unique<Device>("droce1", clock, ports(1))} {
         // Real time means threads of their own (engine threads, an application thread) may drive
