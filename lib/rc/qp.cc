@@ -71,6 +71,7 @@ void qp_enter_error(Qp& qp, TransportCtx& /*ctx*/) noexcept {
     // keep qp_has_work() true, and the engine polling, for ever.
     qp.resp.ack_pending = false;
     qp.resp.ack_hold_until_ns = 0;
+    qp.resp.rnr_nak_owed = false;
     // Every WQE still on the SQ completes once, in order: one acknowledged before the error
     // successfully (if signaled), the one the completer or requester failed with its own status,
     // the rest with WR_FLUSH_ERR, signaled or not (IBTA §10.7.3.1: error completions are always
@@ -149,7 +150,8 @@ bool qp_has_work(const Qp& qp) noexcept {
     if (qp.state == QpState::reset || qp.state == QpState::init) return false;
     // Responder output owed (RTR on); a held ACK waits for a request or its timer
     // (completer_next_deadline).
-    if ((qp.resp.ack_pending && !qp.resp.ack_held()) || qp.resp.read_active) return true;
+    if ((qp.resp.ack_pending && !qp.resp.ack_held()) || qp.resp.read_active || qp.resp.rnr_nak_owed)
+        return true;
     if (qp.state == QpState::err) return qp.sq.ready() || qp.rq.ready(); // flush, held payload
     if (qp.state == QpState::rtr) return false;
     // WQEs not yet (completely) sent, or go-back-N in progress (the requester rewound next_wqe);

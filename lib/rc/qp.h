@@ -236,6 +236,15 @@ struct ResponderState {
     // response is going out (for WRITEs and SENDs accepted behind it, whatever defer_acks says),
     // it leaves after that response's last packet instead. A refused one stays owed.
     bool ack_pending = false;
+    /**
+     * An RNR NAK (IBTA 9.7.5.2.8, for rnr_nak_psn) is owed: a SEND (or WRITE with immediate) in
+     * sequence found no receive WQE behind a READ response still going out, and its NAK leaves
+     * after the response's last packet and the owed ACK, not ahead of them, as rxe and a ConnectX
+     * send it; or the tx path refused it (a READ response had just filled the stage). Dropped
+     * instead, it cost the requester an ACK timeout and a retry_cnt (and with timeout 0 the QP
+     * waited for ever). (In the byte the ACK fields left free.)
+     */
+    bool rnr_nak_owed = false;
     Psn ack_psn;               ///< PSN the pending ACK acknowledges
     std::uint32_t ack_msn = 0; ///< MSN at the time it was owed
     /**
@@ -277,6 +286,7 @@ struct ResponderState {
     /** Queued READs and atomics begin after this PSN (the one before the first queued): the
      * response being answered may be a duplicate's replay, whose last PSN lies before it. */
     Psn queue_after;
+    Psn rnr_nak_psn;        ///< of the request whose RNR NAK is owed (rnr_nak_owed)
     ResponderResource read; ///< the READ (or atomic) being answered
     ResponderResource resources[kMaxRdAtomic];
 };

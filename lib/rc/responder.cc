@@ -226,25 +226,29 @@ wire::PacketFields response_fields(const Qp& qp, Opcode op, Psn psn) noexcept {
  */
 bool flush_ack(Qp& qp, TransportCtx& ctx) noexcept;
 
-/** The owed ACK now, unless a READ response is going out: it is then for requests accepted behind
- *  that response and leaves after its last packet (send_responses). */
+/** Sends the RNR NAK owed behind a READ response (ResponderState::rnr_nak_owed); refused, it
+ *  stays owed. @return whether the tx path took it. */
+bool flush_rnr_nak(Qp& qp, TransportCtx& ctx) noexcept;
+
+/** The owed ACK, then an owed RNR NAK, now, unless a READ response is going out: they are then for
+ *  requests accepted behind that response and leave after its last packet (send_responses). */
 void flush_owed_ack(Qp& qp, TransportCtx& ctx) noexcept {
-    if (qp.resp.ack_pending && !qp.resp.read_active) (void)flush_ack(qp, ctx);
+    if (qp.resp.read_active) return;
+    if (qp.resp.ack_pending && !flush_ack(qp, ctx)) return;
+    if (qp.resp.rnr_nak_owed) (void)flush_rnr_nak(qp, ctx);
 }
 
 /**
- * Stages one response packet (TransportCtx::tx) on the QP's path. The engine counts sent_pkts when
- * it builds the frame; a refusal is counted here per QP. A deferred ACK goes first, so responses
- * leave in the order they were decided, except while a READ response is going out: an ACK owed
- * then is for a request behind the READ and waits for the READ's last response (send_responses).
+ * Stages one response packet (TransportCtx::tx) on the QP's path, as it is: what is owed does not
+ * go first (transmit() does that; the owed answers themselves are staged here). The engine counts
+ * sent_pkts when it builds the frame; a refusal is counted here per QP.
  */
-bool transmit(Qp& qp, TransportCtx& ctx, const wire::PacketFields& f,
-              std::span<const std::uint8_t> data = {}) noexcept {
+bool stage_response(Qp& qp, TransportCtx& ctx, const wire::PacketFields& f,
+                    std::span<const std::uint8_t> data = {}) noexcept {
     if (!qp.path_resolved) { // the peer's MAC is being resolved (ARP / ND): the response is lost
         qp.counters.inc(Counter::tx_wait_neigh);
         return false;
     }
-    flush_owed_ack(qp, ctx);
     const std::span<const std::uint8_t> parts[1] = {data};
     // Responses go back on the QP's first path; they are copied (no WQE waits for their release).
     const Path& route = qp.paths[0];
@@ -255,6 +259,17 @@ bool transmit(Qp& qp, TransportCtx& ctx, const wire::PacketFields& f,
                        nullptr, &qp.counters);
     if (!ok) qp.counters.inc(Counter::tx_no_buffer);
     return ok;
+}
+
+/**
+ * Stages one response packet after what is owed (a deferred ACK, an RNR NAK), so responses leave
+ * in the order they were decided, except while a READ response is going out: what is owed then is
+ * for requests behind the READ and waits for the READ's last response (send_responses).
+ */
+bool transmit(Qp& qp, TransportCtx& ctx, const wire::PacketFields& f,
+              std::span<const std::uint8_t> data = {}) noexcept {
+    if (qp.path_resolved) flush_owed_ack(qp, ctx);
+    return stage_response(qp, ctx, f, data);
 }
 
 /** Positive ACKNOWLEDGE for @p psn with the current MSN. */
@@ -271,11 +286,25 @@ bool flush_ack(Qp& qp, TransportCtx& ctx) noexcept {
     wire::PacketFields f = response_fields(qp, Opcode::RC_ACKNOWLEDGE, qp.resp.ack_psn);
     f.syndrome = kAckSyndrome;
     f.msn = qp.resp.ack_msn;
-    if (!transmit(qp, ctx, f)) {
+    if (!stage_response(qp, ctx, f)) {
         qp.resp.ack_pending = qp.path_resolved; // unresolved: the neighbour's resolution retries
         return false;
     }
     count(qp, ctx, Counter::acks_sent);
+    return true;
+}
+
+bool flush_rnr_nak(Qp& qp, TransportCtx& ctx) noexcept {
+    qp.resp.rnr_nak_owed = false;
+    const ErrorAction a = decide(RespError::rnr, qp);
+    wire::PacketFields f = response_fields(qp, Opcode::RC_ACKNOWLEDGE, qp.resp.rnr_nak_psn);
+    f.syndrome = a.syndrome;
+    f.msn = qp.resp.msn;
+    if (!stage_response(qp, ctx, f)) {
+        qp.resp.rnr_nak_owed = qp.path_resolved;
+        return false;
+    }
+    count(qp, ctx, a.counter);
     return true;
 }
 
@@ -474,6 +503,8 @@ std::uint32_t send_responses(Qp& qp, TransportCtx& ctx, std::uint32_t budget) no
             // responses then acknowledge them first (ACKs are cumulative).
             if (r.ack_pending && (next == nullptr || r.ack_psn.distance_from(next->first_psn) < 0))
                 (void)flush_ack(qp, ctx);
+            // The request that found no receive WQE came after every queued one.
+            if (next == nullptr && r.rnr_nak_owed && !r.ack_pending) (void)flush_rnr_nak(qp, ctx);
             if (next != nullptr) {
                 r.read = *next;
                 r.read_offset = 0;
@@ -522,6 +553,12 @@ void handle_error(Qp& qp, TransportCtx& ctx, RespError e, Psn offending_psn) noe
         // packet tries again. A NAK that could not be sent is not counted as sent, except for the
         // fatal errors, which happened whether or not their NAK left.
         if (e == RespError::psn_ahead) qp.resp.sent_psn_nak = sent;
+        // An RNR NAK the tx path refused (the stage filled by a READ response, say) stays owed
+        // for the QP's next pass: lost, it cost the requester its ACK timeout.
+        if (e == RespError::rnr && !sent && qp.path_resolved) {
+            qp.resp.rnr_nak_owed = true;
+            qp.resp.rnr_nak_psn = offending_psn;
+        }
         if (sent || a.fatal) {
             count(qp, ctx, a.counter);
             count(qp, ctx, a.counter2);
@@ -569,6 +606,12 @@ struct Rx {
 };
 
 RespState fail(Rx& rx, RespError e) noexcept {
+    if (rx.behind_read && e == RespError::rnr) {
+        // Nothing changed yet (the receive WQE is checked first); the NAK follows the responses.
+        rx.qp.resp.rnr_nak_owed = true;
+        rx.qp.resp.rnr_nak_psn = rx.psn;
+        return RespState::done;
+    }
     if (rx.behind_read && e != RespError::cq_overflow) {
         // Its NAK would overtake the READ response, so the request is dropped as if it had not
         // been accepted (nothing before these checks changed what the retry finds) and the error
@@ -644,6 +687,7 @@ RespState on_check_psn(Rx& rx) noexcept {
         return RespState::duplicate;
     }
     r.sent_psn_nak = false;
+    r.rnr_nak_owed = false; // it was for this PSN: the request is tried again now
     return RespState::check_op_seq;
 }
 

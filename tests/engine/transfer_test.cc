@@ -729,6 +729,43 @@ TEST(TransferMixed, ReadsWritesAndAtomicsOnOneQpNeedNoRetransmission) {
     EXPECT_EQ(total, std::uint64_t{kRounds});
 }
 
+// A SEND that finds no receive WQE while a READ response ahead of it is still going out gets its
+// RNR NAK right after that response: the requester waits its RNR timer, not its ACK timer (67 ms,
+// one of retry_cnt; with timeout 0 it waited for ever), and the SEND completes once a receive is
+// posted.
+TEST(TransferMixed, ASendWithoutAReceiveBehindAReadIsRnrNakedAfterTheResponse) {
+    TwoEngines t(5);
+    QpOptions o;
+    o.mtu = rc::Mtu::mtu4096;
+    o.timeout = 14;
+    o.rnr_retry = 7;
+    QpPair p = t.connect(o);
+    constexpr std::size_t kRead = 256 * 1024;
+    constexpr int kRounds = 20;
+    auto local = t.buffer(0, kRead + 64, 11);
+    auto remote = t.buffer(1, kRead, 5);
+    auto inbox = t.buffer(1, 64, 0);
+    for (int i = 0; i < kRounds; ++i) {
+        SCOPED_TRACE("round " + std::to_string(i));
+        rc::SendWqe r = TwoEngines::wqe(rc::WrOpcode::rdma_read, 2 * i, *local, kRead);
+        r.remote_addr = remote->addr();
+        r.rkey = remote->mr->rkey;
+        const rc::SendWqe s = TwoEngines::wqe(rc::WrOpcode::send, 2 * i + 1, *local, 64, kRead);
+        ASSERT_EQ(t.post_send(0, p.qp[0], r), 0);
+        ASSERT_EQ(t.post_send(0, p.qp[0], s), 0);
+        const std::size_t done = t.send_cqes[0].size();
+        ASSERT_TRUE(t.run_until([&] { return t.send_cqes[0].size() == done + 1; }));
+        ASSERT_EQ(t.send_cqes[0].back().wr_id, static_cast<std::uint64_t>(2 * i)); // the READ
+        ASSERT_EQ(t.post_recv(1, p.qp[1], *inbox, 100 + i, 64), 0);
+        ASSERT_TRUE(t.run_until([&] { return t.send_cqes[0].size() == done + 2; }));
+        EXPECT_EQ(t.send_cqes[0].back().status, rc::WcStatus::success);
+    }
+    EXPECT_EQ(t.recv_cqes[1].size(), std::size_t{kRounds});
+    const auto c0 = t.dev[0]->total_counters();
+    EXPECT_EQ(c0[Counter::local_ack_timeout_err], 0u);
+    EXPECT_GE(c0[Counter::rnr_naks_rcvd], std::uint64_t{kRounds});
+    EXPECT_EQ(t.dev[1]->total_counters()[Counter::rnr_naks_sent], c0[Counter::rnr_naks_rcvd]);
+}
 } // namespace
 } // namespace droce::test
 

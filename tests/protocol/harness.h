@@ -77,11 +77,18 @@ class ProtocolHarness {
         tx_blocked_ = blocked;
         reopen_stage();
     }
+    /** Models a transmit queue with room for @p packets per pass (kStageDepth: the default). */
+    void limit_tx(std::uint32_t packets) {
+        (void)sent.size();
+        tx_room_ = packets;
+        reopen_stage();
+    }
     void reopen_stage() {
-        const std::uint32_t room[1] = {tx_blocked_ ? 0u : kStageDepth};
-        stage.open(room, tx_blocked_ ? 0u : kStageDepth);
+        const std::uint32_t room[1] = {tx_blocked_ ? 0u : tx_room_};
+        stage.open(room, tx_blocked_ ? 0u : tx_room_);
     }
     bool tx_blocked_ = false;
+    std::uint32_t tx_room_ = kStageDepth;
 
     explicit ProtocolHarness(rc::Mtu mtu = rc::Mtu::mtu1024, std::uint32_t sq_depth = 64,
                              std::uint32_t rq_depth = 64) {

@@ -306,7 +306,8 @@ TEST(ResponderAttack, SendOpcodeSequenceErrorBehindAReadKeepsTheRwqeForTheNak) {
     EXPECT_EQ(p.h.qp.state, rc::QpState::err);
 }
 
-TEST(ResponderAttack, WriteWithImmediateWithoutRwqeBehindAReadIsRnrNakedOnlyWhenSentAgain) {
+// Its RNR NAK follows the response (owed, as the ACK is), and again when the requester retries.
+TEST(ResponderAttack, WriteWithImmediateWithoutRwqeBehindAReadIsRnrNakedAfterTheResponse) {
     Peer p(rc::Mtu::mtu256);
     auto& src = p.remote(1024);
     auto& tgt = p.remote(8);
@@ -323,10 +324,14 @@ TEST(ResponderAttack, WriteWithImmediateWithoutRwqeBehindAReadIsRnrNakedOnlyWhen
     EXPECT_EQ(p.h.qp.resp.expected_psn, Psn(2));
     p.h.block_tx(false);
     rc::responder_run(p.h.qp, p.h.ctx, 100);
-    ASSERT_EQ(p.h.sent.size(), 2u);
-    p.feed(w, one);
     ASSERT_EQ(p.h.sent.size(), 3u);
+    EXPECT_EQ(p.out(1).op, Opcode::RC_RDMA_READ_RESPONSE_LAST);
     EXPECT_EQ(p.out(2).syndrome, droce::wire::make_syndrome(AethKind::rnr_nak, 0));
+    EXPECT_EQ(p.out(2).psn, 2u);
+    EXPECT_EQ(tgt.mem[0], 0xee);
+    p.feed(w, one);
+    ASSERT_EQ(p.h.sent.size(), 4u);
+    EXPECT_EQ(p.out(3).syndrome, droce::wire::make_syndrome(AethKind::rnr_nak, 0));
     EXPECT_EQ(p.h.qp.state, rc::QpState::rts);
 }
 

@@ -1043,25 +1043,73 @@ TEST(Responder, AnErrorBehindAReadBeingAnsweredIsNakedOnlyWhenSentAgain) {
     p.h.block_tx(true);
     p.read(0, src, 0, 1000);                              // PSN 0-3
     p.write_byte(4, src.va(), src.mr->rkey + 1000, 0x5a); // no such rkey
-    // A SEND with no receive WQE posted: its RNR NAK waits too.
-    const auto d = pattern(8, 1);
-    PacketFields s = Peer::req(Opcode::RC_SEND_ONLY, 4, true);
-    p.feed(s, d);
     EXPECT_EQ(p.h.qp.state, rc::QpState::rts);
     EXPECT_EQ(p.h.qp.resp.expected_psn, Psn(4));
     p.h.block_tx(false);
     rc::responder_run(p.h.qp, p.h.ctx, 100);
     ASSERT_EQ(p.h.sent.size(), 4u); // the response alone
     EXPECT_EQ(p.out(3).op, Opcode::RC_RDMA_READ_RESPONSE_LAST);
-    p.feed(s, d);
-    ASSERT_EQ(p.h.sent.size(), 5u);
-    EXPECT_EQ(p.out(4).syndrome,
-              droce::wire::make_syndrome(AethKind::rnr_nak, p.h.qp.attr.min_rnr_timer));
     p.write_byte(4, src.va(), src.mr->rkey + 1000, 0x5a);
-    ASSERT_EQ(p.h.sent.size(), 6u);
-    EXPECT_EQ(p.out(5).syndrome, kNakRemAccess);
-    EXPECT_EQ(p.out(5).psn, 4u);
+    ASSERT_EQ(p.h.sent.size(), 5u);
+    EXPECT_EQ(p.out(4).syndrome, kNakRemAccess);
+    EXPECT_EQ(p.out(4).psn, 4u);
     EXPECT_EQ(p.h.qp.state, rc::QpState::err);
+}
+
+// A SEND behind a READ response that finds no receive WQE is answered with its RNR NAK right after
+// the response (and after the ACK of what was accepted between them), as rxe and a ConnectX send
+// it: the requester waits its RNR timer and tries again. Dropped until the resend, as it was, it
+// cost the requester an ACK timeout and a retry_cnt, and with timeout 0 (infinite) a QP that never
+// sent the SEND again.
+TEST(Responder, AnRnrBehindAReadBeingAnsweredIsNakedRightAfterIt) {
+    for (const bool refused : {false, true}) {
+        SCOPED_TRACE(refused ? "NAK refused once" : "NAK taken");
+        Peer p(rc::Mtu::mtu256);
+        auto& src = p.remote(1024);
+        auto& tgt = p.remote(8);
+        p.h.block_tx(true);
+        p.read(0, src, 0, 1000);                       // PSN 0-3
+        p.write_byte(4, tgt.va(), tgt.mr->rkey, 0x5a); // executed, its ACK owed
+        const auto d = pattern(8, 1);
+        const PacketFields s = Peer::req(Opcode::RC_SEND_ONLY, 5, true);
+        p.feed(s, d); // no receive WQE
+        EXPECT_EQ(p.h.qp.resp.expected_psn, Psn(5));
+        EXPECT_TRUE(p.h.qp.resp.rnr_nak_owed);
+        EXPECT_TRUE(p.h.sent.empty());
+        if (refused) {
+            // The response and the ACK go, the NAK finds the stage full: it stays owed.
+            p.h.limit_tx(5);
+            p.h.block_tx(false);
+            rc::responder_run(p.h.qp, p.h.ctx, 100);
+            ASSERT_EQ(p.h.sent.size(), 5u);
+            EXPECT_TRUE(p.h.qp.resp.rnr_nak_owed);
+            EXPECT_TRUE(rc::qp_has_work(p.h.qp));
+            p.h.limit_tx(ProtocolHarness::kStageDepth);
+        } else {
+            p.h.block_tx(false);
+        }
+        rc::responder_run(p.h.qp, p.h.ctx, 100);
+        ASSERT_EQ(p.h.sent.size(), 6u);
+        EXPECT_EQ(p.out(3).op, Opcode::RC_RDMA_READ_RESPONSE_LAST);
+        EXPECT_EQ(p.out(4).syndrome, kAck);
+        EXPECT_EQ(p.out(4).psn, 4u);
+        EXPECT_EQ(p.out(5).op, Opcode::RC_ACKNOWLEDGE);
+        EXPECT_EQ(p.out(5).syndrome,
+                  droce::wire::make_syndrome(AethKind::rnr_nak, p.h.qp.attr.min_rnr_timer));
+        EXPECT_EQ(p.out(5).psn, 5u);
+        EXPECT_FALSE(p.h.qp.resp.rnr_nak_owed);
+        EXPECT_FALSE(rc::qp_has_work(p.h.qp));
+        EXPECT_EQ(p.h.qp.counters[Counter::rnr_naks_sent], 1u);
+        // The retry, with a receive WQE posted meanwhile, is accepted and acknowledged.
+        auto& rbuf = p.buffer(64, 0);
+        p.post_recv(rbuf, {64});
+        p.feed(s, d);
+        ASSERT_EQ(p.h.sent.size(), 7u);
+        EXPECT_EQ(p.out(6).syndrome, kAck);
+        EXPECT_EQ(p.out(6).psn, 5u);
+        EXPECT_EQ(ProtocolHarness::drain(p.h.recv_cq).size(), 1u);
+        EXPECT_EQ(p.h.qp.state, rc::QpState::rts);
+    }
 }
 
 // An answer that the tx path refuses stays owed for the QP's next pass, as a READ response does:
