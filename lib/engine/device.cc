@@ -75,7 +75,11 @@ Device::Device(std::string name, Clock& clock, std::vector<PortSpec> ports)
     for (unsigned p = 0; p < ports_.size(); ++p) {
         zc_min_payload_.push_back(UINT32_MAX);
         set_tx_by_reference(p, rc::kTxByRefMinPayload);
+#if defined(__x86_64__) // streaming stores (transmit.cc) are written for x86-64 only
         tx_stream_.push_back(ports_[p].driver && ports_[p].driver->tx_read_by_peer() ? 1 : 0);
+#else
+        tx_stream_.push_back(0);
+#endif
     }
     doorbell_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     wake_fds_.push_back({doorbell_fd_, POLLIN, 0});

@@ -14,9 +14,12 @@
 #include "common/prefetch.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
+#if defined(__x86_64__)
 #include <emmintrin.h>
+#endif
 
 namespace droce {
 
@@ -47,9 +50,22 @@ constexpr std::size_t kTxStreamMaxPayload = 128;
  *  (sfence) before a driver may hand the frame on. */
 void stream_frame(std::uint8_t* dst, const std::uint8_t* src, std::size_t len) noexcept {
     const std::size_t whole = (len + 63) & ~std::size_t{63};
+#if defined(__x86_64__)
     for (std::size_t off = 0; off < whole; off += 16)
         _mm_stream_si128(reinterpret_cast<__m128i*>(dst + off),
                          _mm_load_si128(reinterpret_cast<const __m128i*>(src + off)));
+#else
+    std::memcpy(dst, src, whole); // no streaming stores written for this target
+#endif
+}
+
+/** Orders the streamed frames before the stores that hand them to a driver. */
+void fence_streamed() noexcept {
+#if defined(__x86_64__)
+    _mm_sfence(); // streaming stores are weakly ordered, even on x86
+#else
+    std::atomic_thread_fence(std::memory_order_release);
+#endif
 }
 
 std::size_t payload_bytes(const TxPacket& pkt) noexcept {
@@ -252,7 +268,7 @@ void Device::set_tx_by_reference(unsigned port, std::uint32_t min_payload) noexc
 void Device::flush_tx(unsigned port) noexcept {
     TxQueue& q = tx_[port];
     if (q.count == 0) return;
-    if (tx_stream_[port]) _mm_sfence(); // the streamed frames before the driver hands them on
+    if (tx_stream_[port]) fence_streamed();
     const std::uint16_t sent = ports_[port].driver->tx_burst(q.pending.data(), q.count);
     // The driver owns pending[0..sent); keep the rest, in order, for the next flush.
     std::copy(q.pending.begin() + sent, q.pending.begin() + q.count, q.pending.begin());

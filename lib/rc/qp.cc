@@ -136,7 +136,7 @@ std::uint32_t qp_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget, bool* wait
         // (two streams that filled their send queues would stall kAckHoldNs per round).
         const bool requests = qp.sq.producer_index() != qp.req.next_wqe;
         const bool awaiting_acks = qp.comp.first_unacked_wqe != qp.req.next_wqe;
-        if (!requests && !awaiting_acks && !r.read_active &&
+        if (!requests && !awaiting_acks && !r.read_active && !r.rnr_nak_owed &&
             ctx.pass_start_ns < r.ack_hold_until_ns)
             return 0;
         responder_run(qp, ctx, budget);

@@ -63,6 +63,9 @@ class TxShaper final : public PortDriver {
         return inner_.attach_payload(buf, payload, trailer, ref);
     }
     void tx_reclaim() noexcept override { inner_.tx_reclaim(); }
+    [[nodiscard]] bool tx_read_by_peer() const noexcept override {
+        return inner_.tx_read_by_peer();
+    }
     // Receive is not shaped: the inner port's interrupt is this port's.
     [[nodiscard]] int rx_interrupt_fd() const noexcept override { return inner_.rx_interrupt_fd(); }
     bool rx_interrupt_arm() noexcept override { return inner_.rx_interrupt_arm(); }

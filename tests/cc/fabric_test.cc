@@ -12,6 +12,32 @@
 
 namespace droce::test {
 namespace {
+
+/** A port with every optional property on, and nothing to send or receive. */
+class PropertyPort final : public PortDriver {
+  public:
+    std::uint16_t alloc_bulk(PktBuf** /*bufs*/, std::uint16_t /*n*/) noexcept override { return 0; }
+    void free_bulk(PktBuf** /*bufs*/, std::uint16_t /*n*/) noexcept override {}
+    std::uint16_t tx_burst(PktBuf** /*bufs*/, std::uint16_t n) noexcept override { return n; }
+    std::uint16_t rx_burst(PktBuf** /*bufs*/, std::uint16_t /*n*/) noexcept override { return 0; }
+    std::uint32_t max_frame() const noexcept override { return 4200; }
+    bool link_up() const noexcept override { return true; }
+    bool tx_by_reference() const noexcept override { return true; }
+    bool tx_read_by_peer() const noexcept override { return true; }
+};
+
+// The shaper (droce-perf --shape, droce-burnin) is the port the device sees: what the device asks
+// of a port once, at set-up, must be the shaped port's answer (a memif zero-copy client shaped
+// lost its streamed short frames, silently).
+TEST(TxShaper, AnswersForTheShapedPort) {
+    PropertyPort inner;
+    Clock clock = Clock::virtual_clock();
+    const TxShaper shaper(inner, clock, 10.0);
+    EXPECT_TRUE(shaper.tx_read_by_peer());
+    EXPECT_TRUE(shaper.tx_by_reference());
+    EXPECT_TRUE(shaper.link_up());
+    EXPECT_EQ(shaper.max_frame(), 4200u);
+}
 TEST(DcqcnFabric, PacerHoldsARateLimitedQpToItsRate) {
     for (const double gbps : {1.0, 5.0, 20.0}) {
         sim::LinkConfig l;
