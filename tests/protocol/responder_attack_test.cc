@@ -955,3 +955,140 @@ TEST(ResponderAttack, HostileRandomRequestsBehindReadResponses) {
 }
 
 } // namespace
+
+// ------------------------------------------------------------------ owed RNR NAKs
+namespace {
+
+// READ 0-3 (refused), READ at 4 and FETCH_ADD at 5 queued, WRITE at 6 (ACK owed), SEND at 7 with
+// no receive WQE (RNR NAK owed). Whatever room the tx path has per pass, the responses, the ACK and
+// the NAK leave once each, in this order, and the QP then asks for no pass. Also across the PSN
+// wrap (base 0xfffffa).
+TEST(ResponderAttack, OwedRnrNakAfterQueuedReadsAtomicAndAckAtEveryRoom) {
+    for (const std::uint32_t base : {0u, 0xfffffau}) {
+        for (std::uint32_t room = 1; room <= 9; ++room) {
+            SCOPED_TRACE("base " + std::to_string(base) + " room " + std::to_string(room));
+            Peer p(rc::Mtu::mtu256);
+            p.h.qp.resp.expected_psn = Psn(base);
+            const auto at = [&](std::uint32_t k) { return (base + k) & 0xffffffu; };
+            auto& src = p.remote(1024);
+            auto& tgt = p.remote(8);
+            auto& cnt = p.remote(8);
+            p.h.block_tx(true);
+            p.read(at(0), src, 0, 1000); // 4 packets
+            p.read(at(4), src, 0, 10);
+            p.fetch_add(at(5), cnt, 3);
+            p.write_byte(at(6), tgt.va(), tgt.mr->rkey, 0x5a);
+            const auto d = pattern(8, 1);
+            p.feed(Peer::req(Opcode::RC_SEND_ONLY, at(7), true), d);
+            ASSERT_TRUE(p.h.qp.resp.rnr_nak_owed);
+            ASSERT_EQ(p.h.qp.resp.expected_psn, Psn(at(7)));
+            p.h.limit_tx(room);
+            p.h.block_tx(false);
+            bool wait_release = false;
+            for (int i = 0; i < 40; ++i) {
+                (void)p.h.sent.size();
+                p.h.reopen_stage();
+                (void)rc::qp_run(p.h.qp, p.h.ctx, 64, &wait_release);
+            }
+            const std::vector<P> want = {{Opcode::RC_RDMA_READ_RESPONSE_FIRST, at(0)},
+                                         {Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, at(1)},
+                                         {Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, at(2)},
+                                         {Opcode::RC_RDMA_READ_RESPONSE_LAST, at(3)},
+                                         {Opcode::RC_RDMA_READ_RESPONSE_ONLY, at(4)},
+                                         {Opcode::RC_ATOMIC_ACKNOWLEDGE, at(5)},
+                                         {Opcode::RC_ACKNOWLEDGE, at(6)},
+                                         {Opcode::RC_ACKNOWLEDGE, at(7)}};
+            EXPECT_EQ(sent_ops(p), want);
+            if (p.h.sent.size() == 8) {
+                EXPECT_EQ(p.out(6).syndrome, kAck);
+                EXPECT_EQ(p.out(7).syndrome,
+                          droce::wire::make_syndrome(AethKind::rnr_nak, p.h.qp.attr.min_rnr_timer));
+            }
+            EXPECT_EQ(p.h.qp.counters[Counter::rnr_naks_sent], 1u);
+            EXPECT_FALSE(p.h.qp.resp.rnr_nak_owed);
+            EXPECT_FALSE(rc::qp_has_work(p.h.qp));
+        }
+    }
+}
+
+// An owed RNR NAK and a modify: to SQD it still leaves; to ERR / RESET it is dropped and the QP
+// asks for no pass.
+TEST(ResponderAttack, OwedRnrNakAcrossModify) {
+    for (const auto to : {rc::QpState::sqd, rc::QpState::err, rc::QpState::reset}) {
+        SCOPED_TRACE(static_cast<int>(to));
+        Peer p(rc::Mtu::mtu256);
+        auto& src = p.remote(1024);
+        p.h.block_tx(true);
+        p.read(0, src, 0, 1000);
+        const auto d = pattern(8, 1);
+        p.feed(Peer::req(Opcode::RC_SEND_ONLY, 4, true), d);
+        ASSERT_TRUE(p.h.qp.resp.rnr_nak_owed);
+        rc::QpAttr a{};
+        a.qp_state = to;
+        const std::uint32_t mtu[1] = {4096};
+        const int rc_ = rc::qp_modify(&p.h.qp, a, rc::kQpState, mtu, p.h.ctx);
+        if (rc_ != 0) {
+            ADD_FAILURE() << "modify refused " << rc_;
+            continue;
+        }
+        p.h.block_tx(false);
+        const bool work = still_has_work_after_passes(p);
+        EXPECT_FALSE(work);
+        if (to == rc::QpState::sqd) {
+            const auto got = sent_ops(p);
+            ASSERT_EQ(got.size(), 5u);
+            EXPECT_EQ(got[4], P(Opcode::RC_ACKNOWLEDGE, 4));
+        }
+    }
+}
+
+// The NAK refused outside a READ (handle_error), then a duplicate SEND, a duplicate READ and the
+// retry with a receive posted: the NAK leaves once, first, and the retry is accepted.
+TEST(ResponderAttack, RefusedRnrNakThenDuplicatesThenRetry) {
+    Peer p(rc::Mtu::mtu256);
+    auto& src = p.remote(1024);
+    p.read(0, src, 0, 10); // PSN 0, answered
+    ASSERT_EQ(p.h.sent.size(), 1u);
+    p.h.block_tx(true);
+    const auto d = pattern(8, 1);
+    const PacketFields s = Peer::req(Opcode::RC_SEND_ONLY, 1, true);
+    p.feed(s, d);
+    ASSERT_TRUE(p.h.qp.resp.rnr_nak_owed);
+    p.h.block_tx(false);
+    p.read(0, src, 0, 10); // duplicate READ: replay
+    const auto got = sent_ops(p);
+    ASSERT_EQ(got.size(), 3u);
+    EXPECT_EQ(got[1], P(Opcode::RC_ACKNOWLEDGE, 1)); // the owed NAK, then the replay
+    EXPECT_EQ(got[2], P(Opcode::RC_RDMA_READ_RESPONSE_ONLY, 0));
+    EXPECT_FALSE(p.h.qp.resp.rnr_nak_owed);
+    auto& rbuf = p.buffer(64, 0);
+    p.post_recv(rbuf, {64});
+    p.feed(s, d);
+    ASSERT_EQ(p.h.sent.size(), 4u);
+    EXPECT_EQ(p.out(3).syndrome, kAck);
+    EXPECT_EQ(p.h.qp.counters[Counter::rnr_naks_sent], 1u);
+    EXPECT_FALSE(still_has_work_after_passes(p));
+}
+
+// The path is unresolved while the NAK is owed: the READ and the NAK wait for the neighbour, and
+// once it is resolved they leave in order, nothing left to spin on.
+TEST(ResponderAttack, OwedRnrNakPathUnresolvedDoesNotSpin) {
+    Peer p(rc::Mtu::mtu256);
+    auto& src = p.remote(1024);
+    p.h.block_tx(true);
+    p.read(0, src, 0, 1000);
+    const auto d = pattern(8, 1);
+    p.feed(Peer::req(Opcode::RC_SEND_ONLY, 4, true), d);
+    ASSERT_TRUE(p.h.qp.resp.rnr_nak_owed);
+    p.h.block_tx(false);
+    p.h.qp.path_resolved = false;
+    (void)still_has_work_after_passes(p);
+    EXPECT_TRUE(p.h.qp.resp.read_active); // the READ waits for the neighbour, as before
+    p.h.qp.path_resolved = true;
+    EXPECT_FALSE(still_has_work_after_passes(p));
+    const auto got = sent_ops(p);
+    ASSERT_EQ(got.size(), 5u);
+    EXPECT_EQ(got[4], P(Opcode::RC_ACKNOWLEDGE, 4));
+}
+
+} // namespace
