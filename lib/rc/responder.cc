@@ -226,8 +226,8 @@ wire::PacketFields response_fields(const Qp& qp, Opcode op, Psn psn) noexcept {
  */
 bool flush_ack(Qp& qp, TransportCtx& ctx) noexcept;
 
-/** Sends the RNR NAK owed behind a READ response (ResponderState::rnr_nak_owed); refused, it
- *  stays owed. @return whether the tx path took it. */
+/** Sends the owed RNR NAK (ResponderState::rnr_nak_owed; every RNR NAK is sent this way, fail());
+ *  refused, it stays owed. @return whether the tx path took it. */
 bool flush_rnr_nak(Qp& qp, TransportCtx& ctx) noexcept;
 
 /** The owed ACK, then an owed RNR NAK, now, unless a READ response is going out: they are then for
@@ -553,12 +553,6 @@ void handle_error(Qp& qp, TransportCtx& ctx, RespError e, Psn offending_psn) noe
         // packet tries again. A NAK that could not be sent is not counted as sent, except for the
         // fatal errors, which happened whether or not their NAK left.
         if (e == RespError::psn_ahead) qp.resp.sent_psn_nak = sent;
-        // An RNR NAK the tx path refused (the stage filled by a READ response, say) stays owed
-        // for the QP's next pass: lost, it cost the requester its ACK timeout.
-        if (e == RespError::rnr && !sent && qp.path_resolved) {
-            qp.resp.rnr_nak_owed = true;
-            qp.resp.rnr_nak_psn = offending_psn;
-        }
         if (sent || a.fatal) {
             count(qp, ctx, a.counter);
             count(qp, ctx, a.counter2);
@@ -606,10 +600,17 @@ struct Rx {
 };
 
 RespState fail(Rx& rx, RespError e) noexcept {
-    if (rx.behind_read && e == RespError::rnr) {
-        // Nothing changed yet (the receive WQE is checked first); the NAK follows the responses.
+    if (e == RespError::rnr) {
+        // Class B, nothing changed yet (the receive WQE is checked first). The NAK is owed and
+        // leaves now, behind an owed ACK; behind a READ response still going out, after its last
+        // packet; refused by the tx path, on the QP's next pass (ResponderState::rnr_nak_owed).
+        if (!rx.qp.path_resolved) { // the peer's MAC is being resolved: lost, as any response
+            rx.qp.counters.inc(Counter::tx_wait_neigh);
+            return RespState::done;
+        }
         rx.qp.resp.rnr_nak_owed = true;
         rx.qp.resp.rnr_nak_psn = rx.psn;
+        flush_owed_ack(rx.qp, rx.ctx);
         return RespState::done;
     }
     if (rx.behind_read && e != RespError::cq_overflow) {
