@@ -290,6 +290,20 @@ int run_one(const Cli& cli, Params p, Runtime& rt_ref, Channel& ch) {
         Runtime* rt;
         ~EnginesStop() { rt->stop_engines(); }
     } engines_stop{rt};
+    if (p.mrc) {
+        // A plane whose link is still down after this starts the run down (the engine sprays
+        // over the others) and its coming up is reported as an event of the run.
+        if (const std::uint8_t down =
+                wait_planes_up(dev, p.planes, p.inline_progress, 5'000'000'000);
+            down != 0) {
+            std::string list;
+            for (unsigned i = 0; i < 8; ++i)
+                if (down & (1u << i)) list += (list.empty() ? "" : " ") + std::to_string(i);
+            std::fprintf(stderr,
+                         "droce-perf: plane(s) %s: link not up after 5 s; starting without\n",
+                         list.c_str());
+        }
+    }
     if (err = barrier(ch, 30'000); !err.empty()) {
         std::fprintf(stderr, "droce-perf: %s\n", err.c_str());
         return 1;

@@ -1396,6 +1396,20 @@ void poll_for(Device& dev, std::uint64_t ns) {
     }
 }
 
+std::uint8_t wait_planes_up(Device& dev, unsigned planes, bool inline_progress,
+                            std::uint64_t timeout_ns) {
+    const auto want = static_cast<std::uint8_t>((1u << std::min(planes, 8u)) - 1u);
+    Clock& clk = dev.clock();
+    const std::uint64_t t0 = clk.now_ns();
+    while ((dev.ports_up_mask() & want) != want && clk.now_ns() - t0 < timeout_ns) {
+        if (inline_progress)
+            poll_for(dev, 1'000'000);
+        else
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return static_cast<std::uint8_t>(want & ~dev.ports_up_mask());
+}
+
 std::string barrier(const Channel& ch, int timeout_ms) {
     const char r = 'R';
     if (std::string e = ch.send(&r, 1); !e.empty()) return "start barrier: " + e;

@@ -289,6 +289,16 @@ void collect_mrc(const Endpoint& ep, Result& r);
  * idle passes in a row. The caller is the device's only engine (no engine thread runs).
  */
 void poll_for(Device& dev, std::uint64_t ns);
+/**
+ * Waits until the engine of @p dev shows the links of ports 0 .. @p planes - 1 up
+ * (Device::ports_up_mask), at most @p timeout_ns; with @p inline_progress this thread polls the
+ * device meanwhile, else an engine thread must be running. A memif pair connects in the
+ * background and the engine looks at its links every 256 passes: a run started before that would
+ * report a plane coming up as an event of the run. @return the planes still down (bit p), 0 when
+ * all are up.
+ */
+std::uint8_t wait_planes_up(Device& dev, unsigned planes, bool inline_progress,
+                            std::uint64_t timeout_ns);
 
 /** Both sides call it after starting their engines: returns when the peer is ready too. */
 [[nodiscard]] std::string barrier(const Channel& ch, int timeout_ms);
