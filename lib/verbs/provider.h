@@ -213,6 +213,18 @@ struct VQp {
     int batch_err = 0;                      ///< first error of the batch (reported by wr_complete)
     std::unique_ptr<rc::SendWqe[]> scratch; ///< ibv_post_send conversion buffer (kScratch WQEs)
     static constexpr std::uint32_t kScratch = 16;
+    /** ibv_qp_attr.timeout as the application last set it (ibv_query_qp reports it), when the
+     *  engine runs a longer one (kMinAckTimeout); 0xff: the engine's is the one set. */
+    std::uint8_t timeout_set = 0xff;
+    /**
+     * The shortest local ACK timeout a verbs QP runs, as a timeout code: 10 = 4.096 us x 2^10 =
+     * 4.2 ms. Linux rxe never arms its retransmit timer for less than one jiffy (4 ms at Debian's
+     * HZ = 250; rxe_qp_from_attr), and droce's responder, a thread of another process, can wait a
+     * scheduler slice on a busy host where a NIC or rxe's softirq answers at once: ib_write_bw
+     * -u 4 (65 us) and -u 1 ended in RETRY_EXC_ERR here. A code of 1 - 9 runs as 10; 0 (no timer)
+     * and 10 - 31 as set.
+     */
+    static constexpr std::uint8_t kMinAckTimeout = 10;
 };
 
 struct VAh {

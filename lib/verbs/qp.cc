@@ -105,7 +105,7 @@ rc::QpAttr to_qp_attr(const ibv_qp_attr& a) noexcept {
     q.max_dest_rd_atomic = a.max_dest_rd_atomic;
     q.min_rnr_timer = a.min_rnr_timer;
     q.port_num = a.port_num;
-    q.timeout = a.timeout;
+    q.timeout = a.timeout != 0 && a.timeout < VQp::kMinAckTimeout ? VQp::kMinAckTimeout : a.timeout;
     q.retry_cnt = a.retry_cnt;
     q.rnr_retry = a.rnr_retry;
     q.sq_draining = a.sq_draining != 0;
@@ -809,7 +809,9 @@ extern "C" ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
  * RESET loses its completions still in its CQs (as with a hardware provider). IBV_QP_AV needs a
  * global route (is_global = 1: RoCE addresses by GID). @return 0, EINVAL (illegal transition,
  * missing or extra attributes, values out of range), EOPNOTSUPP (alternate path). IBV_QP_RATE_LIMIT
- * (kb/s, 0 = none) paces the QP (rc/pacer.h), as mlx5's packet pacing does.
+ * (kb/s, 0 = none) paces the QP (rc/pacer.h), as mlx5's packet pacing does. IBV_QP_TIMEOUT 1 - 9
+ * runs as VQp::kMinAckTimeout (10, 4.2 ms), as rxe's jiffy does; ibv_query_qp reports the value
+ * set.
  */
 extern "C" int ibv_modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int attr_mask) {
     if (!ibqp || !attr) return EINVAL;
@@ -839,6 +841,8 @@ extern "C" int ibv_modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int attr_mask) {
                           qp->ctx->dev->path_mtu_refusal(
                               (mask & IBV_QP_PORT) ? attr->port_num : qp->native->attr.port_num,
                               rc::mtu_bytes(a.path_mtu)));
+        if (rc == 0 && (mask & IBV_QP_TIMEOUT))
+            qp->timeout_set = attr->timeout != a.timeout ? attr->timeout : 0xff;
         if (rc == 0) ibqp->state = static_cast<ibv_qp_state>(qp->native->state);
         if (rc == 0 && qp->native->state == rc::QpState::reset) purge_cqs(ibqp);
     }
@@ -854,6 +858,7 @@ extern "C" int ibv_query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int attr_mask,
     {
         ControlGuard guard(qp->ctx->dev);
         from_qp_attr(*qp->native, *attr);
+        if (qp->timeout_set != 0xff) attr->timeout = qp->timeout_set;
     }
     std::memset(init_attr, 0, sizeof *init_attr);
     init_attr->qp_context = ibqp->qp_context;

@@ -336,6 +336,9 @@ class Pair : public Verbs {
     Side sa, sb;
     /** The path MTU both QPs are connected with (a fixture may set it before SetUp). */
     ibv_mtu path_mtu = IBV_MTU_1024;
+    /** The local ACK timeout code and retry_cnt both QPs go to RTS with (set before SetUp). */
+    std::uint8_t ack_timeout = 14;
+    std::uint8_t retry_cnt = 7;
 
     void make(ibv_context* c, Side& s) {
         s.pd = ibv_alloc_pd(c);
@@ -411,8 +414,8 @@ class Pair : public Verbs {
         at = {};
         at.qp_state = IBV_QPS_RTS;
         at.sq_psn = 100;
-        at.timeout = 14;
-        at.retry_cnt = 7;
+        at.timeout = ack_timeout;
+        at.retry_cnt = retry_cnt;
         at.rnr_retry = 7;
         at.max_rd_atomic = 4;
         ASSERT_EQ(ibv_modify_qp(s.qp, &at,
@@ -734,6 +737,45 @@ TEST_F(Pair, QueryQp) {
  */
 /** Pair connected at path MTU 4096 (demo.ini's ports carry it): what a user pacing a bulk QP uses.
  */
+/** A pair whose QPs ask for the shortest local ACK timeout (code 1, 8.2 us) and no retry. */
+class PairShortAckTimeout : public Pair {
+  protected:
+    void SetUp() override {
+        ack_timeout = 1;
+        retry_cnt = 0;
+        Pair::SetUp();
+    }
+};
+
+/**
+ * A local ACK timeout below 4.2 ms (code 10) runs as 4.2 ms, as rxe never arms its retransmit
+ * timer for less than a jiffy; ibv_query_qp reports the code the application set. With the peer
+ * silent (its QP in the error state drops what arrives) and retry_cnt 0, the WRITE fails with
+ * RETRY_EXC_ERR after one timeout: not before 4.2 ms (at 8.2 us, ib_write_bw -u 1 and -u 4 failed
+ * whenever the peer's thread waited for a CPU that long).
+ */
+TEST_F(PairShortAckTimeout, ShortTimeoutsRunAsOneJiffyAsInRxe) {
+    ibv_qp_attr at{};
+    ibv_qp_init_attr ia{};
+    ASSERT_EQ(ibv_query_qp(sa.qp, &at, IBV_QP_TIMEOUT, &ia), 0);
+    EXPECT_EQ(at.timeout, 1u);
+    at = {};
+    at.qp_state = IBV_QPS_ERR;
+    ASSERT_EQ(ibv_modify_qp(sb.qp, &at, IBV_QP_STATE), 0);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 64, sa.mr->lkey};
+    ibv_send_wr wr = write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
+    ibv_send_wr* bad = nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
+    ibv_wc wc{};
+    ASSERT_TRUE(poll_one(sa.cq, &wc));
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR) << ibv_wc_status_str(wc.status);
+    EXPECT_GE(ms, 4.096e-3 * 1024) << "the ACK timer ran shorter than 4.2 ms";
+    std::printf("RETRY_EXC_ERR after %.2f ms\n", ms);
+}
+
 class PairPmtu4096 : public Pair {
   protected:
     void SetUp() override {
