@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -91,16 +92,46 @@ void default_hugepages(unsigned long* size_kb, unsigned long* free) {
     }
 }
 
-/** A hugetlbfs mount this process may create files in (@p want: that directory only). */
-bool writable_hugetlbfs(const std::string& want) {
+/** A hugetlbfs mount this process may create files in (@p want: that directory only); its path,
+ *  or empty when there is none. */
+std::string writable_hugetlbfs(const std::string& want) {
     std::ifstream f("/proc/mounts");
     std::string dev, dir, type, rest;
     while (f >> dev >> dir >> type) {
         std::getline(f, rest);
         if (type != "hugetlbfs" || (!want.empty() && dir != want)) continue;
-        if (access(dir.c_str(), W_OK) == 0) return true;
+        if (access(dir.c_str(), W_OK) == 0) return dir;
     }
-    return false;
+    return {};
+}
+
+/**
+ * Hugepages of @p page_kb held by files of EAL prefix @p prefix in hugetlbfs mount @p dir that no
+ * process holds: what rte_eal_init of that prefix frees before it reserves (DPDK keeps a process's
+ * hugepage files after it ends, for a secondary process to attach, and clears the unused ones of
+ * its prefix, `<prefix>map_*`, at the next start; a file a live process maps is flock-ed by it). A
+ * process killed before its clean-up, or a DPDK application of the same prefix, leaves them.
+ */
+unsigned long reclaimable_hugepages(const std::string& dir, const std::string& prefix,
+                                    unsigned long page_kb) {
+    DIR* d = opendir(dir.c_str());
+    if (!d || page_kb == 0) {
+        if (d) closedir(d);
+        return 0;
+    }
+    const std::string stem = prefix + "map_";
+    unsigned long pages = 0;
+    while (const dirent* e = readdir(d)) {
+        if (std::strncmp(e->d_name, stem.c_str(), stem.size()) != 0) continue;
+        const int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat st {};
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0)
+            pages += (static_cast<unsigned long>(st.st_size) / 1024 + page_kb - 1) / page_kb;
+        close(fd); // drops the lock: the file stays for the EAL to clear
+    }
+    closedir(d);
+    return pages;
 }
 
 } // namespace
@@ -312,11 +343,13 @@ std::string pci_obstacle(const std::string& devargs, const std::string& sysfs_ro
 
 std::string hugepage_shortfall(const std::vector<std::string>& eal_args) {
     const std::string dir = arg_value(eal_args, "--huge-dir");
-    if (!writable_hugetlbfs(dir))
+    const std::string mount = writable_hugetlbfs(dir);
+    if (mount.empty())
         return dir.empty() ? "no hugetlbfs is mounted (or none this user may write)"
                            : "--huge-dir " + dir + " is not a hugetlbfs mount this user may write";
     unsigned long size_kb = 0, free = 0;
     default_hugepages(&size_kb, &free);
+    free += reclaimable_hugepages(mount, file_prefix_of(eal_args), size_kb);
     unsigned long need = 1;
     if (const std::string m = arg_value(eal_args, "-m"); !m.empty() && size_kb > 0)
         need = (std::strtoul(m.c_str(), nullptr, 10) * 1024 + size_kb - 1) / size_kb;
