@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <poll.h>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -106,23 +107,22 @@ std::string writable_hugetlbfs(const std::string& want) {
 }
 
 /**
- * Hugepages of @p page_kb held by files of EAL prefix @p prefix in hugetlbfs mount @p dir that no
- * process holds: what rte_eal_init of that prefix frees before it reserves (DPDK keeps a process's
- * hugepage files after it ends, for a secondary process to attach, and clears the unused ones of
- * its prefix, `<prefix>map_*`, at the next start; a file a live process maps is flock-ed by it). A
- * process killed before its clean-up, or a DPDK application of the same prefix, leaves them.
+ * Hugepages of @p page_kb held by DPDK hugepage files (`*map_*`) in hugetlbfs mount @p dir that
+ * no process holds: what the next rte_eal_init frees before it reserves. DPDK keeps a process's
+ * hugepage files after it ends (for a secondary process to attach) and a primary process clears
+ * every such file it can lock at start (eal_hugepage_info.c; a live process holds a lock on its
+ * files), of any prefix. A process killed before its clean-up, or a DPDK application that does
+ * not clean up (testpmd), leaves them.
  */
-unsigned long reclaimable_hugepages(const std::string& dir, const std::string& prefix,
-                                    unsigned long page_kb) {
+unsigned long reclaimable_hugepages(const std::string& dir, unsigned long page_kb) {
     DIR* d = opendir(dir.c_str());
     if (!d || page_kb == 0) {
         if (d) closedir(d);
         return 0;
     }
-    const std::string stem = prefix + "map_";
     unsigned long pages = 0;
     while (const dirent* e = readdir(d)) {
-        if (std::strncmp(e->d_name, stem.c_str(), stem.size()) != 0) continue;
+        if (fnmatch("*map_*", e->d_name, 0) != 0) continue;
         const int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC);
         if (fd < 0) continue;
         struct stat st {};
@@ -349,7 +349,7 @@ std::string hugepage_shortfall(const std::vector<std::string>& eal_args) {
                            : "--huge-dir " + dir + " is not a hugetlbfs mount this user may write";
     unsigned long size_kb = 0, free = 0;
     default_hugepages(&size_kb, &free);
-    free += reclaimable_hugepages(mount, file_prefix_of(eal_args), size_kb);
+    free += reclaimable_hugepages(mount, size_kb);
     unsigned long need = 1;
     if (const std::string m = arg_value(eal_args, "-m"); !m.empty() && size_kb > 0)
         need = (std::strtoul(m.c_str(), nullptr, 10) * 1024 + size_kb - 1) / size_kb;

@@ -62,8 +62,8 @@ using droce::to_string;
  * with `hugepages = auto` deciding before rte_eal_init (DPDK cannot be initialised a second time
  * after a failed try). Looks for a hugetlbfs mount (the `--huge-dir` one when given) this process
  * may write, and for enough free hugepages of the host's default size for `-m N` (N MiB; one page
- * without -m), counting as free the pages of files of this prefix that no process holds (a killed
- * process's: the EAL clears them before it reserves). @return empty when both are there, else the
+ * without -m), counting as free the pages of DPDK hugepage files no process holds (a killed
+ * process's, testpmd's: the EAL clears them before it reserves). @return empty when both are there, else the
  * reason as a phrase ("no hugetlbfs is mounted", "128 free 2048 kB hugepages are needed for -m 256
  * and 0 are free"). Reads /proc and /sys only; the pages may still be taken by another process
  * before the EAL starts.

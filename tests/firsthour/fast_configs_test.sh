@@ -7,8 +7,8 @@
 #   - with a hugetlbfs mount and free hugepages: the same pair runs with no fallback line, both
 #     processes hold hugepage files of their prefix while they run, and nothing of theirs is left
 #     in the mount or in /var/run/dpdk once they have ended;
-#   - hugepage files of the server's prefix that no process holds (a killed one's) count as free;
-#     held by a live process they do not.
+#   - DPDK hugepage files that no process holds (a killed one's) count as free; held by a live
+#     process they do not.
 # Root only: runs in its own mount and network namespace (tmpfs on /var/run/dpdk, the host's
 # hugetlbfs mounts hidden, its own loopback for memif's abstract socket and the TCP port); 2 MiB
 # hugepages the host lacks are reserved for the run and given back. Exit 77 (skipped) when not
@@ -111,17 +111,17 @@ fi
 left=$(ls "$tmp/huge"; ls -d /var/run/dpdk/droce-memif-* 2>/dev/null)
 [ -z "$left" ] || fail "left behind: $left"
 
-# 3. Hugepage files of the server's prefix that a killed process left (DPDK keeps them after a
-# process ends and clears the unused ones of its prefix when the next one starts its EAL): free
+# 3. Hugepage files a killed process left (DPDK keeps them after a process ends and clears every
+# unused `*map_*` file when the next process starts its EAL): free
 # for hugepages = auto, which fell back to copy mode while they were there (bench/e2e/run's first
 # droce pair after testpmd did, 2026-12-07); held by a live process (flock, as a running EAL holds
 # its files), they are not. Another program's file takes all but 200 of the free pages, the
-# server's leftover 150 of those: 50 free, 128 needed for -m 256, 200 once the leftover goes.
+# leftover 150 of those: 50 free, 128 needed for -m 256, 200 once the leftover goes.
 if command -v ibv_devinfo > /dev/null && command -v fallocate > /dev/null; then
     echo "-- with a killed process's hugepage files left in the mount"
     page_kb=$(awk '/Hugepagesize/ {print $2}' /proc/meminfo)
     free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
-    leftover=$tmp/huge/droce-memif-servermap_0
+    leftover=$tmp/huge/rtemap_0 # testpmd's, of the default prefix: any prefix is cleared
     fallocate -l $(((free - 200) * page_kb))K "$tmp/huge/another-program"
     fallocate -l $((150 * page_kb))K "$leftover"
     devinfo_server() { # NAME: ibv_devinfo on the shipped server config, stderr in $tmp/NAME.err
@@ -136,7 +136,7 @@ if command -v ibv_devinfo > /dev/null && command -v fallocate > /dev/null; then
     [ "$n" = 1 ] || { fail "held: $n fallback lines with a live process holding the file"; cat "$tmp/held.err"; }
     kill $holder 2>/dev/null
     wait $holder 2>/dev/null
-    # Made again: the held run's own clean-up at exit removed its prefix's files from the mount.
+    # Made again, in case the held run's clean-up at exit took it.
     rm -f "$leftover"
     fallocate -l $((150 * page_kb))K "$leftover"
     devinfo_server leftover
