@@ -120,17 +120,29 @@ unsigned long reclaimable_hugepages(const std::string& dir, unsigned long page_k
         if (d) closedir(d);
         return 0;
     }
+    // A DPDK process starting holds the directory exclusively while it clears it: count nothing
+    // then (it takes what it frees). Held shared here, the probe below cannot make a starting
+    // process skip a file it would clear.
+    if (flock(dirfd(d), LOCK_SH | LOCK_NB) != 0) {
+        closedir(d);
+        return 0;
+    }
     unsigned long pages = 0;
     while (const dirent* e = readdir(d)) {
         if (fnmatch("*map_*", e->d_name, 0) != 0) continue;
         const int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC);
         if (fd < 0) continue;
         struct stat st {};
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0)
-            pages += (static_cast<unsigned long>(st.st_size) / 1024 + page_kb - 1) / page_kb;
+        // The pages the file holds (st_blocks, 512 B units), not its size: a hugetlbfs file may be
+        // sparse (ftruncate allocates nothing; a --single-file-segments process punches a hole
+        // for each segment it frees). A regular file of one name only: unlinking one of its names
+        // frees nothing.
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            st.st_nlink == 1)
+            pages += static_cast<unsigned long>(st.st_blocks) / 2 / page_kb;
         close(fd); // drops the lock: the file stays for the EAL to clear
     }
-    closedir(d);
+    closedir(d); // drops the directory's lock
     return pages;
 }
 

@@ -145,7 +145,28 @@ if command -v ibv_devinfo > /dev/null && command -v fallocate > /dev/null; then
         cat "$tmp/leftover.err"
     fi
     [ -e "$leftover" ] && fail "leftover: the EAL did not clear the file"
-    rm -f "$tmp/huge/another-program"
+    # A sparse *map_* file (a size without pages: ftruncate, or the holes of the segments a
+    # --single-file-segments process freed) frees nothing when the EAL clears it: not free.
+    # 50 free again, the file "150 pages".
+    free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
+    fallocate -l $(((free - 50) * page_kb))K "$tmp/huge/another-program2"
+    truncate -s $((150 * page_kb))K "$tmp/huge/rtemap_1"
+    devinfo_server sparse
+    n=$(grep -c -- "$fallback_re" "$tmp/sparse.err")
+    [ "$n" = 1 ] || { fail "sparse: $n fallback lines with a *map_* file that holds no hugepage"; cat "$tmp/sparse.err"; }
+    rm -f "$tmp/huge/rtemap_1" "$tmp/huge/another-program2"
+    # A DPDK process starting holds the mount's directory exclusively while it clears it: nothing
+    # counts then (the leftover is that process's to take). 50 free, a leftover of 150 pages.
+    fallocate -l $((150 * page_kb))K "$leftover" || fail "dirheld: no room for the leftover"
+    flock -x -o "$tmp/huge" sleep 30 &
+    holder=$!
+    sleep 0.3
+    devinfo_server dirheld
+    n=$(grep -c -- "$fallback_re" "$tmp/dirheld.err")
+    [ "$n" = 1 ] || { fail "dirheld: $n fallback lines while another process clears the mount"; cat "$tmp/dirheld.err"; }
+    kill $holder 2>/dev/null
+    wait $holder 2>/dev/null
+    rm -f "$leftover" "$tmp/huge/another-program"
 fi
 for name in nohuge huge; do
     [ -s "$tmp/$name.client" ] && /usr/bin/python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print("%s: 64 KiB WRITE %.2f Gb/s, path MTU %d (a check, not a figure)" % (sys.argv[2], j.get("bw_avg_gbps", 0), j.get("path_mtu", 0)))' "$tmp/$name.client" "$name"

@@ -776,6 +776,60 @@ TEST_F(PairShortAckTimeout, ShortTimeoutsRunAsOneJiffyAsInRxe) {
     std::printf("RETRY_EXC_ERR after %.2f ms\n", ms);
 }
 
+/** ibv_query_qp reports the IBV_QP_TIMEOUT last set, across SQD->SQD, failed modifies and RESET. */
+TEST_F(Pair, QueryQpReportsTheTimeoutSetThroughEveryPath) {
+    auto query = [&] {
+        ibv_qp_attr q{};
+        ibv_qp_init_attr ia{};
+        EXPECT_EQ(ibv_query_qp(sa.qp, &q, IBV_QP_TIMEOUT, &ia), 0);
+        return static_cast<unsigned>(q.timeout);
+    };
+    EXPECT_EQ(query(), 14u);
+    ibv_qp_attr at{};
+    at.qp_state = IBV_QPS_SQD;
+    ASSERT_EQ(ibv_modify_qp(sa.qp, &at, IBV_QP_STATE), 0);
+    for (unsigned t : {3u, 9u, 0u, 10u, 1u, 31u, 20u, 3u}) {
+        at = {};
+        at.qp_state = IBV_QPS_SQD;
+        at.timeout = static_cast<std::uint8_t>(t);
+        ASSERT_EQ(ibv_modify_qp(sa.qp, &at, IBV_QP_STATE | IBV_QP_TIMEOUT), 0) << t;
+        EXPECT_EQ(query(), t);
+    }
+    for (unsigned t : {32u, 0xffu}) { // out of range: EINVAL, nothing changes
+        at = {};
+        at.qp_state = IBV_QPS_SQD;
+        at.timeout = static_cast<std::uint8_t>(t);
+        EXPECT_EQ(ibv_modify_qp(sa.qp, &at, IBV_QP_STATE | IBV_QP_TIMEOUT), EINVAL) << t;
+        EXPECT_EQ(query(), 3u);
+    }
+    // A modify that fails on another attribute after a timeout in range: nothing changes.
+    at = {};
+    at.qp_state = IBV_QPS_SQD;
+    at.timeout = 5;
+    at.retry_cnt = 8;
+    EXPECT_EQ(ibv_modify_qp(sa.qp, &at, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT), EINVAL);
+    EXPECT_EQ(query(), 3u);
+    // Without IBV_QP_TIMEOUT (attr.timeout 7 ignored): unchanged.
+    at = {};
+    at.qp_state = IBV_QPS_SQD;
+    at.timeout = 7;
+    at.retry_cnt = 5;
+    ASSERT_EQ(ibv_modify_qp(sa.qp, &at, IBV_QP_STATE | IBV_QP_RETRY_CNT), 0);
+    EXPECT_EQ(query(), 3u);
+    // RTS->RTS does not take IBV_QP_TIMEOUT (IBTA): EINVAL, unchanged.
+    at = {};
+    at.qp_state = IBV_QPS_RTS;
+    ASSERT_EQ(ibv_modify_qp(sa.qp, &at, IBV_QP_STATE), 0);
+    at.timeout = 12;
+    EXPECT_EQ(ibv_modify_qp(sa.qp, &at, IBV_QP_STATE | IBV_QP_TIMEOUT), EINVAL);
+    EXPECT_EQ(query(), 3u);
+    // RESET keeps the attributes (as the engine does).
+    at = {};
+    at.qp_state = IBV_QPS_RESET;
+    ASSERT_EQ(ibv_modify_qp(sa.qp, &at, IBV_QP_STATE), 0);
+    EXPECT_EQ(query(), 3u);
+}
+
 class PairPmtu4096 : public Pair {
   protected:
     void SetUp() override {
