@@ -65,8 +65,9 @@ using droce::to_string;
  * without -m), counting as free the pages of DPDK hugepage files no process holds (a killed
  * process's, testpmd's: the EAL clears them before it reserves). @return empty when both are there,
  * else the reason as a phrase ("no hugetlbfs is mounted", "128 free 2048 kB hugepages are needed
- * for -m 256 and 0 are free"). Reads /proc and /sys only; the pages may still be taken by another
- * process before the EAL starts.
+ * for -m 256 and 0 are free"). Reads /proc and /sys, and takes and drops a flock on the mount's
+ * directory (shared) and on each hugepage file in it (exclusive, non-blocking); the pages may still
+ * be taken by another process before the EAL starts.
  */
 [[nodiscard]] std::string hugepage_shortfall(const std::vector<std::string>& eal_args);
 
