@@ -128,14 +128,25 @@ if command -v ibv_devinfo > /dev/null && command -v fallocate > /dev/null; then
         LD_LIBRARY_PATH=$libdir DROCE_CONFIG=$cfg/memif-server.ini timeout 20 ibv_devinfo \
             > "$tmp/$1.out" 2> "$tmp/$1.err" || fail "$1: ibv_devinfo failed"
     }
-    flock -s -o "$leftover" sleep 30 & # -o: the lock is flock's own, gone when it is killed
-    holder=$!
-    sleep 0.3
-    devinfo_server held
-    n=$(grep -c -- "$fallback_re" "$tmp/held.err")
-    [ "$n" = 1 ] || { fail "held: $n fallback lines with a live process holding the file"; cat "$tmp/held.err"; }
-    kill $holder 2>/dev/null
-    wait $holder 2>/dev/null
+    # falls_back NAME WHY: devinfo_server NAME printed exactly one fallback line (else a failure
+    # saying WHY).
+    falls_back() {
+        local n
+        n=$(grep -c -- "$fallback_re" "$tmp/$1.err")
+        [ "$n" = 1 ] || { fail "$1: $n fallback lines $2"; cat "$tmp/$1.err"; }
+    }
+    # devinfo_server_locked NAME FLOCK_MODE PATH: devinfo_server NAME while another process holds
+    # PATH with flock FLOCK_MODE (-o: the lock is flock's own, gone when it is killed).
+    devinfo_server_locked() {
+        flock "$2" -o "$3" sleep 30 &
+        local holder=$!
+        sleep 0.3
+        devinfo_server "$1"
+        kill $holder 2>/dev/null
+        wait $holder 2>/dev/null
+    }
+    devinfo_server_locked held -s "$leftover"
+    falls_back held "with a live process holding the file"
     # Made again, in case the held run's clean-up at exit took it.
     rm -f "$leftover"
     fallocate -l $((150 * page_kb))K "$leftover"
@@ -152,20 +163,13 @@ if command -v ibv_devinfo > /dev/null && command -v fallocate > /dev/null; then
     fallocate -l $(((free - 50) * page_kb))K "$tmp/huge/another-program2"
     truncate -s $((150 * page_kb))K "$tmp/huge/rtemap_1"
     devinfo_server sparse
-    n=$(grep -c -- "$fallback_re" "$tmp/sparse.err")
-    [ "$n" = 1 ] || { fail "sparse: $n fallback lines with a *map_* file that holds no hugepage"; cat "$tmp/sparse.err"; }
+    falls_back sparse "with a *map_* file that holds no hugepage"
     rm -f "$tmp/huge/rtemap_1" "$tmp/huge/another-program2"
     # A DPDK process starting holds the mount's directory exclusively while it clears it: nothing
     # counts then (the leftover is that process's to take). 50 free, a leftover of 150 pages.
     fallocate -l $((150 * page_kb))K "$leftover" || fail "dirheld: no room for the leftover"
-    flock -x -o "$tmp/huge" sleep 30 &
-    holder=$!
-    sleep 0.3
-    devinfo_server dirheld
-    n=$(grep -c -- "$fallback_re" "$tmp/dirheld.err")
-    [ "$n" = 1 ] || { fail "dirheld: $n fallback lines while another process clears the mount"; cat "$tmp/dirheld.err"; }
-    kill $holder 2>/dev/null
-    wait $holder 2>/dev/null
+    devinfo_server_locked dirheld -x "$tmp/huge"
+    falls_back dirheld "while another process clears the mount"
     rm -f "$leftover" "$tmp/huge/another-program"
 fi
 for name in nohuge huge; do

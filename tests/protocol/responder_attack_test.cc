@@ -48,6 +48,16 @@ bool still_has_work_after_passes(Peer& p, int passes = 5) {
     return rc::qp_has_work(p.h.qp);
 }
 
+/** A READ of 1000 bytes at PSN 0 whose response the blocked tx path refused, then a SEND at PSN 4
+ *  with no receive WQE: its RNR NAK owed behind the response. @return whether it is owed. */
+bool owe_rnr_nak_behind_a_read(Peer& p) {
+    auto& src = p.remote(1024);
+    p.h.block_tx(true);
+    p.read(0, src, 0, 1000);
+    p.feed(Peer::req(Opcode::RC_SEND_ONLY, 4, true), pattern(8, 1));
+    return p.h.qp.resp.rnr_nak_owed;
+}
+
 // ------------------------------------------------------------------ found by this file
 
 // An ERR QP sends nothing, so an ACK owed when it fails is dropped (qp_enter_error). It was kept:
@@ -1017,12 +1027,7 @@ TEST(ResponderAttack, OwedRnrNakAcrossModify) {
     for (const auto to : {rc::QpState::sqd, rc::QpState::err, rc::QpState::reset}) {
         SCOPED_TRACE(static_cast<int>(to));
         Peer p(rc::Mtu::mtu256);
-        auto& src = p.remote(1024);
-        p.h.block_tx(true);
-        p.read(0, src, 0, 1000);
-        const auto d = pattern(8, 1);
-        p.feed(Peer::req(Opcode::RC_SEND_ONLY, 4, true), d);
-        ASSERT_TRUE(p.h.qp.resp.rnr_nak_owed);
+        ASSERT_TRUE(owe_rnr_nak_behind_a_read(p));
         rc::QpAttr a{};
         a.qp_state = to;
         const std::uint32_t mtu[1] = {4096};
@@ -1074,12 +1079,7 @@ TEST(ResponderAttack, RefusedRnrNakThenDuplicatesThenRetry) {
 // once it is resolved they leave in order, nothing left to spin on.
 TEST(ResponderAttack, OwedRnrNakPathUnresolvedDoesNotSpin) {
     Peer p(rc::Mtu::mtu256);
-    auto& src = p.remote(1024);
-    p.h.block_tx(true);
-    p.read(0, src, 0, 1000);
-    const auto d = pattern(8, 1);
-    p.feed(Peer::req(Opcode::RC_SEND_ONLY, 4, true), d);
-    ASSERT_TRUE(p.h.qp.resp.rnr_nak_owed);
+    ASSERT_TRUE(owe_rnr_nak_behind_a_read(p));
     p.h.block_tx(false);
     p.h.qp.path_resolved = false;
     (void)still_has_work_after_passes(p);
