@@ -407,8 +407,8 @@ int query_device_ex_impl(ibv_context* context, const ibv_query_device_ex_input* 
     a.completion_timestamp_mask = 0;
     a.hca_core_clock = 0;
     // Packet pacing (IBV_QP_RATE_LIMIT, rc/pacer.h): RC QPs, 1 Mb/s to 400 Gb/s in kb/s.
-    a.packet_pacing_caps.qp_rate_limit_min = 1'000;
-    a.packet_pacing_caps.qp_rate_limit_max = 400'000'000;
+    a.packet_pacing_caps.qp_rate_limit_min = VQp::kRateLimitMinKbps;
+    a.packet_pacing_caps.qp_rate_limit_max = VQp::kRateLimitMaxKbps;
     a.packet_pacing_caps.supported_qpts = 1u << IBV_QPT_RC;
     std::memcpy(attr, &a, std::min(attr_size, sizeof a));
     return 0;

@@ -225,6 +225,13 @@ struct VQp {
      * and 10 - 31 as set.
      */
     static constexpr std::uint8_t kMinAckTimeout = 10;
+    /**
+     * IBV_QP_RATE_LIMIT's range in kb/s (0 = no limit), as ibv_query_device_ex reports it in
+     * packet_pacing_caps: 1 Mb/s to 400 Gb/s (rc/pacer.h). A rate outside it is EINVAL, as mlx5
+     * refuses one outside its caps.
+     */
+    static constexpr std::uint32_t kRateLimitMinKbps = 1'000;
+    static constexpr std::uint32_t kRateLimitMaxKbps = 400'000'000;
 };
 
 struct VAh {

@@ -734,6 +734,12 @@ extern "C" int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* pd, void* addr, siz
         return IBV_REREG_MR_ERR_INPUT;
     if ((flags & IBV_REREG_MR_CHANGE_PD) && (!pd || pd->context != ibmr->context))
         return IBV_REREG_MR_ERR_INPUT;
+    // As libibverbs checks before calling a provider: a new translation needs an address and a
+    // length, and access flags come only with IBV_REREG_MR_CHANGE_ACCESS (else they would be
+    // silently dropped).
+    if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || length == 0))
+        return IBV_REREG_MR_ERR_INPUT;
+    if (access != 0 && !(flags & IBV_REREG_MR_CHANGE_ACCESS)) return IBV_REREG_MR_ERR_INPUT;
     VMr* mr = from_ibv<VMr>(ibmr);
     ibv_pd* new_pd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd : ibmr->pd;
     void* new_addr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : ibmr->addr;
@@ -804,14 +810,32 @@ extern "C" ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
     return qp ? &from_ibv<VQp>(qp)->qpx : nullptr;
 }
 
+namespace {
+/**
+ * Whether ibv_modify_qp may take IBV_QP_RATE_LIMIT with @p attr and @p mask on @p qp (engine
+ * quiescent): a rate of 0 (no limit) or within VQp::kRateLimitMinKbps .. kRateLimitMaxKbps, on
+ * the RTR -> RTS or RTS -> RTS transition only (a modify without IBV_QP_STATE stays in its state),
+ * where the kernel's ib_modify_qp_is_ok takes IB_QP_RATE_LIMIT for an RC QP.
+ */
+bool rate_limit_allowed(const rc::Qp& qp, const ibv_qp_attr& attr, std::uint32_t mask) {
+    if (attr.rate_limit != 0 &&
+        (attr.rate_limit < VQp::kRateLimitMinKbps || attr.rate_limit > VQp::kRateLimitMaxKbps))
+        return false;
+    const bool to_rts = !(mask & IBV_QP_STATE) || attr.qp_state == IBV_QPS_RTS;
+    return to_rts && (qp.state == rc::QpState::rtr || qp.state == rc::QpState::rts) &&
+           ((mask & IBV_QP_STATE) || qp.state == rc::QpState::rts);
+}
+} // namespace
+
 /**
  * ibv_modify_qp for RC (IBTA Vol 1 §11.2.4.2): see droce::Device::modify_qp. A QP that goes to
  * RESET loses its completions still in its CQs (as with a hardware provider). IBV_QP_AV needs a
  * global route (is_global = 1: RoCE addresses by GID). @return 0, EINVAL (illegal transition,
  * missing or extra attributes, values out of range), EOPNOTSUPP (alternate path). IBV_QP_RATE_LIMIT
- * (kb/s, 0 = none) paces the QP (rc/pacer.h), as mlx5's packet pacing does. IBV_QP_TIMEOUT 1 - 9
- * runs as VQp::kMinAckTimeout (10, 4.2 ms), as rxe's jiffy does; ibv_query_qp reports the value
- * set.
+ * (kb/s, 0 = none) paces the QP (rc/pacer.h), as mlx5's packet pacing does: EINVAL outside
+ * packet_pacing_caps or on another transition than RTR -> RTS and RTS -> RTS (rate_limit_allowed).
+ * IBV_QP_TIMEOUT 1 - 9 runs as VQp::kMinAckTimeout (10, 4.2 ms), as rxe's jiffy does; ibv_query_qp
+ * reports the value set.
  */
 extern "C" int ibv_modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int attr_mask) {
     if (!ibqp || !attr) return EINVAL;
@@ -828,6 +852,9 @@ extern "C" int ibv_modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int attr_mask) {
     int rc;
     {
         ControlGuard guard(qp->ctx->dev);
+        // Checked before anything changes: a refused rate leaves the QP as it was.
+        if ((mask & IBV_QP_RATE_LIMIT) && !rate_limit_allowed(*qp->native, *attr, mask))
+            return EINVAL;
         const std::uint32_t verbs_mask = mask & ~static_cast<std::uint32_t>(IBV_QP_RATE_LIMIT);
         rc = verbs_mask != 0 || !(mask & IBV_QP_RATE_LIMIT)
                  ? qp->ctx->dev->modify_qp(qp->native, a, verbs_mask)

@@ -209,6 +209,37 @@ TEST_F(Verbs, MemoryThatCannotBeUsedIsRefusedWithEfault) {
     EXPECT_EQ(ibv_dealloc_pd(pd), 0);
 }
 
+/**
+ * ibv_rereg_mr refuses what libibverbs refuses before a provider sees it (IBV_REREG_MR_ERR_INPUT,
+ * errno EINVAL, the MR unchanged): a new translation without an address or with length 0, and
+ * access flags without IBV_REREG_MR_CHANGE_ACCESS (they would be dropped without a word).
+ */
+TEST_F(Verbs, ReregMrRefusesWhatLibibverbsRefuses) {
+    ibv_pd* pd = ibv_alloc_pd(a);
+    ASSERT_NE(pd, nullptr);
+    std::vector<std::uint8_t> buf(4096);
+    ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(mr, nullptr);
+    const auto refused = [&](int flags, void* addr, std::size_t len, int access) {
+        errno = 0;
+        const int r = ibv_rereg_mr(mr, flags, pd, addr, len, access);
+        return r == IBV_REREG_MR_ERR_INPUT && errno == EINVAL && mr->length == buf.size() &&
+               mr->addr == buf.data();
+    };
+    EXPECT_TRUE(refused(IBV_REREG_MR_CHANGE_TRANSLATION, buf.data(), 0, 0)) << "length 0";
+    EXPECT_TRUE(refused(IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, 64, 0)) << "no address";
+    EXPECT_TRUE(refused(IBV_REREG_MR_CHANGE_PD, nullptr, 0, IBV_ACCESS_REMOTE_READ))
+        << "access without IBV_REREG_MR_CHANGE_ACCESS";
+    // What is allowed still is: a new length, new access flags.
+    EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, buf.data(), 64, 0), 0);
+    EXPECT_EQ(mr->length, 64u);
+    EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ),
+              0);
+    EXPECT_EQ(ibv_dereg_mr(mr), 0);
+    EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+}
+
 TEST_F(Verbs, CqBadAttributes) {
     errno = 0;
     EXPECT_EQ(ibv_create_cq(a, 0, nullptr, nullptr, 0), nullptr);
@@ -262,6 +293,24 @@ TEST_F(Verbs, QpBadAttributes) {
     EXPECT_EQ(ibv_modify_qp(qp, &at, IBV_QP_STATE), EINVAL);
     // Alternate paths are not supported.
     EXPECT_EQ(ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_ALT_PATH), EOPNOTSUPP);
+    // A rate limit only on RTR -> RTS and RTS -> RTS (as the kernel's ib_modify_qp_is_ok): not
+    // in RESET, nor with RESET -> INIT, which then does not happen either.
+    at = {};
+    at.rate_limit = 10'000;
+    EXPECT_EQ(ibv_modify_qp(qp, &at, IBV_QP_RATE_LIMIT), EINVAL);
+    at.qp_state = IBV_QPS_INIT;
+    at.port_num = 1;
+    EXPECT_EQ(ibv_modify_qp(qp, &at,
+                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS |
+                                IBV_QP_RATE_LIMIT),
+              EINVAL);
+    EXPECT_EQ(qp->state, IBV_QPS_RESET);
+    EXPECT_EQ(ibv_modify_qp(qp, &at,
+                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+              0);
+    at = {};
+    at.qp_state = IBV_QPS_RESET;
+    ASSERT_EQ(ibv_modify_qp(qp, &at, IBV_QP_STATE), 0);
     // Posting in RESET.
     char byte = 0;
     ibv_sge sge{reinterpret_cast<uintptr_t>(&byte), 1, 0};
@@ -901,6 +950,43 @@ TEST_F(PairPmtu4096, RateLimitPacesTheQp) {
     ibv_qp_attr at{};
     at.rate_limit = 0; // no limit again
     ASSERT_EQ(ibv_modify_qp(sa.qp, &at, IBV_QP_RATE_LIMIT), 0);
+}
+
+/**
+ * IBV_QP_RATE_LIMIT outside the caps ibv_query_device_ex reports (packet_pacing_caps, kb/s) is
+ * EINVAL, as mlx5 refuses it; 0 (no limit) and both ends of the range are taken. On RTS -> SQD it
+ * is EINVAL and the QP stays in RTS (the kernel takes it on RTR -> RTS and RTS -> RTS only).
+ */
+TEST_F(Pair, RateLimitOutsideTheCapsOrTransitionsIsEinval) {
+    ibv_device_attr_ex dx{};
+    ASSERT_EQ(ibv_query_device_ex(a, nullptr, &dx), 0);
+    const std::uint32_t lo = dx.packet_pacing_caps.qp_rate_limit_min;
+    const std::uint32_t hi = dx.packet_pacing_caps.qp_rate_limit_max;
+    ASSERT_GT(lo, 1u);
+    ASSERT_LT(hi, 0xffffffffu);
+    ibv_qp_attr at{};
+    for (const std::uint32_t bad : {1u, lo - 1, hi + 1, 0xffffffffu}) {
+        at.rate_limit = bad;
+        EXPECT_EQ(ibv_modify_qp(sa.qp, &at, IBV_QP_RATE_LIMIT), EINVAL) << bad << " kb/s";
+    }
+    for (const std::uint32_t ok : {lo, hi, 0u}) {
+        at.rate_limit = ok;
+        EXPECT_EQ(ibv_modify_qp(sa.qp, &at, IBV_QP_RATE_LIMIT), 0) << ok << " kb/s";
+    }
+    at.qp_state = IBV_QPS_SQD;
+    at.rate_limit = lo;
+    EXPECT_EQ(ibv_modify_qp(sa.qp, &at, IBV_QP_STATE | IBV_QP_RATE_LIMIT), EINVAL);
+    ibv_qp_init_attr ia{};
+    ASSERT_EQ(ibv_query_qp(sa.qp, &at, IBV_QP_STATE, &ia), 0);
+    EXPECT_EQ(at.qp_state, IBV_QPS_RTS);
+    // Still sending, unpaced.
+    ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 64, sa.mr->lkey};
+    ibv_send_wr wr = write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
+    ibv_wc wc{};
+    ASSERT_TRUE(poll_one(sa.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
 }
 
 /** Threads of this process named as droce's engine threads (EngineThread::kThreadName). */
