@@ -40,6 +40,14 @@ std::atomic<bool> g_eal_up{false};
 std::string g_runtime_dir;
 /** This process's --file-prefix (hugepage files are named PREFIXmap_N). */
 std::string g_file_prefix;
+/**
+ * The directory above g_runtime_dir (/tmp/dpdk, $XDG_RUNTIME_DIR/dpdk) when this process's EAL
+ * made it, not as root: removed with the runtime directory when that leaves it empty. DPDK makes
+ * it 0700 and keeps it: a shared /tmp/dpdk then belonged to the first user who ran droce, and no
+ * other user's EAL could make its own runtime directory in it. Empty otherwise (/var/run/dpdk is
+ * root's and stays).
+ */
+std::string g_made_runtime_base;
 
 /**
  * What release_files_from_signal() removes, in fixed buffers written once by eal_init() before
@@ -50,6 +58,7 @@ struct SignalReleasePlan {
     static constexpr std::size_t kPath = 512;
     static constexpr std::size_t kMaxMounts = 8;
     char runtime_dir[kPath] = {};
+    char runtime_base[kPath] = {}; // g_made_runtime_base
     char hugepage_stem[kPath] = {}; // PREFIXmap_
     char mounts[kMaxMounts][kPath] = {};
     std::size_t num_mounts = 0;
@@ -75,6 +84,7 @@ bool copy_path(const std::string& s, char (&out)[SignalReleasePlan::kPath]) noex
 void plan_signal_release() noexcept {
     SignalReleasePlan& p = g_signal_plan;
     if (!copy_path(g_runtime_dir, p.runtime_dir)) p.runtime_dir[0] = '\0';
+    if (!copy_path(g_made_runtime_base, p.runtime_base)) p.runtime_base[0] = '\0';
     if (!copy_path(g_file_prefix + "map_", p.hugepage_stem)) p.hugepage_stem[0] = '\0';
     p.num_mounts = 0;
     std::FILE* m = std::fopen("/proc/mounts", "r");
@@ -383,6 +393,10 @@ std::string eal_init(const std::vector<std::string>& args) {
         pthread_getaffinity_np(pthread_self(), sizeof cpus_before, &cpus_before) == 0;
     const auto threads_before =
         restore_cpus ? process_thread_ids() : std::optional<std::vector<pid_t>>{};
+    std::string runtime_base = runtime_dir_made_by(args);
+    runtime_base.resize(runtime_base.rfind('/'));
+    struct stat base_st {};
+    const bool base_was_there = stat(runtime_base.c_str(), &base_st) == 0;
     const int ret = rte_eal_init(static_cast<int>(storage.size()), argv.data());
     if (restore_cpus) {
         (void)pthread_setaffinity_np(pthread_self(), sizeof cpus_before, &cpus_before);
@@ -418,6 +432,7 @@ std::string eal_init(const std::vector<std::string>& args) {
     // Made also without shared files (--no-shconf): an empty directory left in /var/run/dpdk by
     // every run on demo.ini otherwise (issue "A user's first hour").
     g_runtime_dir = runtime_dir_made_by(args);
+    if (!base_was_there && geteuid() != 0) g_made_runtime_base = runtime_base;
     g_file_prefix = file_prefix_of(args);
     plan_signal_release();
     g_eal_up.store(true, std::memory_order_release);
@@ -448,6 +463,7 @@ void remove_runtime_dir(const std::string& dir) noexcept {
 void release_files_on_exit() noexcept {
     if (!eal_initialized()) return;
     remove_runtime_dir(g_runtime_dir);
+    if (!g_made_runtime_base.empty()) (void)rmdir(g_made_runtime_base.c_str()); // unless not empty
     // A memif server that was not closed (a verbs program exits without closing its device)
     // leaves its socket file; net_memif removes it only when the port is closed.
     unlink_memif_sockets();
@@ -481,6 +497,7 @@ void release_files_from_signal() noexcept {
                    starts_with(n, "dpdk_telemetry");
         });
         (void)::rmdir(p.runtime_dir);
+        if (p.runtime_base[0]) (void)::rmdir(p.runtime_base);
     }
     if (p.hugepage_stem[0])
         for (std::size_t i = 0; i < p.num_mounts; ++i)

@@ -262,8 +262,28 @@ if command -v ibv_devinfo > /dev/null; then
     [ -z "$left" ] || fail "droce-run ibv_devinfo on demo.ini left behind: $left"
 fi
 
+# Not root: DPDK makes the base of its runtime directory ($XDG_RUNTIME_DIR/dpdk, /tmp/dpdk without
+# it) 0700 and keeps it; a shared /tmp/dpdk so left belonged to the first user who ran droce, and no
+# other user's EAL could start. An error exit (a client with no server) as nobody, with a fresh
+# XDG_RUNTIME_DIR: nothing may stay in it.
+if command -v setpriv > /dev/null; then
+    nb=$(mktemp -d /tmp/droce-lnb-nobody.XXXXXX)
+    chmod 755 "$nb" && mkdir "$nb/xdg" && chown nobody:nogroup "$nb/xdg"
+    cp -L "$perf" "$cfg/memif-client.ini" "$nb/" && chmod a+rX "$nb"/*
+    setpriv --reuid=nobody --regid=nogroup --clear-groups -- env XDG_RUNTIME_DIR="$nb/xdg" \
+        HOME="$nb" timeout 30 "$nb/droce-perf" 127.0.0.1 -c "$nb/memif-client.ini" -p $port \
+        --op write -s 64 -D 1 --bw > "$nb/out" 2>&1
+    rc=$?
+    left=$(ls -A "$nb/xdg")
+    echo "== not root, a client with no server: exit $rc; left in XDG_RUNTIME_DIR: ${left:-nothing}"
+    [ $rc != 0 ] && grep -q "no droce server is listening" "$nb/out" ||
+        fail "not root, a client with no server: exit $rc: $(tail -n 2 "$nb/out")"
+    [ -z "$left" ] || fail "not root: left in XDG_RUNTIME_DIR: $left"
+    rm -rf "$nb"
+fi
+
 if [ $failures = 0 ]; then
-    echo "PASS: nothing left behind after normal, error, SIGINT, SIGTERM exits (droce-perf and droce-run ib_write_bw, ibv_devinfo on demo.ini); SIGKILL's leftovers cleared by the next start"
+    echo "PASS: nothing left behind after normal, error, SIGINT, SIGTERM exits (droce-perf and droce-run ib_write_bw, ibv_devinfo on demo.ini; an error exit not as root); SIGKILL's leftovers cleared by the next start"
     exit 0
 fi
 echo "FAILED: $failures check(s)"
