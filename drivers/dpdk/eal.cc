@@ -58,7 +58,7 @@ struct SignalReleasePlan {
     static constexpr std::size_t kPath = 512;
     static constexpr std::size_t kMaxMounts = 8;
     char runtime_dir[kPath] = {};
-    char runtime_base[kPath] = {}; // g_made_runtime_base
+    char runtime_base[kPath] = {};  // g_made_runtime_base
     char hugepage_stem[kPath] = {}; // PREFIXmap_
     char mounts[kMaxMounts][kPath] = {};
     std::size_t num_mounts = 0;

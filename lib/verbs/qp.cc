@@ -667,8 +667,14 @@ ibv_mr* reg_mr_common(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, un
     if (!ibpd) return fail<ibv_mr>(EINVAL);
     // droce names registered memory by its virtual address: an iova other than addr is not
     // supported.
-    if (iova != reinterpret_cast<std::uintptr_t>(addr)) return fail<ibv_mr>(EOPNOTSUPP);
-    if (access & IBV_ACCESS_ON_DEMAND) return fail<ibv_mr>(EOPNOTSUPP);
+    if (iova != reinterpret_cast<std::uintptr_t>(addr)) {
+        DROCE_UNSUPPORTED("ibv_reg_mr_iova with an iova other than the address");
+        return fail<ibv_mr>(EOPNOTSUPP);
+    }
+    if (access & IBV_ACCESS_ON_DEMAND) {
+        DROCE_UNSUPPORTED("on-demand paging (IBV_ACCESS_ON_DEMAND)");
+        return fail<ibv_mr>(EOPNOTSUPP);
+    }
     VPd* pd = from_ibv<VPd>(ibpd);
     auto* mr = new (std::nothrow) VMr;
     if (!mr) return fail<ibv_mr>(ENOMEM);
