@@ -557,6 +557,18 @@ class Pair : public Verbs {
      * posted send_cq->cqe + 4 signalled 64-byte WRITEs to sb's buffer, none polled: more
      * completions than the CQ holds. The caller destroys x.qp and y.qp.
      */
+    /** Posts one 64 B RDMA WRITE from sa's buffer (@p lkey) to sb's (@p rkey) on sa's QP and
+     *  waits for its completion: @return its status (IBV_WC_GENERAL_ERR: none came, or the post
+     *  failed). */
+    ibv_wc_status write_64(std::uint32_t lkey, std::uint32_t rkey) {
+        ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 64, lkey};
+        ibv_send_wr wr = write_wr(&sge, rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
+        ibv_send_wr* bad = nullptr;
+        ibv_wc wc{};
+        if (ibv_post_send(sa.qp, &wr, &bad) != 0 || !poll_one(sa.cq, &wc))
+            return IBV_WC_GENERAL_ERR;
+        return wc.status;
+    }
     void overrun_cq(ibv_cq* send_cq, Side& x, Side& y) {
         ibv_qp_init_attr ia{};
         ia.send_cq = send_cq;
@@ -607,13 +619,8 @@ TEST_F(Pair, WriteMovesDataAndBadKeysFail) {
 }
 
 TEST_F(Pair, BadLkeyFailsLocally) {
-    ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 64, sa.mr->lkey + 0x1000};
-    ibv_send_wr wr = write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
-    ibv_send_wr* bad = nullptr;
-    ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
-    ibv_wc wc{};
-    ASSERT_TRUE(poll_one(sa.cq, &wc));
-    EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(wc.status);
+    const ibv_wc_status st = write_64(sa.mr->lkey + 0x1000, sb.mr->rkey);
+    EXPECT_EQ(st, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(st);
 }
 
 TEST_F(Pair, PostSendRejectsBadWrs) {
@@ -988,14 +995,8 @@ TEST_F(Pair, RateLimitOutsideTheCapsOrTransitionsIsEinval) {
     ibv_qp_init_attr ia{};
     ASSERT_EQ(ibv_query_qp(sa.qp, &at, IBV_QP_STATE, &ia), 0);
     EXPECT_EQ(at.qp_state, IBV_QPS_RTS);
-    // Still sending, unpaced.
-    ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 64, sa.mr->lkey};
-    ibv_send_wr wr = write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
-    ibv_send_wr* bad = nullptr;
-    ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
-    ibv_wc wc{};
-    ASSERT_TRUE(poll_one(sa.cq, &wc));
-    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    const ibv_wc_status st = write_64(sa.mr->lkey, sb.mr->rkey); // still sending, unpaced
+    EXPECT_EQ(st, IBV_WC_SUCCESS) << ibv_wc_status_str(st);
 }
 
 /** Threads of this process named as droce's engine threads (EngineThread::kThreadName). */
