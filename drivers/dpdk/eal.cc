@@ -393,10 +393,9 @@ std::string eal_init(const std::vector<std::string>& args) {
         pthread_getaffinity_np(pthread_self(), sizeof cpus_before, &cpus_before) == 0;
     const auto threads_before =
         restore_cpus ? process_thread_ids() : std::optional<std::vector<pid_t>>{};
-    std::string runtime_base = runtime_dir_made_by(args);
-    runtime_base.resize(runtime_base.rfind('/'));
-    struct stat base_st {};
-    const bool base_was_there = stat(runtime_base.c_str(), &base_st) == 0;
+    const std::string runtime_dir = runtime_dir_made_by(args);
+    const std::string runtime_base = runtime_dir.substr(0, runtime_dir.rfind('/'));
+    const bool base_was_there = access(runtime_base.c_str(), F_OK) == 0;
     const int ret = rte_eal_init(static_cast<int>(storage.size()), argv.data());
     if (restore_cpus) {
         (void)pthread_setaffinity_np(pthread_self(), sizeof cpus_before, &cpus_before);
@@ -431,7 +430,7 @@ std::string eal_init(const std::vector<std::string>& args) {
     }
     // Made also without shared files (--no-shconf): an empty directory left in /var/run/dpdk by
     // every run on demo.ini otherwise (issue "A user's first hour").
-    g_runtime_dir = runtime_dir_made_by(args);
+    g_runtime_dir = runtime_dir;
     if (!base_was_there && geteuid() != 0) g_made_runtime_base = runtime_base;
     g_file_prefix = file_prefix_of(args);
     plan_signal_release();

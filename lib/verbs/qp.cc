@@ -827,9 +827,9 @@ bool rate_limit_allowed(const rc::Qp& qp, const ibv_qp_attr& attr, std::uint32_t
     if (attr.rate_limit != 0 &&
         (attr.rate_limit < VQp::kRateLimitMinKbps || attr.rate_limit > VQp::kRateLimitMaxKbps))
         return false;
-    const bool to_rts = !(mask & IBV_QP_STATE) || attr.qp_state == IBV_QPS_RTS;
-    return to_rts && (qp.state == rc::QpState::rtr || qp.state == rc::QpState::rts) &&
-           ((mask & IBV_QP_STATE) || qp.state == rc::QpState::rts);
+    const bool state_given = (mask & IBV_QP_STATE) != 0;
+    if (state_given && attr.qp_state != IBV_QPS_RTS) return false;
+    return qp.state == rc::QpState::rts || (state_given && qp.state == rc::QpState::rtr);
 }
 } // namespace
 
