@@ -728,8 +728,10 @@ extern "C" ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint6
  * IBV_REREG_MR_CHANGE_*), keeping its lkey and rkey (as a hardware MR keeps its key). The new
  * attributes are checked by registering them first (a scratch registration, released at once), so
  * the MR stays as it was when they are refused.
- * @return 0; IBV_REREG_MR_ERR_INPUT with errno EINVAL (bad flags, PD of another context, range or
- *         access refused as by ibv_reg_mr), EFAULT (memory refused as by ibv_reg_mr), ENOMEM (MR
+ * @return 0; IBV_REREG_MR_ERR_INPUT with errno EINVAL (bad flags, PD of another context, a new
+ *         translation without an address or with length 0, access flags without
+ *         IBV_REREG_MR_CHANGE_ACCESS - both as libibverbs refuses them -, range or access refused
+ *         as by ibv_reg_mr), EFAULT (memory refused as by ibv_reg_mr), ENOMEM (MR
  *         table full for the scratch registration) or
  *         EOPNOTSUPP (ON_DEMAND); the MR is unchanged then.
  */
