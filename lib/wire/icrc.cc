@@ -336,11 +336,98 @@ icrc_fold_short(const std::uint8_t* src, std::size_t n, const std::uint8_t* mask
         acc = _mm_xor_si128(fold(acc, kFold128), chunk(k));
     return reduce(acc);
 }
+
+/**
+ * What icrc_fold_zmm ORs into its 64-byte blocks, one table per header layout (as kMasks): the
+ * stand-in's four bytes of 0xff at [68, 72), then the packet's masked fields from 72 on. A block
+ * whose stream starts the data t bytes in reads its 64 bytes at 72 - t (t in [8, 72): in bounds).
+ */
+constexpr std::size_t kZmmOrBase = 72;
+constexpr std::size_t kZmmOrSpan = kZmmOrBase - 8 + 64 * 4 + 64; // t = 8, the fifth block's end
+using ZmmOrTable = std::array<std::uint8_t, kZmmOrSpan>;
+constexpr std::array<ZmmOrTable, 12> kZmmOr = [] {
+    std::array<ZmmOrTable, 12> t{};
+    for (std::size_t l = 0; l < 12; ++l) {
+        for (std::size_t i = kZmmOrBase - 4; i < kZmmOrBase; ++i)
+            t[l][i] = 0xff;
+        for (std::size_t m = 0; m < kMaskSpan; ++m)
+            t[l][kZmmOrBase + m] = kMasks[l][m];
+    }
+    return t;
+}();
+
+const bool kCpuHasZmmClmul = [] {
+    __builtin_cpu_init();
+    return kCpuHasClmul && __builtin_cpu_supports("avx512f") != 0 &&
+           __builtin_cpu_supports("avx512bw") != 0 && __builtin_cpu_supports("avx512vl") != 0 &&
+           __builtin_cpu_supports("vpclmulqdq") != 0;
+}();
+
+#define DROCE_ZMM_TARGET                                                                           \
+    __attribute__((target("avx512f,avx512bw,avx512vl,vpclmulqdq,pclmul,avx"), always_inline)) inline
+
+/** Fold constants for each 128-bit lane, lane 0 (the block's first chunk) first. */
+DROCE_ZMM_TARGET __m512i lane_constants(FoldConstants a, FoldConstants b, FoldConstants c,
+                                        FoldConstants d) noexcept {
+    return _mm512_set_epi64(static_cast<long long>(d.second), static_cast<long long>(d.first),
+                            static_cast<long long>(c.second), static_cast<long long>(c.first),
+                            static_cast<long long>(b.second), static_cast<long long>(b.first),
+                            static_cast<long long>(a.second), static_cast<long long>(a.first));
+}
+
+/** fold() in each of the four lanes, each with its own constants. */
+DROCE_ZMM_TARGET __m512i fold4(__m512i acc, __m512i k) noexcept {
+    return _mm512_xor_si512(_mm512_clmulepi64_epi128(acc, k, 0x00),
+                            _mm512_clmulepi64_epi128(acc, k, 0x11));
+}
+
+/**
+ * Block @p j (bytes [64j, 64j + 64)) of the stream whose data (@p src) starts @p t bytes in: the
+ * packet's bytes there, by a masked load (positions before t are not read), ORed with @p ors.
+ */
+DROCE_ZMM_TARGET __m512i stream_block(const std::uint8_t* src, std::size_t t,
+                                      const std::uint8_t* ors, std::size_t j) noexcept {
+    const std::size_t at = 64 * j;
+    const __mmask64 k = at >= t ? ~__mmask64{0} : at + 64 <= t ? 0 : ~__mmask64{0} << (t - at);
+    const __m512i v = _mm512_maskz_loadu_epi8(k, src + at - t);
+    return _mm512_or_si512(v, _mm512_loadu_si512(ors + at));
+}
+
+/**
+ * icrc_fold_short() with four lanes of 512-bit carry-less multiplies (VPCLMULQDQ): one instruction
+ * folds four 16-byte chunks, where the 128-bit route issues four, and the packet is read in 64-byte
+ * blocks by masked loads (AVX-512BW), which neither read nor fault on the bytes masked off. The
+ * stream (the stand-in, then the packet) is laid out to end on a block boundary: zeros in front,
+ * which change nothing, as in icrc_fold_short. @p n <= kOneShotMax, @p layout indexes kZmmOr.
+ */
+__attribute__((target("avx512f,avx512bw,avx512vl,vpclmulqdq,pclmul,avx"))) std::uint32_t
+icrc_fold_zmm(const std::uint8_t* src, std::size_t n, std::size_t layout) noexcept {
+    const std::size_t blocks = (n + 8 + 63) / 64;
+    const std::size_t t = 64 * blocks - n; // where the data starts in the stream, in [8, 72)
+    const std::uint8_t* ors = kZmmOr[layout].data() + kZmmOrBase - t;
+    __m512i acc = stream_block(src, t, ors, 0);
+    const __m512i k512 = lane_constants(kFold512, kFold512, kFold512, kFold512);
+    for (std::size_t j = 1; j < blocks; ++j)
+        acc = _mm512_xor_si512(fold4(acc, k512), stream_block(src, t, ors, j));
+    // The last block's four chunks onto its last: the first 384 bits forward, the second 256, the
+    // third 128 (the fourth lane's constants are zero: its product is nothing), then its own.
+    const __m512i shifted =
+        fold4(acc, lane_constants(kFold384, kFold256, kFold128, FoldConstants{0, 0}));
+    const __m512i sum = _mm512_xor_si512(shifted, _mm512_maskz_mov_epi64(0xc0, acc));
+    const __m256i half =
+        _mm256_xor_si256(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1));
+    return reduce(_mm_xor_si128(_mm256_castsi256_si128(half), _mm256_extracti128_si256(half, 1)));
+}
 #endif
 } // namespace
 
 namespace {
-std::uint32_t icrc_compute_by(std::span<const std::uint8_t> l3, bool ipv6, bool fold) noexcept {
+/** How icrc_compute_by computes a packet of up to kOneShotMax bytes; longer ones always by ISA-L.
+ */
+enum class ShortRoute { isal, fold_xmm, fold_zmm };
+
+std::uint32_t icrc_compute_by(std::span<const std::uint8_t> l3, bool ipv6,
+                              ShortRoute route) noexcept {
     std::size_t ip_len;
     if (ipv6) {
         ip_len = sizeof(Ipv6Hdr);
@@ -358,9 +445,13 @@ std::uint32_t icrc_compute_by(std::span<const std::uint8_t> l3, bool ipv6, bool 
     // whole 16-byte moves (the moves ISA-L's loads then match) and the rest read in place.
     static_assert(kOneShotMax >= kMaskSpan);
     alignas(64) std::uint8_t masked[kOneShotMax + 16];
-    const std::uint8_t* mask = kMasks[ipv6 ? 11 : ip_len / 4 - 5].data();
+    const std::size_t layout = ipv6 ? 11 : ip_len / 4 - 5;
+    const std::uint8_t* mask = kMasks[layout].data();
 #if defined(__x86_64__)
-    if (l3.size() <= kOneShotMax && fold) return icrc_fold_short(l3.data(), l3.size(), mask);
+    if (l3.size() <= kOneShotMax && route == ShortRoute::fold_zmm)
+        return icrc_fold_zmm(l3.data(), l3.size(), layout);
+    if (l3.size() <= kOneShotMax && route == ShortRoute::fold_xmm)
+        return icrc_fold_short(l3.data(), l3.size(), mask);
 #endif
     if (l3.size() <= kOneShotMax) {
         copy_masked(masked, l3.data(), l3.size(), mask);
@@ -375,14 +466,25 @@ std::uint32_t icrc_compute_by(std::span<const std::uint8_t> l3, bool ipv6, bool 
 
 std::uint32_t icrc_compute(std::span<const std::uint8_t> l3, bool ipv6) noexcept {
 #if defined(__x86_64__)
-    return icrc_compute_by(l3, ipv6, kCpuHasClmul);
+    static const ShortRoute route = kCpuHasZmmClmul ? ShortRoute::fold_zmm
+                                    : kCpuHasClmul  ? ShortRoute::fold_xmm
+                                                    : ShortRoute::isal;
+    return icrc_compute_by(l3, ipv6, route);
 #else
-    return icrc_compute_by(l3, ipv6, false);
+    return icrc_compute_by(l3, ipv6, ShortRoute::isal);
 #endif
 }
 
 std::uint32_t detail::icrc_compute_isal(std::span<const std::uint8_t> l3, bool ipv6) noexcept {
-    return icrc_compute_by(l3, ipv6, false);
+    return icrc_compute_by(l3, ipv6, ShortRoute::isal);
+}
+
+std::uint32_t detail::icrc_compute_fold128(std::span<const std::uint8_t> l3, bool ipv6) noexcept {
+#if defined(__x86_64__)
+    return icrc_compute_by(l3, ipv6, kCpuHasClmul ? ShortRoute::fold_xmm : ShortRoute::isal);
+#else
+    return icrc_compute_by(l3, ipv6, ShortRoute::isal);
+#endif
 }
 
 std::uint32_t icrc_continue(std::uint32_t icrc, std::span<const std::uint8_t> more) noexcept {

@@ -11,8 +11,9 @@
  *   the BTH with its FECN/BECN/reserved byte (byte 4) set to all ones, then
  *   everything after the BTH up to the ICRC: extension headers, payload and pad.
  * It is stored on the wire least significant byte first. droce computes it with ISA-L's
- * crc32_gzip_refl, or, for packets up to 256 bytes on a CPU with PCLMULQDQ and AVX, by its own
- * four-lane carry-less fold; generation and verification both call icrc_compute().
+ * crc32_gzip_refl, or, for packets up to 256 bytes, by its own four-lane carry-less fold: with
+ * 512-bit VPCLMULQDQ and masked loads on a CPU with AVX-512 (F, BW, VL) and VPCLMULQDQ, else with
+ * PCLMULQDQ and AVX; generation and verification both call icrc_compute().
  */
 #pragma once
 
@@ -49,6 +50,12 @@ namespace detail {
  * for tests that check the route this CPU does not take.
  */
 [[nodiscard]] std::uint32_t icrc_compute_isal(std::span<const std::uint8_t> l3, bool ipv6) noexcept;
+/**
+ * icrc_compute() as on a CPU with PCLMULQDQ and AVX but not AVX-512's VPCLMULQDQ: packets up to
+ * 256 bytes by the 128-bit fold (ISA-L where the CPU lacks even that). The same result; for tests.
+ */
+[[nodiscard]] std::uint32_t icrc_compute_fold128(std::span<const std::uint8_t> l3,
+                                                 bool ipv6) noexcept;
 } // namespace detail
 
 /** Writes @p icrc to @p dst (4 bytes) in wire order, least significant byte first. */

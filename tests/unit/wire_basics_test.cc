@@ -13,8 +13,12 @@
 #include <cpuid.h>
 #endif
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <set>
 #include <string>
 #include <utility>
@@ -711,10 +715,11 @@ TEST(RejectReasons, CountersCountPerReason) {
     EXPECT_EQ(c[RejectReason::too_short], 0u);
 }
 
-// icrc_compute() takes three routes: up to 256 bytes a fold in registers (PCLMULQDQ and AVX) or a
-// masked copy of the whole packet and one ISA-L call (other CPUs: detail::icrc_compute_isal),
-// beyond that masked headers then the rest in place: every length from the smallest packet to well
-// past the switch, IPv4 and IPv6, both short routes, against zlib over the masked bytes (A17.3.3).
+// icrc_compute() takes four routes: up to 256 bytes a fold in registers (512-bit VPCLMULQDQ on an
+// AVX-512 CPU; PCLMULQDQ and AVX: detail::icrc_compute_fold128) or a masked copy of the whole
+// packet and one ISA-L call (other CPUs: detail::icrc_compute_isal), beyond that masked headers
+// then the rest in place: every length from the smallest packet to well past the switch, IPv4 and
+// IPv6, every short route this CPU can take, against zlib over the masked bytes (A17.3.3).
 // IPv4 with options too (IHL 6 to 15: the masks move with the header's end).
 TEST(Icrc, EveryLengthMatchesZlib) {
     for (unsigned ihl = 5; ihl <= 16; ++ihl) {
@@ -742,8 +747,38 @@ TEST(Icrc, EveryLengthMatchesZlib) {
             ASSERT_EQ(detail::icrc_compute_isal(l3, ipv6), static_cast<std::uint32_t>(want))
                 << "ISA-L route, " << (ipv6 ? "IPv6" : "IPv4 IHL " + std::to_string(ihl))
                 << " length " << len;
+            ASSERT_EQ(detail::icrc_compute_fold128(l3, ipv6), static_cast<std::uint32_t>(want))
+                << "128-bit fold route, " << (ipv6 ? "IPv6" : "IPv4 IHL " + std::to_string(ihl))
+                << " length " << len;
         }
     }
+}
+
+// The 512-bit route reads a packet in 64-byte blocks that start before it (its stream is laid out
+// to end on a block boundary): masked loads, which read nothing and cannot fault where the mask is
+// off. A packet at the very start of a page after an unmapped one, and at the very end of a page
+// before an unmapped one, every short length: no fault, and the ICRC of the bytes given.
+TEST(Icrc, ReadsNothingOutsideThePacket) {
+    const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    void* map = mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(map, MAP_FAILED);
+    auto* base = static_cast<std::uint8_t*>(map);
+    ASSERT_EQ(mprotect(base, page, PROT_NONE), 0);
+    ASSERT_EQ(mprotect(base + 2 * page, page, PROT_NONE), 0);
+    std::uint8_t* const first = base + page;
+    for (std::size_t len = 20 + 8 + 12; len <= 256; ++len) {
+        Bytes l3(len);
+        for (std::size_t i = 0; i < len; ++i)
+            l3[i] = static_cast<std::uint8_t>(i * 37 + len);
+        l3[0] = 0x45;
+        const std::uint32_t want = detail::icrc_compute_isal(l3, false);
+        for (std::uint8_t* at : {first, first + page - len}) {
+            std::memcpy(at, l3.data(), len);
+            ASSERT_EQ(icrc_compute(std::span<const std::uint8_t>(at, len), false), want)
+                << "length " << len << (at == first ? " at a page's start" : " at a page's end");
+        }
+    }
+    munmap(map, 3 * page);
 }
 
 #if defined(__x86_64__)
@@ -768,6 +803,8 @@ TEST(Icrc, LeavesTheUpperVectorStateClean) {
     for (const std::size_t len : {std::size_t{100}, std::size_t{4096}}) {
         Bytes l3(len, 0x5a);
         l3[0] = 0x45;
+        EXPECT_NE(detail::icrc_compute_fold128(l3, false), 0u);
+        EXPECT_EQ(vector_state_in_use() & kUpperHalves, 0u) << "128-bit fold, length " << len;
         std::uint32_t crc = icrc_compute(l3, false);
         const std::uint64_t after_compute = vector_state_in_use();
         crc = icrc_continue(crc, l3);
