@@ -681,6 +681,9 @@ class Device {
      * from the loopback queue (built by this device for one of its own GIDs), not from a port.
      */
     void receive(PktBuf& buf, bool looped) noexcept;
+    /** receive() of a frame parse_frame() already took apart into @p pkt with result @p r. */
+    void receive_parsed(PktBuf& buf, const wire::ParsedFrame& pkt, wire::RejectReason r,
+                        bool looped) noexcept;
     /**
      * The destination MAC filter: true when @p pkt (Ethernet header present) is for port @p port:
      * its unicast MAC (any own port's for a @p looped frame), or, when not @p roce (UDP port 4791),
@@ -771,6 +774,15 @@ class Device {
     Counters counters_;
     CounterRegistry registry_;
     wire::ParseCounters parse_counters_;
+    /** A received burst's frames as parse_frame() took them apart, with its verdicts: pass()
+     *  takes apart each run of short frames before it acts on any of them, so that the parse and
+     *  ICRC of one frame overlap the next one's instead of waiting behind the transport's work
+     *  between them. Members, not locals: constructing 32 frames would cost every pass, idle or
+     *  not. Pass owner only; valid within one rx burst. */
+    std::array<wire::ParsedFrame, kBurst> rx_parsed_;
+    std::array<wire::RejectReason, kBurst> rx_verdict_;
+    /** Frames up to this many bytes are taken apart in runs (pass()); larger ones one at a time. */
+    static constexpr std::size_t kRxShortFrame = 512;
     rc::TransportCtx ctx_;
     /** EV probe replies: the engine (receive_endpoint) produces, take_ep_replies() consumes. */
     SpscRing<EpProbeReply> ep_replies_{kEpReplyDepth};

@@ -193,8 +193,18 @@ std::uint32_t Device::pass() noexcept {
         PortDriver* drv = ports_[p].driver;
         const std::uint16_t n = drv->rx_burst(bufs.data(), kBurst);
         if (ctx_.prefetch_qp_state) prefetch_qps_of(std::span(bufs.data(), n));
-        for (std::uint16_t i = 0; i < n; ++i)
-            receive(*bufs[i], false);
+        // Runs of short frames are taken apart together before any is acted on; a larger frame
+        // alone, so that its payload, read by the ICRC, is still in L1 when the transport places
+        // it (whole bursts of 4 KiB frames taken apart first cost 64 KiB WRITEs 2 - 3 %).
+        for (std::uint16_t i = 0; i < n;) {
+            std::uint16_t end = i;
+            do {
+                rx_verdict_[end] = wire::parse_frame(bufs[end]->frame(), rx_parsed_[end]);
+            } while (bufs[end++]->frame().size() <= kRxShortFrame && end < n &&
+                     bufs[end]->frame().size() <= kRxShortFrame);
+            for (; i < end; ++i)
+                receive_parsed(*bufs[i], rx_parsed_[i], rx_verdict_[i], false);
+        }
         if (n) drv->free_bulk(bufs.data(), n);
         work += n;
     }
