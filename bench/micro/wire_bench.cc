@@ -165,8 +165,9 @@ void BM_IsalCrc32GzipRefl(benchmark::State& state) {
 }
 
 void crc_sizes(benchmark::internal::Benchmark* b) {
-    // 44: an ACK's ICRC coverage from the IP header on (IPv4); 120: a 64 B RDMA WRITE ONLY's.
-    b->ArgName("bytes")->Arg(44)->Arg(64)->Arg(120)->Arg(1024)->Arg(4096);
+    // 44: an ACK's ICRC coverage from the IP header on (IPv4); 120: a 64 B RDMA WRITE ONLY's;
+    // 4136 and 4152: a 4 KiB WRITE MIDDLE's and FIRST's.
+    b->ArgName("bytes")->Arg(44)->Arg(64)->Arg(120)->Arg(1024)->Arg(4096)->Arg(4136)->Arg(4152);
 }
 
 BENCHMARK(BM_Icrc)->Apply(crc_sizes);

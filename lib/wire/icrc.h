@@ -11,8 +11,9 @@
  *   the BTH with its FECN/BECN/reserved byte (byte 4) set to all ones, then
  *   everything after the BTH up to the ICRC: extension headers, payload and pad.
  * It is stored on the wire least significant byte first. droce computes it with ISA-L's
- * crc32_gzip_refl, or, for packets up to 256 bytes, by its own four-lane carry-less fold: with
- * 512-bit VPCLMULQDQ and masked loads on a CPU with AVX-512 (F, BW, VL) and VPCLMULQDQ, else with
+ * crc32_gzip_refl, or, for packets up to 256 bytes and the headers of longer ones (as many bytes
+ * as leave ISA-L whole 256-byte blocks), by its own four-lane carry-less fold: with 512-bit
+ * VPCLMULQDQ and masked loads on a CPU with AVX-512 (F, BW, VL) and VPCLMULQDQ, else with
  * PCLMULQDQ and AVX; generation and verification both call icrc_compute().
  */
 #pragma once
