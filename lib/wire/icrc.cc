@@ -422,8 +422,8 @@ icrc_fold_zmm(const std::uint8_t* src, std::size_t n, std::size_t layout) noexce
 } // namespace
 
 namespace {
-/** How icrc_compute_by computes a packet of up to kOneShotMax bytes; longer ones always by ISA-L.
- */
+/** How icrc_compute_by computes up to kOneShotMax bytes: a short packet, or a longer one's
+ *  headers (ISA-L does the rest of those on every route). */
 enum class ShortRoute { isal, fold_xmm, fold_zmm };
 
 std::uint32_t icrc_compute_by(std::span<const std::uint8_t> l3, bool ipv6,
@@ -439,10 +439,11 @@ std::uint32_t icrc_compute_by(std::span<const std::uint8_t> l3, bool ipv6,
     const std::size_t prefix = ip_len + sizeof(UdpHdr) + sizeof(Bth);
     if (l3.size() < prefix) return 0;
 
-    // The variant fields are masked in a copy: the packet itself is never written. A short packet
-    // is folded from its masked moves in registers (icrc_fold_short) or, on a CPU without
-    // PCLMULQDQ and AVX, copied whole for one ISA-L call; a longer one has its headers copied in
-    // whole 16-byte moves (the moves ISA-L's loads then match) and the rest read in place.
+    // The packet itself is never written: its variant fields are masked in registers or in a
+    // copy. A short packet is folded from its masked loads in registers (icrc_fold_zmm,
+    // icrc_fold_short) or, on a CPU without PCLMULQDQ and AVX, copied whole (masked 16-byte moves,
+    // which ISA-L's loads then match) for one ISA-L call. A longer one has its headers taken the
+    // same way, and ISA-L continues over the rest in place.
     static_assert(kOneShotMax >= kMaskSpan);
     alignas(64) std::uint8_t masked[kOneShotMax + 16];
     const std::size_t layout = ipv6 ? 11 : ip_len / 4 - 5;
@@ -478,12 +479,20 @@ std::uint32_t icrc_compute_by(std::span<const std::uint8_t> l3, bool ipv6,
 }
 } // namespace
 
+#if defined(__x86_64__)
+namespace {
+/** This CPU's short route (after kCpuHasClmul and kCpuHasZmmClmul: same unit, defined later). A
+ *  call from another unit's static initialisation before this one's finds it zero: ISA-L, whose
+ *  result is the same. */
+const ShortRoute kShortRoute = kCpuHasZmmClmul ? ShortRoute::fold_zmm
+                               : kCpuHasClmul  ? ShortRoute::fold_xmm
+                                               : ShortRoute::isal;
+} // namespace
+#endif
+
 std::uint32_t icrc_compute(std::span<const std::uint8_t> l3, bool ipv6) noexcept {
 #if defined(__x86_64__)
-    static const ShortRoute route = kCpuHasZmmClmul ? ShortRoute::fold_zmm
-                                    : kCpuHasClmul  ? ShortRoute::fold_xmm
-                                                    : ShortRoute::isal;
-    return icrc_compute_by(l3, ipv6, route);
+    return icrc_compute_by(l3, ipv6, kShortRoute);
 #else
     return icrc_compute_by(l3, ipv6, ShortRoute::isal);
 #endif
