@@ -414,9 +414,13 @@ icrc_fold_zmm(const std::uint8_t* src, std::size_t n, std::size_t layout) noexce
     const __m512i shifted =
         fold4(acc, lane_constants(kFold384, kFold256, kFold128, FoldConstants{0, 0}));
     const __m512i sum = _mm512_xor_si512(shifted, _mm512_maskz_mov_epi64(0xc0, acc));
-    const __m256i half =
-        _mm256_xor_si256(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1));
-    return reduce(_mm_xor_si128(_mm256_castsi256_si128(half), _mm256_extracti128_si256(half, 1)));
+    // The lanes by zero-masked extracts: GCC 12 builds the unmasked ones, and the 512-to-256 cast,
+    // on an "undefined" register that -Wuninitialized then reports (-Werror in CI).
+    const __m128i lanes01 = _mm_xor_si128(_mm512_maskz_extracti32x4_epi32(0xf, sum, 0),
+                                          _mm512_maskz_extracti32x4_epi32(0xf, sum, 1));
+    const __m128i lanes23 = _mm_xor_si128(_mm512_maskz_extracti32x4_epi32(0xf, sum, 2),
+                                          _mm512_maskz_extracti32x4_epi32(0xf, sum, 3));
+    return reduce(_mm_xor_si128(lanes01, lanes23));
 }
 #endif
 } // namespace
