@@ -397,6 +397,9 @@ class Pair : public Verbs {
     /** The local ACK timeout code and retry_cnt both QPs go to RTS with (set before SetUp). */
     std::uint8_t ack_timeout = 14;
     std::uint8_t retry_cnt = 7;
+    /** Non-zero: both QPs go from RTR to RTS with IBV_QP_RATE_LIMIT at this many kb/s, after a
+     *  rate below the caps was refused on that transition (set before SetUp). */
+    std::uint32_t rts_rate_limit_kbps = 0;
 
     void make(ibv_context* c, Side& s) {
         s.pd = ibv_alloc_pd(c);
@@ -476,10 +479,19 @@ class Pair : public Verbs {
         at.retry_cnt = retry_cnt;
         at.rnr_retry = 7;
         at.max_rd_atomic = 4;
-        ASSERT_EQ(ibv_modify_qp(s.qp, &at,
-                                IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC),
-                  0);
+        int to_rts = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+        if (rts_rate_limit_kbps != 0) {
+            at.rate_limit = 1; // below packet_pacing_caps: EINVAL, and the QP stays in RTR
+            ASSERT_EQ(ibv_modify_qp(s.qp, &at, to_rts | IBV_QP_RATE_LIMIT), EINVAL);
+            ibv_qp_attr now{};
+            ibv_qp_init_attr ia{};
+            ASSERT_EQ(ibv_query_qp(s.qp, &now, IBV_QP_STATE, &ia), 0);
+            EXPECT_EQ(now.qp_state, IBV_QPS_RTR);
+            at.rate_limit = rts_rate_limit_kbps;
+            to_rts |= IBV_QP_RATE_LIMIT;
+        }
+        ASSERT_EQ(ibv_modify_qp(s.qp, &at, to_rts), 0);
         EXPECT_EQ(s.qp->state, IBV_QPS_RTS);
         (void)c;
     }
@@ -997,6 +1009,42 @@ TEST_F(Pair, RateLimitOutsideTheCapsOrTransitionsIsEinval) {
     EXPECT_EQ(at.qp_state, IBV_QPS_RTS);
     const ibv_wc_status st = write_64(sa.mr->lkey, sb.mr->rkey); // still sending, unpaced
     EXPECT_EQ(st, IBV_WC_SUCCESS) << ibv_wc_status_str(st);
+}
+
+/** A pair whose QPs are paced at 1 Mb/s from RTR -> RTS on (rts_rate_limit_kbps). */
+class PairRateLimitAtRts : public Pair {
+  protected:
+    void SetUp() override {
+        rts_rate_limit_kbps = 1000;
+        Pair::SetUp();
+    }
+};
+
+/**
+ * IBV_QP_RATE_LIMIT given with RTR -> RTS (where the kernel's ib_modify_qp_is_ok takes it for RC)
+ * paces the QP from its first packet: a 16 KiB WRITE at 1 Mb/s needs 131 ms, and has not completed
+ * 50 ms after it was posted (unpaced it completes within a millisecond); lifting the limit
+ * (RTS -> RTS, 0) lets it finish. The refusal of a rate below the caps on that transition, with
+ * the QP left in RTR, is checked while the fixture connects.
+ */
+TEST_F(PairRateLimitAtRts, RateLimitFromRtrToRtsPacesFromTheFirstPacket) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 16384, sa.mr->lkey};
+    ibv_send_wr wr = write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
+    ibv_wc wc{};
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+    int got = 0;
+    while (got == 0 && std::chrono::steady_clock::now() < until)
+        got = ibv_poll_cq(sa.cq, 1, &wc);
+    EXPECT_EQ(got, 0) << "a 16 KiB WRITE at 1 Mb/s completed within 50 ms: not paced";
+    ibv_qp_attr at{};
+    at.rate_limit = 0;
+    ASSERT_EQ(ibv_modify_qp(sa.qp, &at, IBV_QP_RATE_LIMIT), 0);
+    if (got == 0) {
+        ASSERT_TRUE(poll_one(sa.cq, &wc));
+    }
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
 }
 
 /** Threads of this process named as droce's engine threads (EngineThread::kThreadName). */
