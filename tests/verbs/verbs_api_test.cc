@@ -564,11 +564,6 @@ class Pair : public Verbs {
         wr.wr.rdma.rkey = rkey;
         return wr;
     }
-    /**
-     * A third QP pair, x on a and y on b, connected; x sends into @p send_cq (a CQ of a) and has
-     * posted send_cq->cqe + 4 signalled 64-byte WRITEs to sb's buffer, none polled: more
-     * completions than the CQ holds. The caller destroys x.qp and y.qp.
-     */
     /** Posts one 64 B RDMA WRITE from sa's buffer (@p lkey) to sb's (@p rkey) on sa's QP and
      *  waits for its completion: @return its status (IBV_WC_GENERAL_ERR: none came, or the post
      *  failed). */
@@ -581,6 +576,11 @@ class Pair : public Verbs {
             return IBV_WC_GENERAL_ERR;
         return wc.status;
     }
+    /**
+     * A third QP pair, x on a and y on b, connected; x sends into @p send_cq (a CQ of a) and has
+     * posted send_cq->cqe + 4 signalled 64-byte WRITEs to sb's buffer, none polled: more
+     * completions than the CQ holds. The caller destroys x.qp and y.qp.
+     */
     void overrun_cq(ibv_cq* send_cq, Side& x, Side& y) {
         ibv_qp_init_attr ia{};
         ia.send_cq = send_cq;
