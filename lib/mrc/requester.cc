@@ -208,8 +208,9 @@ int stage_data(Qp& qp, State& s, rc::TransportCtx& ctx, const PsnEntry& e, int e
         qp.counters.inc(Counter::tx_no_buffer);
         return 0;
     }
-    rc::pacer_sent(qp, wire::frame_length(path.hdr, f.opcode, e.len), ctx.clock->now_ns(),
-                   ctx.prev_pass_start_ns);
+    if (rc::pacer_active(qp))
+        rc::pacer_sent(qp, wire::frame_length(path.hdr, f.opcode, e.len), ctx.clock->now_ns(),
+                       ctx.prev_pass_start_ns);
     ++path.tx_pkts;
     PlaneStats& ps = s.planes[path.plane];
     ps.tx_pkts.fetch_add(1, std::memory_order_relaxed);

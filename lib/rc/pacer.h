@@ -51,8 +51,14 @@ void pacer_set_rate_limit(Qp& qp, double mbps) noexcept;
     qp.pacer.held |= blocked;
     return blocked;
 }
+/** True when the QP is paced (a rate limit) or runs DCQCN: only then does pacer_sent() do
+ *  anything, so a sender asks first and spares an unpaced packet its wire length and a call. */
+[[nodiscard]] inline bool pacer_active(const Qp& qp) noexcept {
+    return qp.pacer.rate_mbps > 0 || qp.pacer.dcqcn != nullptr;
+}
 /** The QP sent a packet of @p wire_bytes at @p now_ns: spaces the next one, feeds DCQCN's byte
- *  counter. @p prev_pass_start_ns: TransportCtx::prev_pass_start_ns of this pass. */
+ *  counter. @p prev_pass_start_ns: TransportCtx::prev_pass_start_ns of this pass. Does nothing
+ *  unless pacer_active(). */
 void pacer_sent(Qp& qp, std::uint64_t wire_bytes, std::uint64_t now_ns,
                 std::uint64_t prev_pass_start_ns) noexcept;
 /** Runs DCQCN's timers due at @p now_ns (the transport's timer callback calls it). */

@@ -366,8 +366,9 @@ std::uint32_t requester_run(Qp& qp, TransportCtx& ctx, std::uint32_t budget) noe
             break;
         }
 
-        pacer_sent(qp, wire::frame_length(route.hdr, f.opcode, payload_len), now,
-                   ctx.prev_pass_start_ns);
+        if (pacer_active(qp))
+            pacer_sent(qp, wire::frame_length(route.hdr, f.opcode, payload_len), now,
+                       ctx.prev_pass_start_ns);
 
         PsnSendState& e = req.psn_ring[f.psn.value() & kPsnRingMask];
         e.psn = f.psn;

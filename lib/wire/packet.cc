@@ -249,16 +249,6 @@ RejectReason parse_frame(std::span<const std::uint8_t> f, ParsedFrame& out,
     return RejectReason::ok;
 }
 
-std::size_t path_header_length(const PathHeaders& path) noexcept {
-    return sizeof(EthHdr) + (path.has_vlan ? sizeof(VlanTag) : 0) +
-           (path.ipv6 ? sizeof(Ipv6Hdr) : sizeof(Ipv4Hdr)) + sizeof(UdpHdr);
-}
-
-std::size_t frame_length(const PathHeaders& path, Opcode op, std::size_t payload_len) noexcept {
-    return path_header_length(path) + sizeof(Bth) + opcode_info(op).ext_length +
-           ((payload_len + 3) & ~std::size_t{3}) + kIcrcSize;
-}
-
 namespace {
 
 /** Where write_headers() put things, for the payload, pad, ICRC and IPv6 UDP checksum that follow.
@@ -515,7 +505,10 @@ std::size_t build_frame_deferred(const PathHeaders& path, const PacketFields& pf
         if (!s.empty()) std::memcpy(p + off, s.data(), s.size());
         off += s.size();
     }
-    std::memset(p + off, 0, lay.pad);
+    // Four zero bytes whatever the pad (0 - 3): the frame has the pad and the 4-byte ICRC after
+    // the payload, and finish_frame() stores the ICRC over what lies beyond the pad. A constant
+    // size is one store; memset of the pad's length was a libc call per packet.
+    std::memset(p + off, 0, kIcrcSize);
     off += lay.pad;
     finish.l3_off = static_cast<std::uint32_t>(lay.l3_off);
     finish.icrc_off = static_cast<std::uint32_t>(off);

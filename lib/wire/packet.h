@@ -245,13 +245,20 @@ struct PacketFields {
     const MrcCtlFields* mrc_ctl = nullptr;
 };
 
-/** Bytes below the BTH for @p path: Ethernet [+ 802.1Q] + IP + UDP. */
-[[nodiscard]] std::size_t path_header_length(const PathHeaders& path) noexcept;
+/** Bytes below the BTH for @p path: Ethernet [+ 802.1Q] + IP + UDP. Inline: every packet built
+ *  asks (an out-of-line call of its own was 0.7 % of a 64 B WRITE's samples). */
+[[nodiscard]] inline std::size_t path_header_length(const PathHeaders& path) noexcept {
+    return sizeof(EthHdr) + (path.has_vlan ? sizeof(VlanTag) : 0) +
+           (path.ipv6 ? sizeof(Ipv6Hdr) : sizeof(Ipv4Hdr)) + sizeof(UdpHdr);
+}
 
 /** Bytes of a whole frame for @p path, opcode @p op and @p payload_len payload bytes (pad and ICRC
  * included). */
-[[nodiscard]] std::size_t frame_length(const PathHeaders& path, Opcode op,
-                                       std::size_t payload_len) noexcept;
+[[nodiscard]] inline std::size_t frame_length(const PathHeaders& path, Opcode op,
+                                              std::size_t payload_len) noexcept {
+    return path_header_length(path) + sizeof(Bth) + opcode_info(op).ext_length +
+           ((payload_len + 3) & ~std::size_t{3}) + kIcrcSize;
+}
 
 /**
  * Builds one frame into @p out: headers, the payload gathered from @p payload in order, the pad
