@@ -179,6 +179,13 @@ int gather_payload(Qp& qp, TransportCtx& ctx, const SqWqe& w, std::uint32_t off,
         out[0] = std::span<const std::uint8_t>(qp.sq_ext_of(w).inline_data + off, len);
         return 1;
     }
+    if (hosts != nullptr && w.num_sge == 1) {
+        // One SGE, checked whole in this pass: its length is the message's (check_send_wqe), so
+        // the bytes are at its host address plus the offset. The walk below cost a 64 B WRITE 81
+        // instructions (bench/engine/instr).
+        out[0] = std::span<const std::uint8_t>((*hosts)[0] + off, len);
+        return 1;
+    }
     int n = 0;
     std::uint32_t pos = 0; // message offset of SGE i
     const Sge* sges = qp.sq_sg_list(w);
