@@ -171,7 +171,11 @@ void Device::build_staged() noexcept {
         buf->port = pkt.port;
         buf->ext_len = 0;
         wire::SplitFrame sf;
+        // The payload's length against the port's threshold first (UINT32_MAX on ports that
+        // copy): send_by_reference()'s call and span walk cost every 64 B WRITE 38 instructions
+        // to say no (bench/engine/instr).
         const bool by_ref = pkt.ref != nullptr && !pkt.loopback &&
+                            payload_bytes(pkt) >= zc_min_payload_[pkt.port] &&
                             send_by_reference(pkt.port, *pkt.path, pkt.payload_spans(), pkt.fields,
                                               buf, pkt.ref, sf);
         if (by_ref) {
