@@ -452,34 +452,22 @@ std::uint32_t icrc_compute_by(std::span<const std::uint8_t> l3, bool ipv6,
     alignas(64) std::uint8_t masked[kOneShotMax + 16];
     const std::size_t layout = ipv6 ? 11 : ip_len / 4 - 5;
     const std::uint8_t* mask = kMasks[layout].data();
+    // The CRC (finished) of the stand-in and the packet's first n <= kOneShotMax bytes, masked.
+    const auto fold_head = [&](std::size_t n) -> std::uint32_t {
 #if defined(__x86_64__)
-    if (l3.size() <= kOneShotMax && route == ShortRoute::fold_zmm)
-        return icrc_fold_zmm(l3.data(), l3.size(), layout);
-    if (l3.size() <= kOneShotMax && route == ShortRoute::fold_xmm)
-        return icrc_fold_short(l3.data(), l3.size(), mask);
+        if (route == ShortRoute::fold_zmm) return icrc_fold_zmm(l3.data(), n, layout);
+        if (route == ShortRoute::fold_xmm) return icrc_fold_short(l3.data(), n, mask);
 #endif
-    if (l3.size() <= kOneShotMax) {
-        copy_masked(masked, l3.data(), l3.size(), mask);
-        return crc_continue(kLrhStandInCrc, masked, l3.size());
-    }
+        copy_masked(masked, l3.data(), n, mask);
+        return crc_continue(kLrhStandInCrc, masked, n);
+    };
+    if (l3.size() <= kOneShotMax) return fold_head(l3.size());
     // ISA-L folds 256 bytes a loop and what is left over 16 bytes at a time, each waiting for the
     // last: the headers are taken so that the rest is whole 256-byte blocks where they can be (a
     // 4 KiB WRITE MIDDLE's rest was 15 blocks and 248 bytes: 15 serial folds a packet).
     std::size_t head = prefix + (l3.size() - prefix) % 256;
     if (head > kOneShotMax) head = (prefix + 15) & ~std::size_t{15}; // <= kMaskSpan < l3.size()
-    std::uint32_t crc;
-#if defined(__x86_64__)
-    if (route == ShortRoute::fold_zmm)
-        crc = icrc_fold_zmm(l3.data(), head, layout);
-    else if (route == ShortRoute::fold_xmm)
-        crc = icrc_fold_short(l3.data(), head, mask);
-    else
-#endif
-    {
-        copy_masked(masked, l3.data(), head, mask);
-        crc = crc_continue(kLrhStandInCrc, masked, head);
-    }
-    return crc_continue(crc, l3.data() + head, l3.size() - head);
+    return crc_continue(fold_head(head), l3.data() + head, l3.size() - head);
 }
 } // namespace
 
