@@ -564,16 +564,20 @@ class Pair : public Verbs {
         wr.wr.rdma.rkey = rkey;
         return wr;
     }
+    /** Posts one signalled @p len-byte RDMA WRITE from the start of sa's buffer (@p lkey) to the
+     *  start of sb's (@p rkey) on sa's QP: @return ibv_post_send's result. */
+    int post_write(std::uint32_t len, std::uint32_t lkey, std::uint32_t rkey) {
+        ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), len, lkey};
+        ibv_send_wr wr = write_wr(&sge, rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
+        ibv_send_wr* bad = nullptr;
+        return ibv_post_send(sa.qp, &wr, &bad);
+    }
     /** Posts one 64 B RDMA WRITE from sa's buffer (@p lkey) to sb's (@p rkey) on sa's QP and
      *  waits for its completion: @return its status (IBV_WC_GENERAL_ERR: none came, or the post
      *  failed). */
     ibv_wc_status write_64(std::uint32_t lkey, std::uint32_t rkey) {
-        ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 64, lkey};
-        ibv_send_wr wr = write_wr(&sge, rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
-        ibv_send_wr* bad = nullptr;
         ibv_wc wc{};
-        if (ibv_post_send(sa.qp, &wr, &bad) != 0 || !poll_one(sa.cq, &wc))
-            return IBV_WC_GENERAL_ERR;
+        if (post_write(64, lkey, rkey) != 0 || !poll_one(sa.cq, &wc)) return IBV_WC_GENERAL_ERR;
         return wc.status;
     }
     /**
@@ -1028,10 +1032,7 @@ class PairRateLimitAtRts : public Pair {
  * the QP left in RTR, is checked while the fixture connects.
  */
 TEST_F(PairRateLimitAtRts, RateLimitFromRtrToRtsPacesFromTheFirstPacket) {
-    ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 16384, sa.mr->lkey};
-    ibv_send_wr wr = write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
-    ibv_send_wr* bad = nullptr;
-    ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
+    ASSERT_EQ(post_write(16384, sa.mr->lkey, sb.mr->rkey), 0);
     ibv_wc wc{};
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
     int got = 0;
@@ -1275,10 +1276,7 @@ TEST_F(Verbs, QpCapabilityCornersAreAccepted) {
 /** ibv_query_qp reports the live PSNs: after a 4-packet WRITE the requester's sq_psn and the
  *  responder's rq_psn have moved past it (rxe and ConnectX do; droce reported the initial ones). */
 TEST_F(Pair, QueryQpReportsLivePsns) {
-    ibv_sge sge{reinterpret_cast<uintptr_t>(sa.buf.data()), 4096, sa.mr->lkey};
-    ibv_send_wr wr = write_wr(&sge, sb.mr->rkey, reinterpret_cast<uintptr_t>(sb.buf.data()));
-    ibv_send_wr* bad = nullptr;
-    ASSERT_EQ(ibv_post_send(sa.qp, &wr, &bad), 0);
+    ASSERT_EQ(post_write(4096, sa.mr->lkey, sb.mr->rkey), 0);
     ibv_wc wc{};
     ASSERT_TRUE(poll_one(sa.cq, &wc));
     ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
