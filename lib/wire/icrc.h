@@ -12,9 +12,11 @@
  *   everything after the BTH up to the ICRC: extension headers, payload and pad.
  * It is stored on the wire least significant byte first. droce computes it with ISA-L's
  * crc32_gzip_refl, or, for packets up to 256 bytes and the headers of longer ones (as many bytes
- * as leave ISA-L whole 256-byte blocks), by its own four-lane carry-less fold: with 512-bit
+ * as leave whole 256-byte blocks), by its own four-lane carry-less fold: with 512-bit
  * VPCLMULQDQ and masked loads on a CPU with AVX-512 (F, BW, VL) and VPCLMULQDQ, else with
- * PCLMULQDQ and AVX; generation and verification both call icrc_compute().
+ * PCLMULQDQ and AVX. Past a longer packet's head, ISA-L, or on a CPU with 256-bit VPCLMULQDQ and
+ * AVX2 but not AVX-512 (AMD Zen 3) droce's own eight-chunk 256-bit fold, which ISA-L 2.30 lacks.
+ * Generation and verification both call icrc_compute().
  */
 #pragma once
 
@@ -57,6 +59,19 @@ namespace detail {
  */
 [[nodiscard]] std::uint32_t icrc_compute_fold128(std::span<const std::uint8_t> l3,
                                                  bool ipv6) noexcept;
+/**
+ * icrc_compute() as on a CPU with 256-bit VPCLMULQDQ and AVX2 but not AVX-512 (AMD Zen 3): the
+ * 128-bit fold up to 256 bytes, and past a longer packet's head whole 128-byte blocks by the
+ * 256-bit fold. Where this CPU lacks VPCLMULQDQ (icrc_has_fold256() false): ISA-L past the head.
+ * The same result; for tests.
+ */
+[[nodiscard]] std::uint32_t icrc_compute_fold256(std::span<const std::uint8_t> l3,
+                                                 bool ipv6) noexcept;
+/** Whether this CPU can take the 256-bit fold (AVX2 and VPCLMULQDQ); for tests to say so. */
+[[nodiscard]] bool icrc_has_fold256() noexcept;
+/** icrc_continue() by ISA-L alone (every CPU's result is the same); for tests. */
+[[nodiscard]] std::uint32_t icrc_continue_isal(std::uint32_t icrc,
+                                               std::span<const std::uint8_t> more) noexcept;
 } // namespace detail
 
 /** Writes @p icrc to @p dst (4 bytes) in wire order, least significant byte first. */

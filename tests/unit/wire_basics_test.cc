@@ -7,6 +7,8 @@
  */
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <random>
 
 #if defined(__x86_64__)
@@ -715,42 +717,99 @@ TEST(RejectReasons, CountersCountPerReason) {
     EXPECT_EQ(c[RejectReason::too_short], 0u);
 }
 
+/** A packet of @p len bytes from its IP header on (IHL @p ihl, or IPv6 when @p ihl is 16), its
+ *  bytes a pattern of @p len and @p seed. */
+Bytes icrc_test_packet(unsigned ihl, std::size_t len, unsigned seed = 0) {
+    const bool ipv6 = ihl == 16;
+    Bytes l3(len);
+    for (std::size_t i = 0; i < len; ++i)
+        l3[i] = static_cast<std::uint8_t>(i * 131 + len * 7 + seed * 29 + 1);
+    l3[0] = static_cast<std::uint8_t>(ipv6 ? 0x60 : 0x40 | ihl);
+    return l3;
+}
+
+/** The ICRC by zlib over a masked copy, as Annex A17.3.3 words it. */
+std::uint32_t zlib_icrc(const Bytes& l3, unsigned ihl) {
+    const bool ipv6 = ihl == 16;
+    const std::size_t ip = ipv6 ? 40 : ihl * 4;
+    Bytes masked = l3;
+    if (ipv6) {
+        masked[0] |= 0x0f;
+        masked[1] = masked[2] = masked[3] = masked[7] = 0xff;
+    } else {
+        masked[1] = masked[8] = masked[10] = masked[11] = 0xff;
+    }
+    masked[ip + 6] = masked[ip + 7] = masked[ip + 8 + 4] = 0xff;
+    const std::uint8_t lrh[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    uLong want = crc32(0L, Z_NULL, 0);
+    want = crc32(want, lrh, sizeof lrh);
+    want = crc32(want, masked.data(), static_cast<uInt>(masked.size()));
+    return static_cast<std::uint32_t>(want);
+}
+
+/** Every route's ICRC of @p l3 against zlib's. */
+void expect_every_route_matches_zlib(const Bytes& l3, unsigned ihl) {
+    const bool ipv6 = ihl == 16;
+    const std::uint32_t want = zlib_icrc(l3, ihl);
+    const std::string what = (ipv6 ? "IPv6" : "IPv4 IHL " + std::to_string(ihl)) + " length " +
+                             std::to_string(l3.size());
+    ASSERT_EQ(icrc_compute(l3, ipv6), want) << what;
+    ASSERT_EQ(detail::icrc_compute_isal(l3, ipv6), want) << "ISA-L route, " << what;
+    ASSERT_EQ(detail::icrc_compute_fold128(l3, ipv6), want) << "128-bit fold route, " << what;
+    ASSERT_EQ(detail::icrc_compute_fold256(l3, ipv6), want) << "256-bit fold route, " << what;
+}
+
 // icrc_compute() takes four routes: up to 256 bytes a fold in registers (512-bit VPCLMULQDQ on an
 // AVX-512 CPU; PCLMULQDQ and AVX: detail::icrc_compute_fold128) or a masked copy of the whole
 // packet and one ISA-L call (other CPUs: detail::icrc_compute_isal), beyond that masked headers
-// then the rest in place: every length from the smallest packet to well past the switch, IPv4 and
-// IPv6, every short route this CPU can take, against zlib over the masked bytes (A17.3.3).
-// IPv4 with options too (IHL 6 to 15: the masks move with the header's end).
+// then the rest in place (ISA-L, or the 256-bit fold: detail::icrc_compute_fold256): every length
+// from the smallest packet to well past the switch, IPv4 and IPv6, every route this CPU can take,
+// against zlib over the masked bytes (A17.3.3). IPv4 with options too (IHL 6 to 15: the masks
+// move with the header's end).
 TEST(Icrc, EveryLengthMatchesZlib) {
     for (unsigned ihl = 5; ihl <= 16; ++ihl) {
-        const bool ipv6 = ihl == 16;
-        const std::size_t ip = ipv6 ? 40 : ihl * 4;
-        for (std::size_t len = ip + 8 + 12; len <= 700; ++len) {
-            Bytes l3(len);
-            for (std::size_t i = 0; i < len; ++i)
-                l3[i] = static_cast<std::uint8_t>(i * 131 + len * 7 + 1);
-            l3[0] = static_cast<std::uint8_t>(ipv6 ? 0x60 : 0x40 | ihl);
-            Bytes masked = l3;
-            if (ipv6) {
-                masked[0] |= 0x0f;
-                masked[1] = masked[2] = masked[3] = masked[7] = 0xff;
-            } else {
-                masked[1] = masked[8] = masked[10] = masked[11] = 0xff;
-            }
-            masked[ip + 6] = masked[ip + 7] = masked[ip + 8 + 4] = 0xff;
-            const std::uint8_t lrh[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-            uLong want = crc32(0L, Z_NULL, 0);
-            want = crc32(want, lrh, sizeof lrh);
-            want = crc32(want, masked.data(), static_cast<uInt>(masked.size()));
-            ASSERT_EQ(icrc_compute(l3, ipv6), static_cast<std::uint32_t>(want))
-                << (ipv6 ? "IPv6" : "IPv4 IHL " + std::to_string(ihl)) << " length " << len;
-            ASSERT_EQ(detail::icrc_compute_isal(l3, ipv6), static_cast<std::uint32_t>(want))
-                << "ISA-L route, " << (ipv6 ? "IPv6" : "IPv4 IHL " + std::to_string(ihl))
-                << " length " << len;
-            ASSERT_EQ(detail::icrc_compute_fold128(l3, ipv6), static_cast<std::uint32_t>(want))
-                << "128-bit fold route, " << (ipv6 ? "IPv6" : "IPv4 IHL " + std::to_string(ihl))
-                << " length " << len;
+        const std::size_t ip = ihl == 16 ? 40 : ihl * 4;
+        for (std::size_t len = ip + 8 + 12; len <= 700; ++len)
+            ASSERT_NO_FATAL_FAILURE(
+                expect_every_route_matches_zlib(icrc_test_packet(ihl, len), ihl));
+    }
+}
+
+// The long routes at the lengths of full frames: a 1 KiB and a 4 KiB path MTU's FIRST, MIDDLE and
+// LAST (with and without a RETH, pad 0 to 3), a jumbo frame's, and every length about them, so
+// that the rest past the head is whole 128-byte blocks, and blocks with 1 to 127 bytes left over.
+TEST(Icrc, FrameLengthsMatchZlibOnEveryRoute) {
+    if (!detail::icrc_has_fold256())
+        std::printf("note: this CPU has no 256-bit VPCLMULQDQ; its fold route is ISA-L's here\n");
+    for (const unsigned ihl : {5u, 16u})
+        for (const std::size_t around : {1024u, 2048u, 4096u, 9000u})
+            for (std::size_t len = around; len <= around + 200; ++len)
+                ASSERT_NO_FATAL_FAILURE(
+                    expect_every_route_matches_zlib(icrc_test_packet(ihl, len, around), ihl));
+}
+
+// icrc_continue() (a frame whose payload is gathered from other buffers) takes the same long
+// routes: a packet split into pieces at every alignment gives the ICRC of the whole, as does ISA-L
+// continuing over the same pieces.
+TEST(Icrc, ContinueAcrossPiecesMatchesTheWhole) {
+    std::mt19937 rng(4791);
+    for (int round = 0; round < 400; ++round) {
+        const std::size_t len = 60 + rng() % 5000;
+        const Bytes l3 = icrc_test_packet(5, len, static_cast<unsigned>(round));
+        const std::uint32_t want = zlib_icrc(l3, 5);
+        const std::size_t head = 40 + rng() % 20;
+        std::uint32_t crc = icrc_compute(std::span<const std::uint8_t>(l3.data(), head), false);
+        std::uint32_t by_isal = crc;
+        for (std::size_t at = head; at < len;) {
+            const std::size_t piece =
+                std::min<std::size_t>(len - at, rng() % 2 ? rng() % 64 : rng() % 2048);
+            const std::span<const std::uint8_t> more(l3.data() + at, piece);
+            crc = icrc_continue(crc, more);
+            by_isal = detail::icrc_continue_isal(by_isal, more);
+            at += piece;
         }
+        ASSERT_EQ(crc, want) << "round " << round << " length " << len;
+        ASSERT_EQ(by_isal, want) << "ISA-L, round " << round << " length " << len;
     }
 }
 
@@ -805,6 +864,8 @@ TEST(Icrc, LeavesTheUpperVectorStateClean) {
         l3[0] = 0x45;
         EXPECT_NE(detail::icrc_compute_fold128(l3, false), 0u);
         EXPECT_EQ(vector_state_in_use() & kUpperHalves, 0u) << "128-bit fold, length " << len;
+        EXPECT_NE(detail::icrc_compute_fold256(l3, false), 0u);
+        EXPECT_EQ(vector_state_in_use() & kUpperHalves, 0u) << "256-bit fold, length " << len;
         std::uint32_t crc = icrc_compute(l3, false);
         const std::uint64_t after_compute = vector_state_in_use();
         crc = icrc_continue(crc, l3);
