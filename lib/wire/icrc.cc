@@ -513,6 +513,20 @@ std::uint32_t crc_continue_by(std::uint32_t crc, const std::uint8_t* p, std::siz
 } // namespace
 
 namespace {
+/**
+ * The CRC (finished) of the stand-in and the first @p n <= kOneShotMax bytes at @p src, masked by
+ * @p mask: a masked copy, then one ISA-L call. Not inlined: its 64-byte aligned buffer on the
+ * stack made every icrc_compute_by call realign its frame, on the routes that never use it
+ * (bench/engine/instr).
+ */
+[[gnu::noinline]] std::uint32_t icrc_head_isal(const std::uint8_t* src, std::size_t n,
+                                               const std::uint8_t* mask) noexcept {
+    static_assert(kOneShotMax >= kMaskSpan);
+    alignas(64) std::uint8_t masked[kOneShotMax + 16];
+    copy_masked(masked, src, n, mask);
+    return crc_continue(kLrhStandInCrc, masked, n);
+}
+
 /** How icrc_compute_by computes up to kOneShotMax bytes: a short packet, or a longer one's
  *  headers (ISA-L does the rest of those on every route). */
 enum class ShortRoute { isal, fold_xmm, fold_zmm };
@@ -533,10 +547,8 @@ std::uint32_t icrc_compute_by(std::span<const std::uint8_t> l3, bool ipv6, Short
     // The packet itself is never written: its variant fields are masked in registers or in a
     // copy. A short packet is folded from its masked loads in registers (icrc_fold_zmm,
     // icrc_fold_short) or, on a CPU without PCLMULQDQ and AVX, copied whole (masked 16-byte moves,
-    // which ISA-L's loads then match) for one ISA-L call. A longer one has its headers taken the
-    // same way, and ISA-L continues over the rest in place.
-    static_assert(kOneShotMax >= kMaskSpan);
-    alignas(64) std::uint8_t masked[kOneShotMax + 16];
+    // which ISA-L's loads then match) for one ISA-L call (icrc_head_isal). A longer one has its
+    // headers taken the same way, and the rest is continued in place.
     const std::size_t layout = ipv6 ? 11 : ip_len / 4 - 5;
     const std::uint8_t* mask = kMasks[layout].data();
     // The CRC (finished) of the stand-in and the packet's first n <= kOneShotMax bytes, masked.
@@ -545,8 +557,7 @@ std::uint32_t icrc_compute_by(std::span<const std::uint8_t> l3, bool ipv6, Short
         if (route == ShortRoute::fold_zmm) return icrc_fold_zmm(l3.data(), n, layout);
         if (route == ShortRoute::fold_xmm) return icrc_fold_short(l3.data(), n, mask);
 #endif
-        copy_masked(masked, l3.data(), n, mask);
-        return crc_continue(kLrhStandInCrc, masked, n);
+        return icrc_head_isal(l3.data(), n, mask);
     };
     if (l3.size() <= kOneShotMax) return fold_head(l3.size());
     // ISA-L folds 256 bytes a loop and what is left over 16 bytes at a time, each waiting for the
