@@ -15,6 +15,9 @@
  *   any check → error → done              (NAK / RNR NAK / completion / QP to ERR, decided in
  * decide())
  *
+ * Every arrow points to a state declared after its own (DROCE_RESP_STATES is in this order), so
+ * responder_receive runs the machine in one pass down the list of states.
+ *
  * Every error is decided in one switch, decide(), with its IBTA responder error class
  * (§9.9.3: A remote operational, B PSN sequence / RNR, C invalid request / remote access / length,
  * D silent drop, G CQ overrun). Class A and C errors are fatal for an RC QP: the responder NAKs,
@@ -26,6 +29,7 @@
  */
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -1034,42 +1038,6 @@ RespState on_error(Rx& rx) noexcept {
     return RespState::done;
 }
 
-RespState step(RespState s, Rx& rx) noexcept {
-    switch (s) {
-    case RespState::check_qp_state:
-        return on_check_qp_state(rx);
-    case RespState::check_psn:
-        return on_check_psn(rx);
-    case RespState::check_op_seq:
-        return on_check_op_seq(rx);
-    case RespState::check_op_valid:
-        return on_check_op_valid(rx);
-    case RespState::check_resource:
-        return on_check_resource(rx);
-    case RespState::check_length:
-        return on_check_length(rx);
-    case RespState::check_rkey:
-        return on_check_rkey(rx);
-    case RespState::execute:
-        return on_execute(rx);
-    case RespState::complete:
-        return on_complete(rx);
-    case RespState::acknowledge:
-        return on_acknowledge(rx);
-    case RespState::read_reply:
-        return on_read_reply(rx);
-    case RespState::atomic_reply:
-        return on_atomic_reply(rx);
-    case RespState::duplicate:
-        return on_duplicate(rx);
-    case RespState::error:
-        return on_error(rx);
-    case RespState::done:
-        break;
-    }
-    return RespState::done;
-}
-
 } // namespace
 
 void responder_receive(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) noexcept {
@@ -1083,9 +1051,26 @@ void responder_receive(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) 
           static_cast<std::uint32_t>(pkt.payload.size()),
           nullptr,
           RespError::none};
-    RespState s = RespState::check_qp_state;
-    while (s != RespState::done)
-        s = step(s, rx);
+    // Every step names a later state than its own (the states are declared in the order a
+    // request can take them: the checks, then placement, completion and the ACK, then the replies,
+    // duplicates and errors), so one pass down the list, each state a compare the branch
+    // predictor learns, runs the whole machine; a switch in a loop paid an indirect jump per step,
+    // about 39 instructions a packet (bench/engine/instr). The assert at the end holds that order.
+    RespState s = on_check_qp_state(rx);
+    if (s == RespState::check_psn) s = on_check_psn(rx);
+    if (s == RespState::check_op_seq) s = on_check_op_seq(rx);
+    if (s == RespState::check_op_valid) s = on_check_op_valid(rx);
+    if (s == RespState::check_resource) s = on_check_resource(rx);
+    if (s == RespState::check_length) s = on_check_length(rx);
+    if (s == RespState::check_rkey) s = on_check_rkey(rx);
+    if (s == RespState::execute) s = on_execute(rx);
+    if (s == RespState::complete) s = on_complete(rx);
+    if (s == RespState::acknowledge) s = on_acknowledge(rx);
+    if (s == RespState::read_reply) s = on_read_reply(rx);
+    if (s == RespState::atomic_reply) s = on_atomic_reply(rx);
+    if (s == RespState::duplicate) s = on_duplicate(rx);
+    if (s == RespState::error) s = on_error(rx);
+    assert(s == RespState::done);
 }
 
 void responder_flush_ack(Qp& qp, TransportCtx& ctx) noexcept {
