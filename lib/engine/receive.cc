@@ -32,12 +32,12 @@ bool Device::dst_mac_accepted(const wire::ParsedFrame& pkt, bool roce, unsigned 
                               bool looped) const noexcept {
     const wire::MacAddr& dst = pkt.eth->dst;
     if (!is_group_mac(dst)) {
-        if (port < ports_.size() && dst == ports_[port].mac) return true;
+        if (port < ports_.size() && wire::same_mac(dst, ports_[port].mac)) return true;
         // A looped-back frame leaves by the sending QP's port and is received by the port that owns
         // its destination GID: any of this device's own MACs is that port's.
         if (!looped) return false;
         for (const PortSpec& own : ports_)
-            if (dst == own.mac) return true;
+            if (wire::same_mac(dst, own.mac)) return true;
         return false;
     }
     // A group MAC reaches every host on the link: a RoCE RC frame is never sent to one, so

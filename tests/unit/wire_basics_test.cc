@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "wire/eth.h"
 #include "wire/icrc.h"
 #include "wire/udp_sport.h"
 #include "wire_test_util.h"
@@ -198,6 +199,20 @@ TEST(HeaderAccessors, OtherSettersMaskToTheirFields) {
     EXPECT_EQ(ip.header_length(), 24u);
     EXPECT_EQ(ip.dscp(), 26u);
     EXPECT_EQ(ip.ecn(), 3u);
+}
+
+// same_mac compares all six bytes: a MAC that differs from another in any one bit of any byte is
+// not the same, and equal ones are.
+TEST(MacAddr, SameMacComparesEveryByte) {
+    const MacAddr a = {0x02, 0x00, 0x00, 0x00, 0x0c, 0x00};
+    EXPECT_TRUE(same_mac(a, a));
+    for (std::size_t i = 0; i < a.size(); ++i)
+        for (unsigned bit = 0; bit < 8; ++bit) {
+            MacAddr b = a;
+            b[i] ^= static_cast<std::uint8_t>(1u << bit);
+            EXPECT_FALSE(same_mac(a, b)) << "byte " << i << " bit " << bit;
+            EXPECT_FALSE(same_mac(b, a)) << "byte " << i << " bit " << bit;
+        }
 }
 
 TEST(HeaderSizes, MatchTheWire) {
