@@ -830,8 +830,10 @@ TEST(Icrc, ContinueAcrossPiecesMatchesTheWhole) {
 
 // The 512-bit route reads a packet in 64-byte blocks that start before it (its stream is laid out
 // to end on a block boundary): masked loads, which read nothing and cannot fault where the mask is
-// off. A packet at the very start of a page after an unmapped one, and at the very end of a page
-// before an unmapped one, every short length: no fault, and the ICRC of the bytes given.
+// off; the 256-bit fold past the head reads whole 32-byte pieces. A packet at the very start of a
+// page after an unmapped one, and at the very end of a page before an unmapped one, every length
+// up to a page, through icrc_compute, the 256-bit route and icrc_continue: no fault, and the ICRC
+// of the bytes given.
 TEST(Icrc, ReadsNothingOutsideThePacket) {
     const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
     void* map = mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -840,7 +842,7 @@ TEST(Icrc, ReadsNothingOutsideThePacket) {
     ASSERT_EQ(mprotect(base, page, PROT_NONE), 0);
     ASSERT_EQ(mprotect(base + 2 * page, page, PROT_NONE), 0);
     std::uint8_t* const first = base + page;
-    for (std::size_t len = 20 + 8 + 12; len <= 256; ++len) {
+    for (std::size_t len = 20 + 8 + 12; len <= page; ++len) {
         Bytes l3(len);
         for (std::size_t i = 0; i < len; ++i)
             l3[i] = static_cast<std::uint8_t>(i * 37 + len);
@@ -848,8 +850,13 @@ TEST(Icrc, ReadsNothingOutsideThePacket) {
         const std::uint32_t want = detail::icrc_compute_isal(l3, false);
         for (std::uint8_t* at : {first, first + page - len}) {
             std::memcpy(at, l3.data(), len);
-            ASSERT_EQ(icrc_compute(std::span<const std::uint8_t>(at, len), false), want)
-                << "length " << len << (at == first ? " at a page's start" : " at a page's end");
+            const std::span<const std::uint8_t> pkt(at, len);
+            const std::string where = "length " + std::to_string(len) +
+                                      (at == first ? " at a page's start" : " at a page's end");
+            ASSERT_EQ(icrc_compute(pkt, false), want) << where;
+            ASSERT_EQ(detail::icrc_compute_fold256(pkt, false), want) << "256-bit route, " << where;
+            ASSERT_EQ(icrc_continue(icrc_compute(pkt.first(40), false), pkt.subspan(40)), want)
+                << "icrc_continue, " << where;
         }
     }
     munmap(map, 3 * page);
