@@ -1038,6 +1038,11 @@ RespState on_error(Rx& rx) noexcept {
     return RespState::done;
 }
 
+/** The last state: nothing left to do (so that every state of the list has a step). */
+RespState on_done(Rx&) noexcept {
+    return RespState::done;
+}
+
 } // namespace
 
 void responder_receive(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) noexcept {
@@ -1051,25 +1056,16 @@ void responder_receive(Qp& qp, const wire::ParsedFrame& pkt, TransportCtx& ctx) 
           static_cast<std::uint32_t>(pkt.payload.size()),
           nullptr,
           RespError::none};
-    // Every step names a later state than its own (the states are declared in the order a
+    // Every step names a later state than its own (DROCE_RESP_STATES lists them in the order a
     // request can take them: the checks, then placement, completion and the ACK, then the replies,
-    // duplicates and errors), so one pass down the list, each state a compare the branch
+    // duplicates and errors), so one pass down that list, each state a compare the branch
     // predictor learns, runs the whole machine; a switch in a loop paid an indirect jump per step,
     // about 39 instructions a packet (bench/engine/instr). The assert at the end holds that order.
-    RespState s = on_check_qp_state(rx);
-    if (s == RespState::check_psn) s = on_check_psn(rx);
-    if (s == RespState::check_op_seq) s = on_check_op_seq(rx);
-    if (s == RespState::check_op_valid) s = on_check_op_valid(rx);
-    if (s == RespState::check_resource) s = on_check_resource(rx);
-    if (s == RespState::check_length) s = on_check_length(rx);
-    if (s == RespState::check_rkey) s = on_check_rkey(rx);
-    if (s == RespState::execute) s = on_execute(rx);
-    if (s == RespState::complete) s = on_complete(rx);
-    if (s == RespState::acknowledge) s = on_acknowledge(rx);
-    if (s == RespState::read_reply) s = on_read_reply(rx);
-    if (s == RespState::atomic_reply) s = on_atomic_reply(rx);
-    if (s == RespState::duplicate) s = on_duplicate(rx);
-    if (s == RespState::error) s = on_error(rx);
+    RespState s = RespState::check_qp_state;
+#define DROCE_RESP_STATE_STEP(name, text)                                                          \
+    if (s == RespState::name) s = on_##name(rx);
+    DROCE_RESP_STATES(DROCE_RESP_STATE_STEP)
+#undef DROCE_RESP_STATE_STEP
     assert(s == RespState::done);
 }
 
